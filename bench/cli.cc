@@ -1,0 +1,483 @@
+#include "bench/cli.h"
+
+#include <unistd.h>
+
+#include <cxxopts.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "bench/coll_spec.h"
+#include "bench/record.h"
+#include "bench/runner.h"
+#include "collectives/backends/local/communicator.h"
+#include "collectives/backends/nccl/communicator.h"
+#include "core/config.h"
+#include "core/database.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/parallel.h"
+#include "core/sizes.h"
+#if CIUIC_HAVE_MPI
+#include "collectives/backends/mpi/communicator.h"
+#endif
+
+namespace ciuic {
+
+namespace {
+
+struct Subcommand {
+  const char* name;
+  const char* summary;
+};
+
+// The subcommand table: collectives come from the spec registry; the rest are listed here.
+std::vector<Subcommand> Subcommands() {
+  std::vector<Subcommand> out;
+  for (const CollSpec* s : AllCollectives()) out.push_back({s->name, s->summary});
+  out.push_back({"list", "backends, devices, dtypes, ops and collectives in this build"});
+  return out;
+}
+
+std::string AvailableBackends() {
+  std::string s = "local";
+  if (CIUIC_HAVE_MPI) s += ", mpi";
+  if (CIUIC_HAVE_NCCL) s += ", nccl";
+  return s;
+}
+
+struct Cli {
+  std::string op;
+  BenchOptions bench;
+  std::string backend;
+  std::string device;
+  std::string format = "table";
+  std::string out_path;
+  std::string db_path;
+  int ranks = 0;  // 0: default
+  bool ranks_given = false;
+  double timeout_s = 300;
+  bool expect = false;
+  double expect_busbw = 0;
+  uint64_t expect_size = 0;  // 0: the peak
+  std::vector<std::string> argv;
+};
+
+cxxopts::Options MakeOptions() {
+  std::string help = "Subcommands:\n";
+  for (const auto& s : Subcommands()) help += fmt::format("  {:<14} {}\n", s.name, s.summary);
+  cxxopts::Options o("ciuic-bench", "Benchmark collectives with exact verification.\n\nUsage: ciuic-bench OP [options]\n\n" + help);
+  o.add_options()
+      ("sizes", "MIN:MAX[:xF|:+STEP] or a comma list; K/M/G binary, KB/MB/GB decimal", cxxopts::value<std::string>()->default_value("1K:1G"))
+      ("backend", "mpi | nccl | local (default: nccl on cuda, mpi on cpu)", cxxopts::value<std::string>())
+      ("device", "cpu | cuda (default: cuda when a GPU and NCCL are present)", cxxopts::value<std::string>())
+      ("dtype", "fp32 fp64 fp16 bf16 fp8e4m3 fp8e5m2 int8 uint8 int32 int64", cxxopts::value<std::string>()->default_value("fp32"))
+      ("op", "sum | avg | min | max | prod", cxxopts::value<std::string>()->default_value("sum"))
+      ("root", "root rank of broadcast and reduce", cxxopts::value<int>()->default_value("0"))
+      ("algo", "auto (the backend's own algorithm)", cxxopts::value<std::string>()->default_value("auto"))
+      ("codec", "none (lossy codecs run through the ciuic runtime)", cxxopts::value<std::string>()->default_value("none"))
+      ("iters", "timed iterations per row (default: auto, 5..20, ~1 s per row)", cxxopts::value<int>())
+      ("warmup", "warm-up iterations per row (default: auto, 1..5)", cxxopts::value<int>())
+      ("check", "exact verification iterations per row", cxxopts::value<int>()->default_value("1"))
+      ("inplace", "yes | no | both", cxxopts::value<std::string>()->default_value("both"))
+      ("format", "table | csv | json", cxxopts::value<std::string>()->default_value("table"))
+      ("out", "write the --format output to FILE (the table still goes to stdout)", cxxopts::value<std::string>())
+      ("db", "append the run to this SQLite database", cxxopts::value<std::string>())
+      ("ranks", "ranks to start when not under a launcher (default: one per GPU, or 2 on CPU)", cxxopts::value<int>())
+      ("timeout", "seconds a collective may make no progress before the run fails (0: off)", cxxopts::value<double>()->default_value("300"))
+      ("expect", "busbw>=GBPS[@SIZE]: exit 3 unless the peak (or SIZE's) busbw reaches GBPS", cxxopts::value<std::string>())
+      ("seed", "input pattern seed", cxxopts::value<uint64_t>()->default_value("97"))
+      ("debug-corrupt", "test hook RANK:INDEX: damage one received element", cxxopts::value<std::string>())
+      ("h,help", "this help")
+      ("version", "print the version")
+      ("command", "", cxxopts::value<std::string>());
+  o.parse_positional({"command"});
+  o.positional_help("OP");
+  return o;
+}
+
+template <class T>
+T Get(const cxxopts::ParseResult& r, const char* key) {
+  return r[key].as<T>();
+}
+
+void ParseExpect(const std::string& text, Cli& cli) {
+  const std::string prefix = "busbw>=";
+  if (text.rfind(prefix, 0) != 0) throw UsageError(fmt::format("bad --expect '{}': use busbw>=GBPS[@SIZE]", text));
+  std::string rest = text.substr(prefix.size());
+  const size_t at = rest.find('@');
+  if (at != std::string::npos) {
+    cli.expect_size = ParseSize(rest.substr(at + 1));
+    rest = rest.substr(0, at);
+  }
+  char* end = nullptr;
+  cli.expect_busbw = std::strtod(rest.c_str(), &end);
+  if (rest.empty() || *end != '\0' || !(cli.expect_busbw >= 0) || !std::isfinite(cli.expect_busbw)) {
+    throw UsageError(fmt::format("bad --expect '{}': GBPS must be a non-negative number", text));
+  }
+  cli.expect = true;
+}
+
+Cli ParseCli(int argc, char** argv) {
+  Cli cli;
+  for (int i = 0; i < argc; ++i) cli.argv.push_back(argv[i]);
+  auto options = MakeOptions();
+  cxxopts::ParseResult r;
+  try {
+    r = options.parse(argc, argv);
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw UsageError(e.what());
+  }
+  if (r.count("help")) {
+    std::cout << options.help() << "\n";
+    std::exit(0);
+  }
+  if (r.count("version")) {
+    std::cout << "ciuic-bench " << CIUIC_VERSION << " (" << CIUIC_GIT_COMMIT << ")\n";
+    std::exit(0);
+  }
+  if (!r.count("command")) throw UsageError("missing OP (try --help)");
+  if (!r.unmatched().empty()) throw UsageError(fmt::format("unexpected argument '{}'", r.unmatched().front()));
+  cli.op = Get<std::string>(r, "command");
+  if (cli.op == "list") return cli;
+  const CollSpec* spec = FindCollective(cli.op);
+  if (!spec) {
+    std::string known;
+    for (const auto& s : Subcommands()) known += std::string(known.empty() ? "" : ", ") + s.name;
+    throw UsageError(fmt::format("unknown OP '{}' (known: {})", cli.op, known));
+  }
+  BenchOptions& b = cli.bench;
+  b.spec = spec;
+  b.sizes = ParseSizeList(Get<std::string>(r, "sizes"));
+  b.type = ParseDType(Get<std::string>(r, "dtype"));
+  b.op = ParseReduceOp(Get<std::string>(r, "op"));
+  b.root = Get<int>(r, "root");
+  if (b.root < 0) throw UsageError(fmt::format("--root {} must be a rank (>= 0)", b.root));
+  if (r.count("iters")) {
+    b.iters = Get<int>(r, "iters");
+    if (b.iters < 1) throw UsageError(fmt::format("--iters {} must be at least 1", b.iters));
+  }
+  if (r.count("warmup")) {
+    b.warmup = Get<int>(r, "warmup");
+    if (b.warmup < 0) throw UsageError(fmt::format("--warmup {} must be >= 0", b.warmup));
+  }
+  b.check = Get<int>(r, "check");
+  if (b.check < 0) throw UsageError(fmt::format("--check {} must be >= 0", b.check));
+  const std::string inplace = Get<std::string>(r, "inplace");
+  if (inplace == "yes") {
+    b.out_of_place = false;
+  } else if (inplace == "no") {
+    b.in_place = false;
+  } else if (inplace != "both") {
+    throw UsageError(fmt::format("bad --inplace '{}': use yes, no or both", inplace));
+  }
+  b.seed = Get<uint64_t>(r, "seed");
+  const std::string algo = Get<std::string>(r, "algo");
+  if (algo != "auto" && algo != "native") {
+    throw UsageError(fmt::format("--algo {}: the mpi, nccl and local backends run their own algorithm; use auto", algo));
+  }
+  const std::string codec = Get<std::string>(r, "codec");
+  if (codec != "none") {
+    throw UsageError(fmt::format("--codec {}: this build measures uncompressed collectives only; use none", codec));
+  }
+  cli.format = Get<std::string>(r, "format");
+  if (cli.format != "table" && cli.format != "csv" && cli.format != "json") {
+    throw UsageError(fmt::format("bad --format '{}': use table, csv or json", cli.format));
+  }
+  if (r.count("out")) cli.out_path = Get<std::string>(r, "out");
+  if (r.count("db")) cli.db_path = Get<std::string>(r, "db");
+  if (r.count("ranks")) {
+    cli.ranks = Get<int>(r, "ranks");
+    cli.ranks_given = true;
+    if (cli.ranks < 1 || cli.ranks > 4096) throw UsageError(fmt::format("--ranks {} must be in 1..4096", cli.ranks));
+  }
+  cli.timeout_s = Get<double>(r, "timeout");
+  if (!(cli.timeout_s >= 0) || !std::isfinite(cli.timeout_s)) {
+    throw UsageError("--timeout must be a non-negative number of seconds");
+  }
+  if (r.count("expect")) ParseExpect(Get<std::string>(r, "expect"), cli);
+  if (r.count("debug-corrupt")) {
+    const std::string v = Get<std::string>(r, "debug-corrupt");
+    const size_t colon = v.find(':');
+    try {
+      if (colon == std::string::npos) throw std::invalid_argument(v);
+      b.corrupt_rank = std::stoi(v.substr(0, colon));
+      b.corrupt_index = std::stoull(v.substr(colon + 1));
+    } catch (const std::exception&) {
+      throw UsageError(fmt::format("bad --debug-corrupt '{}': use RANK:INDEX", v));
+    }
+  }
+
+  // Device and backend defaults.
+  const bool have_gpu = CIUIC_HAVE_NCCL && CudaDeviceCount() > 0;
+  if (r.count("device")) {
+    cli.device = Get<std::string>(r, "device");
+    if (cli.device != "cpu" && cli.device != "cuda") throw UsageError(fmt::format("bad --device '{}': use cpu or cuda", cli.device));
+  } else {
+    cli.device = (r.count("backend") && Get<std::string>(r, "backend") != "nccl") ? "cpu" : (have_gpu ? "cuda" : "cpu");
+  }
+  if (r.count("backend")) {
+    cli.backend = Get<std::string>(r, "backend");
+  } else {
+    cli.backend = cli.device == "cuda" ? "nccl" : (CIUIC_HAVE_MPI ? "mpi" : "local");
+  }
+  if (cli.backend != "local" && cli.backend != "mpi" && cli.backend != "nccl") {
+    throw UsageError(fmt::format("unknown backend '{}' (this build has: {})", cli.backend, AvailableBackends()));
+  }
+  if (cli.backend == "mpi" && !CIUIC_HAVE_MPI) throw UsageError("--backend mpi: this build has no MPI (its backends: " + AvailableBackends() + ")");
+  if (cli.backend == "nccl" && !CIUIC_HAVE_NCCL) throw UsageError("--backend nccl: this build has no NCCL (its backends: " + AvailableBackends() + ")");
+  if (cli.backend == "nccl" && cli.device != "cuda") throw UsageError("--backend nccl needs --device cuda");
+  if (cli.backend != "nccl" && cli.device == "cuda") throw UsageError(fmt::format("--backend {} runs on host memory; use --device cpu", cli.backend));
+  if (cli.backend == "nccl" && CudaDeviceCount() == 0) {
+    throw RuntimeError("--backend nccl: no CUDA device is visible on this machine");
+  }
+  return cli;
+}
+
+// Opens (and closes) the output file and database once before any rank starts, so a bad path or
+// a foreign database is one clear error instead of a failure after the run.
+void ValidateOutputs(const Cli& cli) {
+  if (!cli.out_path.empty()) {
+    const auto parent = std::filesystem::path(cli.out_path).parent_path();
+    std::error_code ec;
+    if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
+      throw InputError(fmt::format("--out '{}': directory '{}' does not exist", cli.out_path, parent.string()));
+    }
+    if (std::filesystem::is_directory(cli.out_path, ec)) throw InputError(fmt::format("--out '{}' is a directory", cli.out_path));
+  }
+  if (!cli.db_path.empty()) {
+    const auto parent = std::filesystem::path(cli.db_path).parent_path();
+    std::error_code ec;
+    if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
+      throw InputError(fmt::format("--db '{}': directory '{}' does not exist", cli.db_path, parent.string()));
+    }
+    Database probe(cli.db_path);
+  }
+}
+
+int DefaultRanks(const Cli& cli) {
+  if (cli.device == "cuda") return std::max(1, CudaDeviceCount());
+  return 2;
+}
+
+bool NeedsMpiLaunch(const Cli& cli) {
+  return CIUIC_HAVE_MPI && (cli.backend == "mpi" || cli.backend == "nccl");
+}
+
+// Replaces this process with `mpiexec -n N <self> args` (root-safe, --oversubscribe when N exceeds
+// the cores). Returns only on failure.
+[[noreturn]] void Relaunch(const Cli& cli, int ranks) {
+  std::string mpiexec = CIUIC_MPIEXEC;
+  if (mpiexec.empty() || access(mpiexec.c_str(), X_OK) != 0) mpiexec = "mpiexec";
+  std::vector<std::string> args = {mpiexec, "-n", std::to_string(ranks), "--quiet"};
+  if (ranks > static_cast<int>(std::thread::hardware_concurrency())) args.push_back("--oversubscribe");
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  args.push_back(ec ? cli.argv[0] : self.string());
+  for (size_t i = 1; i < cli.argv.size(); ++i) args.push_back(cli.argv[i]);
+  if (geteuid() == 0) {
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  }
+  setenv("CIUIC_LAUNCHED_BY_BENCH", "1", 1);
+  std::string shown;
+  for (const auto& a : args) shown += (shown.empty() ? "" : " ") + a;
+  LogInfo("starting {} ranks: {}", ranks, shown);
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  execvp(cargs[0], cargs.data());
+  throw RuntimeError(fmt::format("cannot start {}: {}", mpiexec, std::strerror(errno)));
+}
+
+int ListBuild() {
+  std::cout << "ciuic-bench " << CIUIC_VERSION << " (" << CIUIC_GIT_COMMIT << ")\n";
+  std::cout << "backends:    " << AvailableBackends() << "\n";
+  std::cout << "devices:     cpu";
+  const int gpus = CudaDeviceCount();
+  for (int i = 0; i < gpus; ++i) {
+    CudaSetDevice(i);
+    std::cout << fmt::format(", cuda:{} ({})", i, CudaDeviceName());
+  }
+  std::cout << "\n";
+  if (CIUIC_HAVE_NCCL) std::cout << "nccl:        built " << NcclBuildVersion() << ", loaded " << NcclRuntimeVersion() << "\n";
+  std::cout << "collectives:";
+  for (const CollSpec* s : AllCollectives()) std::cout << " " << s->name;
+  std::cout << "\ndtypes:     ";
+  for (DType t : AllDTypes()) std::cout << " " << DTypeName(t);
+  std::cout << "\nops:        ";
+  for (ReduceOp op : AllReduceOps()) std::cout << " " << ReduceOpName(op);
+  std::cout << "\nalgorithms:  auto (the backend's own)\ncodecs:      none\n";
+  return 0;
+}
+
+void WriteAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f << text;
+    f.flush();
+    if (!f) throw RuntimeError(fmt::format("cannot write '{}'", tmp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw RuntimeError(fmt::format("cannot write '{}': {}", path, ec.message()));
+}
+
+// Runs the sweep on one rank's communicator; rank 0 reports. Returns the exit code.
+int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* watchdog) {
+  BenchOptions o = cli.bench;
+  o.local_ranks = local_ranks;
+  o.watchdog = watchdog;
+  BenchContext ctx = MakeContext(comm, o);
+  for (const auto& a : cli.argv) ctx.command_line += (ctx.command_line.empty() ? "" : " ") + a;
+  if (cli.backend == "nccl") ctx.library_versions["nccl-build"] = NcclBuildVersion();
+  MultiReporter reporters;
+  std::ostringstream file_text;
+  const bool lead = comm.Rank() == 0;
+  if (lead) {
+    if (cli.format == "table" || !cli.out_path.empty()) reporters.Add(MakeTableReporter(std::cout));
+    std::ostream& fmt_out = cli.out_path.empty() ? static_cast<std::ostream&>(std::cout) : file_text;
+    if (cli.format == "csv") reporters.Add(MakeCsvReporter(fmt_out));
+    if (cli.format == "json") reporters.Add(MakeJsonReporter(fmt_out));
+    if (cli.format == "table" && !cli.out_path.empty()) reporters.Add(MakeTableReporter(file_text));
+    if (!cli.db_path.empty()) reporters.Add(MakeSqliteReporter(cli.db_path));
+  }
+  // Reporters are only written by rank 0; others pass none.
+  const BenchSummary s = RunBench(comm, o, lead ? &reporters : nullptr, ctx);
+  if (!lead) return s.total_wrong > 0 ? 3 : 0;
+  if (!cli.out_path.empty()) {
+    WriteAtomically(cli.out_path, file_text.str());
+    LogInfo("wrote {}", cli.out_path);
+  }
+  if (!cli.db_path.empty()) LogInfo("appended the run to {}", cli.db_path);
+  if (s.failed_rows > 0) {
+    LogInfo("{} row(s) failed (see n/a rows)", s.failed_rows);
+    return 2;
+  }
+  if (s.total_wrong > 0) {
+    LogInfo("verification failed: {} wrong element(s)", s.total_wrong);
+    return 3;
+  }
+  if (cli.expect) {
+    double got = -1;
+    std::string where = "peak";
+    if (cli.expect_size) {
+      where = "at " + FormatSize(cli.expect_size);
+      for (const auto& r : s.all_rows) {
+        if (r.ok() && r.size_bytes == cli.expect_size) got = std::max(got, r.busbw_gbps);
+      }
+    } else {
+      got = s.peak_busbw_gbps;
+    }
+    if (got < cli.expect_busbw) {
+      LogInfo("expectation missed: busbw {} {} GB/s < {} GB/s", where, got < 0 ? "n/a" : fmt::format("{:.2f}", got),
+              cli.expect_busbw);
+      return 3;
+    }
+  }
+  return 0;
+}
+
+void OnTimeout(const std::string& what, double timeout_s) {
+  LogInfo("timeout: {} made no progress in {:.0f} s", what, timeout_s);
+#if CIUIC_HAVE_MPI
+  if (MpiSession::Active()) MpiSession::Abort(2);
+#endif
+  std::_Exit(2);
+}
+
+int Run(int argc, char** argv) {
+  SetLogPrefix("ciuic-bench");
+  Cli cli = ParseCli(argc, argv);
+  if (cli.op == "list") return ListBuild();
+
+  const bool launched = CIUIC_HAVE_MPI && ([] {
+#if CIUIC_HAVE_MPI
+                          return UnderMpiLauncher();
+#else
+                          return false;
+#endif
+                        })();
+  if (NeedsMpiLaunch(cli) && !launched) {
+    const int ranks = cli.ranks_given ? cli.ranks : DefaultRanks(cli);
+    if (!cli.ranks_given) {
+      LogInfo("no launcher and no --ranks: starting {} rank(s) ({})", ranks,
+              cli.device == "cuda" ? "one per GPU" : "CPU-only machine");
+    }
+    // Everything a rank could reject is checked here, once, before any rank starts.
+    ValidateOutputs(cli);
+    BenchOptions o = cli.bench;
+    o.local_ranks = ranks;
+    CheckSizesFit(o, ranks, cli.device == "cuda" ? MemoryKind::kDevice : MemoryKind::kHost);
+    if (ranks > 1) Relaunch(cli, ranks);
+  }
+
+  if (cli.backend == "local") {
+    const int ranks = cli.ranks_given ? cli.ranks : 2;
+    ValidateOutputs(cli);
+    SetParallelThreads(std::max(1u, std::thread::hardware_concurrency() / ranks));
+    Watchdog watchdog(cli.timeout_s, OnTimeout);
+    int code = 0;
+    std::mutex mu;
+    RunLocalRanks(ranks, [&](Communicator& comm) {
+      const int c = RunOnComm(comm, cli, ranks, &watchdog);
+      std::lock_guard lock(mu);
+      if (comm.Rank() == 0) code = c;
+    });
+    return code;
+  }
+
+#if CIUIC_HAVE_MPI
+  MpiSession mpi(&argc, &argv);
+  auto world = MakeMpiWorld();
+  if (cli.ranks_given && launched && cli.ranks != world->Size()) {
+    if (world->Rank() == 0) {
+      LogInfo("--ranks {} but the launcher started {} rank(s)", cli.ranks, world->Size());
+    }
+    return 1;
+  }
+  if (!launched || world->Rank() == 0) ValidateOutputs(cli);
+  const auto hosts = GatherHostnames(*world);
+  const int local = static_cast<int>(std::count(hosts.begin(), hosts.end(), hosts[world->Rank()]));
+  SetParallelThreads(std::max(1u, std::thread::hardware_concurrency() / local));
+  Watchdog watchdog(cli.timeout_s, OnTimeout);
+  std::unique_ptr<Communicator> comm;
+  if (cli.backend == "nccl") {
+    comm = MakeNcclWorld(std::move(world));
+  } else {
+    comm = std::move(world);
+  }
+  const int code = RunOnComm(*comm, cli, local, &watchdog);
+  comm.reset();
+  return code;
+#else
+  // nccl without MPI: a world of one process over a one-rank local control plane.
+  if (cli.ranks_given && cli.ranks != 1) {
+    throw UsageError(fmt::format("--ranks {}: this build has no MPI, so the nccl backend runs one rank", cli.ranks));
+  }
+  ValidateOutputs(cli);
+  auto control = MakeLocalWorld(1);
+  auto comm = MakeNcclWorld(std::move(control[0]));
+  Watchdog watchdog(cli.timeout_s, OnTimeout);
+  return RunOnComm(*comm, cli, 1, &watchdog);
+#endif
+}
+
+}  // namespace
+
+int BenchMain(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const Error& e) {
+    LogInfo("{}", e.what());
+    return static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    LogInfo("internal error: {}", e.what());
+    return 2;
+  }
+}
+
+}  // namespace ciuic

@@ -1,0 +1,101 @@
+#pragma once
+// One flat record per (size, placement) row, the run's context, and the reporters that read only
+// these (table, CSV, JSON, SQLite: one file each in bench/reporters/).
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace ciuic {
+
+struct BenchContext {
+  std::string tool_version;
+  std::string git_commit;
+  std::string collective;
+  std::string backend;
+  std::string device;       // cpu | cuda
+  std::string device_name;  // GPU name or CPU model
+  int world_size = 1;
+  std::string dtype;
+  std::string dtype_table;  // nccl-tests' name, for the table's type column
+  std::string redop;        // "-" for collectives that do not reduce
+  int root = -1;            // -1 for unrooted collectives
+  std::string codec = "none";
+  std::string algo = "native";
+  double busbw_factor = 1.0;
+  std::string busbw_formula;  // "2(n-1)/n"
+  std::vector<std::string> hostnames;
+  std::map<std::string, std::string> library_versions;
+  std::string start_time;  // ISO 8601 UTC
+  std::string command_line;
+  int warmup = -1;  // -1: auto
+  int iters = -1;   // -1: auto
+  int check = 1;
+  std::string timing = "host";  // host (wall clock, barrier-aligned) | cuda-events
+};
+
+struct BenchRow {
+  uint64_t size_bytes = 0;
+  uint64_t count = 0;
+  bool inplace = false;
+  int root = -1;
+  int iters = 0;
+  double time_us = 0;
+  double time_p50_us = 0;
+  double time_p99_us = 0;
+  double algbw_gbps = 0;
+  double busbw_gbps = 0;
+  int64_t wrong = 0;
+  std::string error;  // non-empty: the row failed or was skipped and its numbers mean nothing
+  bool skipped = false;  // not run by design (unsupported combination, size too small), not a failure
+  bool ok() const { return error.empty(); }
+};
+
+struct BenchSummary {
+  double peak_busbw_gbps = 0;
+  uint64_t peak_size_bytes = 0;
+  bool peak_inplace = false;
+  int64_t total_wrong = 0;
+  int rows = 0;
+  int failed_rows = 0;   // rows that hit a runtime error
+  int skipped_rows = 0;  // unsupported combinations and sizes too small for the world
+  std::string end_time;
+  std::vector<BenchRow> all_rows;
+};
+
+class Reporter {
+ public:
+  virtual ~Reporter() = default;
+  virtual void Begin(const BenchContext&) {}
+  // The rows of one size (out-of-place then in-place), as soon as they are measured.
+  virtual void Size(const std::vector<BenchRow>& rows) = 0;
+  virtual void End(const BenchSummary&) {}
+};
+
+std::unique_ptr<Reporter> MakeTableReporter(std::ostream& out);
+std::unique_ptr<Reporter> MakeCsvReporter(std::ostream& out);
+std::unique_ptr<Reporter> MakeJsonReporter(std::ostream& out);
+// Appends the run and its rows to a SQLite database (core/database.h schema).
+std::unique_ptr<Reporter> MakeSqliteReporter(const std::string& path);
+
+// Forwards every call to several reporters.
+class MultiReporter : public Reporter {
+ public:
+  void Add(std::unique_ptr<Reporter> r) { reporters_.push_back(std::move(r)); }
+  void Begin(const BenchContext& c) override {
+    for (auto& r : reporters_) r->Begin(c);
+  }
+  void Size(const std::vector<BenchRow>& rows) override {
+    for (auto& r : reporters_) r->Size(rows);
+  }
+  void End(const BenchSummary& s) override {
+    for (auto& r : reporters_) r->End(s);
+  }
+
+ private:
+  std::vector<std::unique_ptr<Reporter>> reporters_;
+};
+
+}  // namespace ciuic

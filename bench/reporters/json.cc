@@ -1,0 +1,94 @@
+// JSON: one object, "schema": "ciuic.bench/1", the run's context, "results" (one entry per row,
+// real booleans and numbers; null numbers and an "error" for failed rows) and a "summary".
+#include <nlohmann/json.hpp>
+
+#include <ostream>
+
+#include "bench/record.h"
+
+namespace ciuic {
+
+namespace {
+
+class JsonReporter : public Reporter {
+ public:
+  explicit JsonReporter(std::ostream& out) : out_(out) {}
+
+  void Begin(const BenchContext& c) override {
+    doc_ = nlohmann::ordered_json::object();
+    doc_["schema"] = "ciuic.bench/1";
+    auto& x = doc_["context"];
+    x["tool"] = "ciuic-bench";
+    x["tool_version"] = c.tool_version;
+    x["git_commit"] = c.git_commit;
+    x["collective"] = c.collective;
+    x["backend"] = c.backend;
+    x["device"] = c.device;
+    x["device_name"] = c.device_name;
+    x["world_size"] = c.world_size;
+    x["dtype"] = c.dtype;
+    x["op"] = c.redop;
+    x["root"] = c.root;
+    x["codec"] = c.codec;
+    x["algo"] = c.algo;
+    x["hostnames"] = c.hostnames;
+    x["library_versions"] = c.library_versions;
+    x["start_time"] = c.start_time;
+    x["command_line"] = c.command_line;
+    x["warmup"] = c.warmup < 0 ? nlohmann::ordered_json("auto") : nlohmann::ordered_json(c.warmup);
+    x["iters"] = c.iters < 0 ? nlohmann::ordered_json("auto") : nlohmann::ordered_json(c.iters);
+    x["check"] = c.check;
+    x["timing"] = c.timing;
+    x["busbw_factor"] = c.busbw_factor;
+    x["busbw_formula"] = c.busbw_formula;
+    doc_["results"] = nlohmann::ordered_json::array();
+  }
+
+  void Size(const std::vector<BenchRow>& rows) override {
+    for (const auto& r : rows) {
+      nlohmann::ordered_json j;
+      j["size_bytes"] = r.size_bytes;
+      j["count"] = r.count;
+      j["inplace"] = r.inplace;
+      j["root"] = r.root;
+      j["iters"] = r.iters;
+      if (r.ok()) {
+        j["time_us"] = r.time_us;
+        j["time_p50_us"] = r.time_p50_us;
+        j["time_p99_us"] = r.time_p99_us;
+        j["algbw_gbps"] = r.algbw_gbps;
+        j["busbw_gbps"] = r.busbw_gbps;
+        j["wrong"] = r.wrong;
+      } else {
+        for (const char* k : {"time_us", "time_p50_us", "time_p99_us", "algbw_gbps", "busbw_gbps", "wrong"}) {
+          j[k] = nullptr;
+        }
+        j["error"] = r.error;
+      }
+      doc_["results"].push_back(std::move(j));
+    }
+  }
+
+  void End(const BenchSummary& s) override {
+    auto& x = doc_["summary"];
+    x["peak_busbw_gbps"] = s.peak_busbw_gbps;
+    x["peak_size_bytes"] = s.peak_size_bytes;
+    x["peak_inplace"] = s.peak_inplace;
+    x["total_wrong"] = s.total_wrong;
+    x["rows"] = s.rows;
+    x["failed_rows"] = s.failed_rows;
+    x["end_time"] = s.end_time;
+    out_ << doc_.dump(2) << "\n";
+    out_.flush();
+  }
+
+ private:
+  std::ostream& out_;
+  nlohmann::ordered_json doc_;
+};
+
+}  // namespace
+
+std::unique_ptr<Reporter> MakeJsonReporter(std::ostream& out) { return std::make_unique<JsonReporter>(out); }
+
+}  // namespace ciuic

@@ -1,0 +1,68 @@
+// SQLite sink: one bench_runs row per run and one bench_rows row per (size, placement), written in
+// one BEGIN IMMEDIATE transaction at the end so an interrupted run leaves nothing half-written.
+#include <nlohmann/json.hpp>
+
+#include "bench/record.h"
+#include "core/database.h"
+
+namespace ciuic {
+
+namespace {
+
+class SqliteReporter : public Reporter {
+ public:
+  explicit SqliteReporter(const std::string& path) : db_(path) {}
+
+  void Begin(const BenchContext& c) override { ctx_ = c; }
+  void Size(const std::vector<BenchRow>& rows) override { rows_.insert(rows_.end(), rows.begin(), rows.end()); }
+
+  void End(const BenchSummary& s) override {
+    nlohmann::json context = {{"library_versions", ctx_.library_versions}, {"device_name", ctx_.device_name},
+                              {"command_line", ctx_.command_line},         {"warmup", ctx_.warmup},
+                              {"iters", ctx_.iters},                       {"check", ctx_.check},
+                              {"timing", ctx_.timing},                     {"root", ctx_.root}};
+    std::string hosts;
+    for (const auto& h : ctx_.hostnames) hosts += (hosts.empty() ? "" : ",") + h;
+    Database::Transaction tx(db_);
+    Statement run(db_.handle(),
+                  "INSERT INTO bench_runs(start_time, tool_version, git_commit, collective, backend, device, "
+                  "world_size, dtype, redop, codec, algo, hostnames, context_json, peak_busbw_gbps, total_wrong) "
+                  "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    run.Bind(1, ctx_.start_time).Bind(2, ctx_.tool_version).Bind(3, ctx_.git_commit).Bind(4, ctx_.collective);
+    run.Bind(5, ctx_.backend).Bind(6, ctx_.device).Bind(7, int64_t{ctx_.world_size}).Bind(8, ctx_.dtype);
+    run.Bind(9, ctx_.redop).Bind(10, ctx_.codec).Bind(11, ctx_.algo).Bind(12, hosts).Bind(13, context.dump());
+    run.Bind(14, s.peak_busbw_gbps).Bind(15, s.total_wrong);
+    run.Step();
+    const int64_t run_id = db_.LastInsertId();
+    Statement row(db_.handle(),
+                  "INSERT INTO bench_rows(run_id, size_bytes, count, inplace, root, iters, time_us, time_p50_us, "
+                  "time_p99_us, algbw_gbps, busbw_gbps, wrong, error) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    for (const auto& r : rows_) {
+      row.Reset();
+      row.Bind(1, run_id).Bind(2, static_cast<int64_t>(r.size_bytes)).Bind(3, static_cast<int64_t>(r.count));
+      row.Bind(4, int64_t{r.inplace}).Bind(5, int64_t{r.root}).Bind(6, int64_t{r.iters});
+      if (r.ok()) {
+        row.Bind(7, r.time_us).Bind(8, r.time_p50_us).Bind(9, r.time_p99_us).Bind(10, r.algbw_gbps);
+        row.Bind(11, r.busbw_gbps).Bind(12, r.wrong).BindNull(13);
+      } else {
+        for (int i = 7; i <= 12; ++i) row.BindNull(i);
+        row.Bind(13, r.error);
+      }
+      row.Step();
+    }
+    tx.Commit();
+  }
+
+ private:
+  Database db_;
+  BenchContext ctx_;
+  std::vector<BenchRow> rows_;
+};
+
+}  // namespace
+
+std::unique_ptr<Reporter> MakeSqliteReporter(const std::string& path) {
+  return std::make_unique<SqliteReporter>(path);
+}
+
+}  // namespace ciuic

@@ -1,0 +1,351 @@
+#include "bench/runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <numeric>
+
+#include "core/buffer.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/sizes.h"
+#include "core/timer.h"
+
+namespace ciuic {
+
+namespace {
+
+// Small buffers rotate through slots so timed iterations do not all hit one cache-hot buffer:
+// enough slots to cover kRotateBytes (more than this machine's last-level cache), at most kMaxSlots.
+constexpr uint64_t kRotateBytes = 64ull << 20;
+constexpr int kMaxSlots = 16;
+constexpr int kMinAutoIters = 5;
+constexpr int kMaxAutoIters = 20;
+constexpr int kMaxAutoWarmup = 5;
+// Refuse sizes that need more than this share of available memory.
+constexpr double kMemoryHeadroom = 0.9;
+
+std::string IsoNow() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+struct Placement {
+  CollCounts counts;
+  size_t elem = 0;
+  int slots = 1;
+  bool inplace = false;
+  Buffer send_region, recv_region;  // out-of-place
+  Buffer region;                    // in-place
+  size_t SendBytes() const { return counts.send * elem; }
+  size_t RecvBytes() const { return counts.recv * elem; }
+  size_t SlotBytes() const { return counts.Larger() * elem; }
+  const void* Send(int slot) const {
+    if (inplace) return region.as<uint8_t>() + slot * SlotBytes() + counts.inplace_send_offset * elem;
+    return send_region.as<uint8_t>() + slot * SendBytes();
+  }
+  void* Recv(int slot) const {
+    if (inplace) return region.as<uint8_t>() + slot * SlotBytes() + counts.inplace_recv_offset * elem;
+    return recv_region.as<uint8_t>() + slot * RecvBytes();
+  }
+};
+
+int SlotsFor(uint64_t bytes_per_slot) {
+  if (bytes_per_slot == 0) return 1;
+  return static_cast<int>(std::clamp<uint64_t>(kRotateBytes / bytes_per_slot, 1, kMaxSlots));
+}
+
+uint64_t PeakBytesPerRank(const CollSpec& spec, uint64_t size, DType t, int nranks, MemoryKind kind) {
+  CollArgs a;
+  a.nranks = nranks;
+  a.type = t;
+  const CollCounts c = spec.counts(size, DTypeSize(t), a);
+  const uint64_t oop = (c.send + c.recv) * DTypeSize(t);
+  const uint64_t slots = SlotsFor(oop);
+  // Out-of-place buffers are freed before in-place ones are made; host staging for device buffers.
+  return slots * oop + (kind == MemoryKind::kDevice ? 0 : c.Larger() * DTypeSize(t));
+}
+
+class Runner {
+ public:
+  Runner(Communicator& comm, const BenchOptions& o) : comm_(comm), o_(o) {
+    args_.rank = comm.Rank();
+    args_.nranks = comm.Size();
+    args_.root = o.spec->rooted ? o.root : -1;
+    args_.type = o.type;
+    args_.op = o.op;
+    if (!o.spec->rooted) args_.root = 0;
+    device_ = comm.Device() == DeviceKind::kCuda;
+  }
+
+  BenchRow Measure(uint64_t size, bool inplace) {
+    BenchRow row;
+    row.inplace = inplace;
+    row.root = o_.spec->rooted ? o_.root : -1;
+    const size_t es = DTypeSize(o_.type);
+    const CollCounts counts = o_.spec->counts(size, es, args_);
+    row.size_bytes = counts.Larger() * es;
+    row.count = counts.Larger();
+    if (counts.send == 0 || counts.recv == 0) {
+      row.size_bytes = size;
+      row.error = fmt::format("size below {} rank(s) x {} B", comm_.Size(), es);
+      row.skipped = true;
+      return row;
+    }
+    if (!comm_.Supports(o_.spec->kind, o_.type, o_.op, inplace)) {
+      row.error = fmt::format("{} {} {} not supported by the {} backend", inplace ? "in-place" : "out-of-place",
+                              o_.spec->name, DTypeName(o_.type), comm_.BackendName());
+      row.skipped = true;
+      return row;
+    }
+    try {
+      MeasureInto(row, counts, inplace);
+    } catch (const Error& e) {
+      if (e.code() == ExitCode::kUsage) throw;
+      row.error = e.what();
+    }
+    // A row is good only if every rank says so.
+    double bad = row.ok() ? 0 : 1;
+    comm_.HostAllReduce(&bad, 1, ReduceOp::kMax);
+    if (bad > 0 && row.ok()) row.error = "failed on another rank";
+    return row;
+  }
+
+ private:
+  void Arm(const char* phase, uint64_t size, bool inplace) {
+    if (o_.watchdog) {
+      o_.watchdog->Arm(fmt::format("{} {} {} ({}) on rank {}", phase, o_.spec->name, FormatSize(size),
+                                   inplace ? "in-place" : "out-of-place", comm_.Rank()));
+    }
+  }
+  void Disarm() {
+    if (o_.watchdog) o_.watchdog->Disarm();
+  }
+
+  void Launch(const Placement& p, int slot) { o_.spec->launch(comm_, p.Send(slot), p.Recv(slot), p.counts, args_); }
+
+  // Fills every slot's send view with the pattern (through a host staging buffer on a device).
+  void FillInputs(Placement& p, const InputPattern& pattern, int slots) {
+    const MemoryKind kind = comm_.BufferKind();
+    Buffer staging(p.SendBytes(), MemoryKind::kHost);
+    FillPattern(pattern, comm_.Rank(), 0, staging.data(), p.counts.send);
+    for (int s = 0; s < slots; ++s) {
+      CopyBytes(const_cast<void*>(p.Send(s)), kind, staging.data(), MemoryKind::kHost, p.SendBytes());
+    }
+  }
+
+  double TimeOne(const Placement& p, int slot) {
+    if (device_) {
+      comm_.Barrier();
+      timer_->Start();
+      Launch(p, slot);
+      timer_->Stop();
+      comm_.Synchronize();
+      return timer_->ElapsedUs();
+    }
+    comm_.Barrier();
+    const double t0 = NowSeconds();
+    Launch(p, slot);
+    return (NowSeconds() - t0) * 1e6;
+  }
+
+  void MeasureInto(BenchRow& row, const CollCounts& counts, bool inplace) {
+    const MemoryKind kind = comm_.BufferKind();
+    Placement p;
+    p.counts = counts;
+    p.elem = DTypeSize(o_.type);
+    p.inplace = inplace;
+    p.slots = SlotsFor(inplace ? p.SlotBytes() : p.SendBytes() + p.RecvBytes());
+    if (inplace) {
+      p.region = Buffer(p.slots * p.SlotBytes(), kind);
+    } else {
+      p.send_region = Buffer(p.slots * p.SendBytes(), kind);
+      p.recv_region = Buffer(p.slots * p.RecvBytes(), kind);
+    }
+    if (device_ && !timer_) timer_ = std::make_unique<DeviceEventTimer>(comm_.Stream());
+
+    const PatternKind pk = PatternFor(*o_.spec, o_.op);
+    {
+      InputPattern timing_inputs(o_.seed ^ 0xA5A5, o_.type, pk, o_.op, comm_.Size());
+      FillInputs(p, timing_inputs, p.slots);
+      if (!inplace) {
+        // Receive buffers hold real data too (never time on zeros or untouched pages).
+        Buffer staging(p.RecvBytes(), MemoryKind::kHost);
+        FillPattern(timing_inputs, comm_.Rank(), 1u << 20, staging.data(), p.counts.recv);
+        for (int s = 0; s < p.slots; ++s) CopyBytes(p.Recv(s), kind, staging.data(), MemoryKind::kHost, p.RecvBytes());
+      }
+    }
+
+    // Warm-up: the first run also sizes the auto iteration counts.
+    Arm("warm-up", row.size_bytes, inplace);
+    double first = TimeOne(p, 0);
+    comm_.HostAllReduce(&first, 1, ReduceOp::kMax);
+    const double first_s = std::max(first * 1e-6, 1e-7);
+    const int warmup = o_.warmup >= 0 ? std::max(0, o_.warmup - 1)
+                                      : std::clamp(static_cast<int>(o_.row_budget_s / 4 / first_s), 0, kMaxAutoWarmup - 1);
+    const int iters = o_.iters > 0 ? o_.iters
+                                   : std::clamp(static_cast<int>(o_.row_budget_s / first_s), kMinAutoIters, kMaxAutoIters);
+    for (int i = 0; i < warmup; ++i) TimeOne(p, (i + 1) % p.slots);
+
+    Arm("timed iterations of", row.size_bytes, inplace);
+    std::vector<double> times(iters);
+    for (int i = 0; i < iters; ++i) times[i] = TimeOne(p, i % p.slots);
+    if (!device_) comm_.Barrier();
+    Disarm();
+
+    double mean = std::accumulate(times.begin(), times.end(), 0.0) / iters;
+    comm_.HostAllReduce(&mean, 1, ReduceOp::kMax);
+    comm_.HostAllReduce(times.data(), times.size(), ReduceOp::kMax);  // per-iteration slowest rank
+    row.iters = iters;
+    row.time_us = mean;
+    row.time_p50_us = Percentile(times, 50);
+    row.time_p99_us = Percentile(times, 99);
+    row.algbw_gbps = static_cast<double>(row.size_bytes) / (mean * 1e-6) / 1e9;
+    row.busbw_gbps = row.algbw_gbps * o_.spec->busbw_factor(comm_.Size());
+
+    // Exact verification with fresh inputs each check iteration.
+    int64_t wrong = 0;
+    Buffer host_out(p.RecvBytes(), MemoryKind::kHost);
+    for (int c = 0; c < o_.check; ++c) {
+      InputPattern pattern(o_.seed + 7919ull * static_cast<uint64_t>(c + 1) + row.size_bytes, o_.type, pk, o_.op,
+                           comm_.Size());
+      FillInputs(p, pattern, 1);
+      // Poison receive buffers so an element nobody wrote cannot pass.
+      if (!inplace) SetBytes(p.Recv(0), kind, 0xA5, p.RecvBytes());
+      Arm("verification of", row.size_bytes, inplace);
+      comm_.Barrier();
+      Launch(p, 0);
+      comm_.Synchronize();
+      Disarm();
+      CopyBytes(host_out.data(), MemoryKind::kHost, p.Recv(0), kind, p.RecvBytes());
+      if (comm_.Rank() == o_.corrupt_rank) Corrupt(host_out.data(), p.counts.recv);
+      ExpectContext ctx{&pattern, args_, p.counts};
+      wrong += CountWrong(o_.type, o_.op, host_out.data(), p.counts.recv, o_.spec->expected, &ctx);
+    }
+    double w = static_cast<double>(wrong);
+    comm_.HostAllReduce(&w, 1, ReduceOp::kSum);
+    row.wrong = static_cast<int64_t>(w);
+  }
+
+  // Flips the top exponent (or value) bit of one element: far outside any tolerance.
+  void Corrupt(void* host, size_t count) {
+    const size_t es = DTypeSize(o_.type);
+    uint8_t* e = static_cast<uint8_t*>(host) + (o_.corrupt_index % count) * es;
+    e[es - 1] ^= 0x40;
+  }
+
+  Communicator& comm_;
+  const BenchOptions& o_;
+  CollArgs args_;
+  bool device_ = false;
+  std::unique_ptr<DeviceEventTimer> timer_;
+};
+
+std::string FormulaOf(const CollSpec& spec) {
+  switch (spec.kind) {
+    case Collective::kAllReduce: return "2(n-1)/n";
+    case Collective::kAllGather:
+    case Collective::kReduceScatter:
+    case Collective::kAllToAll: return "(n-1)/n";
+    default: return "1";
+  }
+}
+
+}  // namespace
+
+void CheckSizesFit(const BenchOptions& o, int nranks, MemoryKind kind) {
+  uint64_t worst = 0, worst_size = 0;
+  for (uint64_t s : o.sizes) {
+    const uint64_t need = PeakBytesPerRank(*o.spec, s, o.type, nranks, kind);
+    if (need > worst) {
+      worst = need;
+      worst_size = s;
+    }
+  }
+  const uint64_t host_avail = HostMemoryAvailable();
+  // On a device, host memory holds one staging copy and one read-back copy per rank.
+  const uint64_t host_need = kind == MemoryKind::kDevice ? worst_size * 2 * static_cast<uint64_t>(o.local_ranks)
+                                                         : worst * static_cast<uint64_t>(o.local_ranks);
+  if (host_avail > 0 && static_cast<double>(host_need) > kMemoryHeadroom * static_cast<double>(host_avail)) {
+    throw InputError(fmt::format(
+        "size {} does not fit: {} {} needs about {:.1f} GiB of host memory for {} local rank(s), {:.1f} GiB available",
+        FormatSize(worst_size), o.spec->name, DTypeName(o.type), host_need / 1073741824.0, o.local_ranks,
+        host_avail / 1073741824.0));
+  }
+  if (kind == MemoryKind::kDevice) {
+    const uint64_t dev_avail = DeviceMemoryAvailable();
+    if (static_cast<double>(worst) > kMemoryHeadroom * static_cast<double>(dev_avail)) {
+      throw InputError(fmt::format("size {} does not fit: {} needs about {:.1f} GiB of device memory, {:.1f} GiB free",
+                                   FormatSize(worst_size), o.spec->name, worst / 1073741824.0,
+                                   dev_avail / 1073741824.0));
+    }
+  }
+}
+
+BenchContext MakeContext(Communicator& comm, const BenchOptions& o) {
+  BenchContext c;
+  c.tool_version = CIUIC_VERSION;
+  c.git_commit = CIUIC_GIT_COMMIT;
+  c.collective = o.spec->name;
+  c.backend = comm.BackendName();
+  c.device = DeviceKindName(comm.Device());
+  if (comm.Device() == DeviceKind::kCuda) c.device_name = CudaDeviceName();
+  c.world_size = comm.Size();
+  c.dtype = DTypeName(o.type);
+  c.dtype_table = DTypeTableName(o.type);
+  c.redop = o.spec->reduces ? ReduceOpName(o.op) : "-";
+  c.root = o.spec->rooted ? o.root : -1;
+  c.busbw_factor = o.spec->busbw_factor(comm.Size());
+  c.busbw_formula = FormulaOf(*o.spec);
+  c.hostnames = GatherHostnames(comm);
+  const std::string lib = comm.LibraryVersion();
+  if (!lib.empty()) c.library_versions[comm.BackendName()] = lib;
+  if (comm.Device() == DeviceKind::kCuda) c.library_versions["cuda"] = CudaVersionString();
+  c.start_time = IsoNow();
+  c.warmup = o.warmup;
+  c.iters = o.iters;
+  c.check = o.check;
+  c.timing = comm.Device() == DeviceKind::kCuda ? "cuda-events" : "host";
+  return c;
+}
+
+BenchSummary RunBench(Communicator& comm, const BenchOptions& o, Reporter* reporter, const BenchContext& context) {
+  if (o.spec->rooted && (o.root < 0 || o.root >= comm.Size())) {
+    throw UsageError(fmt::format("--root {} is out of range for {} ranks", o.root, comm.Size()));
+  }
+  CheckSizesFit(o, comm.Size(), comm.BufferKind());
+  if (reporter) reporter->Begin(context);
+  Runner runner(comm, o);
+  BenchSummary summary;
+  for (uint64_t size : o.sizes) {
+    std::vector<BenchRow> rows;
+    if (o.out_of_place) rows.push_back(runner.Measure(size, false));
+    if (o.in_place) rows.push_back(runner.Measure(size, true));
+    for (const auto& r : rows) {
+      ++summary.rows;
+      summary.all_rows.push_back(r);
+      if (!r.ok()) {
+        ++(r.skipped ? summary.skipped_rows : summary.failed_rows);
+        continue;
+      }
+      summary.total_wrong += r.wrong;
+      if (r.busbw_gbps > summary.peak_busbw_gbps) {
+        summary.peak_busbw_gbps = r.busbw_gbps;
+        summary.peak_size_bytes = r.size_bytes;
+        summary.peak_inplace = r.inplace;
+      }
+    }
+    if (reporter) reporter->Size(rows);
+  }
+  summary.end_time = IsoNow();
+  if (reporter) reporter->End(summary);
+  return summary;
+}
+
+}  // namespace ciuic

@@ -1,0 +1,47 @@
+#pragma once
+// The sweep driver: for each size, out-of-place then in-place, it fills real inputs, warms up,
+// times iterations, verifies exactly, and hands one BenchRow per placement to the reporter.
+// A failing row carries its error and the sweep goes on.
+#include <cstdint>
+#include <vector>
+
+#include "bench/coll_spec.h"
+#include "bench/record.h"
+#include "collectives/communicator.h"
+#include "core/watchdog.h"
+
+namespace ciuic {
+
+struct BenchOptions {
+  const CollSpec* spec = &kAllReduceSpec;
+  std::vector<uint64_t> sizes;
+  DType type = DType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int root = 0;
+  int iters = -1;   // -1: auto (5..20, about row_budget_s per row)
+  int warmup = -1;  // -1: auto (1..5, about a quarter of row_budget_s)
+  int check = 1;    // verification iterations per row (fresh inputs each)
+  bool out_of_place = true;
+  bool in_place = true;
+  uint64_t seed = 0x5EEDC1C;
+  double row_budget_s = 1.0;
+  int local_ranks = 1;  // ranks sharing this host's memory (for the fits-in-memory check)
+  // Test hook: after the op of every check iteration, rank corrupt_rank damages element
+  // corrupt_index of its receive buffer, which verification must then count.
+  int corrupt_rank = -1;
+  uint64_t corrupt_index = 0;
+  Watchdog* watchdog = nullptr;
+};
+
+// Throws InputError before anything is allocated when the largest size cannot fit in this host's
+// (or this GPU's) free memory for nranks ranks, options.local_ranks of them on this host.
+void CheckSizesFit(const BenchOptions& options, int nranks, MemoryKind kind);
+
+// Runs the sweep; `reporter` may be null (ranks other than 0). Collective over comm.
+BenchSummary RunBench(Communicator& comm, const BenchOptions& options, Reporter* reporter,
+                      const BenchContext& context);
+
+// Fills what the runner knows of the context (sizes, factor, names, hostnames, versions).
+BenchContext MakeContext(Communicator& comm, const BenchOptions& options);
+
+}  // namespace ciuic

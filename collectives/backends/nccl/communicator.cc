@@ -1,0 +1,224 @@
+#include "collectives/backends/nccl/communicator.h"
+
+#include "core/config.h"
+#include "core/error.h"
+
+#if CIUIC_HAVE_NCCL
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "core/cuda_check.h"
+
+#define CIUIC_NCCL_CHECK(call)                                                                          \
+  do {                                                                                                  \
+    ncclResult_t ciuic_nccl_rc_ = (call);                                                               \
+    if (ciuic_nccl_rc_ != ncclSuccess) {                                                                \
+      throw ::ciuic::RuntimeError(::ciuic::FormatCallFailure(#call, ncclGetErrorString(ciuic_nccl_rc_), \
+                                                             __FILE__, __LINE__));                      \
+    }                                                                                                   \
+  } while (0)
+#endif
+
+namespace ciuic {
+
+#if CIUIC_HAVE_NCCL
+namespace {
+
+ncclDataType_t NcclType(DType t) {
+  switch (t) {
+    case DType::kFloat32: return ncclFloat32;
+    case DType::kFloat64: return ncclFloat64;
+    case DType::kFloat16: return ncclFloat16;
+    case DType::kBFloat16: return ncclBfloat16;
+    case DType::kFloat8E4M3: return ncclFloat8e4m3;
+    case DType::kFloat8E5M2: return ncclFloat8e5m2;
+    case DType::kInt8: return ncclInt8;
+    case DType::kUInt8: return ncclUint8;
+    case DType::kInt32: return ncclInt32;
+    case DType::kInt64: return ncclInt64;
+  }
+  return ncclFloat32;
+}
+
+ncclRedOp_t NcclOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kAvg: return ncclAvg;
+    case ReduceOp::kMin: return ncclMin;
+    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kProd: return ncclProd;
+  }
+  return ncclSum;
+}
+
+std::string VersionText(int code) {
+  // NCCL_VERSION(X,Y,Z) = X*10000 + Y*100 + Z for 2.9 and later.
+  return fmt::format("{}.{}.{}", code / 10000, code / 100 % 100, code % 100);
+}
+
+class NcclRequest : public Request {
+ public:
+  cudaEvent_t done = nullptr;
+  ~NcclRequest() override {
+    if (done) cudaEventDestroy(done);
+  }
+};
+
+class NcclCommunicator : public Communicator {
+ public:
+  NcclCommunicator(std::unique_ptr<Communicator> control, ncclComm_t comm, cudaStream_t stream, int device)
+      : control_(std::move(control)), comm_(comm), stream_(stream), device_(device) {
+    cudaDeviceProp prop{};
+    CIUIC_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+    sm_major_ = prop.major;
+  }
+  ~NcclCommunicator() override {
+    ncclCommDestroy(comm_);
+    cudaStreamDestroy(stream_);
+  }
+
+  int Rank() const override { return control_->Rank(); }
+  int Size() const override { return control_->Size(); }
+  DeviceKind Device() const override { return DeviceKind::kCuda; }
+  std::string BackendName() const override { return "nccl"; }
+  std::string LibraryVersion() const override { return "NCCL " + NcclRuntimeVersion(); }
+  void* Stream() const override { return stream_; }
+
+  bool Supports(Collective c, DType t, ReduceOp, bool inplace) const override {
+    // fp8 reductions need Hopper or newer (NCCL refuses them below sm_90).
+    if ((t == DType::kFloat8E4M3 || t == DType::kFloat8E5M2) && sm_major_ < 9) return false;
+    // Grouped send/recv between distinct buffers only.
+    if (inplace && (c == Collective::kAllToAll || c == Collective::kSendRecv)) return false;
+    return true;
+  }
+
+  RequestPtr ISend(const void* buf, size_t bytes, int peer, int) override {
+    auto r = std::make_unique<NcclRequest>();
+    CIUIC_NCCL_CHECK(ncclSend(buf, bytes, ncclUint8, peer, comm_, stream_));
+    CIUIC_CUDA_CHECK(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming));
+    CIUIC_CUDA_CHECK(cudaEventRecord(r->done, stream_));
+    return r;
+  }
+  RequestPtr IRecv(void* buf, size_t bytes, int peer, int) override {
+    auto r = std::make_unique<NcclRequest>();
+    CIUIC_NCCL_CHECK(ncclRecv(buf, bytes, ncclUint8, peer, comm_, stream_));
+    CIUIC_CUDA_CHECK(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming));
+    CIUIC_CUDA_CHECK(cudaEventRecord(r->done, stream_));
+    return r;
+  }
+  void Wait(Request& request) override {
+    CIUIC_CUDA_CHECK(cudaEventSynchronize(static_cast<NcclRequest&>(request).done));
+  }
+
+  void AllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
+    CIUIC_NCCL_CHECK(ncclAllReduce(send, recv, count, NcclType(t), NcclOp(op), comm_, stream_));
+  }
+  void AllGather(const void* send, void* recv, size_t send_count, DType t) override {
+    CIUIC_NCCL_CHECK(ncclAllGather(send, recv, send_count, NcclType(t), comm_, stream_));
+  }
+  void ReduceScatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op) override {
+    CIUIC_NCCL_CHECK(ncclReduceScatter(send, recv, recv_count, NcclType(t), NcclOp(op), comm_, stream_));
+  }
+  void Broadcast(const void* send, void* recv, size_t count, DType t, int root) override {
+    CIUIC_NCCL_CHECK(ncclBroadcast(send, recv, count, NcclType(t), root, comm_, stream_));
+  }
+  void Reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root) override {
+    CIUIC_NCCL_CHECK(ncclReduce(send, recv, count, NcclType(t), NcclOp(op), root, comm_, stream_));
+  }
+  void AllToAll(const void* send, void* recv, size_t count_per_peer, DType t) override {
+    CIUIC_NCCL_CHECK(ncclAlltoAll(send, recv, count_per_peer, NcclType(t), comm_, stream_));
+  }
+  void SendRecv(const void* send, int send_peer, void* recv, int recv_peer, size_t count, DType t) override {
+    CIUIC_NCCL_CHECK(ncclGroupStart());
+    CIUIC_NCCL_CHECK(ncclSend(send, count, NcclType(t), send_peer, comm_, stream_));
+    CIUIC_NCCL_CHECK(ncclRecv(recv, count, NcclType(t), recv_peer, comm_, stream_));
+    CIUIC_NCCL_CHECK(ncclGroupEnd());
+  }
+
+  void Barrier() override {
+    Synchronize();
+    control_->Barrier();
+  }
+
+  // Polls the stream so an asynchronous NCCL error surfaces instead of a silent hang.
+  void Synchronize() override {
+    while (true) {
+      const cudaError_t st = cudaStreamQuery(stream_);
+      if (st == cudaSuccess) return;
+      if (st != cudaErrorNotReady) CIUIC_CUDA_CHECK(st);
+      ncclResult_t async = ncclSuccess;
+      CIUIC_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
+      if (async != ncclSuccess && async != ncclInProgress) {
+        throw RuntimeError(fmt::format("rank {}: NCCL asynchronous error: {}", Rank(), ncclGetErrorString(async)));
+      }
+      std::this_thread::yield();
+    }
+  }
+
+  std::unique_ptr<Communicator> Split(int color, int key) override {
+    Synchronize();
+    auto control = control_->Split(color, key);
+    ncclComm_t out;
+    CIUIC_NCCL_CHECK(ncclCommSplit(comm_, color, key, &out, nullptr));
+    cudaStream_t stream;
+    CIUIC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    return std::make_unique<NcclCommunicator>(std::move(control), out, stream, device_);
+  }
+
+  void HostAllReduce(double* values, size_t n, ReduceOp op) override { control_->HostAllReduce(values, n, op); }
+  void HostAllGather(const void* send, void* recv, size_t bytes) override {
+    control_->HostAllGather(send, recv, bytes);
+  }
+
+ private:
+  std::unique_ptr<Communicator> control_;
+  ncclComm_t comm_;
+  cudaStream_t stream_;
+  int device_;
+  int sm_major_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> MakeNcclWorld(std::unique_ptr<Communicator> control) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    cudaGetLastError();
+    throw RuntimeError("nccl backend: no CUDA device is visible on this machine");
+  }
+  int local_rank = control->Rank();
+  if (const char* lr = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) local_rank = std::atoi(lr);
+  const int device = local_rank % devices;
+  CIUIC_CUDA_CHECK(cudaSetDevice(device));
+  ncclUniqueId id;
+  if (control->Rank() == 0) CIUIC_NCCL_CHECK(ncclGetUniqueId(&id));
+  std::vector<ncclUniqueId> all(control->Size());
+  control->HostAllGather(&id, all.data(), sizeof(id));
+  id = all[0];
+  ncclComm_t comm;
+  CIUIC_NCCL_CHECK(ncclCommInitRank(&comm, control->Size(), id, control->Rank()));
+  cudaStream_t stream;
+  CIUIC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  return std::make_unique<NcclCommunicator>(std::move(control), comm, stream, device);
+}
+
+std::string NcclRuntimeVersion() {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return "";
+  return VersionText(v);
+}
+std::string NcclBuildVersion() { return VersionText(NCCL_VERSION_CODE); }
+
+#else
+std::unique_ptr<Communicator> MakeNcclWorld(std::unique_ptr<Communicator>) {
+  throw RuntimeError("nccl backend: this build has no NCCL (configure with CUDA and NCCL present)");
+}
+std::string NcclRuntimeVersion() { return ""; }
+std::string NcclBuildVersion() { return ""; }
+#endif
+
+}  // namespace ciuic

@@ -1,0 +1,165 @@
+#include "core/buffer.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "core/config.h"
+#include "core/error.h"
+#if CIUIC_HAVE_CUDA
+#include "core/cuda_check.h"
+#endif
+
+namespace ciuic {
+
+namespace {
+// Page alignment: keeps MPI's and the kernels' vector paths aligned and lets huge sizes use THP.
+constexpr size_t kHostAlignment = 4096;
+}  // namespace
+
+Buffer::Buffer(size_t bytes, MemoryKind kind) : bytes_(bytes), kind_(kind) {
+  const size_t alloc = bytes == 0 ? kHostAlignment : bytes;
+  if (kind == MemoryKind::kHost) {
+    const size_t rounded = (alloc + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
+    data_ = std::aligned_alloc(kHostAlignment, rounded);
+    if (!data_) throw RuntimeError(fmt::format("cannot allocate {} bytes of host memory", bytes));
+    return;
+  }
+#if CIUIC_HAVE_CUDA
+  CIUIC_CUDA_CHECK(cudaMalloc(&data_, alloc));
+#else
+  throw RuntimeError("device buffers need a build with CUDA");
+#endif
+}
+
+Buffer::~Buffer() { Release(); }
+
+Buffer::Buffer(Buffer&& other) noexcept
+    : data_(other.data_), bytes_(other.bytes_), kind_(other.kind_) {
+  other.data_ = nullptr;
+  other.bytes_ = 0;
+}
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    Release();
+    data_ = other.data_;
+    bytes_ = other.bytes_;
+    kind_ = other.kind_;
+    other.data_ = nullptr;
+    other.bytes_ = 0;
+  }
+  return *this;
+}
+
+void Buffer::Release() {
+  if (!data_) return;
+  if (kind_ == MemoryKind::kHost) {
+    std::free(data_);
+  } else {
+#if CIUIC_HAVE_CUDA
+    cudaFree(data_);
+#endif
+  }
+  data_ = nullptr;
+}
+
+void CopyBytes(void* dst, MemoryKind dst_kind, const void* src, MemoryKind src_kind, size_t bytes) {
+  if (bytes == 0) return;
+  if (dst_kind == MemoryKind::kHost && src_kind == MemoryKind::kHost) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+#if CIUIC_HAVE_CUDA
+  CIUIC_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+#else
+  throw RuntimeError("device copies need a build with CUDA");
+#endif
+}
+
+void SetBytes(void* dst, MemoryKind kind, uint8_t value, size_t bytes) {
+  if (bytes == 0) return;
+  if (kind == MemoryKind::kHost) {
+    std::memset(dst, value, bytes);
+    return;
+  }
+#if CIUIC_HAVE_CUDA
+  CIUIC_CUDA_CHECK(cudaMemset(dst, value, bytes));
+  CIUIC_CUDA_CHECK(cudaDeviceSynchronize());
+#else
+  throw RuntimeError("device buffers need a build with CUDA");
+#endif
+}
+
+uint64_t HostMemoryAvailable() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t value;
+  std::string unit;
+  while (in >> key >> value >> unit) {
+    if (key == "MemAvailable:") return value * 1024;
+  }
+  return 0;
+}
+
+uint64_t DeviceMemoryAvailable() {
+#if CIUIC_HAVE_CUDA
+  size_t free_bytes = 0, total = 0;
+  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) return 0;
+  return free_bytes;
+#else
+  return 0;
+#endif
+}
+
+int CudaDeviceCount() {
+#if CIUIC_HAVE_CUDA
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+#else
+  return 0;
+#endif
+}
+
+void CudaSetDevice(int device) {
+#if CIUIC_HAVE_CUDA
+  CIUIC_CUDA_CHECK(cudaSetDevice(device));
+#else
+  (void)device;
+  throw RuntimeError("this build has no CUDA");
+#endif
+}
+
+const char* CudaDeviceName() {
+#if CIUIC_HAVE_CUDA
+  static thread_local char name[256];
+  int dev = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return "";
+  std::snprintf(name, sizeof(name), "%s", prop.name);
+  return name;
+#else
+  return "";
+#endif
+}
+
+const char* CudaVersionString() {
+#if CIUIC_HAVE_CUDA
+  static thread_local char text[64];
+  int runtime = 0, driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);
+  std::snprintf(text, sizeof(text), "runtime %d.%d driver %d.%d", runtime / 1000, runtime % 1000 / 10,
+                driver / 1000, driver % 1000 / 10);
+  return text;
+#else
+  return "";
+#endif
+}
+
+}  // namespace ciuic

@@ -1,0 +1,52 @@
+#pragma once
+// Aligned host buffers and CUDA device buffers behind one owner type, plus the memory queries the
+// bench runner uses to refuse sizes that cannot fit before it allocates anything.
+#include <cstddef>
+#include <cstdint>
+
+namespace ciuic {
+
+enum class MemoryKind { kHost, kDevice };
+
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(size_t bytes, MemoryKind kind);  // throws RuntimeError when the allocation fails
+  ~Buffer();
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() const { return data_; }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+  size_t bytes() const { return bytes_; }
+  MemoryKind kind() const { return kind_; }
+
+ private:
+  void Release();
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  MemoryKind kind_ = MemoryKind::kHost;
+};
+
+// Copies between any two memory kinds (synchronous).
+void CopyBytes(void* dst, MemoryKind dst_kind, const void* src, MemoryKind src_kind, size_t bytes);
+void SetBytes(void* dst, MemoryKind kind, uint8_t value, size_t bytes);
+
+// MemAvailable from /proc/meminfo (bytes).
+uint64_t HostMemoryAvailable();
+// Free memory on the current CUDA device; 0 without CUDA.
+uint64_t DeviceMemoryAvailable();
+// Number of CUDA devices visible (0 without CUDA, a driver, or a device).
+int CudaDeviceCount();
+void CudaSetDevice(int device);
+// "NVIDIA H100 80GB HBM3" or "" without a device.
+const char* CudaDeviceName();
+// CUDA runtime and driver versions as "13.0"; "" without CUDA.
+const char* CudaVersionString();
+
+}  // namespace ciuic
