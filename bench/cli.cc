@@ -78,7 +78,7 @@ cxxopts::Options MakeOptions() {
       ("root", "root rank of broadcast and reduce", cxxopts::value<int>()->default_value("0"))
       ("algo", "auto (the backend's own algorithm)", cxxopts::value<std::string>()->default_value("auto"))
       ("codec", "none (lossy codecs run through the ciuic runtime)", cxxopts::value<std::string>()->default_value("none"))
-      ("iters", "timed iterations per row (default: auto, 5..20, ~1 s per row)", cxxopts::value<int>())
+      ("iters", "timed iterations per row (default: auto, 3..20, ~1 s per row)", cxxopts::value<int>())
       ("warmup", "warm-up iterations per row (default: auto, 1..5)", cxxopts::value<int>())
       ("check", "exact verification iterations per row", cxxopts::value<int>()->default_value("1"))
       ("inplace", "yes | no | both", cxxopts::value<std::string>()->default_value("both"))

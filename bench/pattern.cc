@@ -26,6 +26,11 @@ int64_t BoundOf(DType t) {
   return std::min(kMaxBound, bits >= 63 ? INT64_MAX : (int64_t{1} << bits) - 1);
 }
 
+// Maps a 64-bit hash onto [0, range) with a multiply instead of a (slow) 64-bit division.
+inline uint64_t Below(uint64_t h, uint64_t range) {
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(h) * range) >> 64);
+}
+
 }  // namespace
 
 InputPattern::InputPattern(uint64_t seed, DType type, PatternKind kind, ReduceOp op, int nranks)
@@ -43,6 +48,7 @@ double InputPattern::Value(int rank, uint64_t index) const {
       return (is_signed_ && (h & 1)) ? -mag : mag;
     }
     case PatternKind::kSum: {
+      if (contributors_ == nranks_) break;  // every rank contributes (the common case)
       const uint64_t n = static_cast<uint64_t>(nranks_);
       const uint64_t slot = (static_cast<uint64_t>(rank) + n - index % n) % n;
       if (slot >= static_cast<uint64_t>(contributors_)) return 0.0;
@@ -53,9 +59,9 @@ double InputPattern::Value(int rank, uint64_t index) const {
   // avg: non-negative, so a library that pre-multiplies by 1/n (NCCL for floats) stays within
   // rounding of the quotient instead of losing it to cancellation.
   if (!is_signed_ || (op_ == ReduceOp::kAvg && kind_ == PatternKind::kSum)) {
-    return static_cast<double>(h % static_cast<uint64_t>(magnitude_ + 1));
+    return static_cast<double>(Below(h, static_cast<uint64_t>(magnitude_) + 1));
   }
-  return static_cast<double>(static_cast<int64_t>(h % static_cast<uint64_t>(2 * magnitude_ + 1)) - magnitude_);
+  return static_cast<double>(static_cast<int64_t>(Below(h, 2 * static_cast<uint64_t>(magnitude_) + 1)) - magnitude_);
 }
 
 double InputPattern::Reduced(uint64_t index) const {

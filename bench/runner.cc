@@ -21,7 +21,8 @@ namespace {
 // enough slots to cover kRotateBytes (more than this machine's last-level cache), at most kMaxSlots.
 constexpr uint64_t kRotateBytes = 64ull << 20;
 constexpr int kMaxSlots = 16;
-constexpr int kMinAutoIters = 5;
+// Rows slower than row_budget_s / 3 per op get the minimum (1 GiB over Open MPI here: ~2 s/op).
+constexpr int kMinAutoIters = 3;
 constexpr int kMaxAutoIters = 20;
 constexpr int kMaxAutoWarmup = 5;
 // Refuse sizes that need more than this share of available memory.
@@ -41,18 +42,19 @@ struct Placement {
   size_t elem = 0;
   int slots = 1;
   bool inplace = false;
-  Buffer send_region, recv_region;  // out-of-place
-  Buffer region;                    // in-place
+  uint8_t* send_region = nullptr;  // out-of-place
+  uint8_t* recv_region = nullptr;
+  uint8_t* region = nullptr;       // in-place
   size_t SendBytes() const { return counts.send * elem; }
   size_t RecvBytes() const { return counts.recv * elem; }
   size_t SlotBytes() const { return counts.Larger() * elem; }
   const void* Send(int slot) const {
-    if (inplace) return region.as<uint8_t>() + slot * SlotBytes() + counts.inplace_send_offset * elem;
-    return send_region.as<uint8_t>() + slot * SendBytes();
+    if (inplace) return region + slot * SlotBytes() + counts.inplace_send_offset * elem;
+    return send_region + slot * SendBytes();
   }
   void* Recv(int slot) const {
-    if (inplace) return region.as<uint8_t>() + slot * SlotBytes() + counts.inplace_recv_offset * elem;
-    return recv_region.as<uint8_t>() + slot * RecvBytes();
+    if (inplace) return region + slot * SlotBytes() + counts.inplace_recv_offset * elem;
+    return recv_region + slot * RecvBytes();
   }
 };
 
@@ -61,15 +63,29 @@ int SlotsFor(uint64_t bytes_per_slot) {
   return static_cast<int>(std::clamp<uint64_t>(kRotateBytes / bytes_per_slot, 1, kMaxSlots));
 }
 
-uint64_t PeakBytesPerRank(const CollSpec& spec, uint64_t size, DType t, int nranks, MemoryKind kind) {
+// Bytes of the buffer arena one size needs: the larger of its out-of-place (send + receive) and
+// in-place regions, times the rotation slots.
+uint64_t ArenaBytes(const CollSpec& spec, uint64_t size, DType t, int nranks) {
   CollArgs a;
   a.nranks = nranks;
   a.type = t;
   const CollCounts c = spec.counts(size, DTypeSize(t), a);
-  const uint64_t oop = (c.send + c.recv) * DTypeSize(t);
-  const uint64_t slots = SlotsFor(oop);
-  // Out-of-place buffers are freed before in-place ones are made; host staging for device buffers.
-  return slots * oop + (kind == MemoryKind::kDevice ? 0 : c.Larger() * DTypeSize(t));
+  const uint64_t es = DTypeSize(t);
+  const uint64_t oop = (c.send + c.recv) * es;
+  const uint64_t ip = c.Larger() * es;
+  return std::max(SlotsFor(oop) * oop, SlotsFor(ip) * ip);
+}
+
+// Largest buffer (elements x size) of any size in the sweep: host staging and read-back.
+uint64_t LargestBufferBytes(const BenchOptions& o, int nranks) {
+  uint64_t most = 0;
+  for (uint64_t s : o.sizes) {
+    CollArgs a;
+    a.nranks = nranks;
+    a.type = o.type;
+    most = std::max<uint64_t>(most, o.spec->counts(s, DTypeSize(o.type), a).Larger() * DTypeSize(o.type));
+  }
+  return most;
 }
 
 class Runner {
@@ -82,6 +98,16 @@ class Runner {
     args_.op = o.op;
     if (!o.spec->rooted) args_.root = 0;
     device_ = comm.Device() == DeviceKind::kCuda;
+    // One arena for the whole sweep (as nccl-tests allocates max bytes once): faulting fresh pages
+    // for every size cost more than the collectives themselves on this project's VMs.
+    uint64_t arena = 0;
+    for (uint64_t s : o.sizes) arena = std::max(arena, ArenaBytes(*o.spec, s, o.type, comm.Size()));
+    arena_ = Buffer(arena, comm.BufferKind());
+    if (device_) {
+      const uint64_t largest = LargestBufferBytes(o, comm.Size());
+      staging_ = Buffer(largest, MemoryKind::kHost);
+      readback_ = Buffer(largest, MemoryKind::kHost);
+    }
   }
 
   BenchRow Measure(uint64_t size, bool inplace) {
@@ -133,10 +159,14 @@ class Runner {
   // Fills every slot's send view with the pattern (through a host staging buffer on a device).
   void FillInputs(Placement& p, const InputPattern& pattern, int slots) {
     const MemoryKind kind = comm_.BufferKind();
-    Buffer staging(p.SendBytes(), MemoryKind::kHost);
-    FillPattern(pattern, comm_.Rank(), 0, staging.data(), p.counts.send);
+    if (kind == MemoryKind::kHost) {
+      FillPattern(pattern, comm_.Rank(), 0, const_cast<void*>(p.Send(0)), p.counts.send);
+      for (int s = 1; s < slots; ++s) CopyBytes(const_cast<void*>(p.Send(s)), kind, p.Send(0), kind, p.SendBytes());
+      return;
+    }
+    FillPattern(pattern, comm_.Rank(), 0, staging_.data(), p.counts.send);
     for (int s = 0; s < slots; ++s) {
-      CopyBytes(const_cast<void*>(p.Send(s)), kind, staging.data(), MemoryKind::kHost, p.SendBytes());
+      CopyBytes(const_cast<void*>(p.Send(s)), kind, staging_.data(), MemoryKind::kHost, p.SendBytes());
     }
   }
 
@@ -162,11 +192,12 @@ class Runner {
     p.elem = DTypeSize(o_.type);
     p.inplace = inplace;
     p.slots = SlotsFor(inplace ? p.SlotBytes() : p.SendBytes() + p.RecvBytes());
+    uint8_t* arena = arena_.as<uint8_t>();
     if (inplace) {
-      p.region = Buffer(p.slots * p.SlotBytes(), kind);
+      p.region = arena;
     } else {
-      p.send_region = Buffer(p.slots * p.SendBytes(), kind);
-      p.recv_region = Buffer(p.slots * p.RecvBytes(), kind);
+      p.send_region = arena;
+      p.recv_region = arena + p.slots * p.SendBytes();
     }
     if (device_ && !timer_) timer_ = std::make_unique<DeviceEventTimer>(comm_.Stream());
 
@@ -174,12 +205,8 @@ class Runner {
     {
       InputPattern timing_inputs(o_.seed ^ 0xA5A5, o_.type, pk, o_.op, comm_.Size());
       FillInputs(p, timing_inputs, p.slots);
-      if (!inplace) {
-        // Receive buffers hold real data too (never time on zeros or untouched pages).
-        Buffer staging(p.RecvBytes(), MemoryKind::kHost);
-        FillPattern(timing_inputs, comm_.Rank(), 1u << 20, staging.data(), p.counts.recv);
-        for (int s = 0; s < p.slots; ++s) CopyBytes(p.Recv(s), kind, staging.data(), MemoryKind::kHost, p.RecvBytes());
-      }
+      // Receive buffers are touched (resident, not zero) before timing.
+      if (!inplace) SetBytes(p.recv_region, kind, 0xA5, p.slots * p.RecvBytes());
     }
 
     // Warm-up: the first run also sizes the auto iteration counts.
@@ -211,7 +238,7 @@ class Runner {
 
     // Exact verification with fresh inputs each check iteration.
     int64_t wrong = 0;
-    Buffer host_out(p.RecvBytes(), MemoryKind::kHost);
+    void* host_out = readback_.data();
     for (int c = 0; c < o_.check; ++c) {
       InputPattern pattern(o_.seed + 7919ull * static_cast<uint64_t>(c + 1) + row.size_bytes, o_.type, pk, o_.op,
                            comm_.Size());
@@ -223,10 +250,14 @@ class Runner {
       Launch(p, 0);
       comm_.Synchronize();
       Disarm();
-      CopyBytes(host_out.data(), MemoryKind::kHost, p.Recv(0), kind, p.RecvBytes());
-      if (comm_.Rank() == o_.corrupt_rank) Corrupt(host_out.data(), p.counts.recv);
+      if (kind == MemoryKind::kHost) {
+        host_out = p.Recv(0);
+      } else {
+        CopyBytes(host_out, MemoryKind::kHost, p.Recv(0), kind, p.RecvBytes());
+      }
+      if (comm_.Rank() == o_.corrupt_rank) Corrupt(host_out, p.counts.recv);
       ExpectContext ctx{&pattern, args_, p.counts};
-      wrong += CountWrong(o_.type, o_.op, host_out.data(), p.counts.recv, o_.spec->expected, &ctx);
+      wrong += CountWrong(o_.type, o_.op, host_out, p.counts.recv, o_.spec->expected, &ctx);
     }
     double w = static_cast<double>(wrong);
     comm_.HostAllReduce(&w, 1, ReduceOp::kSum);
@@ -245,6 +276,9 @@ class Runner {
   CollArgs args_;
   bool device_ = false;
   std::unique_ptr<DeviceEventTimer> timer_;
+  Buffer arena_;     // send/receive buffers of every size (device memory on a device)
+  Buffer staging_;   // host staging of inputs for device buffers
+  Buffer readback_;  // host copy of device results for verification
 };
 
 std::string FormulaOf(const CollSpec& spec) {
@@ -262,16 +296,17 @@ std::string FormulaOf(const CollSpec& spec) {
 void CheckSizesFit(const BenchOptions& o, int nranks, MemoryKind kind) {
   uint64_t worst = 0, worst_size = 0;
   for (uint64_t s : o.sizes) {
-    const uint64_t need = PeakBytesPerRank(*o.spec, s, o.type, nranks, kind);
+    const uint64_t need = ArenaBytes(*o.spec, s, o.type, nranks);
     if (need > worst) {
       worst = need;
       worst_size = s;
     }
   }
   const uint64_t host_avail = HostMemoryAvailable();
-  // On a device, host memory holds one staging copy and one read-back copy per rank.
-  const uint64_t host_need = kind == MemoryKind::kDevice ? worst_size * 2 * static_cast<uint64_t>(o.local_ranks)
-                                                         : worst * static_cast<uint64_t>(o.local_ranks);
+  // Per rank: the arena; on a device, the arena is device memory and the host holds staging and
+  // read-back buffers.
+  const uint64_t host_need =
+      (kind == MemoryKind::kDevice ? 2 * LargestBufferBytes(o, nranks) : worst) * static_cast<uint64_t>(o.local_ranks);
   if (host_avail > 0 && static_cast<double>(host_need) > kMemoryHeadroom * static_cast<double>(host_avail)) {
     throw InputError(fmt::format(
         "size {} does not fit: {} {} needs about {:.1f} GiB of host memory for {} local rank(s), {:.1f} GiB available",

@@ -18,7 +18,7 @@ struct BenchOptions {
   DType type = DType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   int root = 0;
-  int iters = -1;   // -1: auto (5..20, about row_budget_s per row)
+  int iters = -1;   // -1: auto (3..20, about row_budget_s per row)
   int warmup = -1;  // -1: auto (1..5, about a quarter of row_budget_s)
   int check = 1;    // verification iterations per row (fresh inputs each)
   bool out_of_place = true;
