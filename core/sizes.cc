@@ -115,14 +115,14 @@ std::vector<uint64_t> ParseSizeList(std::string_view spec) {
   if (parts.size() == 3) {
     const std::string_view s = parts[2];
     if (s.size() < 2 || (s[0] != 'x' && s[0] != 'X' && s[0] != '+')) {
-      throw InputError(fmt::format("bad step '{}' in '{}': use xFACTOR or +SIZE", s, spec));
+      throw InputError(fmt::format("bad size step '{}' in '{}': use xFACTOR or +SIZE", s, spec));
     }
     if (s[0] == '+') {
       multiply = false;
       step = ParseSize(s.substr(1));
     } else {
       step = ParseUnsigned(s.substr(1), s);
-      if (step < 2) throw InputError(fmt::format("bad step '{}' in '{}': the factor must be at least 2", s, spec));
+      if (step < 2) throw InputError(fmt::format("bad size step '{}' in '{}': the factor must be at least 2", s, spec));
     }
   }
   for (uint64_t v = lo; v <= hi;) {

@@ -64,6 +64,7 @@ class JsonReporter : public Reporter {
           j[k] = nullptr;
         }
         j["error"] = r.error;
+        j["skipped"] = r.skipped;
       }
       doc_["results"].push_back(std::move(j));
     }
@@ -77,6 +78,7 @@ class JsonReporter : public Reporter {
     x["total_wrong"] = s.total_wrong;
     x["rows"] = s.rows;
     x["failed_rows"] = s.failed_rows;
+    x["skipped_rows"] = s.skipped_rows;
     x["end_time"] = s.end_time;
     out_ << doc_.dump(2) << "\n";
     out_.flush();

@@ -1,0 +1,164 @@
+// ciuic-bench as users run it: bad input gives one line on stderr and exit 1; verification failures
+// and missed expectations exit 3; outputs land where asked. CliMpi* tests start real MPI ranks.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/buffer.h"
+
+namespace ciuic {
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+Result RunBenchCli(const std::string& args) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string out = (dir / ("ciuic_cli_out_" + std::to_string(getpid()))).string();
+  const std::string err = (dir / ("ciuic_cli_err_" + std::to_string(getpid()))).string();
+  const std::string cmd = std::string(CIUIC_BENCH_EXE) + " " + args + " >" + out + " 2>" + err;
+  const int status = std::system(cmd.c_str());
+  Result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  r.out = Slurp(out);
+  r.err = Slurp(err);
+  std::filesystem::remove(out);
+  std::filesystem::remove(err);
+  return r;
+}
+
+int CountLines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+class BadInput : public testing::TestWithParam<const char*> {};
+
+TEST_P(BadInput, OneLineAndExitOne) {
+  const Result r = RunBenchCli(GetParam());
+  EXPECT_EQ(r.code, 1) << GetParam() << "\n" << r.err;
+  EXPECT_EQ(CountLines(r.err), 1) << GetParam() << "\n" << r.err;
+  EXPECT_EQ(r.err.rfind("ciuic-bench: ", 0), 0u) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cli, BadInput,
+    testing::Values("", "allreducex", "allreduce --sizes 0", "allreduce --sizes 1K:1X", "allreduce --sizes 2K:1K",
+                    "allreduce --sizes 1K:1G:x1", "allreduce --sizes=-5", "allreduce --dtype fp4",
+                    "allreduce --op xor", "allreduce --backend gloo", "allreduce --device tpu",
+                    "allreduce --inplace maybe", "allreduce --format xml", "allreduce --iters 0",
+                    "allreduce --iters abc", "allreduce --warmup -1", "allreduce --check -2", "allreduce --ranks 0",
+                    "allreduce --timeout -1", "allreduce --expect 'speed>=3'", "allreduce --expect 'busbw>=x'",
+                    "allreduce --codec int8", "allreduce --algo ring", "allreduce --no-such-flag",
+                    "allreduce extra-arg", "broadcast --root -1", "allreduce --backend local --sizes 1P",
+                    "allreduce --backend local --out /no/such/dir/x.json", "allreduce --backend local --device cuda",
+                    "allreduce --backend local --debug-corrupt x"));
+
+TEST(Cli, NcclWithoutGpuIsRuntimeError) {
+  if (CudaDeviceCount() > 0) GTEST_SKIP() << "a GPU is present";
+  const Result r = RunBenchCli("allreduce --backend nccl --device cuda --sizes 1K");
+  EXPECT_TRUE(r.code == 2 || r.code == 1) << r.err;
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+}
+
+TEST(Cli, ListNamesTheBuild) {
+  const Result r = RunBenchCli("list");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("collectives: allreduce allgather reducescatter broadcast reduce alltoall sendrecv"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("fp8e4m3"), std::string::npos);
+}
+
+TEST(Cli, LocalRunWritesJsonAndDatabase) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ciuic_cli_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string json = (dir / "run.json").string(), db = (dir / "runs.db").string();
+  const Result r = RunBenchCli("allgather --backend local --ranks 3 --sizes 3K:96K --format json --out " + json +
+                       " --db " + db + " --iters 3");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("# wrong elements: 0 OK"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(Slurp(json));
+  EXPECT_EQ(j["schema"], "ciuic.bench/1");
+  EXPECT_EQ(j["context"]["world_size"], 3);
+  EXPECT_EQ(j["results"].size(), 12u);
+  for (const auto& row : j["results"]) {
+    EXPECT_EQ(row["wrong"], 0);
+    EXPECT_NEAR(row["busbw_gbps"].get<double>(), row["algbw_gbps"].get<double>() * 2.0 / 3.0,
+                1e-9 * row["algbw_gbps"].get<double>());
+  }
+  // A second run appends to the same database.
+  ASSERT_EQ(RunBenchCli("allreduce --backend local --sizes 1K --db " + db + " --iters 2").code, 0);
+  const Result q = RunBenchCli("list");  // the database is not locked afterwards
+  EXPECT_EQ(q.code, 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Cli, PlantedFaultExitsThree) {
+  const Result r = RunBenchCli("allreduce --backend local --ranks 2 --sizes 4K --debug-corrupt 1:9 --iters 2");
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.err.find("verification failed: 2 wrong element(s)"), std::string::npos) << r.err;
+}
+
+TEST(Cli, MissedExpectationExitsThree) {
+  const Result r = RunBenchCli("allreduce --backend local --sizes 4K --iters 2 --expect 'busbw>=100000'");
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.err.find("expectation missed"), std::string::npos) << r.err;
+  EXPECT_EQ(RunBenchCli("allreduce --backend local --sizes 4K --iters 2 --expect 'busbw>=0.000001@4K'").code, 0);
+}
+
+TEST(Cli, ForeignDatabaseIsRefusedAndKept) {
+  const auto path = std::filesystem::temp_directory_path() / ("ciuic_foreign_" + std::to_string(getpid()) + ".db");
+  {
+    std::ofstream f(path);
+    f << "precious user data\n";
+  }
+  const Result r = RunBenchCli("allreduce --backend local --sizes 1K --db " + path.string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_EQ(Slurp(path.string()), "precious user data\n");
+  std::filesystem::remove(path);
+}
+
+#if CIUIC_TEST_HAVE_MPI
+TEST(CliMpi, RelaunchesUnderMpiexecAndVerifies) {
+  const Result r = RunBenchCli("allreduce --sizes 1K:4M --ranks 2 --format csv");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("starting 2 ranks"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("allreduce,mpi,cpu,2,fp32"), std::string::npos) << r.out;
+}
+
+TEST(CliMpi, ThreeRanksEveryCollective) {
+  for (const char* op : {"allgather", "reducescatter", "broadcast", "reduce", "alltoall", "sendrecv"}) {
+    const Result r = RunBenchCli(std::string(op) + " --sizes 1K:1M:x8 --ranks 3 --dtype bf16 --iters 3");
+    EXPECT_EQ(r.code, 0) << op << "\n" << r.err << r.out;
+    EXPECT_NE(r.out.find("# wrong elements: 0 OK"), std::string::npos) << op << "\n" << r.out;
+  }
+}
+
+TEST(CliMpi, PlantedFaultAcrossProcessesExitsThree) {
+  const Result r = RunBenchCli("allreduce --sizes 64K --ranks 2 --debug-corrupt 1:5 --iters 2 --dtype fp16");
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.out.find("# wrong elements: 2 FAILED"), std::string::npos) << r.out;
+}
+#endif
+
+}  // namespace
+}  // namespace ciuic

@@ -1,0 +1,127 @@
+// Golden output of the three text reporters for a fixed context and rows.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "bench/record.h"
+
+namespace ciuic {
+namespace {
+
+BenchContext Context() {
+  BenchContext c;
+  c.tool_version = "0.1.0";
+  c.git_commit = "abc123";
+  c.collective = "allreduce";
+  c.backend = "mpi";
+  c.device = "cpu";
+  c.world_size = 2;
+  c.dtype = "fp32";
+  c.dtype_table = "float";
+  c.redop = "sum";
+  c.busbw_factor = 1.0;
+  c.busbw_formula = "2(n-1)/n";
+  c.hostnames = {"node1", "node1"};
+  c.library_versions = {{"mpi", "Open MPI v4.1.4"}};
+  c.start_time = "2026-11-22T12:00:00Z";
+  c.command_line = "ciuic-bench allreduce";
+  return c;
+}
+
+std::vector<BenchRow> Rows() {
+  BenchRow a;
+  a.size_bytes = 1048576;
+  a.count = 262144;
+  a.iters = 20;
+  a.time_us = 400.5;
+  a.time_p50_us = 399.25;
+  a.time_p99_us = 450.0;
+  a.algbw_gbps = 1048576 / 400.5e-6 / 1e9;
+  a.busbw_gbps = a.algbw_gbps;
+  BenchRow b = a;
+  b.inplace = true;
+  b.error = "in-place allreduce not supported by the x backend";
+  b.skipped = true;
+  return {a, b};
+}
+
+std::vector<std::string> Lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+TEST(Reporters, TableGolden) {
+  std::ostringstream out;
+  auto r = MakeTableReporter(out);
+  r->Begin(Context());
+  r->Size(Rows());
+  BenchSummary s;
+  s.peak_busbw_gbps = Rows()[0].busbw_gbps;
+  s.peak_size_bytes = 1048576;
+  r->End(s);
+  const auto lines = Lines(out.str());
+  ASSERT_EQ(lines.size(), 13u) << out.str();
+  EXPECT_EQ(lines[0], "# ciuic-bench allreduce  backend mpi  device cpu  ranks 2  dtype fp32  op sum  algo native  codec none");
+  EXPECT_EQ(lines[1], "# ciuic 0.1.0 (abc123)  started 2026-11-22T12:00:00Z  mpi Open MPI v4.1.4");
+  EXPECT_EQ(lines[2], "# hosts: node1 (2 ranks)");
+  EXPECT_EQ(lines[3], "# warmup auto  iters auto  check 1  timing host");
+  EXPECT_EQ(lines[6], "#       size         count      type  redop  root     algo      time   algbw   busbw #wrong      time   algbw   busbw #wrong");
+  EXPECT_EQ(lines[8], "     1048576        262144     float    sum    -1   native    400.50    2.62    2.62      0       n/a     n/a     n/a    n/a");
+  EXPECT_EQ(lines[9], "# n/a 1M in-place: in-place allreduce not supported by the x backend");
+  EXPECT_EQ(lines[10], "# wrong elements: 0 OK");
+  EXPECT_EQ(lines[11], "# peak busbw: 2.62 GB/s at 1048576 B (1M, out-of-place)");
+}
+
+TEST(Reporters, CsvGolden) {
+  std::ostringstream out;
+  auto r = MakeCsvReporter(out);
+  r->Begin(Context());
+  r->Size(Rows());
+  r->End({});
+  const auto lines = Lines(out.str());
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0],
+            "collective,backend,device,world_size,dtype,redop,algo,codec,size_bytes,count,inplace,root,iters,time_us,"
+            "time_p50_us,time_p99_us,algbw_gbps,busbw_gbps,wrong,error");
+  EXPECT_EQ(lines[1], "allreduce,mpi,cpu,2,fp32,sum,native,none,1048576,262144,false,-1,20,400.500,399.250,450.000,"
+                      "2.6182,2.6182,0,");
+  EXPECT_EQ(lines[2], "allreduce,mpi,cpu,2,fp32,sum,native,none,1048576,262144,true,-1,20,,,,,,,in-place allreduce "
+                      "not supported by the x backend");
+}
+
+TEST(Reporters, JsonSchemaAndFields) {
+  std::ostringstream out;
+  auto r = MakeJsonReporter(out);
+  r->Begin(Context());
+  r->Size(Rows());
+  BenchSummary s;
+  s.rows = 2;
+  s.skipped_rows = 1;
+  r->End(s);
+  const auto j = nlohmann::json::parse(out.str());
+  EXPECT_EQ(j["schema"], "ciuic.bench/1");
+  for (const char* k : {"tool_version", "git_commit", "backend", "device", "world_size", "dtype", "op", "codec",
+                        "algo", "hostnames", "library_versions", "start_time"}) {
+    EXPECT_TRUE(j["context"].contains(k)) << k;
+  }
+  ASSERT_EQ(j["results"].size(), 2u);
+  const auto& a = j["results"][0];
+  for (const char* k : {"size_bytes", "count", "inplace", "time_us", "time_p50_us", "time_p99_us", "algbw_gbps",
+                        "busbw_gbps", "wrong"}) {
+    EXPECT_TRUE(a.contains(k)) << k;
+  }
+  EXPECT_TRUE(a["inplace"].is_boolean());
+  EXPECT_TRUE(a["time_us"].is_number());
+  EXPECT_TRUE(a["wrong"].is_number_integer());
+  EXPECT_EQ(a["time_us"].get<double>(), 400.5);
+  const auto& b = j["results"][1];
+  EXPECT_TRUE(b["time_us"].is_null());
+  EXPECT_TRUE(b["skipped"].get<bool>());
+  EXPECT_EQ(j["summary"]["skipped_rows"], 1);
+}
+
+}  // namespace
+}  // namespace ciuic
