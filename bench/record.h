@@ -57,6 +57,8 @@ struct BenchSummary {
   double peak_busbw_gbps = 0;
   uint64_t peak_size_bytes = 0;
   bool peak_inplace = false;
+  double peak_algbw_gbps = 0;  // with one rank busbw is 0 by definition; algbw still tells the speed
+  uint64_t peak_algbw_size_bytes = 0;
   int64_t total_wrong = 0;
   int rows = 0;
   int failed_rows = 0;   // rows that hit a runtime error

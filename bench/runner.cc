@@ -10,6 +10,7 @@
 #include "core/buffer.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/sizes.h"
 #include "core/timer.h"
 
@@ -257,11 +258,29 @@ class Runner {
       }
       if (comm_.Rank() == o_.corrupt_rank) Corrupt(host_out, p.counts.recv);
       ExpectContext ctx{&pattern, args_, p.counts};
-      wrong += CountWrong(o_.type, o_.op, host_out, p.counts.recv, o_.spec->expected, &ctx);
+      uint64_t first = 0;
+      const int64_t bad = CountWrong(o_.type, o_.op, host_out, p.counts.recv, o_.spec->expected, &ctx, &first);
+      if (bad > 0) ReportFirstWrong(row, inplace, bad, first, host_out, ctx);
+      wrong += bad;
     }
     double w = static_cast<double>(wrong);
     comm_.HostAllReduce(&w, 1, ReduceOp::kSum);
     row.wrong = static_cast<int64_t>(w);
+  }
+
+  // One line per rank and row with wrong elements: where the first one is, what it holds and what
+  // was expected, so a corrupted link or a bad GPU can be found without rerunning.
+  void ReportFirstWrong(const BenchRow& row, bool inplace, int64_t bad, uint64_t index, const void* host,
+                        const ExpectContext& ctx) {
+    double want = 0;
+    o_.spec->expected(&ctx, index, &want);
+    const double got = VisitDType(o_.type, [&](auto tag) {
+      using T = decltype(tag);
+      return ElementToDouble(static_cast<const T*>(host)[index]);
+    });
+    LogInfo("rank {}: {} {} {} {}: {} wrong element(s), first at {}: got {} expected {}", comm_.Rank(), o_.spec->name,
+            DTypeName(o_.type), FormatSize(row.size_bytes), inplace ? "in-place" : "out-of-place", bad, index, got,
+            want);
   }
 
   // Flips the top exponent (or value) bit of one element: far outside any tolerance.
@@ -370,6 +389,10 @@ BenchSummary RunBench(Communicator& comm, const BenchOptions& o, Reporter* repor
         continue;
       }
       summary.total_wrong += r.wrong;
+      if (r.algbw_gbps > summary.peak_algbw_gbps) {
+        summary.peak_algbw_gbps = r.algbw_gbps;
+        summary.peak_algbw_size_bytes = r.size_bytes;
+      }
       if (r.busbw_gbps > summary.peak_busbw_gbps) {
         summary.peak_busbw_gbps = r.busbw_gbps;
         summary.peak_size_bytes = r.size_bytes;

@@ -79,7 +79,10 @@ void CopyBytes(void* dst, MemoryKind dst_kind, const void* src, MemoryKind src_k
     return;
   }
 #if CIUIC_HAVE_CUDA
+  // cudaMemcpy from pageable host memory may return before the DMA lands, and collectives run on
+  // non-blocking streams that do not wait for it: synchronize so the copy is complete on return.
   CIUIC_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  CIUIC_CUDA_CHECK(cudaDeviceSynchronize());
 #else
   throw RuntimeError("device copies need a build with CUDA");
 #endif

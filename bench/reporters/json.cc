@@ -75,6 +75,8 @@ class JsonReporter : public Reporter {
     x["peak_busbw_gbps"] = s.peak_busbw_gbps;
     x["peak_size_bytes"] = s.peak_size_bytes;
     x["peak_inplace"] = s.peak_inplace;
+    x["peak_algbw_gbps"] = s.peak_algbw_gbps;
+    x["peak_algbw_size_bytes"] = s.peak_algbw_size_bytes;
     x["total_wrong"] = s.total_wrong;
     x["rows"] = s.rows;
     x["failed_rows"] = s.failed_rows;

@@ -74,6 +74,10 @@ class TableReporter : public Reporter {
       out_ << fmt::format("# peak busbw: {:.2f} GB/s at {} B ({}, {})\n", s.peak_busbw_gbps, s.peak_size_bytes,
                           FormatSize(s.peak_size_bytes), s.peak_inplace ? "in-place" : "out-of-place");
     }
+    if (s.peak_algbw_size_bytes > 0) {
+      out_ << fmt::format("# peak algbw: {:.2f} GB/s at {} B ({})\n", s.peak_algbw_gbps, s.peak_algbw_size_bytes,
+                          FormatSize(s.peak_algbw_size_bytes));
+    }
     out_ << fmt::format(
         "# time: max over ranks of each rank's mean; algbw = size / time (GB = 1e9 B); busbw = algbw x {} = "
         "algbw x {:.4f} (n = {})\n",

@@ -61,9 +61,11 @@ TEST(Reporters, TableGolden) {
   BenchSummary s;
   s.peak_busbw_gbps = Rows()[0].busbw_gbps;
   s.peak_size_bytes = 1048576;
+  s.peak_algbw_gbps = s.peak_busbw_gbps;
+  s.peak_algbw_size_bytes = 1048576;
   r->End(s);
   const auto lines = Lines(out.str());
-  ASSERT_EQ(lines.size(), 13u) << out.str();
+  ASSERT_EQ(lines.size(), 14u) << out.str();
   EXPECT_EQ(lines[0], "# ciuic-bench allreduce  backend mpi  device cpu  ranks 2  dtype fp32  op sum  algo native  codec none");
   EXPECT_EQ(lines[1], "# ciuic 0.1.0 (abc123)  started 2026-11-22T12:00:00Z  mpi Open MPI v4.1.4");
   EXPECT_EQ(lines[2], "# hosts: node1 (2 ranks)");
@@ -73,6 +75,7 @@ TEST(Reporters, TableGolden) {
   EXPECT_EQ(lines[9], "# n/a 1M in-place: in-place allreduce not supported by the x backend");
   EXPECT_EQ(lines[10], "# wrong elements: 0 OK");
   EXPECT_EQ(lines[11], "# peak busbw: 2.62 GB/s at 1048576 B (1M, out-of-place)");
+  EXPECT_EQ(lines[12], "# peak algbw: 2.62 GB/s at 1048576 B (1M)");
 }
 
 TEST(Reporters, CsvGolden) {

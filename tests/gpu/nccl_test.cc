@@ -34,7 +34,9 @@ TEST(Nccl, EveryCollectiveAndDtypeVerifies) {
         o.iters = 3;
         o.check = 2;
         const BenchSummary s = RunBench(*comm, o, nullptr, MakeContext(*comm, o));
-        EXPECT_EQ(s.failed_rows, 0) << spec->name << " " << DTypeName(t) << " " << ReduceOpName(op);
+        std::string errors;
+        for (const auto& r : s.all_rows) errors += r.error.empty() ? "" : "\n  " + r.error;
+        EXPECT_EQ(s.failed_rows, 0) << spec->name << " " << DTypeName(t) << " " << ReduceOpName(op) << errors;
         EXPECT_EQ(s.total_wrong, 0) << spec->name << " " << DTypeName(t) << " " << ReduceOpName(op);
       }
     }

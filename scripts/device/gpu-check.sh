@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine from the repository root with build-device/bundle carried along:
+#   scripts/device/gpu-check.sh LOGDIR
+# Prints the GPU, finds NCCL in the Python wheel, runs the gpu tests, then the NCCL collective
+# sweeps (allreduce fp32/bf16/fp8e4m3 1K:1G and the other collectives fp32), a device-to-device
+# copy baseline, writes everything under LOGDIR, and prints a summary table last.
+set -uo pipefail
+logs=${1:?usage: gpu-check.sh LOGDIR}
+mkdir -p "$logs"
+bundle=build-device/bundle
+py=${PYTHON:-python3}
+nccl_dir=$($py -c "import importlib.util as u; s=u.find_spec('nvidia.nccl'); print(s.submodule_search_locations[0] if s else '')" 2>/dev/null)
+cupti_dir=$($py -c "import importlib.util as u; s=u.find_spec('nvidia.cuda_cupti'); print(s.submodule_search_locations[0] if s else '')" 2>/dev/null)
+export LD_LIBRARY_PATH="$bundle/lib:${nccl_dir:+$nccl_dir/lib:}${cupti_dir:+$cupti_dir/lib:}${LD_LIBRARY_PATH:-}"
+{
+  date -u +%Y-%m-%dT%H:%M:%SZ
+  nvidia-smi -L
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+  echo "nccl wheel: ${nccl_dir:-none}"
+  "$bundle/bin/ciuic-bench" list
+} 2>&1 | tee "$logs/machine.txt"
+
+"$bundle/bin/test_gpu" 2>&1 | tee "$logs/test_gpu.txt" | tail -n 5
+tests_rc=${PIPESTATUS[0]}
+
+summary="$logs/summary.txt"
+printf '%-14s %-8s %10s %14s %8s %s\n' collective dtype "peak GB/s" "at size" wrong exit > "$summary"
+run() {  # collective dtype
+  local name="$1-$2"
+  "$bundle/bin/ciuic-bench" "$1" --backend nccl --device cuda --dtype "$2" --sizes 1K:1G \
+    --format json --out "$logs/$name.json" > "$logs/$name.txt" 2>&1
+  local rc=$?
+  "$py" - "$logs/$name.json" "$1" "$2" "$rc" >> "$summary" <<'PY'
+import json, sys
+path, coll, dt, rc = sys.argv[1:]
+try:
+    s = json.load(open(path))["summary"]
+    print(f"{coll:<14} {dt:<8} {s['peak_busbw_gbps']:10.1f} {s['peak_size_bytes']:14d} {s['total_wrong']:8d} {rc}")
+except Exception as e:
+    print(f"{coll:<14} {dt:<8} {'-':>10} {'-':>14} {'-':>8} {rc} ({e})")
+PY
+}
+for dt in fp32 bf16 fp8e4m3; do run allreduce "$dt"; done
+for c in allgather reducescatter broadcast reduce alltoall sendrecv; do run "$c" fp32; done
+
+# Device-to-device copy in the same session: the ceiling a world-size-1 collective is a copy of.
+"$py" - > "$logs/d2d_copy.txt" 2>&1 <<'PY'
+import torch
+n = 1 << 30
+a = torch.randn(n // 4, device="cuda"); b = torch.empty_like(a)
+for _ in range(3): b.copy_(a)
+ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+ts = []
+for _ in range(20):
+    ev[0].record(); b.copy_(a); ev[1].record(); torch.cuda.synchronize(); ts.append(ev[0].elapsed_time(ev[1]))
+ts.sort(); ms = ts[len(ts) // 2]
+print(f"d2d copy 1 GiB: median {ms*1000:.1f} us, {n/ms/1e6:.1f} GB/s one way, {2*n/ms/1e6:.1f} GB/s read+write")
+PY
+cat "$logs/d2d_copy.txt"
+echo "gpu tests exit: $tests_rc"
+cat "$summary"

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every Debian package ciuic needs to build and test. Idempotent: does nothing when all
+# are present. Works as root or through sudo. The CUDA toolkit (nvcc, NCCL, CUPTI) is optional and
+# not installed here: where nvcc exists the build uses it.
+set -euo pipefail
+
+packages=(
+  build-essential cmake git pkg-config
+  libopenmpi-dev openmpi-bin
+  libfmt-dev libcxxopts-dev libsqlite3-dev nlohmann-json3-dev libhwloc-dev
+  libgtest-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+  sudo=()
+elif command -v sudo >/dev/null 2>&1; then
+  sudo=(sudo)
+else
+  echo "setup: need root or sudo to install: ${missing[*]}" >&2
+  exit 1
+fi
+echo "setup: installing ${missing[*]}"
+"${sudo[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done"
