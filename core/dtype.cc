@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cctype>
 #include <cmath>
 #include <cstring>
@@ -50,16 +51,8 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
          });
 }
 
-uint32_t FloatBits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return u;
-}
-float BitsFloat(uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
+uint32_t FloatBits(float x) { return std::bit_cast<uint32_t>(x); }
+float BitsFloat(uint32_t u) { return std::bit_cast<float>(u); }
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <bit>
 #include <random>
 
 #include "core/dtype.h"
@@ -15,16 +16,8 @@
 namespace ciuic {
 namespace {
 
-float BitsToFloat(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-uint32_t FloatToBits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
+float BitsToFloat(uint32_t u) { return std::bit_cast<float>(u); }
+uint32_t FloatToBits(float f) { return std::bit_cast<uint32_t>(f); }
 
 struct Format {
   const char* name;
