@@ -1,0 +1,56 @@
+// CPU fused kernels (d) multi-tensor flatten/unflatten and (e) unscale + NaN/Inf check + norm.
+#include <cstring>
+
+#include "kernels/codec_kernels.h"
+#include "kernels/quant_math.h"
+
+namespace ciuic::cpu {
+
+void FlattenTensors(const TensorRef* tensors, int count, float* bucket, void*) {
+  size_t offset = 0;
+  for (int t = 0; t < count; ++t) {
+    std::memcpy(bucket + offset, tensors[t].data, tensors[t].count * sizeof(float));
+    offset += tensors[t].count;
+  }
+}
+
+void UnflattenTensors(const float* bucket, const TensorRef* tensors, int count, void*) {
+  size_t offset = 0;
+  for (int t = 0; t < count; ++t) {
+    std::memcpy(tensors[t].data, bucket + offset, tensors[t].count * sizeof(float));
+    offset += tensors[t].count;
+  }
+}
+
+void UnscaleCheckNorm(float* g, size_t n, float inv_scale, uint32_t* nonfinite, double* norm_sq, void*) {
+  // Eight fp64 accumulators (element i into i % 8) keep the pass memory-bound instead of add-latency-bound.
+  double acc[8] = {};
+  uint32_t amax = 0;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int l = 0; l < 8; ++l) {
+      const float x = g[i + l] * inv_scale;
+      g[i + l] = x;
+      amax = amax > (qm::Bits(x) & 0x7fffffffu) ? amax : (qm::Bits(x) & 0x7fffffffu);
+      acc[l] += static_cast<double>(x) * x;
+    }
+  }
+  for (; i < n; ++i) {
+    const float x = g[i] * inv_scale;
+    g[i] = x;
+    amax = amax > (qm::Bits(x) & 0x7fffffffu) ? amax : (qm::Bits(x) & 0x7fffffffu);
+    acc[0] += static_cast<double>(x) * x;
+  }
+  if (nonfinite && amax >= 0x7f800000u) *nonfinite = 1;
+  if (norm_sq) *norm_sq = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+void ScaleInPlace(float* g, size_t n, float factor, void*) {
+  for (size_t i = 0; i < n; ++i) g[i] = g[i] * factor;
+}
+
+void AddInPlace(float* acc, const float* x, size_t n, void*) {
+  for (size_t i = 0; i < n; ++i) acc[i] = acc[i] + x[i];
+}
+
+}  // namespace ciuic::cpu
