@@ -10,6 +10,10 @@
 namespace ciuic::cpu {
 
 namespace {
+// Below this fraction of its length before projection a column counts as dependent (fp32 leaves
+// ~1e-7 of noise after cancellation; normalising that noise would break orthogonality).
+constexpr float kDependentRatio = 1e-4f;
+
 inline float At(const float* m, size_t n, size_t cols, size_t i, size_t j) {
   const size_t idx = i * cols + j;
   return idx < n ? m[idx] : 0.0f;
@@ -47,14 +51,19 @@ void PowerSgdMulP(const float* m, size_t n, const float* p, int r, float* q, voi
 void PowerSgdOrthonormalize(float* p, size_t rows, int r, void*) {
   for (int c = 0; c < r; ++c) {
     float* pc = p + rows * c;
-    for (int d = 0; d < c; ++d) {
-      const float* pd = p + rows * d;
-      const float dot = LaneDot(pc, pd, rows);
-      for (size_t i = 0; i < rows; ++i) pc[i] = pc[i] - dot * pd[i];
+    const float before = std::sqrt(LaneDot(pc, pc, rows));
+    // Two Gram-Schmidt passes ("twice is enough") keep fp32 columns orthogonal to working precision.
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int d = 0; d < c; ++d) {
+        const float* pd = p + rows * d;
+        const float dot = LaneDot(pc, pd, rows);
+        for (size_t i = 0; i < rows; ++i) pc[i] = pc[i] - dot * pd[i];
+      }
     }
     const float norm = std::sqrt(LaneDot(pc, pc, rows));
-    if (norm > 0.0f)
-      for (size_t i = 0; i < rows; ++i) pc[i] = pc[i] / norm;
+    // A column (numerically) inside the span of the previous ones carries no information: zero it.
+    const bool independent = norm > kDependentRatio * before && norm > 0.0f;
+    for (size_t i = 0; i < rows; ++i) pc[i] = independent ? pc[i] / norm : 0.0f;
   }
 }
 

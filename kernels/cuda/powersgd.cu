@@ -51,18 +51,25 @@ __device__ float LaneDot(const float* a, const float* b, size_t len) {
   return WarpSum(acc);
 }
 
+// Same rule as the CPU: two Gram-Schmidt passes, dependent columns (norm ≤ 1e-4 of the original)
+// become zero.
 __global__ void OrthonormalizeKernel(float* p, size_t rows, int r) {
   for (int c = 0; c < r; ++c) {
     float* pc = p + rows * c;
-    for (int d = 0; d < c; ++d) {
-      const float* pd = p + rows * d;
-      const float dot = LaneDot(pc, pd, rows);
-      for (size_t i = threadIdx.x; i < rows; i += 32) pc[i] = __fsub_rn(pc[i], __fmul_rn(dot, pd[i]));
-      __syncwarp();
+    const float before = __fsqrt_rn(LaneDot(pc, pc, rows));
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int d = 0; d < c; ++d) {
+        const float* pd = p + rows * d;
+        const float dot = LaneDot(pc, pd, rows);
+        __syncwarp();
+        for (size_t i = threadIdx.x; i < rows; i += 32) pc[i] = __fsub_rn(pc[i], __fmul_rn(dot, pd[i]));
+        __syncwarp();
+      }
     }
     const float norm = __fsqrt_rn(LaneDot(pc, pc, rows));
-    if (norm > 0.0f)
-      for (size_t i = threadIdx.x; i < rows; i += 32) pc[i] = __fdiv_rn(pc[i], norm);
+    const bool independent = norm > __fmul_rn(1e-4f, before) && norm > 0.0f;
+    __syncwarp();
+    for (size_t i = threadIdx.x; i < rows; i += 32) pc[i] = independent ? __fdiv_rn(pc[i], norm) : 0.0f;
     __syncwarp();
   }
 }
