@@ -1,5 +1,8 @@
 #include "bench/cli.h"
 
+#include "bench/codec_bench.h"
+#include "kernels/codec_kernels.h"
+
 #include <unistd.h>
 
 #include <cxxopts.hpp>
@@ -37,6 +40,8 @@ struct Subcommand {
 std::vector<Subcommand> Subcommands() {
   std::vector<Subcommand> out;
   for (const CollSpec* s : AllCollectives()) out.push_back({s->name, s->summary});
+  out.push_back({"compress", "codec encode/decode/decode-accumulate speed, wire ratio, error (--codec C)"});
+  out.push_back({"kernel", "fused kernels: ef-quantize, decode-accumulate, decode-add-encode, flatten, unscale"});
   out.push_back({"list", "backends, devices, dtypes, ops and collectives in this build"});
   return out;
 }
@@ -309,7 +314,9 @@ int ListBuild() {
   for (DType t : AllDTypes()) std::cout << " " << DTypeName(t);
   std::cout << "\nops:        ";
   for (ReduceOp op : AllReduceOps()) std::cout << " " << ReduceOpName(op);
-  std::cout << "\nalgorithms:  auto (the backend's own)\ncodecs:      none\n";
+  std::cout << "\nalgorithms:  auto (the backend's own)\ncodecs:     ";
+  for (const auto& c : CodecNames()) std::cout << " " << c;
+  std::cout << "\nkernels:     cpu" << (cuda::Available() ? ", cuda" : "") << "\n";
   return 0;
 }
 
@@ -469,6 +476,8 @@ int Run(int argc, char** argv) {
 }  // namespace
 
 int BenchMain(int argc, char** argv) {
+  if (argc > 1 && (std::string_view(argv[1]) == "compress" || std::string_view(argv[1]) == "kernel"))
+    return CodecBenchMain(argc, argv);
   try {
     return Run(argc, argv);
   } catch (const Error& e) {

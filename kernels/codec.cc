@@ -107,7 +107,7 @@ void Codec::CheckFlag(CodecState& st) const {
   throw InputError(fmt::format("codec {}: the gradient holds NaN or Inf; its blocks were sent as NaN", Name()));
 }
 
-void Codec::Encode(const float* in, size_t n, void* wire, CodecState* state, void* stream) const {
+void Codec::Encode(const float* in, size_t n, void* wire, CodecState* state, void* stream, bool check_finite) const {
   CodecState local;
   CodecState& st = state ? *state : local;  // without a state: no error feedback, step 0
   const MemoryKind kind = KindOf(in);
@@ -147,7 +147,7 @@ void Codec::Encode(const float* in, size_t n, void* wire, CodecState* state, voi
     }
     default: QuantEncode(Args(step), in, residual, n, w, flag, stream); break;
   }
-  CheckFlag(st);
+  if (check_finite) CheckFlag(st);
 }
 
 void Codec::Decode(const void* wire, size_t n, float* out, uint64_t step, void* stream) const {

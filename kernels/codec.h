@@ -46,7 +46,10 @@ class Codec {
   // its buffers are made on first use in the memory `in` lives in. Throws InputError when the input
   // (plus residual) holds NaN/Inf: casts and block codecs then leave the residual of the affected
   // elements/blocks as it was; topk, randomk and powersgd carry the NaN into it (reset the state).
-  void Encode(const float* in, size_t n, void* wire, CodecState* state, void* stream = nullptr) const;
+  // check_finite = false skips the flag read-back (a device sync): the flag stays set in the state
+  // and the next checked call reports it. Benchmarks time the unchecked form.
+  void Encode(const float* in, size_t n, void* wire, CodecState* state, void* stream = nullptr,
+              bool check_finite = true) const;
   // `step`: the state's step the wire was encoded at (randomk derives its indices from it).
   void Decode(const void* wire, size_t n, float* out, uint64_t step = 0, void* stream = nullptr) const;
   void DecodeAccumulate(const void* wire, size_t n, float* acc, uint64_t step = 0, void* stream = nullptr) const;

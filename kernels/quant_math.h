@@ -10,7 +10,7 @@
 #if defined(__CUDACC__)
 #define CIUIC_HD __host__ __device__ __forceinline__
 #else
-#define CIUIC_HD inline
+#define CIUIC_HD inline __attribute__((always_inline))
 #endif
 
 namespace ciuic::qm {
@@ -119,6 +119,28 @@ CIUIC_HD uint8_t FloatToFp8(float x, Fp8 fmt, bool stochastic = false, uint32_t 
   if (a >= 0x7f800000u) return static_cast<uint8_t>(sign | f.nan_bits);
   return static_cast<uint8_t>(sign | Fp8Magnitude(a, f, stochastic, r));
 }
+// Round-to-nearest-even, saturating, for finite x: the same codes as FloatToFp8 without branches
+// (normal range by the add-and-truncate trick on the fp32 pattern, subnormals by one RNE of x·2^k),
+// so CPU loops vectorise.
+CIUIC_HD uint8_t FloatToFp8Rne(float x, Fp8 fmt) {
+  const bool e4 = fmt == Fp8::kE4M3;
+  const uint32_t b = Bits(x), sign = (b >> 24) & 0x80u, a = b & 0x7fffffffu;
+  const int shift = e4 ? 20 : 21;
+  const uint32_t rounded = a + ((1u << (shift - 1)) - 1) + ((a >> shift) & 1u);
+  const int32_t normal = static_cast<int32_t>(rounded >> shift) - (e4 ? (120 << 3) : (112 << 2));
+  const float sub_scale = e4 ? 512.0f : 65536.0f;  // 1 / smallest subnormal
+#if defined(__CUDA_ARCH__)
+  const int32_t sub = __float2int_rn(Float(a) * sub_scale);
+#else
+  const int32_t sub = static_cast<int32_t>(__builtin_nearbyintf(Float(a) * sub_scale));
+#endif
+  const uint32_t min_normal = e4 ? 0x3c800000u : 0x38800000u;  // 2^-6, 2^-14
+  int32_t code = a < min_normal ? sub : normal;
+  const int32_t max_code = e4 ? 0x7e : 0x7b;
+  code = code > max_code ? max_code : code;
+  return static_cast<uint8_t>(sign | static_cast<uint32_t>(code));
+}
+
 CIUIC_HD float Fp8ToFloat(uint8_t v, Fp8 fmt) {
   const Fp8Format f = FormatOf(fmt);
   const uint32_t sign = static_cast<uint32_t>(v & 0x80u) << 24, mag = v & 0x7fu;

@@ -49,20 +49,61 @@ float LoadScale(const uint8_t* wire, size_t b) {
   return s;
 }
 
-// Decoded values of all 256 fp8 codes (built once from the shared element math).
-struct Fp8Table {
-  float v[2][256];
-  Fp8Table() {
-    for (int c = 0; c < 256; ++c) {
-      v[0][c] = Fp8ToFloat(static_cast<uint8_t>(c), Fp8::kE4M3);
-      v[1][c] = Fp8ToFloat(static_cast<uint8_t>(c), Fp8::kE5M2);
-    }
+// fp8 -> float without a table or branches (same values as Fp8ToFloat), so decode loops vectorise.
+template <bool kE4>
+CIUIC_ALWAYS_INLINE float Fp8ToFloatFast(uint8_t c) {
+  // Masks instead of conditionals: GCC vectorises this body (it gives up on the ternary form).
+  const uint32_t sign = static_cast<uint32_t>(c & 0x80u) << 24, mag = c & 0x7fu;
+  const uint32_t normal = kE4 ? (mag << 20) + (120u << 23) : (mag << 21) + (112u << 23);
+  const uint32_t sub = Bits(static_cast<float>(static_cast<int32_t>(mag)) * (kE4 ? 1.0f / 512 : 1.0f / 65536));
+  const uint32_t is_normal = 0u - static_cast<uint32_t>((kE4 ? mag >> 3 : mag >> 2) != 0);
+  uint32_t bits = (normal & is_normal) | (sub & ~is_normal);
+  if constexpr (kE4) {
+    const uint32_t nan = 0u - static_cast<uint32_t>(mag == 0x7fu);
+    bits = (bits & ~nan) | (0x7fc00000u & nan);
+  } else {
+    const uint32_t special = 0u - static_cast<uint32_t>(mag >= 0x7cu);
+    const uint32_t value = mag == 0x7cu ? 0x7f800000u : 0x7fc00000u;
+    bits = (bits & ~special) | (value & special);
   }
-};
-const Fp8Table& Fp8Values() {
-  static const Fp8Table t;
-  return t;
+  return Float(sign | bits);
 }
+
+#if defined(__x86_64__) && !defined(__clang__)
+// sign1 packing with AVX-512: one mask instruction turns 16 sign bits into 2 payload bytes.
+__attribute__((target("avx512f,avx512dq"))) void PackSignsAvx512(const float* e, size_t m, uint8_t* out) {
+  size_t j = 0;
+  for (; j + 16 <= m; j += 16) {
+    const __mmask16 k = _mm512_movepi32_mask(_mm512_castps_si512(_mm512_loadu_ps(e + j)));
+    std::memcpy(out + j / 8, &k, 2);
+  }
+  for (; j < m; j += 8) {
+    uint32_t byte = 0;
+    for (size_t t = 0; t < 8 && j + t < m; ++t) byte |= (Bits(e[j + t]) >> 31) << t;
+    out[j / 8] = static_cast<uint8_t>(byte);
+  }
+}
+__attribute__((target("avx512f,avx512dq"))) void UnpackSignsAvx512(const uint8_t* q, size_t m, float scale,
+                                                                   float* dst, bool acc) {
+  const __m512 pos = _mm512_set1_ps(scale), neg = _mm512_set1_ps(-scale);
+  size_t j = 0;
+  for (; j + 16 <= m; j += 16) {
+    __mmask16 k;
+    std::memcpy(&k, q + j / 8, 2);
+    __m512 v = _mm512_mask_blend_ps(k, pos, neg);
+    if (acc) v = _mm512_add_ps(_mm512_loadu_ps(dst + j), v);
+    _mm512_storeu_ps(dst + j, v);
+  }
+  for (; j < m; ++j) {
+    const float v = ((q[j >> 3] >> (j & 7)) & 1u) ? -scale : scale;
+    dst[j] = acc ? dst[j] + v : v;
+  }
+}
+bool HaveAvx512Dq() {
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  return ok;
+}
+#endif
 
 // Per-block scratch (block ≤ 65536 elements, validated by the Codec).
 struct Scratch {
@@ -80,46 +121,51 @@ Scratch& ThreadScratch(size_t block) {
 
 // ---- block-scaled codecs and sign1 ----------------------------------------------------------------
 
-// Writes the decoded block of wire (kind K) starting at element `first`, length m, into dst.
-template <CodecKind K>
-CIUIC_ALWAYS_INLINE void DecodeBlockInto(const uint8_t* payload, size_t first, size_t m, float scale, float* dst,
-                                         bool accumulate) {
+// Writes the decoded block of wire (kind K) starting at element `first`, length m, into dst (or adds).
+template <CodecKind K, bool kAcc>
+CIUIC_ALWAYS_INLINE void DecodeBlockInto(const uint8_t* payload, size_t first, size_t m, float scale,
+                                         float* __restrict dst) {
   if constexpr (K == CodecKind::kInt8) {
     const int8_t* q = reinterpret_cast<const int8_t*>(payload) + first;
-    if (accumulate) {
-      for (size_t j = 0; j < m; ++j) dst[j] = dst[j] + static_cast<float>(q[j]) * scale;
-    } else {
-      for (size_t j = 0; j < m; ++j) dst[j] = static_cast<float>(q[j]) * scale;
+    for (size_t j = 0; j < m; ++j) {
+      const float v = static_cast<float>(q[j]) * scale;
+      dst[j] = kAcc ? dst[j] + v : v;
     }
   } else if constexpr (K == CodecKind::kInt4) {
     const uint8_t* q = payload + first / 2;
-    for (size_t j = 0; j < m; ++j) {
-      const uint8_t byte = q[j / 2];
-      const int8_t nib = static_cast<int8_t>(static_cast<uint8_t>((j & 1) ? (byte & 0xf0u) : (byte << 4))) >> 4;
-      const float v = static_cast<float>(nib) * scale;
-      dst[j] = accumulate ? dst[j] + v : v;
+    for (size_t jb = 0; jb < m / 2; ++jb) {
+      const uint8_t byte = q[jb];
+      const float lo = static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(byte << 4)) >> 4) * scale;
+      const float hi = static_cast<float>(static_cast<int8_t>(byte) >> 4) * scale;
+      dst[2 * jb] = kAcc ? dst[2 * jb] + lo : lo;
+      dst[2 * jb + 1] = kAcc ? dst[2 * jb + 1] + hi : hi;
+    }
+    if (m & 1) {
+      const float lo = static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(q[m / 2] << 4)) >> 4) * scale;
+      dst[m - 1] = kAcc ? dst[m - 1] + lo : lo;
     }
   } else if constexpr (K == CodecKind::kSign1) {
     const uint8_t* q = payload + first / 8;
+#if defined(__x86_64__) && !defined(__clang__)
+    if (HaveAvx512Dq()) return UnpackSignsAvx512(q, m, scale, dst, kAcc);
+#endif
     for (size_t j = 0; j < m; ++j) {
-      const float v = ((q[j / 8] >> (j & 7)) & 1u) ? -scale : scale;
-      dst[j] = accumulate ? dst[j] + v : v;
+      const float v = ((q[j >> 3] >> (j & 7)) & 1u) ? -scale : scale;
+      dst[j] = kAcc ? dst[j] + v : v;
     }
   } else {
-    const float* table = Fp8Values().v[K == CodecKind::kFp8E4M3 ? 0 : 1];
     const uint8_t* q = payload + first;
-    if (accumulate) {
-      for (size_t j = 0; j < m; ++j) dst[j] = dst[j] + table[q[j]] * scale;
-    } else {
-      for (size_t j = 0; j < m; ++j) dst[j] = table[q[j]] * scale;
+    for (size_t j = 0; j < m; ++j) {
+      const float v = Fp8ToFloatFast<K == CodecKind::kFp8E4M3>(q[j]) * scale;
+      dst[j] = kAcc ? dst[j] + v : v;
     }
   }
 }
 
 // Quantises e[0, m) (the block at element `first`) into payload and, when residual is set, stores
 // e - decode(e) there. Returns false (writing a NaN scale and zero payload) when e holds NaN/Inf.
-template <CodecKind K>
-CIUIC_ALWAYS_INLINE bool EncodeBlock(const QuantArgs& a, const float* e, size_t first, size_t m, uint8_t* scale_out,
+template <CodecKind K, bool sr, bool kResidual>
+CIUIC_ALWAYS_INLINE bool EncodeBlock(const QuantArgs& a, const float* __restrict e, size_t first, size_t m, uint8_t* scale_out,
                                      uint8_t* payload, float* residual, uint32_t* rnd) {
   uint32_t amax = 0;
   for (size_t j = 0; j < m; ++j) amax = std::max(amax, Bits(e[j]) & kAbsMask);
@@ -138,16 +184,21 @@ CIUIC_ALWAYS_INLINE bool EncodeBlock(const QuantArgs& a, const float* e, size_t 
   float scale, inv;
   if constexpr (K == CodecKind::kSign1) {
     float lanes[kLanes] = {};
-    for (size_t j = 0; j < m; ++j) lanes[j % kLanes] = lanes[j % kLanes] + e[j] * e[j];
+    size_t j = 0;
+    for (; j + kLanes <= m; j += kLanes)
+      for (int l = 0; l < kLanes; ++l) lanes[l] = lanes[l] + e[j + l] * e[j + l];
+    for (; j < m; ++j) lanes[j % kLanes] = lanes[j % kLanes] + e[j] * e[j];
     scale = std::sqrt(CombineLanes(lanes) / static_cast<float>(m));
     inv = 0;
   } else {
+    // A block whose largest magnitude is an fp32 subnormal (< 1.2e-38) is sent as zeros: qmax/absmax
+    // would overflow.
     const float absmax = Float(amax), qmax = FormatMax(K);
-    scale = amax == 0 ? 0.0f : absmax / qmax;
-    inv = amax == 0 ? 0.0f : qmax / absmax;
+    const bool zero = amax < 0x00800000u;
+    scale = zero ? 0.0f : absmax / qmax;
+    inv = zero ? 0.0f : qmax / absmax;
   }
   std::memcpy(scale_out, &scale, 4);
-  const bool sr = a.stochastic;
   if (sr && K != CodecKind::kSign1) {
     for (size_t j = 0; j < m; j += 4) {
       const U32x4 r = Philox(static_cast<uint32_t>((first + j) >> 2), static_cast<uint32_t>((first + j) >> 34),
@@ -168,7 +219,7 @@ CIUIC_ALWAYS_INLINE bool EncodeBlock(const QuantArgs& a, const float* e, size_t 
         qi = std::min(127, std::max(-127, qi));
       }
       q[j] = static_cast<int8_t>(qi);
-      if (residual) residual[j] = e[j] - static_cast<float>(qi) * scale;
+      if (kResidual) residual[j] = e[j] - static_cast<float>(qi) * scale;
     }
   } else if constexpr (K == CodecKind::kInt4) {
     uint8_t* q = payload + first / 2;
@@ -179,29 +230,39 @@ CIUIC_ALWAYS_INLINE bool EncodeBlock(const QuantArgs& a, const float* e, size_t 
         int32_t qi = sr ? QuantizeInt(v, 7, true, rnd[j + t]) : static_cast<int32_t>(std::nearbyint(v));
         qi = std::min(7, std::max(-7, qi));
         pair[t] = qi;
-        if (residual) residual[j + t] = e[j + t] - static_cast<float>(qi) * scale;
+        if (kResidual) residual[j + t] = e[j + t] - static_cast<float>(qi) * scale;
       }
       q[j / 2] = static_cast<uint8_t>((pair[0] & 0xf) | ((pair[1] & 0xf) << 4));
     }
   } else if constexpr (K == CodecKind::kSign1) {
     uint8_t* q = payload + first / 8;
-    for (size_t j = 0; j < m; j += 8) {
+    const uint32_t sbits = Bits(scale);
+    size_t j = 0;
+#if defined(__x86_64__) && !defined(__clang__)
+    if (HaveAvx512Dq()) {
+      PackSignsAvx512(e, m, q);
+      j = m;
+    }
+#endif
+    for (; j + 8 <= m; j += 8) {
       uint32_t byte = 0;
-      for (size_t t = 0; t < 8 && j + t < m; ++t) {
-        const uint32_t neg = Bits(e[j + t]) >> 31;
-        byte |= neg << t;
-        if (residual) residual[j + t] = e[j + t] - (neg ? -scale : scale);
-      }
+      for (size_t t = 0; t < 8; ++t) byte |= (Bits(e[j + t]) >> 31) << t;
       q[j / 8] = static_cast<uint8_t>(byte);
     }
+    if (j < m) {
+      uint32_t byte = 0;
+      for (size_t t = 0; j + t < m; ++t) byte |= (Bits(e[j + t]) >> 31) << t;
+      q[j / 8] = static_cast<uint8_t>(byte);
+    }
+    if (kResidual)
+      for (size_t i = 0; i < m; ++i) residual[i] = e[i] - Float(sbits ^ (Bits(e[i]) & 0x80000000u));
   } else {
     const Fp8 fmt = Fp8Of(K);
-    const float* table = Fp8Values().v[K == CodecKind::kFp8E4M3 ? 0 : 1];
     uint8_t* q = payload + first;
     for (size_t j = 0; j < m; ++j) {
-      const uint8_t c = FloatToFp8(e[j] * inv, fmt, sr, sr ? rnd[j] : 0u);
+      const uint8_t c = sr ? FloatToFp8(e[j] * inv, fmt, true, rnd[j]) : FloatToFp8Rne(e[j] * inv, fmt);
       q[j] = c;
-      if (residual) residual[j] = e[j] - table[c] * scale;
+      if (kResidual) residual[j] = e[j] - Fp8ToFloatFast<K == CodecKind::kFp8E4M3>(c) * scale;
     }
   }
   return true;
@@ -215,21 +276,29 @@ CIUIC_ALWAYS_INLINE void EncodeAll(const QuantArgs& a, const float* in, float* r
   uint8_t* payload = wire + nb * 4;
   const uint8_t* payload_in = kDecodeAdd ? wire_in + nb * 4 : nullptr;
   Scratch& s = ThreadScratch(a.block);
-  float* e = s.e.data();
   bool finite = true;
   for (size_t b = 0; b < nb; ++b) {
     const size_t first = b * a.block, m = std::min<size_t>(a.block, n - first);
+    float* e = s.e.data();
     if constexpr (kDecodeAdd) {
-      DecodeBlockInto<K>(payload_in, first, m, LoadScale(wire_in, b), e, false);
+      DecodeBlockInto<K, false>(payload_in, first, m, LoadScale(wire_in, b), e);
       for (size_t j = 0; j < m; ++j) e[j] = e[j] + in[first + j];
     } else if (residual) {
       for (size_t j = 0; j < m; ++j) e[j] = in[first + j] + residual[first + j];
     } else {
-      std::memcpy(e, in + first, m * 4);
+      e = const_cast<float*>(in + first);  // read only below: no staging copy
     }
     float* res = (!kDecodeAdd && residual) ? residual + first : nullptr;
-    // A non-finite block keeps its residual: EncodeBlock writes it only on success, so stage it.
-    finite &= EncodeBlock<K>(a, e, first, m, wire + b * 4, payload, res, s.rnd.data());
+    // The flags are loop-invariant: dispatch once per block to a specialised, branch-free body.
+    bool ok;
+    if (a.stochastic) {
+      ok = res ? EncodeBlock<K, true, true>(a, e, first, m, wire + b * 4, payload, res, s.rnd.data())
+               : EncodeBlock<K, true, false>(a, e, first, m, wire + b * 4, payload, res, s.rnd.data());
+    } else {
+      ok = res ? EncodeBlock<K, false, true>(a, e, first, m, wire + b * 4, payload, res, s.rnd.data())
+               : EncodeBlock<K, false, false>(a, e, first, m, wire + b * 4, payload, res, s.rnd.data());
+    }
+    finite &= ok;
   }
   if (!finite && nonfinite) *nonfinite = 1;
 }
@@ -240,7 +309,11 @@ CIUIC_ALWAYS_INLINE void DecodeAll(const QuantArgs& a, const uint8_t* wire, size
   const uint8_t* payload = wire + nb * 4;
   for (size_t b = 0; b < nb; ++b) {
     const size_t first = b * a.block, m = std::min<size_t>(a.block, n - first);
-    DecodeBlockInto<K>(payload, first, m, LoadScale(wire, b), out + first, accumulate);
+    if (accumulate) {
+      DecodeBlockInto<K, true>(payload, first, m, LoadScale(wire, b), out + first);
+    } else {
+      DecodeBlockInto<K, false>(payload, first, m, LoadScale(wire, b), out + first);
+    }
   }
 }
 

@@ -112,8 +112,9 @@ __global__ void QuantEncodeKernel(QuantArgs a, const float* in, float* residual,
       scale = __fsqrt_rn(__fdiv_rn(sumsq, static_cast<float>(m)));
     } else {
       const float absmax = __uint_as_float(amax), qmax = FormatMax(K);
-      scale = amax == 0 ? 0.0f : __fdiv_rn(absmax, qmax);
-      inv = amax == 0 ? 0.0f : __fdiv_rn(qmax, absmax);
+      const bool zero = amax < 0x00800000u;  // subnormal absmax: sent as zeros, as on the CPU
+      scale = zero ? 0.0f : __fdiv_rn(absmax, qmax);
+      inv = zero ? 0.0f : __fdiv_rn(qmax, absmax);
     }
     // Every lane has read its share of the block before lane 0 may overwrite an in-place wire.
     __syncwarp();
@@ -154,7 +155,7 @@ __global__ void QuantEncodeKernel(QuantArgs a, const float* in, float* residual,
           if (!kDecodeAdd && residual) residual[i] = __fsub_rn(e, __fmul_rn(static_cast<float>(q), scale));
         } else {
           const Fp8 fmt = K == CodecKind::kFp8E4M3 ? Fp8::kE4M3 : Fp8::kE5M2;
-          const uint8_t c = FloatToFp8(v, fmt, a.stochastic, r);
+          const uint8_t c = a.stochastic ? FloatToFp8(v, fmt, true, r) : FloatToFp8Rne(v, fmt);
           payload[i] = c;
           if (!kDecodeAdd && residual) residual[i] = __fsub_rn(e, __fmul_rn(Fp8ToFloat(c, fmt), scale));
         }

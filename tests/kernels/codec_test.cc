@@ -99,6 +99,8 @@ TEST(QuantMath, EncodersMatchCoreOnRandomAndBoundaryValues) {
     if (std::isfinite(x)) {
       ASSERT_EQ(qm::FloatToFp8(x, qm::Fp8::kE4M3), FloatToE4M3(x, Saturation::kFinite)) << x;
       ASSERT_EQ(qm::FloatToFp8(x, qm::Fp8::kE5M2), FloatToE5M2(x, Saturation::kFinite)) << x;
+      ASSERT_EQ(qm::FloatToFp8Rne(x, qm::Fp8::kE4M3), FloatToE4M3(x, Saturation::kFinite)) << x;
+      ASSERT_EQ(qm::FloatToFp8Rne(x, qm::Fp8::kE5M2), FloatToE5M2(x, Saturation::kFinite)) << x;
     }
   }
 }
