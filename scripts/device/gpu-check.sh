@@ -60,3 +60,16 @@ PY
 cat "$logs/d2d_copy.txt"
 echo "gpu tests exit: $tests_rc"
 cat "$summary"
+
+# Codecs and fused kernels on the GPU (issue 3): every codec at 64M and 256M, kernels (a)-(e),
+# and sampled top-k against torch.topk on the same device.
+for c in fp16 bf16 int8 int4 fp8e4m3 fp8e5m2 sign1 topk:0.01 randomk:0.01 powersgd:4; do
+  "$bundle/bin/ciuic-bench" compress --device cuda --codec "$c" --sizes 64M,256M --data normal \
+    --format json --out "$logs/compress-${c%%:*}.json" > "$logs/compress-${c%%:*}.txt" 2>&1
+done
+for c in fp16 int8 fp8e4m3 sign1; do
+  "$bundle/bin/ciuic-bench" kernel all --device cuda --codec "$c" --sizes 64M,256M --clip \
+    --format json --out "$logs/kernel-$c.json" > "$logs/kernel-$c.txt" 2>&1
+done
+"$py" scripts/device/topk_vs_torch.py "$logs/compress-topk.json" > "$logs/topk_vs_torch.txt" 2>&1
+cat "$logs/topk_vs_torch.txt"
