@@ -69,7 +69,47 @@ INSTANTIATE_TEST_SUITE_P(
                     "allreduce --codec int8", "allreduce --algo ring", "allreduce --no-such-flag",
                     "allreduce extra-arg", "broadcast --root -1", "allreduce --backend local --sizes 1P",
                     "allreduce --backend local --out /no/such/dir/x.json", "allreduce --backend local --device cuda",
-                    "allreduce --backend local --debug-corrupt x"));
+                    "allreduce --backend local --debug-corrupt x", "compress --codec int9", "compress --codec topk",
+                    "compress --codec topk:2", "compress --codec powersgd:0", "compress --block 48",
+                    "compress --rounding up", "compress --select best", "compress --sizes 2", "compress --sizes 0",
+                    "compress --prescale 0", "compress --ef maybe", "compress --data zeros", "compress --iters 0",
+                    "compress --format xml", "compress --device tpu", "compress extra", "kernel", "kernel bogus",
+                    "kernel a --tensors 0", "kernel ef-quantize --codec topk:0.1 --sizes 4K",
+                    "compress --sizes 64K --out /no/such/dir/x.json", "compress --sizes 1P"));
+
+TEST(Cli, CompressJsonCarriesEveryFieldAndSaneNumbers) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ciuic_cmp_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string json = (dir / "c.json").string();
+  const Result r = RunBenchCli("compress --device cpu --codec int8 --sizes 64K,1M --iters 3 --format json --out " +
+                               json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(Slurp(json));
+  EXPECT_EQ(j["schema"], "ciuic.compress/1");
+  EXPECT_EQ(j["context"]["codec"], "int8");
+  ASSERT_EQ(j["results"].size(), 4u);  // 2 sizes × normal, heavy
+  for (const auto& row : j["results"]) {
+    for (const char* k : {"size", "data", "codec", "ratio", "copy_gbps", "enc_us", "enc_gbps", "enc_pct_copy",
+                          "dec_us", "dec_gbps", "acc_us", "acc_gbps", "rel_l2_error", "max_abs_error"})
+      EXPECT_TRUE(row.contains(k)) << k;
+    EXPECT_NEAR(row["ratio"].get<double>(), 4.0 * 256 / (256 + 4), 0.01);
+    EXPECT_GT(row["rel_l2_error"].get<double>(), 0.0);
+    EXPECT_LT(row["rel_l2_error"].get<double>(), 0.05);
+    EXPECT_GT(row["enc_gbps"].get<double>(), 0.0);
+  }
+  const Result k = RunBenchCli("kernel all --device cpu --codec fp8e4m3 --sizes 256K --iters 2 --format csv");
+  ASSERT_EQ(k.code, 0) << k.err;
+  for (const char* name : {"ef-quantize", "decode-accumulate", "decode-add-encode", "flatten", "unflatten", "unscale"})
+    EXPECT_NE(k.out.find(name), std::string::npos) << name << "\n" << k.out;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Cli, CompressOnCudaWithoutGpuIsRuntimeError) {
+  if (CudaDeviceCount() > 0) GTEST_SKIP() << "a GPU is present";
+  const Result r = RunBenchCli("compress --device cuda --sizes 1M");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+}
 
 TEST(Cli, NcclWithoutGpuIsRuntimeError) {
   if (CudaDeviceCount() > 0) GTEST_SKIP() << "a GPU is present";
