@@ -22,6 +22,7 @@ struct CodecState {
   Buffer q;            // PowerSGD: cols × rank
   Buffer scratch;      // PowerSGD M; topk workspace
   Buffer flag;         // one uint32: non-zero after an input with NaN/Inf
+  Buffer server_residual;  // two-phase sign1: the server side's error feedback for its chunk
   uint64_t step = 0;   // advanced by each Encode (stochastic rounding and randomk draw per step)
   size_t count = 0;    // tensor size the state was made for
 };
@@ -61,9 +62,12 @@ class Codec {
   QuantArgs Args(uint64_t step) const;
   size_t SparseK(size_t n) const { return SparseCount(n, spec_.ratio); }
 
- private:
+  // Makes the state's buffers for n elements in `kind` memory (first use; later calls check n).
   void Prepare(CodecState& state, size_t n, MemoryKind kind) const;
+  // Throws InputError (and clears the flag) when the state's NaN/Inf flag is set.
   void CheckFlag(CodecState& state) const;
+
+ private:
   CodecSpec spec_;
 };
 

@@ -1,0 +1,80 @@
+#pragma once
+// Allreduce algorithms of the bundled runtime, written only against Communicator (point-to-point,
+// Split, the host control plane). fp32 data in the communicator's memory (host or device), sum
+// (average = sum, then one scaling by 1/P).
+//
+//   ring     reduce-scatter + allgather; uncompressed, or compressed with the fused per-hop
+//            decode-add-encode (the owner encodes its reduced chunk once, every rank decodes the same
+//            wires, so all ranks end bit-identical). Large chunks move in pieces, K in flight, the
+//            reduction of piece i overlapping the transfer of the next ones.
+//   rd       recursive halving (reduce-scatter) + recursive doubling (allgather); non-powers of two
+//            fold the extra ranks in first. Uncompressed.
+//   hier     depth 2: intra-node reduce-scatter -> inter-node allreduce of the owned chunk (ring,
+//            compressed when a codec is set) -> intra-node allgather. Nodes come from host names or
+//            `ranks_per_node`.
+//   sparse   topk: every rank's (values, indices) allgathered and summed in rank order.
+//   randomk  shared indices: the k values go through the uncompressed ring.
+//   sign2    two-phase sign1: chunk wires all-to-all, the chunk's server sums them and re-encodes with
+//            its own error feedback, server wires allgathered.
+//   powersgd two allreduces (P, then Q) with orthonormalisation between; warm-started Q.
+//
+// Error feedback: a CodecState per tensor. Lossy codecs on the ring quantise the rank's own
+// contribution once with its residual (what it sends, summed over steps, plus the residual equals
+// its gradients); re-encoding of partial sums on later hops is not fed back.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "kernels/codec.h"
+
+namespace ciuic {
+
+enum class AllReduceAlgo { kAuto, kRing, kRecursiveDoubling, kHierarchical, kSparse, kTwoPhaseSign, kPowerSgd };
+const char* AlgoName(AllReduceAlgo a);
+AllReduceAlgo ParseAlgo(std::string_view text);  // auto ring rd hier sparse sign2 powersgd
+// The algorithm `auto` picks for a codec.
+AllReduceAlgo DefaultAlgo(CodecKind codec);
+
+struct AlgoConfig {
+  AllReduceAlgo algo = AllReduceAlgo::kAuto;
+  CodecSpec codec;             // kind none: uncompressed
+  size_t piece_bytes = 1 << 20;  // pipelining unit of the ring
+  int in_flight = 4;             // pieces in flight per direction (K)
+  int ranks_per_node = 0;        // hier: 0 = group by host name
+};
+
+struct Counters {
+  uint64_t calls = 0;
+  double raw_bytes = 0;   // fp32 bytes reduced
+  double wire_bytes = 0;  // bytes this rank sent
+  double encode_s = 0, comm_s = 0, reduce_s = 0, total_s = 0;
+};
+
+class AllReduceEngine {
+ public:
+  AllReduceEngine(Communicator& comm, const AlgoConfig& config);
+  ~AllReduceEngine();
+
+  // data: n floats in comm.BufferKind() memory, reduced in place. state: the tensor's codec state
+  // (required for lossy codecs with error feedback, PowerSGD and two-phase sign1).
+  void Run(float* data, size_t n, CodecState* state, bool average);
+
+  AllReduceAlgo algo() const { return algo_; }
+  const Codec& codec() const { return codec_; }
+  const Counters& counters() const { return counters_; }
+
+ private:
+  struct Impl;
+  Communicator& comm_;
+  AlgoConfig config_;
+  AllReduceAlgo algo_;
+  Codec codec_;
+  Counters counters_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ciuic

@@ -1,0 +1,212 @@
+// Runtime allreduce algorithms over the thread backend, 1..16 ranks: exact sums for lossless runs,
+// stated bounds for lossy codecs, identical bits on every rank, and the error-feedback invariant.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <vector>
+
+#include "collectives/algorithms/allreduce.h"
+#include "collectives/backends/local/communicator.h"
+#include "core/error.h"
+
+namespace ciuic {
+namespace {
+
+std::vector<float> Gradient(int rank, size_t n, uint64_t step, bool integers = false) {
+  std::mt19937_64 rng(rank * 1000003ull + step * 7919ull + n);
+  std::vector<float> g(n);
+  if (integers) {
+    std::uniform_int_distribution<int> d(-1000, 1000);
+    for (float& x : g) x = static_cast<float>(d(rng));
+  } else {
+    std::normal_distribution<float> d(0.0f, 1e-2f);
+    for (float& x : g) x = d(rng);
+  }
+  return g;
+}
+
+struct Outcome {
+  std::vector<std::vector<float>> results;  // per rank
+};
+
+// Runs one allreduce of per-rank gradients on `ranks` threads.
+Outcome RunOnce(int ranks, const AlgoConfig& cfg, size_t n, bool integers) {
+  Outcome o;
+  o.results.resize(ranks);
+  RunLocalRanks(ranks, [&](Communicator& comm) {
+    AllReduceEngine engine(comm, cfg);
+    std::vector<float> data = Gradient(comm.Rank(), n, 0, integers);
+    CodecState st;
+    engine.Run(data.data(), n, &st, false);
+    o.results[comm.Rank()] = data;
+  });
+  return o;
+}
+
+std::vector<double> ExactSum(int ranks, size_t n, bool integers) {
+  std::vector<double> s(n, 0.0);
+  for (int r = 0; r < ranks; ++r) {
+    const auto g = Gradient(r, n, 0, integers);
+    for (size_t i = 0; i < n; ++i) s[i] += g[i];
+  }
+  return s;
+}
+
+void ExpectIdenticalOnAllRanks(const Outcome& o, const std::string& what) {
+  for (size_t r = 1; r < o.results.size(); ++r)
+    ASSERT_EQ(0, std::memcmp(o.results[r].data(), o.results[0].data(), o.results[0].size() * 4))
+        << what << ": rank " << r << " differs from rank 0";
+}
+
+AlgoConfig Config(AllReduceAlgo algo, const char* codec, size_t piece = 4096, int rpn = 0) {
+  AlgoConfig c;
+  c.algo = algo;
+  c.codec = ParseCodec(codec);
+  c.codec.block = 64;
+  c.piece_bytes = piece;
+  c.in_flight = 3;
+  c.ranks_per_node = rpn;
+  return c;
+}
+
+TEST(AllReduceAlgo, LosslessAlgorithmsAreExactFrom1To16Ranks) {
+  for (int ranks : {1, 2, 3, 4, 5, 7, 8, 16}) {
+    for (size_t n : {size_t{1}, size_t{13}, size_t{5000}}) {
+      const auto want = ExactSum(ranks, n, true);
+      std::vector<AlgoConfig> cfgs = {Config(AllReduceAlgo::kRing, "none"),
+                                      Config(AllReduceAlgo::kRecursiveDoubling, "none")};
+      if (ranks % 2 == 0) cfgs.push_back(Config(AllReduceAlgo::kHierarchical, "none", 4096, 2));
+      if (ranks % 4 == 0) cfgs.push_back(Config(AllReduceAlgo::kHierarchical, "none", 4096, 4));
+      for (const AlgoConfig& cfg : cfgs) {
+        const Outcome o = RunOnce(ranks, cfg, n, true);
+        const std::string what = fmt::format("{} ranks={} n={}", AlgoName(cfg.algo), ranks, n);
+        ExpectIdenticalOnAllRanks(o, what);
+        for (size_t i = 0; i < n; ++i) ASSERT_EQ(o.results[0][i], static_cast<float>(want[i])) << what << " i=" << i;
+      }
+    }
+  }
+}
+
+struct LossyCase {
+  AllReduceAlgo algo;
+  const char* codec;
+  double rel_l2_bound;  // stated bound on ||result - exact|| / ||exact|| for normal gradients
+};
+
+class LossyAlgo : public ::testing::TestWithParam<LossyCase> {};
+
+TEST_P(LossyAlgo, IdenticalBitsAndWithinTheStatedBound) {
+  const LossyCase c = GetParam();
+  for (int ranks : {1, 2, 3, 4, 8, 16}) {
+    const size_t n = 4099;
+    AlgoConfig cfg = Config(c.algo, c.codec);
+    if (c.algo == AllReduceAlgo::kHierarchical && ranks % 2 != 0) continue;
+    if (c.algo == AllReduceAlgo::kHierarchical) cfg.ranks_per_node = 2;
+    const Outcome o = RunOnce(ranks, cfg, n, false);
+    const std::string what = fmt::format("{} {} ranks={}", AlgoName(c.algo), c.codec, ranks);
+    ExpectIdenticalOnAllRanks(o, what);
+    const auto want = ExactSum(ranks, n, false);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_TRUE(std::isfinite(o.results[0][i])) << what;
+      num += (o.results[0][i] - want[i]) * (o.results[0][i] - want[i]);
+      den += want[i] * want[i];
+    }
+    EXPECT_LE(std::sqrt(num / den), c.rel_l2_bound) << what;
+  }
+}
+
+// Bounds: casts and 8-bit formats re-round at each of the P-1 hops (error grows ~ sqrt(P) × one
+// rounding); int4/sign1/sparse/low-rank are coarse by design (one step, no feedback yet).
+INSTANTIATE_TEST_SUITE_P(
+    Codecs, LossyAlgo,
+    ::testing::Values(LossyCase{AllReduceAlgo::kRing, "fp16", 2e-3}, LossyCase{AllReduceAlgo::kRing, "bf16", 2e-2},
+                      LossyCase{AllReduceAlgo::kRing, "int8", 5e-2}, LossyCase{AllReduceAlgo::kRing, "fp8e4m3", 0.15},
+                      LossyCase{AllReduceAlgo::kRing, "fp8e5m2", 0.3}, LossyCase{AllReduceAlgo::kRing, "int4", 0.6},
+                      LossyCase{AllReduceAlgo::kHierarchical, "int8", 5e-2},
+                      LossyCase{AllReduceAlgo::kSparse, "topk:0.3", 1.0},
+                      LossyCase{AllReduceAlgo::kRing, "randomk:0.5", 1.0},
+                      LossyCase{AllReduceAlgo::kTwoPhaseSign, "sign1", 1.5},
+                      LossyCase{AllReduceAlgo::kPowerSgd, "powersgd:4", 1.0}),
+    [](const auto& info) {
+      std::string s = std::string(AlgoName(info.param.algo)) + "_" + info.param.codec;
+      for (char& ch : s)
+        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return s;
+    });
+
+// Σ over steps of the allreduce result + Σ over ranks of the final residuals = Σ of all gradients, for
+// the schemes whose result is the sum of what each rank contributed (sparse, randomk, sign2, powersgd).
+class FeedbackInvariant : public ::testing::TestWithParam<LossyCase> {};
+
+TEST_P(FeedbackInvariant, HoldsOver50Steps) {
+  const LossyCase c = GetParam();
+  const int ranks = 4;
+  const size_t n = 2000;
+  std::vector<double> sent(n, 0.0), total(n, 0.0), residuals(n, 0.0);
+  double scale = 0;
+  std::mutex mu;
+  RunLocalRanks(ranks, [&](Communicator& comm) {
+    AllReduceEngine engine(comm, Config(c.algo, c.codec));
+    CodecState st;
+    for (int t = 0; t < 50; ++t) {
+      std::vector<float> g = Gradient(comm.Rank(), n, static_cast<uint64_t>(t));
+      {
+        std::lock_guard lock(mu);
+        for (size_t i = 0; i < n; ++i) {
+          total[i] += g[i];
+          scale = std::max(scale, std::fabs(static_cast<double>(g[i])));
+        }
+      }
+      engine.Run(g.data(), n, &st, false);
+      if (comm.Rank() == 0)
+        for (size_t i = 0; i < n; ++i) sent[i] += g[i];
+    }
+    std::lock_guard lock(mu);
+    if (st.residual.bytes())
+      for (size_t i = 0; i < n; ++i) residuals[i] += st.residual.as<float>()[i];
+    if (st.server_residual.bytes()) {
+      // Server residuals cover the rank's own chunk of a 4-way split on 64-element blocks.
+      const size_t units = (n + 63) / 64, b = units * comm.Rank() / ranks * 64;
+      const size_t e = std::min(n, units * (comm.Rank() + 1) / ranks * 64);
+      for (size_t i = b; i < e; ++i) residuals[i] += st.server_residual.as<float>()[i - b];
+    }
+  });
+  double worst = 0;
+  for (size_t i = 0; i < n; ++i) worst = std::max(worst, std::fabs(sent[i] + residuals[i] - total[i]));
+  EXPECT_LE(worst, 2e-3 * scale) << AlgoName(c.algo) << " " << c.codec;
+}
+
+INSTANTIATE_TEST_SUITE_P(Schemes, FeedbackInvariant,
+                         ::testing::Values(LossyCase{AllReduceAlgo::kSparse, "topk:0.05", 0},
+                                           LossyCase{AllReduceAlgo::kRing, "randomk:0.05", 0},
+                                           LossyCase{AllReduceAlgo::kTwoPhaseSign, "sign1", 0},
+                                           LossyCase{AllReduceAlgo::kPowerSgd, "powersgd:2", 0}),
+                         [](const auto& info) {
+                           std::string s = std::string(AlgoName(info.param.algo));
+                           return s;
+                         });
+
+TEST(AllReduceAlgo, AlgorithmCodecMismatchIsAUsageError) {
+  RunLocalRanks(1, [](Communicator& comm) {
+    EXPECT_THROW(AllReduceEngine(comm, Config(AllReduceAlgo::kRecursiveDoubling, "int8")), UsageError);
+    EXPECT_THROW(AllReduceEngine(comm, Config(AllReduceAlgo::kSparse, "int8")), UsageError);
+    EXPECT_THROW(AllReduceEngine(comm, Config(AllReduceAlgo::kRing, "topk:0.1")), UsageError);
+    EXPECT_THROW(ParseAlgo("tree"), UsageError);
+  });
+}
+
+TEST(AllReduceAlgo, UnequalNodesAreRefused) {
+  EXPECT_THROW(RunLocalRanks(3, [](Communicator& comm) {
+                 AllReduceEngine e(comm, Config(AllReduceAlgo::kHierarchical, "none", 4096, 2));
+                 std::vector<float> d(10, 1.0f);
+                 e.Run(d.data(), d.size(), nullptr, false);
+               }),
+               UsageError);
+}
+
+}  // namespace
+}  // namespace ciuic
