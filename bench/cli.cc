@@ -17,6 +17,7 @@
 #include "bench/runner.h"
 #include "collectives/backends/local/communicator.h"
 #include "collectives/backends/nccl/communicator.h"
+#include "collectives/runtime_comm.h"
 #include "core/config.h"
 #include "core/database.h"
 #include "core/error.h"
@@ -50,6 +51,7 @@ std::string AvailableBackends() {
   std::string s = "local";
   if (CIUIC_HAVE_MPI) s += ", mpi";
   if (CIUIC_HAVE_NCCL) s += ", nccl";
+  s += ", ciuic";
   return s;
 }
 
@@ -57,6 +59,8 @@ struct Cli {
   std::string op;
   BenchOptions bench;
   std::string backend;
+  std::string transport;  // ciuic: what the runtime runs over (mpi | local | nccl)
+  RuntimeCommConfig runtime;
   std::string device;
   std::string format = "table";
   std::string out_path;
@@ -76,13 +80,20 @@ cxxopts::Options MakeOptions() {
   cxxopts::Options o("ciuic-bench", "Benchmark collectives with exact verification.\n\nUsage: ciuic-bench OP [options]\n\n" + help);
   o.add_options()
       ("sizes", "MIN:MAX[:xF|:+STEP] or a comma list; K/M/G binary, KB/MB/GB decimal", cxxopts::value<std::string>()->default_value("1K:1G"))
-      ("backend", "mpi | nccl | local (default: nccl on cuda, mpi on cpu)", cxxopts::value<std::string>())
+      ("backend", "mpi | nccl | local | ciuic (default: nccl on cuda, mpi on cpu)", cxxopts::value<std::string>())
+      ("transport", "ciuic: mpi | local | nccl (default: nccl on cuda, mpi on cpu)", cxxopts::value<std::string>())
+      ("block", "ciuic codecs: elements per scale block (multiple of 32)", cxxopts::value<uint32_t>()->default_value("256"))
+      ("rounding", "ciuic codecs: nearest | stochastic", cxxopts::value<std::string>()->default_value("nearest"))
+      ("bucket", "ciuic: bucket bytes (0: one bucket per call)", cxxopts::value<std::string>()->default_value("0"))
+      ("streams", "ciuic: pieces in flight per direction (K)", cxxopts::value<int>()->default_value("4"))
+      ("piece", "ciuic: pipelining piece bytes", cxxopts::value<std::string>()->default_value("1M"))
+      ("ranks-per-node", "ciuic hier: ranks per node (0: by host name)", cxxopts::value<int>()->default_value("0"))
       ("device", "cpu | cuda (default: cuda when a GPU and NCCL are present)", cxxopts::value<std::string>())
       ("dtype", "fp32 fp64 fp16 bf16 fp8e4m3 fp8e5m2 int8 uint8 int32 int64", cxxopts::value<std::string>()->default_value("fp32"))
       ("op", "sum | avg | min | max | prod", cxxopts::value<std::string>()->default_value("sum"))
       ("root", "root rank of broadcast and reduce", cxxopts::value<int>()->default_value("0"))
-      ("algo", "auto (the backend's own algorithm)", cxxopts::value<std::string>()->default_value("auto"))
-      ("codec", "none (lossy codecs run through the ciuic runtime)", cxxopts::value<std::string>()->default_value("none"))
+      ("algo", "ciuic: auto ring rd hier sparse sign2 powersgd (others: the library's own)", cxxopts::value<std::string>()->default_value("auto"))
+      ("codec", "ciuic: none fp16 bf16 fp8e4m3 fp8e5m2 int8 int4 sign1 topk:R randomk:R powersgd:N", cxxopts::value<std::string>()->default_value("none"))
       ("iters", "timed iterations per row (default: auto, 3..20, ~1 s per row)", cxxopts::value<int>())
       ("warmup", "warm-up iterations per row (default: auto, 1..5)", cxxopts::value<int>())
       ("check", "exact verification iterations per row", cxxopts::value<int>()->default_value("1"))
@@ -180,12 +191,35 @@ Cli ParseCli(int argc, char** argv) {
   }
   b.seed = Get<uint64_t>(r, "seed");
   const std::string algo = Get<std::string>(r, "algo");
-  if (algo != "auto" && algo != "native") {
-    throw UsageError(fmt::format("--algo {}: the mpi, nccl and local backends run their own algorithm; use auto", algo));
-  }
   const std::string codec = Get<std::string>(r, "codec");
-  if (codec != "none") {
-    throw UsageError(fmt::format("--codec {}: this build measures uncompressed collectives only; use none", codec));
+  const bool ciuic_backend = r.count("backend") && Get<std::string>(r, "backend") == "ciuic";
+  if (!ciuic_backend && algo != "auto" && algo != "native") {
+    throw UsageError(fmt::format("--algo {}: the mpi, nccl and local backends run their own algorithm; use --backend ciuic", algo));
+  }
+  if (!ciuic_backend && codec != "none") {
+    throw UsageError(fmt::format("--codec {}: codecs run through the bundled runtime; use --backend ciuic", codec));
+  }
+  if (ciuic_backend) {
+    AlgoConfig& a = cli.runtime.algo;
+    a.codec = ParseCodec(codec);
+    a.codec.block = Get<uint32_t>(r, "block");
+    a.codec.rounding = ParseRounding(Get<std::string>(r, "rounding"));
+    a.codec.error_feedback = false;  // rows report the one-shot error; timing loops must not feed it
+    a.algo = ParseAlgo(algo == "native" ? "auto" : algo);
+    a.in_flight = Get<int>(r, "streams");
+    if (a.in_flight < 1 || a.in_flight > 64) throw UsageError(fmt::format("--streams {} must be in 1..64", a.in_flight));
+    a.piece_bytes = ParseSize(Get<std::string>(r, "piece"));
+    if (a.piece_bytes < 4096) throw UsageError("--piece must be at least 4K");
+    a.ranks_per_node = Get<int>(r, "ranks-per-node");
+    if (a.ranks_per_node < 0) throw UsageError("--ranks-per-node must be >= 0");
+    const std::string bucket = Get<std::string>(r, "bucket");
+    cli.runtime.bucket_bytes = bucket == "0" ? 0 : ParseSize(bucket);
+    Codec check(a.codec);  // validates block and parameters now, not on every rank later
+    (void)check;
+    if (b.spec != &kAllReduceSpec) throw UsageError("--backend ciuic runs allreduce (the bundled runtime)");
+    if (b.type != DType::kFloat32) throw UsageError("--backend ciuic reduces fp32");
+    if (b.op != ReduceOp::kSum && b.op != ReduceOp::kAvg) throw UsageError("--backend ciuic reduces with sum or avg");
+    b.lossy = a.codec.kind != CodecKind::kNone;
   }
   cli.format = Get<std::string>(r, "format");
   if (cli.format != "table" && cli.format != "csv" && cli.format != "json") {
@@ -228,14 +262,21 @@ Cli ParseCli(int argc, char** argv) {
   } else {
     cli.backend = cli.device == "cuda" ? "nccl" : (CIUIC_HAVE_MPI ? "mpi" : "local");
   }
-  if (cli.backend != "local" && cli.backend != "mpi" && cli.backend != "nccl") {
+  if (r.count("transport") && cli.backend != "ciuic") throw UsageError("--transport applies to --backend ciuic");
+  if (cli.backend == "ciuic") {
+    cli.transport = r.count("transport") ? Get<std::string>(r, "transport")
+                                         : (cli.device == "cuda" ? "nccl" : (CIUIC_HAVE_MPI ? "mpi" : "local"));
+    if (cli.transport == "ciuic") throw UsageError("--transport ciuic: the runtime runs over mpi, local or nccl");
+  }
+  const std::string& lib = cli.backend == "ciuic" ? cli.transport : cli.backend;
+  if (lib != "local" && lib != "mpi" && lib != "nccl") {
     throw UsageError(fmt::format("unknown backend '{}' (this build has: {})", cli.backend, AvailableBackends()));
   }
-  if (cli.backend == "mpi" && !CIUIC_HAVE_MPI) throw UsageError("--backend mpi: this build has no MPI (its backends: " + AvailableBackends() + ")");
-  if (cli.backend == "nccl" && !CIUIC_HAVE_NCCL) throw UsageError("--backend nccl: this build has no NCCL (its backends: " + AvailableBackends() + ")");
-  if (cli.backend == "nccl" && cli.device != "cuda") throw UsageError("--backend nccl needs --device cuda");
-  if (cli.backend != "nccl" && cli.device == "cuda") throw UsageError(fmt::format("--backend {} runs on host memory; use --device cpu", cli.backend));
-  if (cli.backend == "nccl" && CudaDeviceCount() == 0) {
+  if (lib == "mpi" && !CIUIC_HAVE_MPI) throw UsageError("--backend mpi: this build has no MPI (its backends: " + AvailableBackends() + ")");
+  if (lib == "nccl" && !CIUIC_HAVE_NCCL) throw UsageError("--backend nccl: this build has no NCCL (its backends: " + AvailableBackends() + ")");
+  if (lib == "nccl" && cli.device != "cuda") throw UsageError("--backend nccl needs --device cuda");
+  if (lib != "nccl" && cli.device == "cuda") throw UsageError(fmt::format("--backend {} runs on host memory; use --device cpu", lib));
+  if (lib == "nccl" && CudaDeviceCount() == 0) {
     throw RuntimeError("--backend nccl: no CUDA device is visible on this machine");
   }
   return cli;
@@ -268,7 +309,8 @@ int DefaultRanks(const Cli& cli) {
 }
 
 bool NeedsMpiLaunch(const Cli& cli) {
-  return CIUIC_HAVE_MPI && (cli.backend == "mpi" || cli.backend == "nccl");
+  const std::string& lib = cli.backend == "ciuic" ? cli.transport : cli.backend;
+  return CIUIC_HAVE_MPI && (lib == "mpi" || lib == "nccl");
 }
 
 // Replaces this process with `mpiexec -n N <self> args` (root-safe, --oversubscribe when N exceeds
@@ -314,7 +356,7 @@ int ListBuild() {
   for (DType t : AllDTypes()) std::cout << " " << DTypeName(t);
   std::cout << "\nops:        ";
   for (ReduceOp op : AllReduceOps()) std::cout << " " << ReduceOpName(op);
-  std::cout << "\nalgorithms:  auto (the backend's own)\ncodecs:     ";
+  std::cout << "\nalgorithms:  auto (the library's own); ciuic: ring rd hier sparse sign2 powersgd\ncodecs:     ";
   for (const auto& c : CodecNames()) std::cout << " " << c;
   std::cout << "\nkernels:     cpu" << (cuda::Available() ? ", cuda" : "") << "\n";
   return 0;
@@ -340,7 +382,13 @@ int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* wat
   o.watchdog = watchdog;
   BenchContext ctx = MakeContext(comm, o);
   for (const auto& a : cli.argv) ctx.command_line += (ctx.command_line.empty() ? "" : " ") + a;
-  if (cli.backend == "nccl") ctx.library_versions["nccl-build"] = NcclBuildVersion();
+  if (cli.backend == "nccl" || cli.transport == "nccl") ctx.library_versions["nccl-build"] = NcclBuildVersion();
+  if (cli.backend == "ciuic") {
+    ctx.codec = CodecName(cli.runtime.algo.codec);
+    ctx.algo = AlgoName(cli.runtime.algo.algo == AllReduceAlgo::kAuto ? DefaultAlgo(cli.runtime.algo.codec.kind)
+                                                                       : cli.runtime.algo.algo);
+    ctx.library_versions["transport"] = cli.transport;
+  }
   MultiReporter reporters;
   std::ostringstream file_text;
   const bool lead = comm.Rank() == 0;
@@ -422,14 +470,18 @@ int Run(int argc, char** argv) {
     if (ranks > 1) Relaunch(cli, ranks);
   }
 
-  if (cli.backend == "local") {
+  const bool local_transport = cli.backend == "local" || (cli.backend == "ciuic" && cli.transport == "local");
+  if (local_transport) {
     const int ranks = cli.ranks_given ? cli.ranks : 2;
     ValidateOutputs(cli);
     SetParallelThreads(std::max(1u, std::thread::hardware_concurrency() / ranks));
     Watchdog watchdog(cli.timeout_s, OnTimeout);
     int code = 0;
     std::mutex mu;
-    RunLocalRanks(ranks, [&](Communicator& comm) {
+    RunLocalRanks(ranks, [&](Communicator& base) {
+      std::unique_ptr<Communicator> wrapped;
+      if (cli.backend == "ciuic") wrapped = MakeRuntimeCommunicator(base.Split(0, base.Rank()), cli.runtime);
+      Communicator& comm = wrapped ? *wrapped : base;
       const int c = RunOnComm(comm, cli, ranks, &watchdog);
       std::lock_guard lock(mu);
       if (comm.Rank() == 0) code = c;
@@ -452,11 +504,12 @@ int Run(int argc, char** argv) {
   SetParallelThreads(std::max(1u, std::thread::hardware_concurrency() / local));
   Watchdog watchdog(cli.timeout_s, OnTimeout);
   std::unique_ptr<Communicator> comm;
-  if (cli.backend == "nccl") {
+  if (cli.backend == "nccl" || (cli.backend == "ciuic" && cli.transport == "nccl")) {
     comm = MakeNcclWorld(std::move(world));
   } else {
     comm = std::move(world);
   }
+  if (cli.backend == "ciuic") comm = MakeRuntimeCommunicator(std::move(comm), cli.runtime);
   const int code = RunOnComm(*comm, cli, local, &watchdog);
   comm.reset();
   return code;
@@ -467,7 +520,8 @@ int Run(int argc, char** argv) {
   }
   ValidateOutputs(cli);
   auto control = MakeLocalWorld(1);
-  auto comm = MakeNcclWorld(std::move(control[0]));
+  std::unique_ptr<Communicator> comm = MakeNcclWorld(std::move(control[0]));
+  if (cli.backend == "ciuic") comm = MakeRuntimeCommunicator(std::move(comm), cli.runtime);
   Watchdog watchdog(cli.timeout_s, OnTimeout);
   return RunOnComm(*comm, cli, 1, &watchdog);
 #endif

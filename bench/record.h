@@ -48,6 +48,8 @@ struct BenchRow {
   double algbw_gbps = 0;
   double busbw_gbps = 0;
   int64_t wrong = 0;
+  double rel_l2_error = -1;   // lossy codecs: ||result - exact|| / ||exact|| (max over ranks); -1: exact run
+  double max_abs_error = -1;
   std::string error;  // non-empty: the row failed or was skipped and its numbers mean nothing
   bool skipped = false;  // not run by design (unsupported combination, size too small), not a failure
   bool ok() const { return error.empty(); }

@@ -21,6 +21,8 @@ struct BenchOptions {
   int iters = -1;   // -1: auto (3..20, about row_budget_s per row)
   int warmup = -1;  // -1: auto (1..5, about a quarter of row_budget_s)
   int check = 1;    // verification iterations per row (fresh inputs each)
+  bool lossy = false;  // a lossy codec: report the error against the exact result and count ranks whose
+                       // bits differ from rank 0's as #wrong instead of exact element checks
   bool out_of_place = true;
   bool in_place = true;
   uint64_t seed = 0x5EEDC1C;

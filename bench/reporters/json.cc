@@ -1,5 +1,6 @@
 // JSON: one object, "schema": "ciuic.bench/1", the run's context, "results" (one entry per row,
 // real booleans and numbers; null numbers and an "error" for failed rows) and a "summary".
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include <ostream>
@@ -59,6 +60,10 @@ class JsonReporter : public Reporter {
         j["algbw_gbps"] = r.algbw_gbps;
         j["busbw_gbps"] = r.busbw_gbps;
         j["wrong"] = r.wrong;
+        if (r.rel_l2_error >= 0) {
+          j["rel_l2_error"] = r.rel_l2_error;
+          j["max_abs_error"] = std::isfinite(r.max_abs_error) ? nlohmann::json(r.max_abs_error) : nlohmann::json(nullptr);
+        }
       } else {
         for (const char* k : {"time_us", "time_p50_us", "time_p99_us", "algbw_gbps", "busbw_gbps", "wrong"}) {
           j[k] = nullptr;

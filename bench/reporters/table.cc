@@ -36,13 +36,17 @@ class TableReporter : public Reporter {
                         c.warmup < 0 ? "auto" : std::to_string(c.warmup),
                         c.iters < 0 ? "auto" : std::to_string(c.iters), c.check, c.timing);
     out_ << "#\n";
+    lossy_ = c.codec != "none";
+    if (lossy_) out_ << "# lossy codec: #wrong counts ranks whose bits differ from rank 0; error columns are of the out-of-place run\n";
     out_ << fmt::format("#{:>70}{:>38}\n", "out-of-place", "in-place");
-    out_ << fmt::format("#{:>11} {:>13} {:>9} {:>6} {:>5} {:>8}  {:>8} {:>7} {:>7} {:>6}  {:>8} {:>7} {:>7} {:>6}\n",
+    out_ << fmt::format("#{:>11} {:>13} {:>9} {:>6} {:>5} {:>8}  {:>8} {:>7} {:>7} {:>6}  {:>8} {:>7} {:>7} {:>6}",
                         "size", "count", "type", "redop", "root", "algo", "time", "algbw", "busbw", "#wrong",
-                        "time", "algbw", "busbw", "#wrong");
-    out_ << fmt::format("#{:>11} {:>13} {:>9} {:>6} {:>5} {:>8}  {:>8} {:>7} {:>7} {:>6}  {:>8} {:>7} {:>7} {:>6}\n",
+                        "time", "algbw", "busbw", "#wrong") +
+                (lossy_ ? fmt::format(" {:>10} {:>10}\n", "rel_l2", "max_abs") : "\n");
+    out_ << fmt::format("#{:>11} {:>13} {:>9} {:>6} {:>5} {:>8}  {:>8} {:>7} {:>7} {:>6}  {:>8} {:>7} {:>7} {:>6}",
                         "(B)", "(elements)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
-                        "(GB/s)", "");
+                        "(GB/s)", "") +
+                (lossy_ ? fmt::format(" {:>10} {:>10}\n", "(error)", "(error)") : "\n");
     out_.flush();
   }
 
@@ -62,6 +66,11 @@ class TableReporter : public Reporter {
         continue;
       }
       line += fmt::format("  {} {} {} {:>6}", Time(r->time_us), Bw(r->algbw_gbps), Bw(r->busbw_gbps), r->wrong);
+    }
+    if (lossy_) {
+      const BenchRow* e = oop && oop->ok() ? oop : ip;
+      line += e && e->rel_l2_error >= 0 ? fmt::format(" {:>10.3e} {:>10.3e}", e->rel_l2_error, e->max_abs_error)
+                                        : fmt::format(" {:>10} {:>10}", "-", "-");
     }
     out_ << line << "\n";
     out_.flush();
@@ -87,6 +96,7 @@ class TableReporter : public Reporter {
 
  private:
   std::ostream& out_;
+  bool lossy_ = false;
   BenchContext ctx_;
   std::vector<std::string> notes_;
 };

@@ -1,0 +1,75 @@
+#include "collectives/runtime_comm.h"
+
+#include <map>
+
+#include "core/error.h"
+
+namespace ciuic {
+
+namespace {
+
+class RuntimeCommunicator : public Communicator {
+ public:
+  RuntimeCommunicator(std::unique_ptr<Communicator> t, const RuntimeCommConfig& c)
+      : t_(std::move(t)), cfg_(c), engine_(*t_, c.algo) {}
+
+  int Rank() const override { return t_->Rank(); }
+  int Size() const override { return t_->Size(); }
+  DeviceKind Device() const override { return t_->Device(); }
+  std::string BackendName() const override { return "ciuic"; }
+  std::string LibraryVersion() const override { return t_->BackendName() + " " + t_->LibraryVersion(); }
+  bool Supports(Collective c, DType t, ReduceOp op, bool inplace) const override {
+    if (c == Collective::kAllReduce) return t == DType::kFloat32 && (op == ReduceOp::kSum || op == ReduceOp::kAvg);
+    return t_->Supports(c, t, op, inplace);
+  }
+  RequestPtr ISend(const void* b, size_t n, int peer, int tag) override { return t_->ISend(b, n, peer, tag); }
+  RequestPtr IRecv(void* b, size_t n, int peer, int tag) override { return t_->IRecv(b, n, peer, tag); }
+  void Wait(Request& r) override { t_->Wait(r); }
+
+  void AllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
+    if (t != DType::kFloat32 || (op != ReduceOp::kSum && op != ReduceOp::kAvg))
+      throw UsageError("the ciuic runtime reduces fp32 with sum or avg");
+    if (send != recv) CopyBytes(recv, BufferKind(), send, BufferKind(), count * 4);
+    auto* data = static_cast<float*>(recv);
+    const size_t bucket = cfg_.bucket_bytes ? std::max<size_t>(cfg_.bucket_bytes / 4, 1) : count;
+    for (size_t b = 0, i = 0; b < count; b += bucket, ++i) {
+      const size_t n = std::min(bucket, count - b);
+      // Error-feedback state per (bucket index, size): repeated calls on the same shape continue it.
+      CodecState& st = states_[{i, n}];
+      engine_.Run(data + b, n, &st, op == ReduceOp::kAvg);
+    }
+  }
+  void AllGather(const void* s, void* r, size_t n, DType t) override { t_->AllGather(s, r, n, t); }
+  void ReduceScatter(const void* s, void* r, size_t n, DType t, ReduceOp op) override {
+    t_->ReduceScatter(s, r, n, t, op);
+  }
+  void Broadcast(const void* s, void* r, size_t n, DType t, int root) override { t_->Broadcast(s, r, n, t, root); }
+  void Reduce(const void* s, void* r, size_t n, DType t, ReduceOp op, int root) override {
+    t_->Reduce(s, r, n, t, op, root);
+  }
+  void AllToAll(const void* s, void* r, size_t n, DType t) override { t_->AllToAll(s, r, n, t); }
+  void SendRecv(const void* s, int sp, void* r, int rp, size_t n, DType t) override { t_->SendRecv(s, sp, r, rp, n, t); }
+  void Barrier() override { t_->Barrier(); }
+  void Synchronize() override { t_->Synchronize(); }
+  void* Stream() const override { return t_->Stream(); }
+  std::unique_ptr<Communicator> Split(int color, int key) override {
+    return MakeRuntimeCommunicator(t_->Split(color, key), cfg_);
+  }
+  void HostAllReduce(double* v, size_t n, ReduceOp op) override { t_->HostAllReduce(v, n, op); }
+  void HostAllGather(const void* s, void* r, size_t bytes) override { t_->HostAllGather(s, r, bytes); }
+
+ private:
+  std::unique_ptr<Communicator> t_;
+  RuntimeCommConfig cfg_;
+  AllReduceEngine engine_;
+  std::map<std::pair<size_t, size_t>, CodecState> states_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> MakeRuntimeCommunicator(std::unique_ptr<Communicator> transport,
+                                                      const RuntimeCommConfig& config) {
+  return std::make_unique<RuntimeCommunicator>(std::move(transport), config);
+}
+
+}  // namespace ciuic
