@@ -9,6 +9,10 @@
 #include <vector>
 
 #include "collectives/algorithms/allreduce.h"
+#include "collectives/runtime.h"
+
+#include <atomic>
+#include <cstdio>
 #include "collectives/backends/local/communicator.h"
 #include "core/error.h"
 
@@ -206,6 +210,112 @@ TEST(AllReduceAlgo, UnequalNodesAreRefused) {
                  e.Run(d.data(), d.size(), nullptr, false);
                }),
                UsageError);
+}
+
+}  // namespace
+}  // namespace ciuic
+
+namespace ciuic {
+namespace {
+
+RuntimeConfig RtConfig(const char* codec, size_t bucket_bytes) {
+  RuntimeConfig c;
+  c.algo.codec = ParseCodec(codec);
+  c.algo.codec.block = 64;
+  c.bucket_bytes = bucket_bytes;
+  return c;
+}
+
+TEST(Runtime, SaveThenLoadMidRunContinuesBitIdentically) {
+  for (const char* codec : {"int8", "topk:0.05", "sign1", "powersgd:2", "fp8e4m3"}) {
+    const int ranks = 3;
+    const size_t n = 3000;
+    std::vector<std::vector<float>> straight(ranks), resumed(ranks);
+    const std::string dir = ::testing::TempDir();
+    RunLocalRanks(ranks, [&](Communicator& comm) {
+      const std::string path = dir + "/ciuic_state_" + std::to_string(comm.Rank()) + ".bin";
+      Runtime rt(comm, RtConfig(codec, 4000));  // 3000 floats: 3 buckets of 1000
+      for (int t = 0; t < 20; ++t) {
+        if (t == 10) rt.Save(path);
+        std::vector<float> g = Gradient(comm.Rank(), n, static_cast<uint64_t>(t));
+        rt.AllReduce(g.data(), n, 42);
+        if (t == 19) straight[comm.Rank()] = g;
+      }
+      Runtime again(comm, RtConfig(codec, 4000));
+      again.Load(path);
+      for (int t = 10; t < 20; ++t) {
+        std::vector<float> g = Gradient(comm.Rank(), n, static_cast<uint64_t>(t));
+        again.AllReduce(g.data(), n, 42);
+        if (t == 19) resumed[comm.Rank()] = g;
+      }
+      std::remove(path.c_str());
+    });
+    for (int r = 0; r < ranks; ++r)
+      ASSERT_EQ(0, std::memcmp(straight[r].data(), resumed[r].data(), n * 4)) << codec << " rank " << r;
+  }
+}
+
+TEST(Runtime, LoadRefusesAnotherWorldSizeOrCodecAndKeepsItsState) {
+  const std::string path = ::testing::TempDir() + "/ciuic_state_world.bin";
+  RunLocalRanks(2, [&](Communicator& comm) {
+    Runtime rt(comm, RtConfig("int8", 1 << 20));
+    std::vector<float> g = Gradient(comm.Rank(), 100, 0);
+    rt.AllReduce(g.data(), g.size(), 1);
+    if (comm.Rank() == 0) rt.Save(path);
+  });
+  RunLocalRanks(3, [&](Communicator& comm) {
+    Runtime rt(comm, RtConfig("int8", 1 << 20));
+    std::vector<float> g = Gradient(comm.Rank(), 100, 0);
+    rt.AllReduce(g.data(), g.size(), 1);
+    EXPECT_THROW(rt.Load(path), InputError);
+    EXPECT_EQ(rt.StateCount(), 1u);
+  });
+  RunLocalRanks(2, [&](Communicator& comm) {
+    Runtime rt(comm, RtConfig("fp8e4m3", 1 << 20));
+    if (comm.Rank() == 0) EXPECT_THROW(rt.Load(path), InputError);
+  });
+  std::remove(path.c_str());
+}
+
+TEST(Runtime, TensorListIsBucketedAndExact) {
+  const int ranks = 4;
+  RunLocalRanks(ranks, [&](Communicator& comm) {
+    Runtime rt(comm, RtConfig("none", 1000 * 4));
+    std::vector<std::vector<float>> ts;
+    std::vector<TensorRef> refs;
+    std::vector<uint64_t> ids;
+    for (int t = 0; t < 30; ++t) {
+      ts.push_back(Gradient(comm.Rank(), 1 + (t * 97) % 700, static_cast<uint64_t>(t), true));
+      ids.push_back(static_cast<uint64_t>(t));
+    }
+    ts.push_back(Gradient(comm.Rank(), 2500, 99, true));  // larger than a bucket: split on its own
+    ids.push_back(99);
+    for (auto& t : ts) refs.push_back({t.data(), t.size()});
+    rt.AllReduceTensors(refs, ids);
+    for (size_t t = 0; t < ts.size(); ++t) {
+      for (size_t i = 0; i < ts[t].size(); ++i) {
+        double want = 0;
+        for (int r = 0; r < ranks; ++r) want += Gradient(r, ts[t].size(), t < 30 ? t : 99, true)[i];
+        ASSERT_EQ(ts[t][i], static_cast<float>(want)) << "tensor " << t << " element " << i;
+      }
+    }
+    EXPECT_GT(rt.StateCount(), 1u);
+  });
+}
+
+TEST(Runtime, NanOnOneRankFailsEveryRankWithoutHanging) {
+  std::atomic<int> failed{0};
+  RunLocalRanks(3, [&](Communicator& comm) {
+    Runtime rt(comm, RtConfig("int8", 1 << 20));
+    std::vector<float> g = Gradient(comm.Rank(), 500, 0);
+    if (comm.Rank() == 1) g[77] = NAN;
+    try {
+      rt.AllReduce(g.data(), g.size(), 5);
+    } catch (const InputError&) {
+      ++failed;
+    }
+  });
+  EXPECT_EQ(failed.load(), 3);
 }
 
 }  // namespace
