@@ -21,55 +21,59 @@ void TopKEncode(const float* in, float* residual, size_t n, size_t k, bool sampl
                 uint32_t* nonfinite, void*) {
   if (n == 0 || k == 0) return;
   k = std::min(k, n);
-  std::vector<float> e(in, in + n);
-  if (residual)
-    for (size_t i = 0; i < n; ++i) e[i] = e[i] + residual[i];
-  std::vector<uint32_t> keys(n);
-  uint32_t amax = 0;
-  for (size_t i = 0; i < n; ++i) {
-    keys[i] = qm::Bits(e[i]) & kAbsMask;
-    amax = std::max(amax, keys[i]);
-  }
-  if (amax >= 0x7f800000u && nonfinite) *nonfinite = 1;
-
-  // Threshold T and how many elements equal to T may be taken (lowest indices first).
+  // e and its key |e| are recomputed where needed instead of stored: fresh n-sized arrays cost more in
+  // page faults than the arithmetic. One reused buffer holds the keys nth_element partially sorts.
+  auto value = [&](size_t i) { return residual ? in[i] + residual[i] : in[i]; };
+  auto key = [&](size_t i) { return qm::Bits(value(i)) & kAbsMask; };
+  thread_local std::vector<uint32_t> scratch;
   uint32_t threshold;
   size_t take_equal;
   if (!sampled) {
-    std::vector<uint32_t> sorted = keys;
-    std::nth_element(sorted.begin(), sorted.begin() + static_cast<ptrdiff_t>(k - 1), sorted.end(),
+    scratch.resize(n);
+    uint32_t amax = 0;
+    for (size_t i = 0; i < n; ++i) {
+      scratch[i] = key(i);
+      amax = std::max(amax, scratch[i]);
+    }
+    if (amax >= 0x7f800000u && nonfinite) *nonfinite = 1;
+    std::nth_element(scratch.begin(), scratch.begin() + static_cast<ptrdiff_t>(k - 1), scratch.begin() + n,
                      std::greater<uint32_t>());
-    threshold = sorted[k - 1];
-    const size_t greater = static_cast<size_t>(std::count_if(keys.begin(), keys.end(), [&](uint32_t x) {
-      return x > threshold;
-    }));
+    threshold = scratch[k - 1];
+    // Keys above the threshold all lie in front of position k - 1 after nth_element.
+    size_t greater = 0;
+    for (size_t j = 0; j + 1 < k; ++j) greater += scratch[j] > threshold;
     take_equal = k - greater;
   } else {
     const uint64_t s = qm::TopKSampleCount(n);
-    std::vector<uint32_t> sample(s);
-    for (uint64_t j = 0; j < s; ++j) sample[j] = keys[qm::TopKSampleIndex(j, n, s)];
+    scratch.resize(s);
+    for (uint64_t j = 0; j < s; ++j) scratch[j] = key(qm::TopKSampleIndex(j, n, s));
     const uint64_t rank = qm::TopKSampleRank(s, n, k);
-    std::nth_element(sample.begin(), sample.begin() + static_cast<ptrdiff_t>(rank - 1), sample.end(),
+    std::nth_element(scratch.begin(), scratch.begin() + static_cast<ptrdiff_t>(rank - 1), scratch.begin() + s,
                      std::greater<uint32_t>());
-    threshold = sample[rank - 1];
+    threshold = scratch[rank - 1];
     take_equal = n;
   }
   size_t slot = 0, equal_taken = 0;
+  uint32_t amax = 0;
   for (size_t i = 0; i < n; ++i) {
-    bool take = keys[i] > threshold;
-    if (!take && keys[i] == threshold && equal_taken < take_equal) {
+    const float e = value(i);
+    const uint32_t kbits = qm::Bits(e) & kAbsMask;
+    amax = std::max(amax, kbits);
+    bool take = kbits > threshold;
+    if (!take && kbits == threshold && equal_taken < take_equal) {
       take = true;
       ++equal_taken;
     }
     if (take && slot < k) {
-      StoreValue(wire, slot, e[i]);
+      StoreValue(wire, slot, e);
       StoreIndex(wire, k, slot, static_cast<int32_t>(i));
       ++slot;
       if (residual) residual[i] = 0.0f;
     } else if (residual) {
-      residual[i] = e[i];
+      residual[i] = e;
     }
   }
+  if (amax >= 0x7f800000u && nonfinite) *nonfinite = 1;
   for (; slot < k; ++slot) {
     StoreValue(wire, slot, 0.0f);
     StoreIndex(wire, k, slot, -1);
