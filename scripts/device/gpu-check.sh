@@ -73,3 +73,11 @@ for c in fp16 int8 fp8e4m3 sign1; do
 done
 "$py" scripts/device/topk_vs_torch.py "$logs/compress-topk.json" > "$logs/topk_vs_torch.txt" 2>&1
 cat "$logs/topk_vs_torch.txt"
+
+# The runtime over NCCL at world size 1 (issue 4): every codec through ciuic::Runtime on device buffers.
+for c in none fp16 bf16 int8 int4 fp8e4m3 fp8e5m2 sign1 topk:0.01 randomk:0.01 powersgd:4; do
+  "$bundle/bin/ciuic-bench" allreduce --backend ciuic --transport nccl --device cuda --codec "$c" \
+    --sizes 1M,64M,256M --inplace yes > "$logs/runtime-${c%%:*}.txt" 2>&1
+  echo "runtime $c exit $?" >> "$logs/runtime-summary.txt"
+done
+cat "$logs/runtime-summary.txt"
