@@ -87,7 +87,7 @@ cxxopts::Options MakeOptions() {
       ("bucket", "ciuic: bucket bytes (0: one bucket per call)", cxxopts::value<std::string>()->default_value("0"))
       ("streams", "ciuic: pieces in flight per direction (K)", cxxopts::value<int>()->default_value("4"))
       ("piece", "ciuic: pipelining piece bytes", cxxopts::value<std::string>()->default_value("1M"))
-      ("ranks-per-node", "ciuic hier: ranks per node (0: by host name)", cxxopts::value<int>()->default_value("0"))
+      ("ranks-per-node", "ciuic hier: R (depth 2) or R,G (depth 3: G nodes per group); 0: nodes by host name", cxxopts::value<std::string>()->default_value("0"))
       ("device", "cpu | cuda (default: cuda when a GPU and NCCL are present)", cxxopts::value<std::string>())
       ("dtype", "fp32 fp64 fp16 bf16 fp8e4m3 fp8e5m2 int8 uint8 int32 int64", cxxopts::value<std::string>()->default_value("fp32"))
       ("op", "sum | avg | min | max | prod", cxxopts::value<std::string>()->default_value("sum"))
@@ -210,8 +210,22 @@ Cli ParseCli(int argc, char** argv) {
     if (a.in_flight < 1 || a.in_flight > 64) throw UsageError(fmt::format("--streams {} must be in 1..64", a.in_flight));
     a.piece_bytes = ParseSize(Get<std::string>(r, "piece"));
     if (a.piece_bytes < 4096) throw UsageError("--piece must be at least 4K");
-    a.ranks_per_node = Get<int>(r, "ranks-per-node");
-    if (a.ranks_per_node < 0) throw UsageError("--ranks-per-node must be >= 0");
+    {
+      const std::string rpn = Get<std::string>(r, "ranks-per-node");
+      const size_t comma = rpn.find(',');
+      try {
+        size_t used = 0;
+        a.ranks_per_node = std::stoi(rpn.substr(0, comma), &used);
+        if (used != rpn.substr(0, comma).size()) throw std::invalid_argument(rpn);
+        if (comma != std::string::npos) {
+          a.nodes_per_group = std::stoi(rpn.substr(comma + 1), &used);
+          if (used != rpn.size() - comma - 1 || a.nodes_per_group < 1) throw std::invalid_argument(rpn);
+        }
+      } catch (const std::exception&) {
+        throw UsageError(fmt::format("bad --ranks-per-node '{}': use R or R,G", rpn));
+      }
+      if (a.ranks_per_node < 0) throw UsageError("--ranks-per-node must be >= 0");
+    }
     const std::string bucket = Get<std::string>(r, "bucket");
     cli.runtime.bucket_bytes = bucket == "0" ? 0 : ParseSize(bucket);
     Codec check(a.codec);  // validates block and parameters now, not on every rank later

@@ -59,6 +59,12 @@ class Communicator {
 
   virtual void Barrier() = 0;
   virtual void Synchronize() {}
+  // Device backends whose point-to-point calls and kernels are ordered on Stream() (NCCL): a send and
+  // a receive posted between GroupStart and GroupEnd run together, and work enqueued after them waits
+  // for them without the host waiting. Host backends: no-ops, false.
+  virtual bool StreamOrdered() const { return false; }
+  virtual void GroupStart() {}
+  virtual void GroupEnd() {}
   virtual void* Stream() const { return nullptr; }
 
   // Ranks with the same color form a new communicator, ordered by (key, rank).

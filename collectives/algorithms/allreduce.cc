@@ -69,7 +69,6 @@ struct AllReduceEngine::Impl {
   Counters& counters;
   MemoryKind kind;
   std::map<int, Buffer> scratch;
-  std::unique_ptr<Communicator> intra, inter;  // hier
   uint64_t hop_step = 0;
 
   Impl(Communicator& c, const AlgoConfig& g, const Codec& k, Counters& n)
@@ -86,6 +85,20 @@ struct AllReduceEngine::Impl {
   // at most cfg.in_flight of each outstanding; on_piece(offset, bytes) runs as each received piece lands.
   void Exchange(Communicator& c, const void* send, size_t send_bytes, int to, void* recv, size_t recv_bytes, int from,
                 const std::function<void(size_t, size_t)>& on_piece) {
+    if (c.StreamOrdered()) {
+      // NCCL: one grouped send/receive pair and the reduction enqueued behind it on the stream; the
+      // host never waits (requests are dropped, their events released).
+      const double t0 = NowSeconds();
+      c.GroupStart();
+      RequestPtr s, r;
+      if (send_bytes) s = c.ISend(send, send_bytes, to, 0);
+      if (recv_bytes) r = c.IRecv(recv, recv_bytes, from, 0);
+      c.GroupEnd();
+      if (on_piece && recv_bytes) on_piece(0, recv_bytes);
+      counters.wire_bytes += static_cast<double>(send_bytes);
+      counters.comm_s += NowSeconds() - t0;
+      return;
+    }
     const size_t piece = std::max<size_t>(cfg.piece_bytes, 4096) / 64 * 64;
     const size_t ns = (send_bytes + piece - 1) / piece, nr = (recv_bytes + piece - 1) / piece;
     const size_t window = static_cast<size_t>(std::max(1, cfg.in_flight));
@@ -279,8 +292,11 @@ struct AllReduceEngine::Impl {
   }
 
   // ---- hierarchical ---------------------------------------------------------------------------
+  // levels[i]: (intra, inter) communicators of level i, made once (Split is collective).
+  std::vector<std::pair<std::unique_ptr<Communicator>, std::unique_ptr<Communicator>>> levels;
+
   void MakeHierarchy() {
-    if (intra) return;
+    if (!levels.empty()) return;
     int node;
     if (cfg.ranks_per_node > 0) {
       node = comm.Rank() / cfg.ranks_per_node;
@@ -291,13 +307,40 @@ struct AllReduceEngine::Impl {
         if (std::find(uniq.begin(), uniq.end(), h) == uniq.end()) uniq.push_back(h);
       node = static_cast<int>(std::find(uniq.begin(), uniq.end(), hosts[comm.Rank()]) - uniq.begin());
     }
-    intra = comm.Split(node, comm.Rank());
-    double sizes[2] = {static_cast<double>(intra->Size()), -static_cast<double>(intra->Size())};
-    comm.HostAllReduce(sizes, 2, ReduceOp::kMax);
-    if (sizes[0] != -sizes[1])
-      throw UsageError(fmt::format("hier needs nodes of equal size: {} ranks split into nodes of {} to {} ranks",
-                                   comm.Size(), -sizes[1], sizes[0]));
-    inter = comm.Split(intra->Rank(), comm.Rank());
+    Communicator* c = &comm;
+    int color = node;
+    const int depth = cfg.nodes_per_group > 0 ? 3 : 2;
+    for (int level = 0; level + 1 < depth; ++level) {
+      auto intra = c->Split(color, c->Rank());
+      double sizes[2] = {static_cast<double>(intra->Size()), -static_cast<double>(intra->Size())};
+      c->HostAllReduce(sizes, 2, ReduceOp::kMax);
+      if (sizes[0] != -sizes[1])
+        throw UsageError(fmt::format("hier needs groups of equal size: {} ranks split into groups of {} to {} ranks",
+                                     c->Size(), -sizes[1], sizes[0]));
+      auto inter = c->Split(intra->Rank(), c->Rank());
+      levels.emplace_back(std::move(intra), std::move(inter));
+      c = levels.back().second.get();
+      color = c->Rank() / std::max(1, cfg.nodes_per_group);
+    }
+  }
+  void HierLevel(size_t level, float* data, size_t n, size_t align, bool lossy) {
+    if (level == levels.size()) {
+      Communicator& top = level == 0 ? comm : *levels[level - 1].second;
+      if (top.Size() == 1) return;
+      if (lossy) {
+        CompressedRing(top, data, n, nullptr, false);
+      } else {
+        Ring(top, data, n);
+      }
+      return;
+    }
+    Communicator& intra = *levels[level].first;
+    const int lp = intra.Size(), lr = intra.Rank();
+    RingReduceScatter(intra, data, n, align);
+    // Rank lr owns chunk (lr + 1) % lp; the ranks holding that chunk in every group form `inter`.
+    const Range own = ChunkOf(n, lp, (lr + 1) % lp, align);
+    HierLevel(level + 1, data + own.begin, own.size(), align, lossy);
+    RingAllGather(intra, data, n, align);
   }
   void Hierarchical(float* data, size_t n, CodecState* st) {
     MakeHierarchy();
@@ -307,19 +350,7 @@ struct AllReduceEngine::Impl {
                                  codec.spec().kind != CodecKind::kBf16
                              ? codec.spec().block
                              : 1;
-    const int lp = intra->Size(), lr = intra->Rank();
-    RingReduceScatter(*intra, data, n, align);
-    // Rank lr owns intra chunk (lr + 1) % lp; the ranks holding the same chunk on every node form `inter`
-    // only when all nodes have the same size, which Split by local rank gives.
-    const Range own = ChunkOf(n, lp, (lr + 1) % lp, align);
-    if (inter->Size() > 1) {
-      if (lossy) {
-        CompressedRing(*inter, data + own.begin, own.size(), nullptr, false);
-      } else {
-        Ring(*inter, data + own.begin, own.size());
-      }
-    }
-    RingAllGather(*intra, data, n, align);
+    HierLevel(0, data, n, align, lossy);
   }
 
   // ---- sparse allgather (topk) ----------------------------------------------------------------

@@ -11,7 +11,8 @@
 //            fold the extra ranks in first. Uncompressed.
 //   hier     depth 2: intra-node reduce-scatter -> inter-node allreduce of the owned chunk (ring,
 //            compressed when a codec is set) -> intra-node allgather. Nodes come from host names or
-//            `ranks_per_node`.
+//            `ranks_per_node`. Depth 3 (`nodes_per_group`) repeats the pattern one level up: the
+//            inter-node step is itself intra-group reduce-scatter -> inter-group ring -> allgather.
 //   sparse   topk: every rank's (values, indices) allgathered and summed in rank order.
 //   randomk  shared indices: the k values go through the uncompressed ring.
 //   sign2    two-phase sign1: chunk wires all-to-all, the chunk's server sums them and re-encodes with
@@ -45,6 +46,7 @@ struct AlgoConfig {
   size_t piece_bytes = 1 << 20;  // pipelining unit of the ring
   int in_flight = 4;             // pieces in flight per direction (K)
   int ranks_per_node = 0;        // hier: 0 = group by host name
+  int nodes_per_group = 0;       // hier depth 3: nodes per group (e.g. per rail or NVLink domain); 0 = depth 2
 };
 
 struct Counters {

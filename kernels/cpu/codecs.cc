@@ -535,7 +535,8 @@ void QuantDecodeAddEncode(const QuantArgs& a, const uint8_t* wire_in, const floa
     case CodecKind::kFp16:
     case CodecKind::kBf16: {
       // Casts have no blocks: decode into a staging buffer, add, re-encode.
-      std::vector<float> sum(local, local + n);
+      thread_local std::vector<float> sum;  // reused: no allocation per hop
+      sum.assign(local, local + n);
       cpu::QuantDecode(a, wire_in, n, sum.data(), true, nullptr);
       QuantArgs plain = a;
       return cpu::QuantEncode(plain, sum.data(), nullptr, n, wire_out, nonfinite, nullptr);

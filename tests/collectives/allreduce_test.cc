@@ -84,6 +84,10 @@ TEST(AllReduceAlgo, LosslessAlgorithmsAreExactFrom1To16Ranks) {
                                       Config(AllReduceAlgo::kRecursiveDoubling, "none")};
       if (ranks % 2 == 0) cfgs.push_back(Config(AllReduceAlgo::kHierarchical, "none", 4096, 2));
       if (ranks % 4 == 0) cfgs.push_back(Config(AllReduceAlgo::kHierarchical, "none", 4096, 4));
+      if (ranks % 4 == 0) {  // depth 3: pairs of ranks per node, pairs of nodes per group
+        cfgs.push_back(Config(AllReduceAlgo::kHierarchical, "none", 4096, 2));
+        cfgs.back().nodes_per_group = 2;
+      }
       for (const AlgoConfig& cfg : cfgs) {
         const Outcome o = RunOnce(ranks, cfg, n, true);
         const std::string what = fmt::format("{} ranks={} n={}", AlgoName(cfg.algo), ranks, n);
@@ -109,6 +113,7 @@ TEST_P(LossyAlgo, IdenticalBitsAndWithinTheStatedBound) {
     AlgoConfig cfg = Config(c.algo, c.codec);
     if (c.algo == AllReduceAlgo::kHierarchical && ranks % 2 != 0) continue;
     if (c.algo == AllReduceAlgo::kHierarchical) cfg.ranks_per_node = 2;
+    if (c.algo == AllReduceAlgo::kHierarchical && ranks % 4 == 0) cfg.nodes_per_group = 2;  // depth 3
     const Outcome o = RunOnce(ranks, cfg, n, false);
     const std::string what = fmt::format("{} {} ranks={}", AlgoName(c.algo), c.codec, ranks);
     ExpectIdenticalOnAllRanks(o, what);

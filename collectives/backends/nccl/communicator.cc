@@ -99,6 +99,10 @@ class NcclCommunicator : public Communicator {
     return true;
   }
 
+  bool StreamOrdered() const override { return true; }
+  void GroupStart() override { CIUIC_NCCL_CHECK(ncclGroupStart()); }
+  void GroupEnd() override { CIUIC_NCCL_CHECK(ncclGroupEnd()); }
+
   RequestPtr ISend(const void* buf, size_t bytes, int peer, int) override {
     auto r = std::make_unique<NcclRequest>();
     CIUIC_NCCL_CHECK(ncclSend(buf, bytes, ncclUint8, peer, comm_, stream_));
