@@ -21,6 +21,7 @@
 #include "core/config.h"
 #include "core/database.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "core/log.h"
 #include "core/parallel.h"
 #include "core/sizes.h"
@@ -376,19 +377,6 @@ int ListBuild() {
   return 0;
 }
 
-void WriteAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f << text;
-    f.flush();
-    if (!f) throw RuntimeError(fmt::format("cannot write '{}'", tmp));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw RuntimeError(fmt::format("cannot write '{}': {}", path, ec.message()));
-}
-
 // Runs the sweep on one rank's communicator; rank 0 reports. Returns the exit code.
 int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* watchdog) {
   BenchOptions o = cli.bench;
@@ -418,7 +406,7 @@ int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* wat
   const BenchSummary s = RunBench(comm, o, lead ? &reporters : nullptr, ctx);
   if (!lead) return s.total_wrong > 0 ? 3 : 0;
   if (!cli.out_path.empty()) {
-    WriteAtomically(cli.out_path, file_text.str());
+    WriteFileAtomically(cli.out_path, file_text.str());
     LogInfo("wrote {}", cli.out_path);
   }
   if (!cli.db_path.empty()) LogInfo("appended the run to {}", cli.db_path);
@@ -544,9 +532,11 @@ int Run(int argc, char** argv) {
 }  // namespace
 
 int BenchMain(int argc, char** argv) {
-  if (argc > 1 && (std::string_view(argv[1]) == "compress" || std::string_view(argv[1]) == "kernel"))
-    return CodecBenchMain(argc, argv);
   try {
+    if (argc > 1 && (std::string_view(argv[1]) == "compress" || std::string_view(argv[1]) == "kernel")) {
+      SetLogPrefix("ciuic-bench");
+      return CodecBenchMain(argc, argv);
+    }
     return Run(argc, argv);
   } catch (const Error& e) {
     LogInfo("{}", e.what());

@@ -20,6 +20,7 @@
 #include "core/buffer.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "core/log.h"
 #include "core/parallel.h"
 #include "core/sizes.h"
@@ -496,25 +497,6 @@ std::vector<Row> RunKernels(const Options& o, const Timing& tm) {
   return rows;
 }
 
-void WriteFile(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f << text;
-    if (!f) throw RuntimeError(fmt::format("cannot write '{}'", tmp));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw RuntimeError(fmt::format("cannot write '{}': {}", path, ec.message()));
-}
-
-std::string NowIso() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
 int Run(int argc, char** argv) {
   const Options o = Parse(argc, argv);
   if (!o.out_path.empty()) {
@@ -533,7 +515,7 @@ int Run(int argc, char** argv) {
   tm.device = o.device;
   tm.iters = o.iters;
   SetParallelThreads(std::thread::hardware_concurrency());
-  const std::string start = NowIso();
+  const std::string start = IsoNow();
   const std::vector<Row> rows = o.command == "compress" ? RunCompress(o, tm) : RunKernels(o, tm);
 
   std::string device_name = o.device ? CudaDeviceName() : "cpu (one core)";
@@ -576,7 +558,7 @@ int Run(int argc, char** argv) {
                  "bytes/s; pct_traffic = traffic / copy read+write bytes/s\n";
   }
   if (!o.out_path.empty()) {
-    WriteFile(o.out_path, o.format == "table" ? TableText(rows) : text);
+    WriteFileAtomically(o.out_path, o.format == "table" ? TableText(rows) : text);
     LogInfo("wrote {}", o.out_path);
   } else if (o.format != "table") {
     std::cout << text;
@@ -586,17 +568,6 @@ int Run(int argc, char** argv) {
 
 }  // namespace
 
-int CodecBenchMain(int argc, char** argv) {
-  SetLogPrefix("ciuic-bench");
-  try {
-    return Run(argc, argv);
-  } catch (const Error& e) {
-    LogInfo("{}", e.what());
-    return static_cast<int>(e.code());
-  } catch (const std::exception& e) {
-    LogInfo("internal error: {}", e.what());
-    return 2;
-  }
-}
+int CodecBenchMain(int argc, char** argv) { return Run(argc, argv); }
 
 }  // namespace ciuic

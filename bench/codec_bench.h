@@ -11,7 +11,8 @@
 
 namespace ciuic {
 
-// Returns the process exit code; argv[1] is "compress" or "kernel".
+// Returns the process exit code; argv[1] is "compress" or "kernel". Throws ciuic::Error on bad input
+// (BenchMain maps it to its exit code).
 int CodecBenchMain(int argc, char** argv);
 
 }  // namespace ciuic

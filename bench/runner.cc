@@ -1,5 +1,7 @@
 #include "bench/runner.h"
 
+#include "core/files.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -29,14 +31,6 @@ constexpr int kMaxAutoWarmup = 5;
 // Refuse sizes that need more than this share of available memory.
 constexpr double kMemoryHeadroom = 0.9;
 
-std::string IsoNow() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 struct Placement {
   CollCounts counts;
