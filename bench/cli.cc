@@ -85,6 +85,7 @@ cxxopts::Options MakeOptions() {
       ("transport", "ciuic: mpi | local | nccl (default: nccl on cuda, mpi on cpu)", cxxopts::value<std::string>())
       ("block", "ciuic codecs: elements per scale block (multiple of 32)", cxxopts::value<uint32_t>()->default_value("256"))
       ("rounding", "ciuic codecs: nearest | stochastic", cxxopts::value<std::string>()->default_value("nearest"))
+      ("prescale", "ciuic fp16/bf16: multiply before the cast (e.g. 1/ranks so sums stay in range)", cxxopts::value<float>()->default_value("1"))
       ("bucket", "ciuic: bucket bytes (0: one bucket per call)", cxxopts::value<std::string>()->default_value("0"))
       ("streams", "ciuic: pieces in flight per direction (K)", cxxopts::value<int>()->default_value("4"))
       ("piece", "ciuic: pipelining piece bytes", cxxopts::value<std::string>()->default_value("1M"))
@@ -206,6 +207,7 @@ Cli ParseCli(int argc, char** argv) {
     a.codec.block = Get<uint32_t>(r, "block");
     a.codec.rounding = ParseRounding(Get<std::string>(r, "rounding"));
     a.codec.error_feedback = false;  // rows report the one-shot error; timing loops must not feed it
+    a.codec.prescale = Get<float>(r, "prescale");
     a.algo = ParseAlgo(algo == "native" ? "auto" : algo);
     a.in_flight = Get<int>(r, "streams");
     if (a.in_flight < 1 || a.in_flight > 64) throw UsageError(fmt::format("--streams {} must be in 1..64", a.in_flight));

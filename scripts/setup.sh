@@ -9,7 +9,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libfmt-dev libcxxopts-dev libsqlite3-dev nlohmann-json3-dev libhwloc-dev
   libgtest-dev libbenchmark-dev
-  iproute2
+  iproute2 python3
 )
 
 missing=()
