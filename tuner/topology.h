@@ -1,0 +1,59 @@
+#pragma once
+// Topologies (`ciuic.topology/1`): the hardware the tuner models. Loaded strictly: unknown keys,
+// missing fields, out-of-range numbers, a newer schema and a number without a source are InputError.
+// `cpu_local` is detected (hwloc: sockets, cores, NUMA nodes) with a measured memcpy bandwidth.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ciuic {
+
+struct TopologyDevice {
+  std::string name;
+  double memory_gib = 0;
+  double memory_bw_gbps = 0;
+  double peak_tflops_bf16 = 0;
+};
+
+struct TopologyLink {
+  std::string fabric;  // nvswitch | nvlink | pcie | shm | infiniband | ethernet
+  double bw_gbps = 0;   // per device, one direction (GB/s)
+  double latency_us = 0;
+  bool nvls = false;
+};
+
+struct TopologyNics {
+  int count = 0;
+  double gbps = 0;  // per NIC, Gb/s
+  double latency_us = 0;
+  bool rail_optimized = false;
+};
+
+struct Topology {
+  std::string name;
+  int nodes = 1;
+  int devices_per_node = 1;
+  TopologyDevice device;
+  TopologyLink intra;
+  TopologyNics nics;
+  std::map<std::string, double> published;       // measured figures to validate against (never inputs)
+  std::map<std::string, std::string> sources;    // field -> where the number comes from
+  std::string origin;                            // file path or "detected"
+
+  int ranks() const { return nodes * devices_per_node; }
+  // Stable hash of everything the model reads (not names or sources): keys stored results.
+  std::string Fingerprint() const;
+};
+
+// Names of the built-in topologies (profiles/topologies/*.json plus cpu_local).
+std::vector<std::string> BuiltinTopologies();
+// NAME (built-in) or a path to a JSON file. `nodes` > 0 overrides the node count.
+Topology LoadTopology(const std::string& name_or_path, int nodes = 0);
+Topology ParseTopology(const std::string& json_text, const std::string& origin);
+// This machine: hwloc counts and a measured single-core memcpy bandwidth.
+Topology DetectCpuLocal();
+// Folder of the built-in profiles (CIUIC_PROFILES_DIR, else the source tree's profiles/).
+std::string ProfilesDir();
+
+}  // namespace ciuic
