@@ -1,0 +1,79 @@
+#include "tuner/plan_space.h"
+
+#include <cmath>
+#include <limits>
+
+#include "kernels/codec.h"
+
+namespace ciuic {
+
+SearchSpace AllReducePlanSpace() {
+  SearchSpace s;
+  // Ordered from gentle to aggressive compression, so neighbours are similar (TPE smooths over them).
+  s.dims.push_back({"codec", {"none", "bf16", "fp16", "fp8e4m3", "int8", "int4", "sign1", "randomk:0.01", "topk:0.01",
+                              "topk:0.001", "powersgd:16", "powersgd:4", "powersgd:1"}});
+  s.dims.push_back({"bucket_mb", {"1", "2", "4", "8", "16", "25", "32", "64", "128", "256"}});
+  s.dims.push_back({"streams", {"1", "2", "4", "8"}});
+  s.dims.push_back({"algo", {"nccl", "ring", "rd", "hier"}});
+  return s;
+}
+
+PlanChoice ChoiceOf(const SearchSpace& space, const Point& p) {
+  PlanChoice c;
+  c.codec = space.dims[0].values[static_cast<size_t>(p[0])];
+  c.bucket_bytes = std::stod(space.dims[1].values[static_cast<size_t>(p[1])]) * (1 << 20);
+  c.streams = std::stoi(space.dims[2].values[static_cast<size_t>(p[2])]);
+  c.algo = space.dims[3].values[static_cast<size_t>(p[3])];
+  return c;
+}
+
+CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible) {
+  CommPlan plan;
+  plan.bucket_bytes = c.bucket_bytes;
+  plan.streams = c.streams;
+  *feasible = true;
+  const CodecSpec spec = ParseCodec(c.codec);
+  const bool dedicated = spec.kind == CodecKind::kTopK || spec.kind == CodecKind::kSign1 ||
+                         spec.kind == CodecKind::kPowerSgd || spec.kind == CodecKind::kRandomK;
+  if (c.algo == "nccl") {
+    plan.algo = ModelAlgo::kNcclBest;
+    *feasible = spec.kind == CodecKind::kNone;
+  } else if (c.algo == "rd") {
+    plan.algo = ModelAlgo::kRecursiveDoubling;
+    *feasible = spec.kind == CodecKind::kNone;
+  } else if (c.algo == "hier") {
+    plan.algo = ModelAlgo::kHierarchical;
+    *feasible = !dedicated && t.nodes > 1;
+  } else {
+    plan.algo = ModelAlgo::kRing;
+  }
+  const int ranks = t.ranks();
+  const double n = std::max(1.0, c.bucket_bytes / 4);
+  const Codec codec(spec);
+  const double wire = static_cast<double>(codec.WireBytes(static_cast<size_t>(n)));
+  plan.wire_ratio = wire > 0 ? 4.0 * n / wire : 1.0;
+  if (spec.kind == CodecKind::kTopK) plan.wire_ratio *= 2.0 / std::max(2, ranks);  // allgather moves (P-1)·W
+  // Passes of the codec kernels over the fp32 bucket (encode, per-hop decode-add-encode, final decode),
+  // from the kernels' structure (kernels/cpu, kernels/cuda).
+  switch (spec.kind) {
+    case CodecKind::kNone: plan.codec_passes = 0; break;
+    case CodecKind::kFp16:
+    case CodecKind::kBf16: plan.codec_passes = 3; break;
+    case CodecKind::kSign1: plan.codec_passes = 4; break;
+    case CodecKind::kTopK: plan.codec_passes = 3; break;
+    case CodecKind::kRandomK: plan.codec_passes = 2; break;
+    case CodecKind::kPowerSgd: plan.codec_passes = 6; break;
+    default: plan.codec_passes = 3.5; break;  // block-scaled: absmax pass + quantise
+  }
+  return plan;
+}
+
+double ModelStepUs(const PlanChoice& c, const Topology& t, const Workload& w, int batch) {
+  bool feasible = false;
+  const CommPlan plan = PlanOf(c, t, &feasible);
+  if (!feasible) return std::numeric_limits<double>::infinity();
+  const StepTiming s = ScheduleStep(w, t, EffectiveFabric(t), plan, batch);
+  return s.backward_us + s.exposed_us;
+}
+
+}  // namespace ciuic

@@ -1,0 +1,27 @@
+#pragma once
+// The tuner's search space for gradient allreduce and the modelled objective: a point (codec and its
+// parameter, bucket bytes, streams, algorithm) becomes a CommPlan whose training step time on a
+// topology and workload is predicted by the cost model and the overlap schedule.
+#include <string>
+
+#include "tuner/search.h"
+#include "tuner/workload.h"
+
+namespace ciuic {
+
+struct PlanChoice {
+  std::string codec;     // codec spelling (kernels/codec_spec.h)
+  double bucket_bytes = 0;
+  int streams = 1;
+  std::string algo;      // ring rd hier nccl (nccl: the library's own, uncompressed)
+};
+
+SearchSpace AllReducePlanSpace();
+PlanChoice ChoiceOf(const SearchSpace& space, const Point& p);
+// The plan of a choice on a topology; `feasible` false for combinations the runtime does not offer
+// (a codec on rd or on NCCL's own allreduce, a dedicated-algorithm codec under hier).
+CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible);
+// Modelled step time (backward + exposed communication, µs); +inf when infeasible.
+double ModelStepUs(const PlanChoice& c, const Topology& t, const Workload& w, int batch);
+
+}  // namespace ciuic

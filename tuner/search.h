@@ -1,0 +1,54 @@
+#pragma once
+// Search over a discrete space of ordered dimensions (codec, bucket bytes, streams, algorithm …).
+// Strategies: grid (exhaustive), random, coordinate descent (cyclic line searches with seeded random
+// restarts) and bayes (Tree-structured Parzen Estimator, Bergstra et al. 2011: per-dimension
+// categorical densities of the best quantile vs the rest, smoothed over ordinal neighbours; the next
+// point maximises l(x)/g(x) over sampled candidates). All take a budget of evaluations, optional
+// early stopping (patience) and a seed; the same seed gives the same trials.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace ciuic {
+
+struct Dimension {
+  std::string name;
+  std::vector<std::string> values;  // in a meaningful order (neighbours are similar)
+};
+
+using Point = std::vector<int>;  // an index into each dimension's values
+
+struct SearchSpace {
+  std::vector<Dimension> dims;
+  uint64_t Size() const;
+  Point FromIndex(uint64_t index) const;  // mixed-radix, last dimension fastest
+  std::string Describe(const Point& p) const;
+};
+
+struct SearchOptions {
+  std::string strategy = "bayes";  // grid | random | cd | bayes
+  int budget = 100;                // evaluations (grid: ignored, it evaluates everything)
+  uint64_t seed = 1;
+  int patience = 0;                // stop after this many evaluations without improvement (0: off)
+};
+
+struct Trial {
+  int index = 0;  // evaluation order
+  Point point;
+  double score = 0;  // lower is better; +inf: infeasible
+};
+
+struct SearchResult {
+  std::vector<Trial> trials;
+  Trial best;
+};
+
+using Objective = std::function<double(const Point&)>;
+
+std::vector<std::string> SearchStrategies();
+// Throws UsageError for an unknown strategy or a non-positive budget.
+SearchResult Search(const SearchSpace& space, const Objective& objective, const SearchOptions& options,
+                    const std::function<void(const Trial&)>& on_trial = nullptr);
+
+}  // namespace ciuic
