@@ -59,6 +59,66 @@ CREATE TABLE bench_rows (
 );
 CREATE INDEX bench_rows_run ON bench_rows(run_id);
 )sql",
+    // v2: ciuic-tune studies, their trials, the best configuration per (topology, op, size band).
+    R"sql(
+CREATE TABLE studies (
+  id INTEGER PRIMARY KEY,
+  created TEXT NOT NULL,
+  tool_version TEXT NOT NULL,
+  git_commit TEXT NOT NULL,
+  topology TEXT NOT NULL,
+  topology_fingerprint TEXT NOT NULL,
+  nodes INTEGER NOT NULL,
+  workload TEXT NOT NULL,
+  strategy TEXT NOT NULL,
+  budget INTEGER NOT NULL,
+  seed INTEGER NOT NULL,
+  mode TEXT NOT NULL,
+  status TEXT NOT NULL,
+  best_score_us REAL,
+  best_config TEXT,
+  profile_path TEXT
+);
+CREATE TABLE trials (
+  study_id INTEGER NOT NULL REFERENCES studies(id) ON DELETE CASCADE,
+  idx INTEGER NOT NULL,
+  config TEXT NOT NULL,
+  score_us REAL,
+  mode TEXT NOT NULL,
+  status TEXT NOT NULL,
+  elapsed_s REAL NOT NULL,
+  PRIMARY KEY (study_id, idx)
+);
+CREATE TABLE best_configs (
+  topology_fingerprint TEXT NOT NULL,
+  op TEXT NOT NULL,
+  min_bytes INTEGER NOT NULL,
+  max_bytes INTEGER NOT NULL,
+  config TEXT NOT NULL,
+  predicted_us REAL,
+  measured_us REAL,
+  study_id INTEGER NOT NULL,
+  updated TEXT NOT NULL,
+  PRIMARY KEY (topology_fingerprint, op, min_bytes)
+);
+CREATE TABLE calibrations (
+  id INTEGER PRIMARY KEY,
+  created TEXT NOT NULL,
+  device TEXT NOT NULL,
+  kernel TEXT NOT NULL,
+  codec TEXT NOT NULL,
+  gbps REAL NOT NULL
+);
+CREATE TABLE gate_results (
+  codec TEXT NOT NULL,
+  config TEXT NOT NULL,
+  final_loss REAL NOT NULL,
+  baseline_loss REAL NOT NULL,
+  passed INTEGER NOT NULL,
+  created TEXT NOT NULL,
+  PRIMARY KEY (codec, config)
+);
+)sql",
 };
 
 bool IsEmptyFile(const std::string& path) {

@@ -114,3 +114,33 @@ TEST_F(DatabaseTest, RefusesMissingDirectory) { EXPECT_THROW(Database db(Path("n
 
 }  // namespace
 }  // namespace ciuic
+
+namespace ciuic {
+namespace {
+
+TEST(DatabaseMigrationTest, VersionOneIsMigratedAfterABackupAndKeepsItsRuns) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ciuic_mig_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "old.db").string();
+  {
+    Database db(path);  // today's schema; turn it back into a version-1 file holding one run
+    db.Exec("DROP TABLE studies; DROP TABLE trials; DROP TABLE best_configs; DROP TABLE calibrations; "
+            "DROP TABLE gate_results; PRAGMA user_version=1;");
+    db.Exec("INSERT INTO bench_runs (start_time, tool_version, git_commit, collective, backend, device, world_size, "
+            "dtype, redop, codec, algo, hostnames, context_json) VALUES ('t', 'v', 'c', 'allreduce', 'mpi', 'cpu', 2, "
+            "'fp32', 'sum', 'none', 'native', 'h', '{}')");
+  }
+  Database db(path);
+  EXPECT_EQ(db.SchemaVersion(), kDatabaseSchemaVersion);
+  EXPECT_TRUE(std::filesystem::exists(path + ".v1.bak"));
+  Statement runs(db.handle(), "SELECT COUNT(*) FROM bench_runs");
+  ASSERT_TRUE(runs.Step());
+  EXPECT_EQ(runs.ColumnInt(0), 1);
+  Statement studies(db.handle(), "SELECT COUNT(*) FROM studies");
+  ASSERT_TRUE(studies.Step());
+  EXPECT_EQ(studies.ColumnInt(0), 0);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ciuic
