@@ -89,6 +89,7 @@ cxxopts::Options MakeOptions() {
       ("bucket", "ciuic: bucket bytes (0: one bucket per call)", cxxopts::value<std::string>()->default_value("0"))
       ("streams", "ciuic: pieces in flight per direction (K)", cxxopts::value<int>()->default_value("4"))
       ("piece", "ciuic: pipelining piece bytes", cxxopts::value<std::string>()->default_value("1M"))
+      ("profile", "ciuic: a tuned profile (ciuic.profile/1); each size uses its band's rule", cxxopts::value<std::string>())
       ("ranks-per-node", "ciuic hier: R (depth 2) or R,G (depth 3: G nodes per group); 0: nodes by host name", cxxopts::value<std::string>()->default_value("0"))
       ("device", "cpu | cuda (default: cuda when a GPU and NCCL are present)", cxxopts::value<std::string>())
       ("dtype", "fp32 fp64 fp16 bf16 fp8e4m3 fp8e5m2 int8 uint8 int32 int64", cxxopts::value<std::string>()->default_value("fp32"))
@@ -229,6 +230,12 @@ Cli ParseCli(int argc, char** argv) {
       }
       if (a.ranks_per_node < 0) throw UsageError("--ranks-per-node must be >= 0");
     }
+    if (r.count("profile")) {
+      cli.runtime.profile = std::make_shared<Profile>(LoadProfile(Get<std::string>(r, "profile")));
+      if (algo != "auto" || codec != "none")
+        throw UsageError("--profile chooses algorithm and codec per size: drop --algo/--codec");
+      for (const auto& rule : cli.runtime.profile->rules) b.lossy |= rule.codec != "none";
+    }
     const std::string bucket = Get<std::string>(r, "bucket");
     cli.runtime.bucket_bytes = bucket == "0" ? 0 : ParseSize(bucket);
     Codec check(a.codec);  // validates block and parameters now, not on every rank later
@@ -236,7 +243,7 @@ Cli ParseCli(int argc, char** argv) {
     if (b.spec != &kAllReduceSpec) throw UsageError("--backend ciuic runs allreduce (the bundled runtime)");
     if (b.type != DType::kFloat32) throw UsageError("--backend ciuic reduces fp32");
     if (b.op != ReduceOp::kSum && b.op != ReduceOp::kAvg) throw UsageError("--backend ciuic reduces with sum or avg");
-    b.lossy = a.codec.kind != CodecKind::kNone;
+    b.lossy = b.lossy || a.codec.kind != CodecKind::kNone;
   }
   cli.format = Get<std::string>(r, "format");
   if (cli.format != "table" && cli.format != "csv" && cli.format != "json") {
@@ -392,6 +399,11 @@ int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* wat
     ctx.algo = AlgoName(cli.runtime.algo.algo == AllReduceAlgo::kAuto ? DefaultAlgo(cli.runtime.algo.codec.kind)
                                                                        : cli.runtime.algo.algo);
     ctx.library_versions["transport"] = cli.transport;
+    if (cli.runtime.profile) {
+      ctx.codec = "profile";
+      ctx.algo = "profile";
+      ctx.library_versions["profile"] = cli.runtime.profile->topology + "/" + cli.runtime.profile->fingerprint;
+    }
   }
   MultiReporter reporters;
   std::ostringstream file_text;

@@ -1,6 +1,7 @@
 #include "collectives/runtime_comm.h"
 
 #include <map>
+#include <tuple>
 
 #include "core/error.h"
 
@@ -29,14 +30,37 @@ class RuntimeCommunicator : public Communicator {
   void AllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
     if (t != DType::kFloat32 || (op != ReduceOp::kSum && op != ReduceOp::kAvg))
       throw UsageError("the ciuic runtime reduces fp32 with sum or avg");
+    AllReduceEngine* engine = &engine_;
+    size_t bucket_bytes = cfg_.bucket_bytes;
+    int rule_index = -1;
+    if (cfg_.profile) {
+      const ProfileRule& rule = cfg_.profile->RuleFor(count * 4);
+      if (rule.algo == "nccl") {  // the library's own allreduce is what the profile chose
+        t_->AllReduce(send, recv, count, t, op);
+        return;
+      }
+      rule_index = static_cast<int>(&rule - cfg_.profile->rules.data());
+      auto& slot = rule_engines_[rule_index];
+      if (!slot) {
+        AlgoConfig a = cfg_.algo;
+        a.algo = ParseAlgo(rule.algo);
+        a.codec = ParseCodec(rule.codec);
+        a.codec.block = cfg_.algo.codec.block;
+        a.codec.error_feedback = cfg_.algo.codec.error_feedback;
+        a.in_flight = rule.streams;
+        slot = std::make_unique<AllReduceEngine>(*t_, a);
+      }
+      engine = slot.get();
+      bucket_bytes = rule.bucket_bytes;
+    }
     if (send != recv) CopyBytes(recv, BufferKind(), send, BufferKind(), count * 4);
     auto* data = static_cast<float*>(recv);
-    const size_t bucket = cfg_.bucket_bytes ? std::max<size_t>(cfg_.bucket_bytes / 4, 1) : count;
+    const size_t bucket = bucket_bytes ? std::max<size_t>(bucket_bytes / 4, 1) : count;
     for (size_t b = 0, i = 0; b < count; b += bucket, ++i) {
       const size_t n = std::min(bucket, count - b);
-      // Error-feedback state per (bucket index, size): repeated calls on the same shape continue it.
-      CodecState& st = states_[{i, n}];
-      engine_.Run(data + b, n, &st, op == ReduceOp::kAvg);
+      // Error-feedback state per (rule, bucket index, size): repeated calls on the same shape continue it.
+      CodecState& st = states_[{rule_index, i, n}];
+      engine->Run(data + b, n, &st, op == ReduceOp::kAvg);
     }
   }
   void AllGather(const void* s, void* r, size_t n, DType t) override { t_->AllGather(s, r, n, t); }
@@ -65,7 +89,8 @@ class RuntimeCommunicator : public Communicator {
   std::unique_ptr<Communicator> t_;
   RuntimeCommConfig cfg_;
   AllReduceEngine engine_;
-  std::map<std::pair<size_t, size_t>, CodecState> states_;
+  std::map<std::tuple<int, size_t, size_t>, CodecState> states_;
+  std::map<int, std::unique_ptr<AllReduceEngine>> rule_engines_;
 };
 
 }  // namespace

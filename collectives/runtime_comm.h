@@ -6,12 +6,16 @@
 
 #include "collectives/algorithms/allreduce.h"
 #include "collectives/communicator.h"
+#include "collectives/profile.h"
 
 namespace ciuic {
 
 struct RuntimeCommConfig {
   AlgoConfig algo;
   size_t bucket_bytes = 0;  // 0: one bucket per call
+  // With a tuned profile each call applies the rule of its size band (algorithm, codec, streams,
+  // bucket bytes; algo "nccl" = the transport's own allreduce) instead of `algo` and `bucket_bytes`.
+  std::shared_ptr<const Profile> profile;
 };
 
 std::unique_ptr<Communicator> MakeRuntimeCommunicator(std::unique_ptr<Communicator> transport,

@@ -161,6 +161,7 @@ void Statement::Reset() {
 }
 int64_t Statement::ColumnInt(int c) const { return sqlite3_column_int64(stmt_, c); }
 double Statement::ColumnDouble(int c) const { return sqlite3_column_double(stmt_, c); }
+bool Statement::ColumnIsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
 std::string Statement::ColumnText(int c) const {
   const unsigned char* t = sqlite3_column_text(stmt_, c);
   return t ? reinterpret_cast<const char*>(t) : "";

@@ -31,6 +31,7 @@ class Statement {
   int64_t ColumnInt(int col) const;
   double ColumnDouble(int col) const;
   std::string ColumnText(int col) const;
+  bool ColumnIsNull(int col) const;
 
  private:
   sqlite3* db_;

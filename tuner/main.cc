@@ -1,7 +1,8 @@
 // ciuic-tune: the tuner's command line. Subcommands come from one table (which also makes the help).
-// This build has `topologies` (built-ins, their numbers and the model's validation against the
-// published busbw figures) and `model` (predicted allreduce time and busbw per algorithm and size).
+// run (the default), show, export, topologies (built-ins and the model against published busbw) and
+// model (predicted allreduce time and busbw per algorithm and size).
 #include <cxxopts.hpp>
+#include <filesystem>
 #include <iostream>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "core/log.h"
 #include "core/sizes.h"
 #include "tuner/cost_model.h"
+#include "tuner/study.h"
 #include "tuner/topology.h"
 
 namespace ciuic {
@@ -83,7 +85,57 @@ int Model(const cxxopts::ParseResult& r) {
   return 0;
 }
 
+int RunTune(const cxxopts::ParseResult& r) {
+  TuneOptions o;
+  if (!r.count("topology")) throw UsageError("run: --topology NAME|FILE is required (see ciuic-tune topologies)");
+  o.topology = r["topology"].as<std::string>();
+  o.nodes = r["nodes"].as<int>();
+  o.workload = r["workload"].as<std::string>();
+  o.strategy = r["strategy"].as<std::string>();
+  o.budget = r["budget"].as<int>();
+  o.seed = r["seed"].as<uint64_t>();
+  o.patience = r["patience"].as<int>();
+  o.mode = r["mode"].as<std::string>();
+  o.db = r["db"].as<std::string>();
+  if (r.count("out")) o.out = r["out"].as<std::string>();
+  o.gate_tolerance = r["gate-tolerance"].as<double>();
+  if (!(o.gate_tolerance >= 0) || o.gate_tolerance > 1) throw UsageError("--gate-tolerance must be in 0..1");
+  if (o.patience < 0) throw UsageError("--patience must be >= 0");
+  const auto db_dir = std::filesystem::path(o.db).parent_path();
+  if (!db_dir.empty() && !std::filesystem::is_directory(db_dir))
+    throw InputError(fmt::format("--db '{}': folder '{}' does not exist", o.db, db_dir.string()));
+  const TuneResult res = RunStudy(o, std::cout);
+  const Profile& p = res.profile;
+  std::cout << fmt::format("# study {}: {} evaluation(s) ({} from a resumed study); predicted step {:.1f} us vs NCCL "
+                           "defaults {:.1f} us ({:.2f}x)\n",
+                           res.study_id, res.evaluations, res.reused, p.step_us, p.baseline_step_us,
+                           p.baseline_step_us / p.step_us);
+  std::cout << fmt::format("# {:>11} {:>11} {:<9} {:<12} {:>7} {:>10} {:>12}  gate\n", "min_bytes", "max_bytes", "algo",
+                           "codec", "streams", "bucket_MB", "predicted_us");
+  for (const auto& rule : p.rules)
+    std::cout << fmt::format("  {:>11} {:>11} {:<9} {:<12} {:>7} {:>10} {:>12.1f}  {}\n", rule.min_bytes,
+                             rule.max_bytes ? std::to_string(rule.max_bytes) : "-", rule.algo, rule.codec,
+                             rule.streams, rule.bucket_bytes >> 20, rule.predicted_us, rule.gate);
+  std::cout << fmt::format("# wrote {} and study {} in {}\n", res.profile_path, res.study_id, o.db);
+  return 0;
+}
+
+int Show(const cxxopts::ParseResult& r) {
+  ShowStudies(r["db"].as<std::string>(), std::cout);
+  return 0;
+}
+
+int Export(const cxxopts::ParseResult& r) {
+  if (!r.count("profile")) throw UsageError("export: --profile FILE is required");
+  const Profile p = LoadProfile(r["profile"].as<std::string>());
+  std::cout << ExportProfile(p, r["format"].as<std::string>());
+  return 0;
+}
+
 const Subcommand kSubcommands[] = {
+    {"run", "search for the best configuration (--topology; default subcommand), store it, write the profile", RunTune},
+    {"show", "stored studies and best configurations (--db)", Show},
+    {"export", "a profile for other tools: --profile FILE --format json|nccl-env|nccl-tuner|ddp|deepspeed|horovod", Export},
     {"topologies", "built-in topologies, their numbers, and the model against published busbw", Topologies},
     {"model", "predicted uncompressed allreduce time and busbw per algorithm (--topology, --sizes)", Model},
 };
@@ -95,6 +147,17 @@ int Run(int argc, char** argv) {
   opts.add_options()("topology", "NAME (see topologies) or a ciuic.topology/1 JSON file", cxxopts::value<std::string>())(
       "nodes", "override the topology's node count", cxxopts::value<int>()->default_value("0"))(
       "sizes", "message sizes for model", cxxopts::value<std::string>()->default_value("1K:8G:x8"))(
+      "workload", "resnet50 bert_large gpt2_xl llama2_7b or a ciuic.workload/1 file", cxxopts::value<std::string>()->default_value("gpt2_xl"))(
+      "strategy", "grid | random | cd | bayes", cxxopts::value<std::string>()->default_value("bayes"))(
+      "budget", "evaluations (grid: all)", cxxopts::value<int>()->default_value("100"))(
+      "seed", "search seed", cxxopts::value<uint64_t>()->default_value("1"))(
+      "patience", "stop after N evaluations without improvement (0: off)", cxxopts::value<int>()->default_value("0"))(
+      "mode", "model (measure: not in this build)", cxxopts::value<std::string>()->default_value("model"))(
+      "db", "SQLite database", cxxopts::value<std::string>()->default_value("results/ciuic.db"))(
+      "out", "profile path (default profiles/<topology>.profile.json)", cxxopts::value<std::string>())(
+      "gate-tolerance", "accuracy gate: allowed final-loss increase", cxxopts::value<double>()->default_value("0.01"))(
+      "profile", "export: the profile to read", cxxopts::value<std::string>())(
+      "format", "export format", cxxopts::value<std::string>()->default_value("json"))(
       "h,help", "this help")("version", "print the version")("command", "", cxxopts::value<std::string>());
   opts.parse_positional({"command"});
   cxxopts::ParseResult r;
@@ -113,7 +176,8 @@ int Run(int argc, char** argv) {
   }
   if (!r.unmatched().empty()) throw UsageError(fmt::format("unexpected argument '{}'", r.unmatched().front()));
   if (r["nodes"].as<int>() < 0) throw UsageError("--nodes must be >= 1");
-  const std::string cmd = r.count("command") ? r["command"].as<std::string>() : "";
+  // `ciuic-tune --topology dgx_a100` is `ciuic-tune run --topology dgx_a100`.
+  const std::string cmd = r.count("command") ? r["command"].as<std::string>() : (r.count("topology") ? "run" : "");
   for (const auto& s : kSubcommands)
     if (cmd == s.name) return s.run(r);
   std::string known;

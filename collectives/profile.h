@@ -1,0 +1,57 @@
+#pragma once
+// Tuned profiles (`ciuic.profile/1`): per op and message-size band the chosen algorithm, codec and
+// its parameter, precision, bucket bytes, streams, hierarchy depth, predicted (and, when measured,
+// measured) time and the accuracy-gate verdict, plus the topology fingerprint and provenance. Readers
+// reject unknown schema versions, keys and enum values; writers go through a temp file and rename.
+// Exporters turn a profile into what other tools read. The runtime reads profiles (rule per message
+// size); ciuic-tune writes them.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+
+namespace ciuic {
+
+struct ProfileRule {
+  std::string op = "allreduce";
+  uint64_t min_bytes = 0;
+  uint64_t max_bytes = 0;  // 0: no upper bound
+  std::string algo;        // ring rd hier sparse sign2 powersgd nccl
+  std::string codec;       // none int8 topk:0.01 …
+  int streams = 1;
+  uint64_t bucket_bytes = 0;
+  int hierarchy_depth = 1;
+  std::string precision = "fp32";
+  double predicted_us = 0;
+  double measured_us = -1;   // -1: not measured
+  std::string gate = "n/a";  // passed | failed | n/a (lossless)
+};
+
+struct Profile {
+  std::string topology, fingerprint;
+  int nodes = 1, ranks = 1;
+  std::string workload;
+  std::string tool_version, git_commit, created, mode, strategy;
+  int64_t study_id = 0;
+  uint64_t seed = 0;
+  int budget = 0;
+  double step_us = 0, baseline_step_us = 0;  // predicted step time, tuned vs NCCL uncompressed defaults
+  std::vector<ProfileRule> rules;
+
+  // The rule for a message of `bytes` (the band containing it); throws InputError when none does.
+  const ProfileRule& RuleFor(uint64_t bytes, const std::string& op = "allreduce") const;
+};
+
+// Size bands the rules cover (bytes): [0,64K) [64K,1M) [1M,16M) [16M,256M) [256M,∞).
+std::vector<std::pair<uint64_t, uint64_t>> SizeBands();
+
+std::string ProfileToJson(const Profile& p);
+Profile ParseProfile(const std::string& text, const std::string& origin);
+Profile LoadProfile(const std::string& path);
+void WriteProfile(const std::string& path, const Profile& p);
+
+// json | nccl-env | nccl-tuner | ddp | deepspeed | horovod
+std::vector<std::string> ExportFormats();
+std::string ExportProfile(const Profile& p, const std::string& format);
+
+}  // namespace ciuic

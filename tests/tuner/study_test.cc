@@ -1,0 +1,108 @@
+// ciuic-tune studies end to end on the model: the profile written and read back, every trial in
+// SQLite, an interrupted study resuming from its trials, exports, and the sanity of the choices: over
+// a very slow inter-node link a lossy codec that passed the gate wins for large buckets; over a very
+// fast one no codec does.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/database.h"
+#include "core/error.h"
+#include "tuner/study.h"
+
+namespace ciuic {
+namespace {
+
+class Study : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("ciuic_study_" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  TuneOptions Options(const std::string& topology, int nodes) {
+    TuneOptions o;
+    o.topology = topology;
+    o.nodes = nodes;
+    o.budget = 60;
+    o.db = (dir_ / "tune.db").string();  // shared: the gate runs once per test and is reused
+    o.out = (dir_ / (topology + ".profile.json")).string();
+    return o;
+  }
+  // A DGX A100 with its NICs replaced by `gbps` links.
+  std::string WithNics(double gbps) {
+    std::ifstream f(ProfilesDir() + "/topologies/dgx_a100.json");
+    nlohmann::json j = nlohmann::json::parse(f);
+    j["name"] = "link_" + std::to_string(static_cast<int>(gbps));
+    j["nics"]["gbps"] = gbps;
+    j["intra"]["bw_gbps_per_device"] = std::min(1e5, std::max(300.0, gbps / 8.0 * 2.0));
+    const std::string path = (dir_ / (j["name"].get<std::string>() + ".json")).string();
+    std::ofstream(path) << j.dump(2);
+    return path;
+  }
+  std::filesystem::path dir_;
+  std::ostringstream log_;
+};
+
+TEST_F(Study, WritesProfileAndTrialsAndResumesAnInterruptedStudy) {
+  const TuneOptions o = Options("dgx_a100", 2);
+  const TuneResult a = RunStudy(o, log_);
+  EXPECT_EQ(a.evaluations, 60);
+  const Profile p = LoadProfile(a.profile_path);
+  EXPECT_EQ(p.topology, "dgx_a100");
+  EXPECT_EQ(p.rules.size(), SizeBands().size());
+  EXPECT_LE(p.step_us, p.baseline_step_us);
+  for (uint64_t bytes : {uint64_t{1}, uint64_t{100000}, uint64_t{1} << 30}) EXPECT_NO_THROW(p.RuleFor(bytes));
+  for (const auto& format : ExportFormats()) EXPECT_FALSE(ExportProfile(p, format).empty()) << format;
+  EXPECT_THROW(ExportProfile(p, "xml"), UsageError);
+  {
+    Database db(o.db);
+    Statement q(db.handle(), "SELECT COUNT(*) FROM trials WHERE study_id = ?");
+    q.Bind(1, a.study_id);
+    ASSERT_TRUE(q.Step());
+    EXPECT_EQ(q.ColumnInt(0), 60);
+    // Interrupt it: the study is running again and lost its last 20 trials.
+    db.Exec("UPDATE studies SET status = 'running'");
+    db.Exec("DELETE FROM trials WHERE idx >= 40");
+  }
+  const TuneResult b = RunStudy(o, log_);
+  EXPECT_EQ(b.study_id, a.study_id);
+  EXPECT_EQ(b.reused, 40);
+  EXPECT_EQ(LoadProfile(b.profile_path).step_us, p.step_us);
+}
+
+TEST_F(Study, SlowLinksPickAGatedLossyCodecForLargeBucketsFastLinksNone) {
+  const TuneResult slow = RunStudy(Options(WithNics(1.0), 4), log_);
+  const ProfileRule& big_slow = slow.profile.RuleFor(uint64_t{1} << 30);
+  EXPECT_NE(big_slow.codec, "none");
+  EXPECT_EQ(big_slow.gate, "passed");
+  const TuneResult fast = RunStudy(Options(WithNics(1e5), 4), log_);
+  for (const auto& r : fast.profile.rules) EXPECT_EQ(r.codec, "none") << r.min_bytes;
+}
+
+TEST_F(Study, ProfilesAreReadStrictly) {
+  const TuneResult a = RunStudy(Options("dgx_h100", 1), log_);
+  std::ifstream f(a.profile_path);
+  std::stringstream s;
+  s << f.rdbuf();
+  const std::string ok = s.str();
+  EXPECT_NO_THROW(ParseProfile(ok, "p.json"));
+  auto swap = [&](const std::string& from, const std::string& to) {
+    std::string t = ok;
+    const size_t at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return t.replace(at, from.size(), to);
+  };
+  for (const std::string& bad : {swap("ciuic.profile/1", "ciuic.profile/2"), swap("\"op\": \"allreduce\"", "\"op\": \"alltoall\""),
+                                 swap("\"precision\": \"fp32\"", "\"precision\": \"fp64\""),
+                                 swap("\"workload\":", "\"extra\": 1, \"workload\":"), std::string("{}"), std::string("")})
+    EXPECT_THROW(ParseProfile(bad, "p.json"), InputError);
+  EXPECT_THROW(RunStudy([&] { auto o = Options("dgx_a100", 1); o.mode = "measure"; return o; }(), log_), UsageError);
+}
+
+}  // namespace
+}  // namespace ciuic

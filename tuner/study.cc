@@ -1,0 +1,244 @@
+#include "tuner/study.h"
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <map>
+
+#include "core/config.h"
+#include "core/database.h"
+#include "core/error.h"
+#include "core/files.h"
+#include "core/timer.h"
+#include "kernels/codec_spec.h"
+#include "tuner/gate.h"
+
+namespace ciuic {
+
+namespace {
+
+std::string GateKey(const GateOptions& g) {
+  return fmt::format("mlp20-32-8 ranks={} steps={} batch={} seed={} tol={}", g.ranks, g.steps, g.batch_per_rank, g.seed,
+                     g.tolerance);
+}
+
+// Gate verdicts for every codec of the space, from the database or run now (and stored).
+std::map<std::string, bool> GateAll(Database& db, const SearchSpace& space, double tolerance, std::ostream& log) {
+  GateOptions g;
+  g.tolerance = tolerance;
+  const std::string key = GateKey(g);
+  std::map<std::string, bool> pass;
+  for (const auto& codec : space.dims[0].values) {
+    Statement q(db.handle(), "SELECT passed, final_loss, baseline_loss FROM gate_results WHERE codec = ? AND config = ?");
+    q.Bind(1, codec).Bind(2, key);
+    if (q.Step()) {
+      pass[codec] = q.ColumnInt(0) != 0;
+      log << fmt::format("gate  {:<13} {} (stored: loss {:.4f} vs {:.4f})\n", codec, pass[codec] ? "pass" : "fail",
+                         q.ColumnDouble(1), q.ColumnDouble(2));
+      continue;
+    }
+    const GateResult r = RunAccuracyGate(codec, g);
+    pass[codec] = r.passed;
+    Database::Transaction tx(db);
+    Statement ins(db.handle(),
+                  "INSERT OR REPLACE INTO gate_results (codec, config, final_loss, baseline_loss, passed, created) "
+                  "VALUES (?, ?, ?, ?, ?, ?)");
+    ins.Bind(1, codec).Bind(2, key).Bind(3, r.final_loss).Bind(4, r.baseline_loss).Bind(5, int64_t{r.passed}).Bind(6, IsoNow());
+    ins.Step();
+    tx.Commit();
+    log << fmt::format("gate  {:<13} {} (final loss {:.4f} vs uncompressed {:.4f}, tolerance {:.0f}%)\n", codec,
+                       r.passed ? "pass" : "fail", r.final_loss, r.baseline_loss, 100 * tolerance);
+  }
+  return pass;
+}
+
+std::string AlgoFor(const PlanChoice& c) {
+  const CodecSpec s = ParseCodec(c.codec);
+  if (c.algo != "ring") return c.algo;
+  switch (s.kind) {
+    case CodecKind::kTopK: return "sparse";
+    case CodecKind::kSign1: return "sign2";
+    case CodecKind::kPowerSgd: return "powersgd";
+    default: return "ring";
+  }
+}
+
+}  // namespace
+
+TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
+  if (o.mode != "model")
+    throw UsageError(fmt::format("--mode {}: this build tunes with the cost model only (--mode model)", o.mode));
+  if (o.budget < 1) throw UsageError(fmt::format("--budget {} must be at least 1", o.budget));
+  const Topology topo = LoadTopology(o.topology, o.nodes);
+  const Workload work = LoadWorkload(o.workload);
+  const SearchSpace space = AllReducePlanSpace();
+  Database db(o.db);
+  log << fmt::format("study: topology {} ({} nodes x {} devices, fingerprint {}), workload {} ({} parameters), "
+                     "strategy {}, budget {}, seed {}\n",
+                     topo.name, topo.nodes, topo.devices_per_node, topo.Fingerprint(), work.name, work.parameters,
+                     o.strategy, o.budget, o.seed);
+  const auto gate = GateAll(db, space, o.gate_tolerance, log);
+
+  // Resume a study with the same settings that did not finish.
+  TuneResult res;
+  std::map<std::string, double> stored;
+  {
+    Statement q(db.handle(),
+                "SELECT id FROM studies WHERE topology_fingerprint = ? AND workload = ? AND strategy = ? AND budget = ? "
+                "AND seed = ? AND mode = ? AND status = 'running' ORDER BY id DESC LIMIT 1");
+    q.Bind(1, topo.Fingerprint()).Bind(2, work.name).Bind(3, o.strategy).Bind(4, int64_t{o.budget})
+        .Bind(5, static_cast<int64_t>(o.seed)).Bind(6, o.mode);
+    if (q.Step()) res.study_id = q.ColumnInt(0);
+  }
+  if (res.study_id) {
+    Statement t(db.handle(), "SELECT config, score_us FROM trials WHERE study_id = ?");
+    t.Bind(1, res.study_id);
+    while (t.Step())
+      stored[t.ColumnText(0)] = t.ColumnIsNull(1) ? std::numeric_limits<double>::infinity() : t.ColumnDouble(1);
+    log << fmt::format("study {}: resuming, {} trial(s) stored\n", res.study_id, stored.size());
+  } else {
+    Database::Transaction tx(db);
+    Statement ins(db.handle(),
+                  "INSERT INTO studies (created, tool_version, git_commit, topology, topology_fingerprint, nodes, "
+                  "workload, strategy, budget, seed, mode, status) VALUES (?,?,?,?,?,?,?,?,?,?,?, 'running')");
+    ins.Bind(1, IsoNow()).Bind(2, std::string(CIUIC_VERSION)).Bind(3, std::string(CIUIC_GIT_COMMIT)).Bind(4, topo.name)
+        .Bind(5, topo.Fingerprint()).Bind(6, int64_t{topo.nodes}).Bind(7, work.name).Bind(8, o.strategy)
+        .Bind(9, int64_t{o.budget}).Bind(10, static_cast<int64_t>(o.seed)).Bind(11, o.mode);
+    ins.Step();
+    res.study_id = db.LastInsertId();
+    tx.Commit();
+  }
+
+  const int batch = work.default_batch;
+  int evaluated = 0;
+  const Objective objective = [&](const Point& p) {
+    const std::string config = space.Describe(p);
+    if (auto it = stored.find(config); it != stored.end()) {
+      ++res.reused;
+      return it->second;
+    }
+    const double t0 = NowSeconds();
+    const PlanChoice c = ChoiceOf(space, p);
+    const bool ok = gate.at(c.codec);
+    const double score = ok ? ModelStepUs(c, topo, work, batch) : std::numeric_limits<double>::infinity();
+    Statement ins(db.handle(), "INSERT OR REPLACE INTO trials (study_id, idx, config, score_us, mode, status, elapsed_s) "
+                               "VALUES (?,?,?,?,?,?,?)");
+    ins.Bind(1, res.study_id).Bind(2, int64_t{evaluated}).Bind(3, config);
+    if (std::isfinite(score)) ins.Bind(4, score); else ins.BindNull(4);
+    ins.Bind(5, o.mode).Bind(6, std::string(ok ? (std::isfinite(score) ? "ok" : "infeasible") : "gate-failed"))
+        .Bind(7, NowSeconds() - t0);
+    ins.Step();
+    ++evaluated;
+    return score;
+  };
+  SearchOptions so;
+  so.strategy = o.strategy;
+  so.budget = o.budget;
+  so.seed = o.seed;
+  so.patience = o.patience;
+  double best_so_far = std::numeric_limits<double>::infinity();
+  const SearchResult sr = Search(space, objective, so, [&](const Trial& t) {
+    if (t.score < best_so_far) {
+      best_so_far = t.score;
+      log << fmt::format("trial {:>4}: {:>12.1f} us/step  best  {}\n", t.index + 1, t.score, space.Describe(t.point));
+    } else if ((t.index + 1) % 25 == 0) {
+      log << fmt::format("trial {:>4}: best so far {:.1f} us/step\n", t.index + 1, best_so_far);
+    }
+  });
+  res.evaluations = static_cast<int>(sr.trials.size());
+  const PlanChoice best = ChoiceOf(space, sr.best.point);
+
+  // Rules per size band: the best (codec that passed the gate, streams, algorithm) for one message of
+  // the band's representative size, with the study's bucket size.
+  Profile& prof = res.profile;
+  prof.topology = topo.name;
+  prof.fingerprint = topo.Fingerprint();
+  prof.nodes = topo.nodes;
+  prof.ranks = topo.ranks();
+  prof.workload = work.name;
+  prof.tool_version = CIUIC_VERSION;
+  prof.git_commit = CIUIC_GIT_COMMIT;
+  prof.created = IsoNow();
+  prof.study_id = res.study_id;
+  prof.mode = o.mode;
+  prof.strategy = o.strategy;
+  prof.seed = o.seed;
+  prof.budget = o.budget;
+  prof.step_us = sr.best.score;
+  prof.baseline_step_us = ModelStepUs({"none", 25.0 * (1 << 20), 1, "nccl"}, topo, work, batch);
+  const Fabric fabric = EffectiveFabric(topo);
+  for (const auto& [lo, hi] : SizeBands()) {
+    const double size = hi ? std::sqrt(std::max<double>(lo, 4096) * static_cast<double>(hi)) : 4.0 * static_cast<double>(lo);
+    ProfileRule rule;
+    rule.min_bytes = lo;
+    rule.max_bytes = hi;
+    rule.bucket_bytes = static_cast<uint64_t>(best.bucket_bytes);
+    rule.predicted_us = std::numeric_limits<double>::infinity();
+    for (const auto& codec : space.dims[0].values) {
+      if (!gate.at(codec)) continue;
+      for (const auto& s : space.dims[2].values) {
+        for (const auto& algo : space.dims[3].values) {
+          PlanChoice c{codec, static_cast<double>(std::max<uint64_t>(rule.bucket_bytes, 1)), std::stoi(s), algo};
+          bool feasible = false;
+          const CommPlan plan = PlanOf(c, topo, &feasible);
+          if (!feasible) continue;
+          const double us = BucketUs(fabric, topo, plan, size);
+          if (us < rule.predicted_us) {
+            rule.predicted_us = us;
+            rule.codec = codec;
+            rule.streams = c.streams;
+            rule.algo = AlgoFor(c);
+            rule.hierarchy_depth = algo == "hier" ? 2 : 1;
+            rule.gate = codec == "none" ? "n/a" : "passed";
+          }
+        }
+      }
+    }
+    prof.rules.push_back(rule);
+  }
+  res.profile_path = o.out.empty() ? (std::filesystem::path(ProfilesDir()) / (topo.name + ".profile.json")).string() : o.out;
+  WriteProfile(res.profile_path, prof);
+
+  Database::Transaction tx(db);
+  Statement done(db.handle(), "UPDATE studies SET status = 'done', best_score_us = ?, best_config = ?, profile_path = ? "
+                              "WHERE id = ?");
+  done.Bind(1, sr.best.score).Bind(2, space.Describe(sr.best.point)).Bind(3, res.profile_path).Bind(4, res.study_id);
+  done.Step();
+  for (const auto& r : prof.rules) {
+    Statement up(db.handle(),
+                 "INSERT OR REPLACE INTO best_configs (topology_fingerprint, op, min_bytes, max_bytes, config, "
+                 "predicted_us, measured_us, study_id, updated) VALUES (?,?,?,?,?,?,NULL,?,?)");
+    up.Bind(1, prof.fingerprint).Bind(2, r.op).Bind(3, static_cast<int64_t>(r.min_bytes))
+        .Bind(4, static_cast<int64_t>(r.max_bytes))
+        .Bind(5, fmt::format("algo={} codec={} streams={} bucket={}", r.algo, r.codec, r.streams, r.bucket_bytes))
+        .Bind(6, r.predicted_us).Bind(7, res.study_id).Bind(8, IsoNow());
+    up.Step();
+  }
+  tx.Commit();
+  return res;
+}
+
+void ShowStudies(const std::string& db_path, std::ostream& out) {
+  if (!std::filesystem::exists(db_path)) throw InputError(fmt::format("no database at '{}' (run ciuic-tune first)", db_path));
+  Database db(db_path);
+  out << fmt::format("# {:>4} {:<20} {:<10} {:<11} {:<8} {:>6} {:<8} {:>14}  {}\n", "id", "created", "topology",
+                     "workload", "strategy", "trials", "status", "best_us/step", "best config");
+  Statement q(db.handle(),
+              "SELECT s.id, s.created, s.topology, s.workload, s.strategy, (SELECT COUNT(*) FROM trials t WHERE "
+              "t.study_id = s.id), s.status, s.best_score_us, s.best_config FROM studies s ORDER BY s.id DESC");
+  while (q.Step()) {
+    out << fmt::format("  {:>4} {:<20} {:<10} {:<11} {:<8} {:>6} {:<8} {:>14.1f}  {}\n", q.ColumnInt(0),
+                       q.ColumnText(1), q.ColumnText(2), q.ColumnText(3), q.ColumnText(4), q.ColumnInt(5),
+                       q.ColumnText(6), q.ColumnDouble(7), q.ColumnText(8));
+  }
+  out << "# best per (topology, op, size band)\n";
+  Statement b(db.handle(), "SELECT topology_fingerprint, op, min_bytes, max_bytes, config, predicted_us, study_id FROM "
+                           "best_configs ORDER BY topology_fingerprint, min_bytes");
+  while (b.Step()) {
+    out << fmt::format("  {} {} [{}, {}) {}  predicted {:.1f} us  (study {})\n", b.ColumnText(0), b.ColumnText(1),
+                       b.ColumnInt(2), b.ColumnInt(3) ? std::to_string(b.ColumnInt(3)) : "inf", b.ColumnText(4),
+                       b.ColumnDouble(5), b.ColumnInt(6));
+  }
+}
+
+}  // namespace ciuic

@@ -1,0 +1,40 @@
+#pragma once
+// A tuning study: accuracy gate for every codec in the space (results stored and reused), the search
+// on the modelled objective with every trial stored in SQLite (an interrupted study with the same
+// settings resumes from its stored trials), the best configuration per size band, and the profile.
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "collectives/profile.h"
+#include "tuner/plan_space.h"
+
+namespace ciuic {
+
+struct TuneOptions {
+  std::string topology = "dgx_a100";
+  int nodes = 0;
+  std::string workload = "gpt2_xl";
+  std::string strategy = "bayes";
+  int budget = 100;
+  uint64_t seed = 1;
+  int patience = 0;
+  std::string mode = "model";
+  std::string db = "results/ciuic.db";
+  std::string out;  // profile path; default profiles/<topology>.profile.json
+  double gate_tolerance = 0.01;
+};
+
+struct TuneResult {
+  int64_t study_id = 0;
+  Profile profile;
+  std::string profile_path;
+  int evaluations = 0;
+  int reused = 0;  // trials served from a resumed study
+};
+
+TuneResult RunStudy(const TuneOptions& options, std::ostream& progress);
+// Stored studies and best configurations, newest first.
+void ShowStudies(const std::string& db_path, std::ostream& out);
+
+}  // namespace ciuic
