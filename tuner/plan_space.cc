@@ -72,8 +72,7 @@ double ModelStepUs(const PlanChoice& c, const Topology& t, const Workload& w, in
   bool feasible = false;
   const CommPlan plan = PlanOf(c, t, &feasible);
   if (!feasible) return std::numeric_limits<double>::infinity();
-  const StepTiming s = ScheduleStep(w, t, EffectiveFabric(t), plan, batch);
-  return s.backward_us + s.exposed_us;
+  return StepScore(ScheduleStep(w, t, EffectiveFabric(t), plan, batch));
 }
 
 }  // namespace ciuic

@@ -3,7 +3,14 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
 #include <map>
+#include <memory>
+
+#include <nlohmann/json.hpp>
 
 #include "core/config.h"
 #include "core/database.h"
@@ -63,15 +70,63 @@ std::string AlgoFor(const PlanChoice& c) {
   }
 }
 
+// --mode measure: one bucket allreduce timed by ciuic-bench on real local MPI ranks (in-place, median of
+// its iterations), cached per configuration. Returns +inf when the run fails.
+class BucketMeter {
+ public:
+  BucketMeter(int ranks, std::ostream& log) : ranks_(ranks), log_(log) {
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    bench_ = (ec ? std::filesystem::path("ciuic-bench") : self.parent_path() / "ciuic-bench").string();
+    if (!std::filesystem::exists(bench_)) throw RuntimeError(fmt::format("--mode measure needs {}", bench_));
+  }
+  double Us(const PlanChoice& c, uint64_t bytes) {
+    const std::string key = fmt::format("{}|{}|{}|{}", c.codec, c.algo, c.streams, bytes);
+    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    const auto out = std::filesystem::temp_directory_path() / fmt::format("ciuic_measure_{}.json", getpid());
+    std::string cmd = fmt::format("{} allreduce --sizes {} --ranks {} --inplace yes --iters 5 --warmup 2 --format json --out {}",
+                                  bench_, bytes, ranks_, out.string());
+    if (c.algo == "nccl") {
+      cmd += " --backend mpi";  // on a CPU machine the library's own allreduce is MPI's
+    } else {
+      cmd += fmt::format(" --backend ciuic --algo {} --codec {} --streams {}", AlgoFor(c), c.codec, c.streams);
+      if (c.algo == "hier") cmd += " --ranks-per-node 1";
+    }
+    cmd += " >/dev/null 2>&1";
+    const int rc = std::system(cmd.c_str());
+    double us = std::numeric_limits<double>::infinity();
+    try {
+      std::ifstream f(out);
+      const auto j = nlohmann::json::parse(f);
+      for (const auto& r : j.at("results"))
+        if (r.at("time_us").is_number()) us = r.at("time_us").get<double>();
+    } catch (const std::exception&) {
+    }
+    std::filesystem::remove(out);
+    if (rc != 0 && !std::isfinite(us)) log_ << fmt::format("measure: {} failed (exit {})\n", key, rc);
+    cache_[key] = us;
+    return us;
+  }
+
+ private:
+  int ranks_;
+  std::ostream& log_;
+  std::string bench_;
+  std::map<std::string, double> cache_;
+};
+
 }  // namespace
 
 TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
-  if (o.mode != "model")
-    throw UsageError(fmt::format("--mode {}: this build tunes with the cost model only (--mode model)", o.mode));
+  if (o.mode != "model" && o.mode != "measure") throw UsageError(fmt::format("--mode {}: model | measure", o.mode));
   if (o.budget < 1) throw UsageError(fmt::format("--budget {} must be at least 1", o.budget));
   const Topology topo = LoadTopology(o.topology, o.nodes);
   const Workload work = LoadWorkload(o.workload);
   const SearchSpace space = AllReducePlanSpace();
+  if (o.mode == "measure" && topo.name != "cpu_local")
+    throw UsageError(fmt::format("--mode measure runs on the target hardware: this machine is cpu_local, not {}", topo.name));
+  std::unique_ptr<BucketMeter> meter;
+  if (o.mode == "measure") meter = std::make_unique<BucketMeter>(std::min(topo.devices_per_node, 2), log);
   Database db(o.db);
   log << fmt::format("study: topology {} ({} nodes x {} devices, fingerprint {}), workload {} ({} parameters), "
                      "strategy {}, budget {}, seed {}\n",
@@ -120,7 +175,20 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
     const double t0 = NowSeconds();
     const PlanChoice c = ChoiceOf(space, p);
     const bool ok = gate.at(c.codec);
-    const double score = ok ? ModelStepUs(c, topo, work, batch) : std::numeric_limits<double>::infinity();
+    double score = std::numeric_limits<double>::infinity();
+    if (ok && !meter) {
+      score = ModelStepUs(c, topo, work, batch);
+    } else if (ok) {
+      bool feasible = false;
+      const CommPlan plan = PlanOf(c, topo, &feasible);
+      if (feasible) {
+        // Measured bucket time at the nominal bucket size; partial buckets scale with their bytes.
+        const double full = meter->Us(c, static_cast<uint64_t>(c.bucket_bytes));
+        const StepTiming st = ScheduleStep(work, topo, plan, batch,
+                                           [&](double bytes) { return full * std::min(1.0, bytes / c.bucket_bytes); });
+        score = std::isfinite(full) ? StepScore(st) : full;
+      }
+    }
     Statement ins(db.handle(), "INSERT OR REPLACE INTO trials (study_id, idx, config, score_us, mode, status, elapsed_s) "
                                "VALUES (?,?,?,?,?,?,?)");
     ins.Bind(1, res.study_id).Bind(2, int64_t{evaluated}).Bind(3, config);
@@ -165,7 +233,16 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
   prof.seed = o.seed;
   prof.budget = o.budget;
   prof.step_us = sr.best.score;
-  prof.baseline_step_us = ModelStepUs({"none", 25.0 * (1 << 20), 1, "nccl"}, topo, work, batch);
+  const PlanChoice baseline{"none", 25.0 * (1 << 20), 1, "nccl"};
+  prof.baseline_step_us = ModelStepUs(baseline, topo, work, batch);
+  if (meter) {  // measured like the trials: the library's own allreduce with 25 MiB buckets
+    bool feasible = false;
+    const CommPlan plan = PlanOf(baseline, topo, &feasible);
+    const double full = meter->Us(baseline, static_cast<uint64_t>(baseline.bucket_bytes));
+    prof.baseline_step_us = StepScore(ScheduleStep(work, topo, plan, batch, [&](double bytes) {
+      return full * std::min(1.0, bytes / baseline.bucket_bytes);
+    }));
+  }
   const Fabric fabric = EffectiveFabric(topo);
   for (const auto& [lo, hi] : SizeBands()) {
     const double size = hi ? std::sqrt(std::max<double>(lo, 4096) * static_cast<double>(hi)) : 4.0 * static_cast<double>(lo);

@@ -105,13 +105,18 @@ double BucketUs(const Fabric& f, const Topology& t, const CommPlan& plan, double
 }
 
 StepTiming ScheduleStep(const Workload& w, const Topology& t, const Fabric& f, const CommPlan& plan, int batch) {
+  return ScheduleStep(w, t, plan, batch, [&](double bytes) { return BucketUs(f, t, plan, bytes); });
+}
+
+StepTiming ScheduleStep(const Workload& w, const Topology& t, const CommPlan& plan, int batch,
+                        const std::function<double(double bytes)>& bucket_us) {
   StepTiming s;
   const double flops_per_us = t.device.peak_tflops_bf16 * 1e6 * plan.model_efficiency;
   double now = 0, comm_free = 0, bucket = 0;
   auto flush = [&](double ready) {
     if (bucket <= 0) return;
     const double start = std::max(ready, comm_free);
-    const double us = BucketUs(f, t, plan, bucket);
+    const double us = bucket_us(bucket);
     comm_free = start + us;
     s.comm_us += us;
     ++s.buckets;

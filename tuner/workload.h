@@ -3,6 +3,7 @@
 // tensors in backward order with their forward FLOPs, and the bucketed-overlap schedule that turns a
 // communication configuration into the time a training step spends waiting on gradients.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,9 @@ struct StepTiming {
 // bucketed allreduces in readiness order: a bucket starts when its last gradient is ready and the
 // previous bucket is done.
 StepTiming ScheduleStep(const Workload& w, const Topology& t, const Fabric& f, const CommPlan& plan, int batch);
+// The same schedule with each bucket's allreduce time from `bucket_us(bytes)` (e.g. measured).
+StepTiming ScheduleStep(const Workload& w, const Topology& t, const CommPlan& plan, int batch,
+                        const std::function<double(double bytes)>& bucket_us);
 
 // A bucket's allreduce time under a plan.
 double BucketUs(const Fabric& f, const Topology& t, const CommPlan& plan, double bytes);
