@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/sizes.h"
 #include "tuner/cost_model.h"
+#include "tuner/calibrate.h"
 #include "tuner/study.h"
 #include "tuner/topology.h"
 
@@ -120,6 +121,18 @@ int RunTune(const cxxopts::ParseResult& r) {
   return 0;
 }
 
+int Calibrate(const cxxopts::ParseResult& r) {
+  const std::string device = r.count("device") ? r["device"].as<std::string>() : "cpu";
+  if (device != "cpu" && device != "cuda") throw UsageError(fmt::format("--device '{}': cpu | cuda", device));
+  const auto sizes = ParseSizeList(r.count("sizes") && r["sizes"].count() ? r["sizes"].as<std::string>() : "16M");
+  const std::string db = r["db"].as<std::string>();
+  const auto db_dir = std::filesystem::path(db).parent_path();
+  if (!db_dir.empty() && !std::filesystem::is_directory(db_dir))
+    throw InputError(fmt::format("--db '{}': folder '{}' does not exist", db, db_dir.string()));
+  RunCalibration(db, device == "cuda", sizes.back(), std::cout);
+  return 0;
+}
+
 int Show(const cxxopts::ParseResult& r) {
   ShowStudies(r["db"].as<std::string>(), std::cout);
   return 0;
@@ -135,6 +148,7 @@ int Export(const cxxopts::ParseResult& r) {
 const Subcommand kSubcommands[] = {
     {"run", "search for the best configuration (--topology; default subcommand), store it, write the profile", RunTune},
     {"show", "stored studies and best configurations (--db)", Show},
+    {"calibrate", "time the codec kernels here (--device cpu|cuda, --sizes SIZE) and store them (--db)", Calibrate},
     {"export", "a profile for other tools: --profile FILE --format json|nccl-env|nccl-tuner|ddp|deepspeed|horovod", Export},
     {"topologies", "built-in topologies, their numbers, and the model against published busbw", Topologies},
     {"model", "predicted uncompressed allreduce time and busbw per algorithm (--topology, --sizes)", Model},
@@ -158,6 +172,7 @@ int Run(int argc, char** argv) {
       "gate-tolerance", "accuracy gate: allowed final-loss increase", cxxopts::value<double>()->default_value("0.01"))(
       "profile", "export: the profile to read", cxxopts::value<std::string>())(
       "format", "export format", cxxopts::value<std::string>()->default_value("json"))(
+      "device", "calibrate: cpu | cuda", cxxopts::value<std::string>())(
       "h,help", "this help")("version", "print the version")("command", "", cxxopts::value<std::string>());
   opts.parse_positional({"command"});
   cxxopts::ParseResult r;

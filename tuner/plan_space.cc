@@ -27,7 +27,7 @@ PlanChoice ChoiceOf(const SearchSpace& space, const Point& p) {
   return c;
 }
 
-CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible) {
+CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible, const Calibration* cal) {
   CommPlan plan;
   plan.bucket_bytes = c.bucket_bytes;
   plan.streams = c.streams;
@@ -65,12 +65,13 @@ CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible) {
     case CodecKind::kPowerSgd: plan.codec_passes = 6; break;
     default: plan.codec_passes = 3.5; break;  // block-scaled: absmax pass + quantise
   }
+  if (cal && cal->Has(c.codec)) plan.codec_us_per_byte = cal->UsPerByte(c.codec, ranks);
   return plan;
 }
 
-double ModelStepUs(const PlanChoice& c, const Topology& t, const Workload& w, int batch) {
+double ModelStepUs(const PlanChoice& c, const Topology& t, const Workload& w, int batch, const Calibration* cal) {
   bool feasible = false;
-  const CommPlan plan = PlanOf(c, t, &feasible);
+  const CommPlan plan = PlanOf(c, t, &feasible, cal);
   if (!feasible) return std::numeric_limits<double>::infinity();
   return StepScore(ScheduleStep(w, t, EffectiveFabric(t), plan, batch));
 }

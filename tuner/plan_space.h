@@ -4,6 +4,7 @@
 // topology and workload is predicted by the cost model and the overlap schedule.
 #include <string>
 
+#include "tuner/calibrate.h"
 #include "tuner/search.h"
 #include "tuner/workload.h"
 
@@ -20,11 +21,13 @@ SearchSpace AllReducePlanSpace();
 PlanChoice ChoiceOf(const SearchSpace& space, const Point& p);
 // The plan of a choice on a topology; `feasible` false for combinations the runtime does not offer
 // (a codec on rd or on NCCL's own allreduce, a dedicated-algorithm codec under hier).
-CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible);
+// With a calibration, codec costs come from its measured kernel throughput.
+CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible, const Calibration* cal = nullptr);
 // The score of a step: backward + exposed communication, plus 1% of the total communication time so
 // that configurations whose communication hides completely still prefer the one that moves less.
 inline double StepScore(const StepTiming& s) { return s.backward_us + s.exposed_us + 0.01 * s.comm_us; }
 // Modelled step score (µs, StepScore); +inf when infeasible.
-double ModelStepUs(const PlanChoice& c, const Topology& t, const Workload& w, int batch);
+double ModelStepUs(const PlanChoice& c, const Topology& t, const Workload& w, int batch,
+                   const Calibration* cal = nullptr);
 
 }  // namespace ciuic

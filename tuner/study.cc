@@ -18,6 +18,7 @@
 #include "core/files.h"
 #include "core/timer.h"
 #include "kernels/codec_spec.h"
+#include "tuner/calibrate.h"
 #include "tuner/gate.h"
 
 namespace ciuic {
@@ -127,7 +128,14 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
     throw UsageError(fmt::format("--mode measure runs on the target hardware: this machine is cpu_local, not {}", topo.name));
   std::unique_ptr<BucketMeter> meter;
   if (o.mode == "measure") meter = std::make_unique<BucketMeter>(std::min(topo.devices_per_node, 2), log);
+  // Codec costs: this machine's calibration when tuning for it, else the topology's memory bandwidth.
+  Calibration cal;
+  if (topo.name == "cpu_local") cal = LoadCalibration(o.db, CalibrationDevice(false));
+  const Calibration* calp = cal.gbps.empty() ? nullptr : &cal;
   Database db(o.db);
+  log << (calp ? fmt::format("codec costs: calibrated on {} ({} values)\n", cal.device, cal.gbps.size())
+               : std::string("codec costs: from the topology's memory bandwidth (ciuic-tune calibrate on the target "
+                             "measures them)\n"));
   log << fmt::format("study: topology {} ({} nodes x {} devices, fingerprint {}), workload {} ({} parameters), "
                      "strategy {}, budget {}, seed {}\n",
                      topo.name, topo.nodes, topo.devices_per_node, topo.Fingerprint(), work.name, work.parameters,
@@ -177,10 +185,10 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
     const bool ok = gate.at(c.codec);
     double score = std::numeric_limits<double>::infinity();
     if (ok && !meter) {
-      score = ModelStepUs(c, topo, work, batch);
+      score = ModelStepUs(c, topo, work, batch, calp);
     } else if (ok) {
       bool feasible = false;
-      const CommPlan plan = PlanOf(c, topo, &feasible);
+      const CommPlan plan = PlanOf(c, topo, &feasible, calp);
       if (feasible) {
         // Measured bucket time at the nominal bucket size; partial buckets scale with their bytes.
         const double full = meter->Us(c, static_cast<uint64_t>(c.bucket_bytes));
@@ -257,7 +265,7 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
         for (const auto& algo : space.dims[3].values) {
           PlanChoice c{codec, static_cast<double>(std::max<uint64_t>(rule.bucket_bytes, 1)), std::stoi(s), algo};
           bool feasible = false;
-          const CommPlan plan = PlanOf(c, topo, &feasible);
+          const CommPlan plan = PlanOf(c, topo, &feasible, calp);
           if (!feasible) continue;
           const double us = BucketUs(fabric, topo, plan, size);
           if (us < rule.predicted_us) {

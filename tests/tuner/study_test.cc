@@ -12,6 +12,7 @@
 
 #include "core/database.h"
 #include "core/error.h"
+#include "tuner/calibrate.h"
 #include "tuner/study.h"
 
 namespace ciuic {
@@ -102,6 +103,40 @@ TEST_F(Study, ProfilesAreReadStrictly) {
                                  swap("\"workload\":", "\"extra\": 1, \"workload\":"), std::string("{}"), std::string("")})
     EXPECT_THROW(ParseProfile(bad, "p.json"), InputError);
   EXPECT_THROW(RunStudy([&] { auto o = Options("dgx_a100", 1); o.mode = "measure"; return o; }(), log_), UsageError);
+}
+
+}  // namespace
+}  // namespace ciuic
+
+namespace ciuic {
+namespace {
+
+TEST(Calibrate, StoresKernelThroughputsThatTheModelThenUses) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ciuic_cal_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string db = (dir / "cal.db").string();
+  std::ostringstream out;
+  RunCalibration(db, false, 256 * 1024, out);
+  const Calibration cal = LoadCalibration(db, CalibrationDevice(false));
+  EXPECT_TRUE(cal.Has("int8"));
+  EXPECT_GT(cal.gbps.at({"encode", "int8"}), 0.1);
+  EXPECT_GT(cal.UsPerByte("int8", 4), cal.UsPerByte("int8", 1));  // the hop only exists with peers
+  EXPECT_EQ(cal.UsPerByte("none", 4), 0.0);
+  bool feasible = false;
+  const Topology t = LoadTopology("cpu_local");
+  const CommPlan plan = PlanOf({"int8", 1 << 20, 1, "ring"}, t, &feasible, &cal);
+  EXPECT_GT(plan.codec_us_per_byte, 0.0);
+  TuneOptions o;
+  o.topology = "cpu_local";
+  o.workload = "resnet50";
+  o.budget = 10;
+  o.db = db;
+  o.out = (dir / "p.json").string();
+  std::ostringstream log;
+  RunStudy(o, log);
+  EXPECT_NE(log.str().find("codec costs: calibrated"), std::string::npos) << log.str();
+  EXPECT_THROW(RunCalibration(db, false, 100, out), UsageError);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
