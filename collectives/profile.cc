@@ -195,7 +195,10 @@ std::string ExportProfile(const Profile& p, const std::string& format) {
     out += fmt::format("model = DDP(model, bucket_cap_mb={})\n", std::max<uint64_t>(1, big.bucket_bytes >> 20));
     switch (codec.kind) {
       case CodecKind::kFp16: out += "model.register_comm_hook(None, default_hooks.fp16_compress_hook)\n"; break;
-      case CodecKind::kBf16: out += "model.register_comm_hook(None, default_hooks.bf16_compress_hook)\n"; break;
+      case CodecKind::kBf16:
+        out += "# bf16_compress_hook: PyTorch requires CUDA 11+ and NCCL 2.10+ for it (refused on CPU/gloo)\n";
+        out += "model.register_comm_hook(None, default_hooks.bf16_compress_hook)\n";
+        break;
       case CodecKind::kPowerSgd:
         out += fmt::format(
             "state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank={}, "

@@ -10,6 +10,7 @@ packages=(
   libfmt-dev libcxxopts-dev libsqlite3-dev nlohmann-json3-dev libhwloc-dev
   libgtest-dev libbenchmark-dev
   iproute2 python3
+  python3-torch   # tests/python/ddp_export_test.py runs the DDP export under PyTorch (gloo)
 )
 
 missing=()
