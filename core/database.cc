@@ -119,6 +119,22 @@ CREATE TABLE gate_results (
   PRIMARY KEY (codec, config)
 );
 )sql",
+    // v3: calibrations measured per size and rank count; cost-model validations (predicted vs measured).
+    R"sql(
+ALTER TABLE calibrations ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE calibrations ADD COLUMN ranks INTEGER NOT NULL DEFAULT 1;
+CREATE TABLE validations (
+  id INTEGER PRIMARY KEY,
+  created TEXT NOT NULL,
+  device TEXT NOT NULL,
+  ranks INTEGER NOT NULL,
+  codec TEXT NOT NULL,
+  algo TEXT NOT NULL,
+  bytes INTEGER NOT NULL,
+  measured_us REAL NOT NULL,
+  predicted_us REAL NOT NULL
+);
+)sql",
 };
 
 bool IsEmptyFile(const std::string& path) {

@@ -13,7 +13,7 @@ struct sqlite3_stmt;
 namespace ciuic {
 
 constexpr int32_t kDatabaseApplicationId = 0x43495543;  // "CIUC"
-constexpr int kDatabaseSchemaVersion = 2;  // 1: bench runs; 2: tuner studies
+constexpr int kDatabaseSchemaVersion = 3;  // 1: bench runs; 2: tuner studies; 3: sized calibrations, validations
 
 class Statement {
  public:

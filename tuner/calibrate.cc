@@ -1,9 +1,12 @@
 #include "tuner/calibrate.h"
 
 #include <algorithm>
+#include <barrier>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <vector>
+#include <functional>
+#include <thread>
 
 #include "core/buffer.h"
 #include "core/database.h"
@@ -12,23 +15,57 @@
 #include "core/sizes.h"
 #include "core/timer.h"
 #include "kernels/codec.h"
+#include "kernels/codec_kernels.h"
+#include "tuner/bench_runner.h"
 #include "tuner/plan_space.h"
 
 namespace ciuic {
 
-namespace {
-
-double MedianUs(const std::function<void()>& fn, bool cuda) {
-  fn();
-  std::vector<double> t;
-  for (int i = 0; i < 7; ++i) {
-    const double t0 = NowSeconds();
-    fn();  // a device run ends with a synchronous copy inside fn
-    t.push_back((NowSeconds() - t0) * 1e6);
+void TimeCurve::Add(double bytes, double us) {
+  if (!(bytes > 0) || !(us > 0)) return;
+  auto it = std::lower_bound(points_.begin(), points_.end(), std::make_pair(bytes, 0.0),
+                             [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (it != points_.end() && it->first == bytes) {
+    it->second = us;
+  } else {
+    points_.insert(it, {bytes, us});
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
 }
+
+double TimeCurve::Us(double bytes) const {
+  if (points_.empty() || !(bytes > 0)) return 0.0;
+  if (bytes <= points_.front().first) return points_.front().second * bytes / points_.front().first;
+  if (bytes >= points_.back().first) return points_.back().second * bytes / points_.back().first;
+  auto hi = std::lower_bound(points_.begin(), points_.end(), std::make_pair(bytes, 0.0),
+                             [](const auto& a, const auto& b) { return a.first < b.first; });
+  auto lo = hi - 1;
+  const double w = std::log(bytes / lo->first) / std::log(hi->first / lo->first);
+  return std::exp(std::log(lo->second) * (1 - w) + std::log(hi->second) * w);
+}
+
+bool Calibration::Has(const std::string& codec) const {
+  return kernels.count({"encode", codec}) > 0 && kernels.count({"decode", codec}) > 0;
+}
+
+double Calibration::KernelUs(const std::string& kernel, const std::string& codec, double bytes) const {
+  auto it = kernels.find({kernel, codec});
+  return it == kernels.end() ? 0.0 : it->second.Us(bytes);
+}
+
+double Calibration::SendRecvUs(int ranks, double bytes) const {
+  auto it = sendrecv.find(ranks);
+  return it == sendrecv.end() || bytes <= 0 ? 0.0 : it->second.Us(bytes);
+}
+
+size_t Calibration::values() const {
+  size_t n = 0;
+  for (const auto& [k, c] : kernels) n += c.points().size();
+  for (const auto& [k, c] : sendrecv) n += c.points().size();
+  for (const auto& [k, c] : native_allreduce) n += c.points().size();
+  return n;
+}
+
+namespace {
 
 std::string CpuModel() {
   std::ifstream f("/proc/cpuinfo");
@@ -38,68 +75,184 @@ std::string CpuModel() {
   return "unknown";
 }
 
-}  // namespace
-
-bool Calibration::Has(const std::string& codec) const { return gbps.count({"encode", codec}) > 0; }
-
-double Calibration::UsPerByte(const std::string& codec, int ranks) const {
-  if (!Has(codec)) return 0;
-  const auto get = [&](const char* k) {
-    auto it = gbps.find({k, codec});
-    return it == gbps.end() || it->second <= 0 ? 0.0 : 1.0 / (it->second * 1e3);
+// Runs fn(thread) on `threads` threads at once: one warm-up round, then 7 timed rounds (3 when a round
+// takes over 50 ms). Returns the median over rounds of the slowest thread's time (µs).
+double ConcurrentMedianUs(int threads, const std::function<void(int)>& fn) {
+  std::vector<double> per(static_cast<size_t>(threads));
+  std::barrier sync(threads);
+  auto round = [&](int reps, std::vector<double>* out) {
+    std::vector<std::vector<double>> times(static_cast<size_t>(threads));
+    auto body = [&](int t) {
+      for (int i = 0; i < reps; ++i) {
+        sync.arrive_and_wait();
+        const double t0 = NowSeconds();
+        fn(t);
+        times[static_cast<size_t>(t)].push_back((NowSeconds() - t0) * 1e6);
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(body, t);
+    body(0);
+    for (auto& th : pool) th.join();
+    out->assign(static_cast<size_t>(reps), 0.0);
+    for (int i = 0; i < reps; ++i)
+      for (int t = 0; t < threads; ++t)
+        (*out)[static_cast<size_t>(i)] = std::max((*out)[static_cast<size_t>(i)], times[static_cast<size_t>(t)][static_cast<size_t>(i)]);
   };
-  const double share = ranks > 1 ? static_cast<double>(ranks - 1) / ranks : 0.0;
-  return get("encode") + get("decode") + share * get("hop");
+  std::vector<double> warm, timed;
+  round(1, &warm);
+  round(warm[0] > 5e4 ? 3 : 7, &timed);
+  std::sort(timed.begin(), timed.end());
+  return timed[timed.size() / 2];
 }
+
+struct KernelRow {
+  std::string kernel, codec;
+  double bytes, us;
+  int ranks;
+};
+
+void Store(Database& db, const std::string& device, const std::vector<KernelRow>& rows) {
+  Database::Transaction tx(db);
+  const std::string now = IsoNow();
+  for (const auto& r : rows) {
+    Statement ins(db.handle(),
+                  "INSERT INTO calibrations (created, device, kernel, codec, gbps, bytes, ranks) VALUES (?,?,?,?,?,?,?)");
+    ins.Bind(1, now).Bind(2, device).Bind(3, r.kernel).Bind(4, r.codec).Bind(5, r.bytes / (r.us * 1e3));
+    ins.Bind(6, static_cast<int64_t>(r.bytes)).Bind(7, static_cast<int64_t>(r.ranks));
+    ins.Step();
+  }
+  tx.Commit();
+}
+
+}  // namespace
 
 std::string CalibrationDevice(bool cuda) {
   return cuda ? std::string("cuda:") + CudaDeviceName() : "cpu:" + CpuModel();
 }
 
-void RunCalibration(const std::string& db_path, bool cuda, size_t bytes, std::ostream& out) {
-  if (cuda && CudaDeviceCount() == 0) throw RuntimeError("calibrate --device cuda: no CUDA device is visible");
-  if (bytes < 4096) throw UsageError("calibrate: size must be at least 4K");
-  const MemoryKind kind = cuda ? MemoryKind::kDevice : MemoryKind::kHost;
-  const size_t n = bytes / 4;
-  std::vector<float> host(n);
-  for (size_t i = 0; i < n; ++i) host[i] = 1e-3f * static_cast<float>((i * 2654435761u) % 2001) / 1000.0f - 1e-3f;
-  Buffer x(n * 4, kind), out_buf(n * 4, kind);
-  CopyBytes(x.data(), kind, host.data(), MemoryKind::kHost, n * 4);
-  const std::string device = CalibrationDevice(cuda);
+void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::ostream& out) {
+  if (o.cuda && CudaDeviceCount() == 0) throw RuntimeError("calibrate --device cuda: no CUDA device is visible");
+  if (o.sizes.empty() && o.link_ranks.empty()) throw UsageError("calibrate: nothing to measure (no --sizes, no --ranks)");
+  for (uint64_t s : o.sizes)
+    if (s < 4096) throw UsageError(fmt::format("calibrate: size {} must be at least 4K", s));
+  for (int p : o.link_ranks)
+    if (p < 2 || p > 64) throw UsageError(fmt::format("calibrate: --ranks {} must be in 2..64", p));
+  const int threads =
+      o.cuda ? 1 : (o.concurrency > 0 ? o.concurrency : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  if (threads > 256) throw UsageError("calibrate: --concurrency must be at most 256");
+  const MemoryKind kind = o.cuda ? MemoryKind::kDevice : MemoryKind::kHost;
+  const std::string device = CalibrationDevice(o.cuda);
   Database db(db_path);
-  out << fmt::format("# calibrate {}  size {} ({} fp32)\n# {:<14} {:>10} {:>10} {:>10}  (GB/s of fp32 gradient)\n",
-                     device, FormatSize(bytes), n, "codec", "encode", "decode", "hop");
-  const SearchSpace space = AllReducePlanSpace();
-  Database::Transaction tx(db);
-  const std::string now = IsoNow();
-  for (const auto& name : space.dims[0].values) {
-    if (name == "none") continue;
-    CodecSpec spec = ParseCodec(name);
-    spec.error_feedback = false;
-    const Codec c(spec);
-    Buffer wire(std::max<size_t>(c.WireBytes(n), 1), kind), wire2(std::max<size_t>(c.WireBytes(n), 1), kind);
-    CodecState st;
-    c.Encode(x.as<float>(), n, wire.data(), &st);
-    auto sync = [&] {
-      if (cuda) CopyBytes(host.data(), MemoryKind::kHost, out_buf.data(), kind, 4);  // a synchronous copy
-    };
-    const double enc = MedianUs([&] { c.Encode(x.as<float>(), n, wire.data(), &st, nullptr, false); sync(); }, cuda);
-    const double dec = MedianUs([&] { c.Decode(wire.data(), n, out_buf.as<float>(), st.step - 1); sync(); }, cuda);
-    double hop = 0;
-    if (c.HasDecodeAddEncode())
-      hop = MedianUs([&] { c.DecodeAddEncode(wire.data(), x.as<float>(), n, wire2.data(), 0); sync(); }, cuda);
-    const double gb = static_cast<double>(n * 4) / 1e3;
-    const std::pair<const char*, double> rows[] = {{"encode", gb / enc}, {"decode", gb / dec}, {"hop", hop > 0 ? gb / hop : 0}};
-    for (const auto& [kernel, v] : rows) {
-      if (v <= 0) continue;
-      Statement ins(db.handle(), "INSERT INTO calibrations (created, device, kernel, codec, gbps) VALUES (?,?,?,?,?)");
-      ins.Bind(1, now).Bind(2, device).Bind(3, std::string(kernel)).Bind(4, name).Bind(5, v);
-      ins.Step();
+
+  if (!o.sizes.empty()) {
+    out << fmt::format("# calibrate {}: codec kernels, {} cop{} at once (GB/s of fp32 gradient per copy)\n", device,
+                       threads, threads == 1 ? "y" : "ies");
+    out << fmt::format("# {:<13} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "codec", "size", "encode", "encode_ef", "decode",
+                       "dec_acc", "hop");
+    const SearchSpace space = AllReducePlanSpace();
+    for (uint64_t bytes : o.sizes) {
+      const size_t n = bytes / 4;
+      std::vector<float> host(n);
+      for (size_t i = 0; i < n; ++i) host[i] = 1e-3f * (static_cast<float>((i * 2654435761u) % 2001) / 1000.0f - 1.0f);
+      struct Bufs {
+        Buffer x, y, wire, wire2;
+        CodecState st, st_ef;
+      };
+      std::vector<Bufs> b(static_cast<size_t>(threads));
+      for (auto& t : b) {
+        t.x = Buffer(n * 4, kind);
+        t.y = Buffer(n * 4, kind);
+        CopyBytes(t.x.data(), kind, host.data(), MemoryKind::kHost, n * 4);
+        CopyBytes(t.y.data(), kind, host.data(), MemoryKind::kHost, n * 4);
+      }
+      float sink = 0;
+      auto sync = [&](Bufs& t) {
+        if (o.cuda) CopyBytes(&sink, MemoryKind::kHost, t.y.data(), kind, 4);  // a synchronous copy
+      };
+      std::vector<KernelRow> rows;
+      const double add = ConcurrentMedianUs(threads, [&](int i) {
+        Bufs& t = b[static_cast<size_t>(i)];
+        AddInPlace(t.y.as<float>(), t.x.as<float>(), n, nullptr);
+        sync(t);
+      });
+      rows.push_back({"add", "none", static_cast<double>(bytes), add, threads});
+      out << fmt::format("  {:<13} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}   add {:.2f}\n", "none", FormatSize(bytes), "-",
+                         "-", "-", "-", "-", static_cast<double>(bytes) / (add * 1e3));
+      for (const auto& name : space.dims[0].values) {
+        if (name == "none") continue;
+        CodecSpec spec = ParseCodec(name);
+        spec.error_feedback = false;
+        const Codec c(spec);
+        CodecSpec spec_ef = spec;
+        spec_ef.error_feedback = true;
+        const Codec c_ef(spec_ef);
+        const size_t wb = std::max<size_t>(c.WireBytes(n), 1);
+        for (auto& t : b) {
+          t.wire = Buffer(wb, kind);
+          t.wire2 = Buffer(wb, kind);
+          t.st = CodecState();
+          t.st_ef = CodecState();
+          c.Encode(t.x.as<float>(), n, t.wire.data(), &t.st);
+        }
+        auto time = [&](const std::function<void(Bufs&)>& k) {
+          return ConcurrentMedianUs(threads, [&](int i) {
+            k(b[static_cast<size_t>(i)]);
+            sync(b[static_cast<size_t>(i)]);
+          });
+        };
+        const double enc = time([&](Bufs& t) { c.Encode(t.x.as<float>(), n, t.wire2.data(), &t.st, nullptr, false); });
+        const double dec = time([&](Bufs& t) { c.Decode(t.wire.data(), n, t.y.as<float>(), t.st.step - 1); });
+        double enc_ef = 0, acc = 0, hop = 0;
+        const bool element = c.HasDecodeAddEncode();
+        if (element || spec.kind == CodecKind::kTopK || spec.kind == CodecKind::kRandomK)
+          enc_ef = time([&](Bufs& t) { c_ef.Encode(t.x.as<float>(), n, t.wire2.data(), &t.st_ef, nullptr, false); });
+        if (element) {
+          acc = time([&](Bufs& t) { c.DecodeAccumulate(t.wire.data(), n, t.y.as<float>(), 0); });
+          hop = time([&](Bufs& t) { c.DecodeAddEncode(t.wire.data(), t.x.as<float>(), n, t.wire2.data(), 0); });
+        }
+        const double bb = static_cast<double>(bytes);
+        const std::pair<const char*, double> ks[] = {
+            {"encode", enc}, {"encode_ef", enc_ef}, {"decode", dec}, {"decode_acc", acc}, {"hop", hop}};
+        std::string line = fmt::format("  {:<13} {:>6}", name, FormatSize(bytes));
+        for (const auto& [k, us] : ks) {
+          if (us > 0) rows.push_back({k, name, bb, us, threads});
+          line += us > 0 ? fmt::format(" {:>9.2f}", bb / (us * 1e3)) : fmt::format(" {:>9}", "-");
+        }
+        out << line << "\n";
+      }
+      Store(db, device, rows);
     }
-    out << fmt::format("  {:<14} {:>10.2f} {:>10.2f} {:>10}\n", name, gb / enc, gb / dec,
-                       hop > 0 ? fmt::format("{:.2f}", gb / hop) : "-");
   }
-  tx.Commit();
+
+  if (!o.link_ranks.empty()) {
+    if (o.cuda) throw UsageError("calibrate: the link (--ranks) is measured on cpu (MPI ranks) only");
+    const auto sizes = ParseSizeList(o.link_sizes);
+    out << fmt::format("# calibrate {}: median us of one ring step (ciuic-bench sendrecv) and of MPI's own allreduce "
+                       "(in-place) per message size\n", device);
+    std::string head = fmt::format("# {:>10}", "size");
+    for (int p : o.link_ranks) head += fmt::format(" {:>13} {:>13}", fmt::format("step@{}", p), fmt::format("mpi_ar@{}", p));
+    out << head << "\n";
+    std::map<int, nlohmann::json> step, native;
+    for (int p : o.link_ranks) {
+      step[p] = RunBenchJson(fmt::format("sendrecv --backend mpi --ranks {} --inplace no --sizes {}", p, o.link_sizes));
+      native[p] = RunBenchJson(
+          fmt::format("allreduce --backend mpi --ranks {} --inplace yes --check 0 --sizes {}", p, o.link_sizes));
+    }
+    std::vector<KernelRow> rows;
+    for (uint64_t s : sizes) {
+      std::string line = fmt::format("  {:>10}", FormatSize(s));
+      for (int p : o.link_ranks) {
+        const double us = BenchP50Us(step[p], static_cast<double>(s));
+        const double ar = BenchP50Us(native[p], static_cast<double>(s));
+        if (std::isfinite(us) && us > 0) rows.push_back({"sendrecv", "none", static_cast<double>(s), us, p});
+        if (std::isfinite(ar) && ar > 0) rows.push_back({"allreduce", "native", static_cast<double>(s), ar, p});
+        line += fmt::format(" {:>13.2f} {:>13.2f}", us, ar);
+      }
+      out << line << "\n";
+    }
+    Store(db, device, rows);
+  }
   out << fmt::format("# stored in {} (table calibrations, device '{}')\n", db_path, device);
 }
 
@@ -108,10 +261,27 @@ Calibration LoadCalibration(const std::string& db_path, const std::string& devic
   c.device = device;
   if (!std::filesystem::exists(db_path)) return c;
   Database db(db_path);
-  // Newest value per (kernel, codec).
-  Statement q(db.handle(), "SELECT kernel, codec, gbps FROM calibrations WHERE device = ? ORDER BY id");
+  // Rows in insertion order: a newer measurement of the same point replaces the older one.
+  Statement q(db.handle(),
+              "SELECT kernel, codec, gbps, bytes, ranks FROM calibrations WHERE device = ? ORDER BY id");
   q.Bind(1, device);
-  while (q.Step()) c.gbps[{q.ColumnText(0), q.ColumnText(1)}] = q.ColumnDouble(2);
+  while (q.Step()) {
+    const std::string kernel = q.ColumnText(0), codec = q.ColumnText(1);
+    const double gbps = q.ColumnDouble(2);
+    // Rows from schema v2 carry no size: a constant rate (one point at 16 MiB).
+    const double bytes = q.ColumnInt(3) > 0 ? static_cast<double>(q.ColumnInt(3)) : 16.0 * (1 << 20);
+    const int ranks = static_cast<int>(q.ColumnInt(4));
+    if (!(gbps > 0)) continue;
+    const double us = bytes / (gbps * 1e3);
+    if (kernel == "sendrecv") {
+      c.sendrecv[ranks].Add(bytes, us);
+    } else if (kernel == "allreduce") {
+      c.native_allreduce[ranks].Add(bytes, us);
+    } else {
+      c.kernels[{kernel, codec}].Add(bytes, us);
+      c.concurrency = std::max(1, ranks);
+    }
+  }
   return c;
 }
 

@@ -1,28 +1,63 @@
 #pragma once
-// `ciuic-tune calibrate`: times the codec kernels on this machine (CPU, or the current GPU) — encode,
-// decode and the fused decode-add-encode hop — and stores their throughput in SQLite (`calibrations`).
-// The model then costs codecs from these numbers instead of the topology's memory bandwidth.
+// `ciuic-tune calibrate`: measures the primitives the cost model is built from on this machine and
+// stores them in SQLite (`calibrations`, one row per kernel, codec, size and rank count):
+//   - codec kernels (encode, encode with error feedback, decode, decode-accumulate, the fused
+//     decode-add-encode hop) and the uncompressed reduction (add), at several sizes, timed with
+//     `concurrency` copies running at once (every rank of a node computes at the same time, so a
+//     kernel alone on an idle machine is faster than it is inside a collective);
+//   - the link: one ring step (`ciuic-bench sendrecv`, MPI) per rank count and message size, and the
+//     transport's own allreduce (what `algo nccl` means on a CPU machine) at the same sizes.
+// The model interpolates between measured sizes (log-log), so cache effects are in the numbers.
 #include <map>
 #include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ciuic {
 
-// GB/s of fp32 gradient bytes per (kernel, codec) for one device.
+// Time as a function of bytes, from measured points: log-log interpolation between them, linear
+// scaling (constant rate) beyond the ends.
+class TimeCurve {
+ public:
+  void Add(double bytes, double us);
+  bool empty() const { return points_.empty(); }
+  double Us(double bytes) const;
+  const std::vector<std::pair<double, double>>& points() const { return points_; }
+
+ private:
+  std::vector<std::pair<double, double>> points_;  // (bytes, us), sorted by bytes
+};
+
 struct Calibration {
   std::string device;
-  std::map<std::pair<std::string, std::string>, double> gbps;  // (encode|decode|hop, codec) -> GB/s
-  bool Has(const std::string& codec) const;
-  // µs per fp32 byte of one allreduce's codec work on P ranks: one encode, (P-1)/P of a bucket through
-  // the hop, one decode. 0 when the codec is not calibrated.
-  double UsPerByte(const std::string& codec, int ranks) const;
+  int concurrency = 1;                                                    // kernel copies timed at once
+  std::map<std::pair<std::string, std::string>, TimeCurve> kernels;      // (kernel, codec) -> fp32 bytes -> us
+  std::map<int, TimeCurve> sendrecv;                                      // ranks -> message bytes -> us
+  std::map<int, TimeCurve> native_allreduce;  // ranks -> the transport's own allreduce (MPI), in-place
+
+  bool empty() const { return kernels.empty() && sendrecv.empty(); }
+  bool Has(const std::string& codec) const;  // encode, decode measured for it
+  // Time of a kernel over `bytes` of fp32 gradient (µs); 0 when not calibrated.
+  double KernelUs(const std::string& kernel, const std::string& codec, double bytes) const;
+  bool HasLink(int ranks) const { return sendrecv.count(ranks) > 0; }
+  double SendRecvUs(int ranks, double bytes) const;
+  size_t values() const;
+};
+
+struct CalibrateOptions {
+  bool cuda = false;
+  std::vector<uint64_t> sizes;   // kernel sizes (fp32 bytes)
+  int concurrency = 0;           // 0: this machine's cores (cpu), 1 (cuda)
+  std::vector<int> link_ranks;   // rank counts whose ring step is measured (empty: none)
+  std::string link_sizes = "4K:64M:x2";
 };
 
 // "cpu:<model>" or "cuda:<name>".
 std::string CalibrationDevice(bool cuda);
-// Measures every codec of the tuner's space at `bytes` and stores the results; prints a table.
-void RunCalibration(const std::string& db_path, bool cuda, size_t bytes, std::ostream& out);
-// The newest stored calibration of a device (empty when none).
+// The kernels every codec of the tuner's space uses, plus add; prints a table; stores the results.
+void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::ostream& out);
+// The newest stored value of every (kernel, codec, size, ranks) of a device (empty when none).
 Calibration LoadCalibration(const std::string& db_path, const std::string& device);
 
 }  // namespace ciuic

@@ -1,6 +1,6 @@
 // ciuic-tune: the tuner's command line. Subcommands come from one table (which also makes the help).
-// run (the default), show, export, topologies (built-ins and the model against published busbw) and
-// model (predicted allreduce time and busbw per algorithm and size).
+// run (the default), show, calibrate, validate, export, topologies (built-ins and the model against
+// published busbw) and model (predicted allreduce time and busbw per algorithm and size).
 #include <cxxopts.hpp>
 #include <filesystem>
 #include <iostream>
@@ -14,6 +14,7 @@
 #include "tuner/calibrate.h"
 #include "tuner/study.h"
 #include "tuner/topology.h"
+#include "tuner/validate.h"
 
 namespace ciuic {
 namespace {
@@ -121,15 +122,75 @@ int RunTune(const cxxopts::ParseResult& r) {
   return 0;
 }
 
-int Calibrate(const cxxopts::ParseResult& r) {
-  const std::string device = r.count("device") ? r["device"].as<std::string>() : "cpu";
-  if (device != "cpu" && device != "cuda") throw UsageError(fmt::format("--device '{}': cpu | cuda", device));
-  const auto sizes = ParseSizeList(r.count("sizes") && r["sizes"].count() ? r["sizes"].as<std::string>() : "16M");
+std::vector<int> ParseRanks(const std::string& text) {
+  std::vector<int> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string item = text.substr(pos, comma - pos);
+    int v = 0;
+    size_t used = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size()) throw UsageError(fmt::format("--ranks '{}': a comma list of integers", text));
+    out.push_back(v);
+    pos = comma + 1;
+  }
+  return out;
+}
+
+std::vector<std::string> ParseList(const std::string& text) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t comma = std::min(text.find(',', pos), text.size());
+    if (comma == pos) throw UsageError(fmt::format("'{}': an empty item in a comma list", text));
+    out.push_back(text.substr(pos, comma - pos));
+    pos = comma + 1;
+  }
+  return out;
+}
+
+std::string CheckedDb(const cxxopts::ParseResult& r) {
   const std::string db = r["db"].as<std::string>();
   const auto db_dir = std::filesystem::path(db).parent_path();
   if (!db_dir.empty() && !std::filesystem::is_directory(db_dir))
     throw InputError(fmt::format("--db '{}': folder '{}' does not exist", db, db_dir.string()));
-  RunCalibration(db, device == "cuda", sizes.back(), std::cout);
+  return db;
+}
+
+int Calibrate(const cxxopts::ParseResult& r) {
+  const std::string device = r.count("device") ? r["device"].as<std::string>() : "cpu";
+  if (device != "cpu" && device != "cuda") throw UsageError(fmt::format("--device '{}': cpu | cuda", device));
+  CalibrateOptions o;
+  o.cuda = device == "cuda";
+  o.sizes = ParseSizeList(r.count("sizes") ? r["sizes"].as<std::string>() : "64K:64M:x4");
+  o.concurrency = r["concurrency"].as<int>();
+  if (o.concurrency < 0) throw UsageError("--concurrency must be >= 0 (0: this machine's cores)");
+  if (r.count("ranks")) o.link_ranks = ParseRanks(r["ranks"].as<std::string>());
+  RunCalibration(CheckedDb(r), o, std::cout);
+  return 0;
+}
+
+int Validate(const cxxopts::ParseResult& r) {
+  ValidateOptions o;
+  o.db = CheckedDb(r);
+  if (r.count("ranks")) o.ranks = ParseRanks(r["ranks"].as<std::string>());
+  o.sizes = ParseSizeList(r.count("sizes") ? r["sizes"].as<std::string>() : "256K:64M:x4");
+  o.codecs = ParseList(r["codecs"].as<std::string>());
+  o.repeat = r["repeat"].as<int>();
+  o.kernel_sizes = r["kernel-sizes"].as<std::string>();
+  ParseSizeList(o.kernel_sizes);  // InputError now rather than after the measurements
+  const ValidationResult res = RunValidation(o, std::cout);
+  const double limit = r["max-error"].as<double>();
+  if (limit > 0 && res.median_abs_error > limit) {
+    std::cerr << fmt::format("ciuic-tune: validate: median |error| {:.1f}% is above --max-error {:.1f}%\n",
+                             100 * res.median_abs_error, 100 * limit);
+    return 1;
+  }
   return 0;
 }
 
@@ -148,7 +209,8 @@ int Export(const cxxopts::ParseResult& r) {
 const Subcommand kSubcommands[] = {
     {"run", "search for the best configuration (--topology; default subcommand), store it, write the profile", RunTune},
     {"show", "stored studies and best configurations (--db)", Show},
-    {"calibrate", "time the codec kernels here (--device cpu|cuda, --sizes SIZE) and store them (--db)", Calibrate},
+    {"calibrate", "measure the model's primitives here: kernels (--device cpu|cuda, --sizes) and the link (--ranks) -> --db", Calibrate},
+    {"validate", "the local model vs ciuic-bench on this machine (--ranks, --sizes, --codecs, --repeat)", Validate},
     {"export", "a profile for other tools: --profile FILE --format json|nccl-env|nccl-tuner|ddp|deepspeed|horovod", Export},
     {"topologies", "built-in topologies, their numbers, and the model against published busbw", Topologies},
     {"model", "predicted uncompressed allreduce time and busbw per algorithm (--topology, --sizes)", Model},
@@ -173,6 +235,12 @@ int Run(int argc, char** argv) {
       "profile", "export: the profile to read", cxxopts::value<std::string>())(
       "format", "export format", cxxopts::value<std::string>()->default_value("json"))(
       "device", "calibrate: cpu | cuda", cxxopts::value<std::string>())(
+      "ranks", "calibrate/validate: local rank counts, e.g. 2,3,4", cxxopts::value<std::string>())(
+      "concurrency", "calibrate: kernel copies timed at once (0: cores)", cxxopts::value<int>()->default_value("0"))(
+      "codecs", "validate: codecs", cxxopts::value<std::string>()->default_value("none,fp16,int8,int4,sign1,topk:0.01"))(
+      "kernel-sizes", "validate: kernel sizes to calibrate when missing", cxxopts::value<std::string>()->default_value("64K:64M:x4"))(
+      "repeat", "validate: interleaved measurement passes", cxxopts::value<int>()->default_value("3"))(
+      "max-error", "validate: exit 1 when the median |error| exceeds this (0: never)", cxxopts::value<double>()->default_value("0"))(
       "h,help", "this help")("version", "print the version")("command", "", cxxopts::value<std::string>());
   opts.parse_positional({"command"});
   cxxopts::ParseResult r;

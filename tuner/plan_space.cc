@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "kernels/codec.h"
+#include "tuner/local_model.h"
 
 namespace ciuic {
 
@@ -16,6 +17,16 @@ SearchSpace AllReducePlanSpace() {
   s.dims.push_back({"streams", {"1", "2", "4", "8"}});
   s.dims.push_back({"algo", {"nccl", "ring", "rd", "hier"}});
   return s;
+}
+
+std::string RuntimeAlgo(const PlanChoice& c) {
+  if (c.algo != "ring") return c.algo;
+  switch (ParseCodec(c.codec).kind) {
+    case CodecKind::kTopK: return "sparse";
+    case CodecKind::kSign1: return "sign2";
+    case CodecKind::kPowerSgd: return "powersgd";
+    default: return "ring";
+  }
 }
 
 PlanChoice ChoiceOf(const SearchSpace& space, const Point& p) {
@@ -65,7 +76,25 @@ CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible, const Ca
     case CodecKind::kPowerSgd: plan.codec_passes = 6; break;
     default: plan.codec_passes = 3.5; break;  // block-scaled: absmax pass + quantise
   }
-  if (cal && cal->Has(c.codec)) plan.codec_us_per_byte = cal->UsPerByte(c.codec, ranks);
+  if (cal && *feasible && t.name == "cpu_local" && cal->HasLink(ranks)) {
+    if (c.algo == "nccl") {
+      // On a CPU machine the library's own allreduce is MPI's, measured by the calibration.
+      if (auto it = cal->native_allreduce.find(ranks); it != cal->native_allreduce.end()) {
+        const TimeCurve curve = it->second;
+        plan.local_us = [curve](double bytes) { return curve.Us(bytes); };
+      }
+    } else {
+      const LocalAllReduce a{c.codec, RuntimeAlgo(c), 0, ranks, spec.error_feedback};
+      if (CanPredictLocal(*cal, a)) {
+        const Calibration* calp = cal;
+        plan.local_us = [calp, a](double bytes) {
+          LocalAllReduce x = a;
+          x.bytes = bytes;
+          return PredictLocalAllReduceUs(*calp, x);
+        };
+      }
+    }
+  }
   return plan;
 }
 

@@ -18,10 +18,13 @@ struct PlanChoice {
 };
 
 SearchSpace AllReducePlanSpace();
+// The runtime algorithm a choice runs (ring with topk/sign1/powersgd means their dedicated algorithm).
+std::string RuntimeAlgo(const PlanChoice& c);
 PlanChoice ChoiceOf(const SearchSpace& space, const Point& p);
 // The plan of a choice on a topology; `feasible` false for combinations the runtime does not offer
 // (a codec on rd or on NCCL's own allreduce, a dedicated-algorithm codec under hier).
-// With a calibration, codec costs come from its measured kernel throughput.
+// With a calibration of this machine (cpu_local, the link measured at its rank count) bucket times
+// come from the calibrated local model (error feedback on, as in training); else alpha-beta.
 CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible, const Calibration* cal = nullptr);
 // The score of a step: backward + exposed communication, plus 1% of the total communication time so
 // that configurations whose communication hides completely still prefer the one that moves less.

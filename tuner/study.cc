@@ -18,6 +18,7 @@
 #include "core/files.h"
 #include "core/timer.h"
 #include "kernels/codec_spec.h"
+#include "tuner/bench_runner.h"
 #include "tuner/calibrate.h"
 #include "tuner/gate.h"
 
@@ -60,51 +61,27 @@ std::map<std::string, bool> GateAll(Database& db, const SearchSpace& space, doub
   return pass;
 }
 
-std::string AlgoFor(const PlanChoice& c) {
-  const CodecSpec s = ParseCodec(c.codec);
-  if (c.algo != "ring") return c.algo;
-  switch (s.kind) {
-    case CodecKind::kTopK: return "sparse";
-    case CodecKind::kSign1: return "sign2";
-    case CodecKind::kPowerSgd: return "powersgd";
-    default: return "ring";
-  }
-}
-
 // --mode measure: one bucket allreduce timed by ciuic-bench on real local MPI ranks (in-place, median of
 // its iterations), cached per configuration. Returns +inf when the run fails.
 class BucketMeter {
  public:
-  BucketMeter(int ranks, std::ostream& log) : ranks_(ranks), log_(log) {
-    std::error_code ec;
-    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    bench_ = (ec ? std::filesystem::path("ciuic-bench") : self.parent_path() / "ciuic-bench").string();
-    if (!std::filesystem::exists(bench_)) throw RuntimeError(fmt::format("--mode measure needs {}", bench_));
-  }
+  BucketMeter(int ranks, std::ostream& log) : ranks_(ranks), log_(log) { BenchExecutable(); }
   double Us(const PlanChoice& c, uint64_t bytes) {
     const std::string key = fmt::format("{}|{}|{}|{}", c.codec, c.algo, c.streams, bytes);
     if (auto it = cache_.find(key); it != cache_.end()) return it->second;
-    const auto out = std::filesystem::temp_directory_path() / fmt::format("ciuic_measure_{}.json", getpid());
-    std::string cmd = fmt::format("{} allreduce --sizes {} --ranks {} --inplace yes --iters 5 --warmup 2 --format json --out {}",
-                                  bench_, bytes, ranks_, out.string());
+    std::string args = fmt::format("allreduce --sizes {} --ranks {} --inplace yes --iters 5 --warmup 2", bytes, ranks_);
     if (c.algo == "nccl") {
-      cmd += " --backend mpi";  // on a CPU machine the library's own allreduce is MPI's
+      args += " --backend mpi";  // on a CPU machine the library's own allreduce is MPI's
     } else {
-      cmd += fmt::format(" --backend ciuic --algo {} --codec {} --streams {}", AlgoFor(c), c.codec, c.streams);
-      if (c.algo == "hier") cmd += " --ranks-per-node 1";
+      args += fmt::format(" --backend ciuic --algo {} --codec {} --streams {}", RuntimeAlgo(c), c.codec, c.streams);
+      if (c.algo == "hier") args += " --ranks-per-node 1";
     }
-    cmd += " >/dev/null 2>&1";
-    const int rc = std::system(cmd.c_str());
     double us = std::numeric_limits<double>::infinity();
     try {
-      std::ifstream f(out);
-      const auto j = nlohmann::json::parse(f);
-      for (const auto& r : j.at("results"))
-        if (r.at("time_us").is_number()) us = r.at("time_us").get<double>();
-    } catch (const std::exception&) {
+      us = BenchP50Us(RunBenchJson(args), static_cast<double>(bytes));
+    } catch (const RuntimeError& e) {
+      log_ << fmt::format("measure: {} failed: {}\n", key, e.what());
     }
-    std::filesystem::remove(out);
-    if (rc != 0 && !std::isfinite(us)) log_ << fmt::format("measure: {} failed (exit {})\n", key, rc);
     cache_[key] = us;
     return us;
   }
@@ -112,7 +89,6 @@ class BucketMeter {
  private:
   int ranks_;
   std::ostream& log_;
-  std::string bench_;
   std::map<std::string, double> cache_;
 };
 
@@ -131,11 +107,18 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
   // Codec costs: this machine's calibration when tuning for it, else the topology's memory bandwidth.
   Calibration cal;
   if (topo.name == "cpu_local") cal = LoadCalibration(o.db, CalibrationDevice(false));
-  const Calibration* calp = cal.gbps.empty() ? nullptr : &cal;
+  const Calibration* calp = cal.empty() ? nullptr : &cal;
   Database db(o.db);
-  log << (calp ? fmt::format("codec costs: calibrated on {} ({} values)\n", cal.device, cal.gbps.size())
-               : std::string("codec costs: from the topology's memory bandwidth (ciuic-tune calibrate on the target "
-                             "measures them)\n"));
+  if (calp && cal.HasLink(topo.ranks())) {
+    log << fmt::format("cost model: calibrated local model ({} values measured on {}; ciuic-tune validate checks it)\n",
+                       cal.values(), cal.device);
+  } else {
+    log << (topo.name == "cpu_local"
+                ? fmt::format("cost model: alpha-beta with codecs at the memory bandwidth (no calibration of {} ranks "
+                              "in {}: ciuic-tune calibrate --sizes 64K:64M:x4 --ranks {} measures one)\n",
+                              topo.ranks(), o.db, topo.ranks())
+                : std::string("cost model: alpha-beta, codecs at the topology's memory bandwidth\n"));
+  }
   log << fmt::format("study: topology {} ({} nodes x {} devices, fingerprint {}), workload {} ({} parameters), "
                      "strategy {}, budget {}, seed {}\n",
                      topo.name, topo.nodes, topo.devices_per_node, topo.Fingerprint(), work.name, work.parameters,
@@ -272,7 +255,7 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
             rule.predicted_us = us;
             rule.codec = codec;
             rule.streams = c.streams;
-            rule.algo = AlgoFor(c);
+            rule.algo = RuntimeAlgo(c);
             rule.hierarchy_depth = algo == "hier" ? 2 : 1;
             rule.gate = codec == "none" ? "n/a" : "passed";
           }

@@ -35,7 +35,9 @@ struct CommPlan {
   ModelAlgo algo = ModelAlgo::kNcclBest;
   double wire_ratio = 1.0;        // uncompressed / wire bytes
   double codec_passes = 0.0;      // passes over the fp32 bucket the codec kernels make
-  double codec_us_per_byte = 0;   // calibrated codec cost (ciuic-tune calibrate); 0: use codec_passes
+  // A bucket's allreduce time from the calibrated local model (local_model.h) when tuning for this
+  // machine; unset: the alpha-beta model with codec_passes at the device's memory bandwidth.
+  std::function<double(double bytes)> local_us;
   double bucket_bytes = 25 << 20;
   int streams = 1;                // pieces in flight: codec compute overlaps the transfer by (K-1)/K
   double model_efficiency = 0.4;  // achieved fraction of peak FLOPs in backward (MFU)

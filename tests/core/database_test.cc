@@ -125,7 +125,7 @@ TEST(DatabaseMigrationTest, VersionOneIsMigratedAfterABackupAndKeepsItsRuns) {
   {
     Database db(path);  // today's schema; turn it back into a version-1 file holding one run
     db.Exec("DROP TABLE studies; DROP TABLE trials; DROP TABLE best_configs; DROP TABLE calibrations; "
-            "DROP TABLE gate_results; PRAGMA user_version=1;");
+            "DROP TABLE gate_results; DROP TABLE validations; PRAGMA user_version=1;");
     db.Exec("INSERT INTO bench_runs (start_time, tool_version, git_commit, collective, backend, device, world_size, "
             "dtype, redop, codec, algo, hostnames, context_json) VALUES ('t', 'v', 'c', 'allreduce', 'mpi', 'cpu', 2, "
             "'fp32', 'sum', 'none', 'native', 'h', '{}')");
@@ -139,6 +139,32 @@ TEST(DatabaseMigrationTest, VersionOneIsMigratedAfterABackupAndKeepsItsRuns) {
   Statement studies(db.handle(), "SELECT COUNT(*) FROM studies");
   ASSERT_TRUE(studies.Step());
   EXPECT_EQ(studies.ColumnInt(0), 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(DatabaseMigrationTest, VersionTwoCalibrationsKeepTheirValuesAsSizeFreeRows) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ciuic_mig2_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "v2.db").string();
+  {
+    Database db(path);  // today's schema, turned back into version 2 with one calibration row
+    db.Exec("DROP TABLE validations; DROP TABLE calibrations; "
+            "CREATE TABLE calibrations (id INTEGER PRIMARY KEY, created TEXT NOT NULL, device TEXT NOT NULL, "
+            "kernel TEXT NOT NULL, codec TEXT NOT NULL, gbps REAL NOT NULL); "
+            "INSERT INTO calibrations (created, device, kernel, codec, gbps) VALUES ('t', 'cpu:x', 'encode', 'int8', 12.5); "
+            "PRAGMA user_version=2;");
+  }
+  Database db(path);
+  EXPECT_EQ(db.SchemaVersion(), kDatabaseSchemaVersion);
+  EXPECT_TRUE(std::filesystem::exists(path + ".v2.bak"));
+  Statement q(db.handle(), "SELECT gbps, bytes, ranks FROM calibrations");
+  ASSERT_TRUE(q.Step());
+  EXPECT_DOUBLE_EQ(q.ColumnDouble(0), 12.5);
+  EXPECT_EQ(q.ColumnInt(1), 0);
+  EXPECT_EQ(q.ColumnInt(2), 1);
+  Statement v(db.handle(), "SELECT COUNT(*) FROM validations");
+  ASSERT_TRUE(v.Step());
+  EXPECT_EQ(v.ColumnInt(0), 0);
   std::filesystem::remove_all(dir);
 }
 

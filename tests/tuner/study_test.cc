@@ -111,21 +111,27 @@ TEST_F(Study, ProfilesAreReadStrictly) {
 namespace ciuic {
 namespace {
 
-TEST(Calibrate, StoresKernelThroughputsThatTheModelThenUses) {
+TEST(Calibrate, StoresKernelCurvesPerSizeAndAStudyWithoutALinkSaysSo) {
   const auto dir = std::filesystem::temp_directory_path() / ("ciuic_cal_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const std::string db = (dir / "cal.db").string();
   std::ostringstream out;
-  RunCalibration(db, false, 256 * 1024, out);
+  CalibrateOptions c;
+  c.sizes = {64 * 1024, 256 * 1024};
+  c.concurrency = 2;
+  RunCalibration(db, c, out);
   const Calibration cal = LoadCalibration(db, CalibrationDevice(false));
+  EXPECT_EQ(cal.concurrency, 2);
   EXPECT_TRUE(cal.Has("int8"));
-  EXPECT_GT(cal.gbps.at({"encode", "int8"}), 0.1);
-  EXPECT_GT(cal.UsPerByte("int8", 4), cal.UsPerByte("int8", 1));  // the hop only exists with peers
-  EXPECT_EQ(cal.UsPerByte("none", 4), 0.0);
-  bool feasible = false;
-  const Topology t = LoadTopology("cpu_local");
-  const CommPlan plan = PlanOf({"int8", 1 << 20, 1, "ring"}, t, &feasible, &cal);
-  EXPECT_GT(plan.codec_us_per_byte, 0.0);
+  for (const char* k : {"encode", "encode_ef", "decode", "decode_acc", "hop"}) {
+    ASSERT_TRUE(cal.kernels.count({k, "int8"})) << k;
+    EXPECT_EQ(cal.kernels.at({k, "int8"}).points().size(), 2u) << k;
+    EXPECT_GT(cal.KernelUs(k, "int8", 256 * 1024), 0.0) << k;
+  }
+  EXPECT_GT(cal.KernelUs("add", "none", 64 * 1024), 0.0);
+  EXPECT_FALSE(cal.kernels.count({"hop", "topk:0.01"}));  // no fused hop for sparse codecs
+  EXPECT_FALSE(cal.HasLink(2));
+  // Without the link measured, a cpu_local study keeps the alpha-beta model and says how to calibrate.
   TuneOptions o;
   o.topology = "cpu_local";
   o.workload = "resnet50";
@@ -134,8 +140,13 @@ TEST(Calibrate, StoresKernelThroughputsThatTheModelThenUses) {
   o.out = (dir / "p.json").string();
   std::ostringstream log;
   RunStudy(o, log);
-  EXPECT_NE(log.str().find("codec costs: calibrated"), std::string::npos) << log.str();
-  EXPECT_THROW(RunCalibration(db, false, 100, out), UsageError);
+  EXPECT_NE(log.str().find("ciuic-tune calibrate"), std::string::npos) << log.str();
+  c.sizes = {100};
+  EXPECT_THROW(RunCalibration(db, c, out), UsageError);
+  c.sizes = {};
+  EXPECT_THROW(RunCalibration(db, c, out), UsageError);
+  c.link_ranks = {1};
+  EXPECT_THROW(RunCalibration(db, c, out), UsageError);
   std::filesystem::remove_all(dir);
 }
 

@@ -1,0 +1,150 @@
+// The calibrated local model: its curves interpolate as documented, every algorithm adds up the steps
+// the runtime executes (checked against hand sums on a calibration with power-law curves, where the
+// log-log interpolation is exact), ranks beyond the timed concurrency share the cores, and the tuner
+// uses it for cpu_local once the link is calibrated.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "kernels/codec.h"
+#include "tuner/calibrate.h"
+#include "tuner/local_model.h"
+#include "tuner/plan_space.h"
+#include "tuner/topology.h"
+#include "tuner/workload.h"
+
+namespace ciuic {
+namespace {
+
+TEST(TimeCurve, InterpolatesLogLogAndScalesLinearlyOutside) {
+  TimeCurve c;
+  EXPECT_EQ(c.Us(100), 0.0);
+  c.Add(1000, 10);
+  c.Add(4000, 160);  // t ∝ bytes² between the points
+  EXPECT_DOUBLE_EQ(c.Us(1000), 10);
+  EXPECT_DOUBLE_EQ(c.Us(4000), 160);
+  EXPECT_NEAR(c.Us(2000), 40, 1e-9);
+  EXPECT_DOUBLE_EQ(c.Us(500), 5);     // constant rate below the first point
+  EXPECT_DOUBLE_EQ(c.Us(8000), 320);  // and above the last
+  c.Add(1000, 20);                    // a newer value of a point replaces it
+  EXPECT_DOUBLE_EQ(c.Us(1000), 20);
+  EXPECT_EQ(c.points().size(), 2u);
+}
+
+// Every curve a pure rate (GB/s): log-log interpolation is then exact at every size.
+Calibration RateCalibration(int concurrency) {
+  Calibration cal;
+  cal.concurrency = concurrency;
+  auto rate = [](double gbps) {
+    TimeCurve t;
+    for (double b = 1024; b <= 1e10; b *= 4) t.Add(b, b / (gbps * 1e3));
+    return t;
+  };
+  for (int p = 2; p <= 8; ++p) cal.sendrecv[p] = rate(10.0 / p);
+  cal.kernels[{"add", "none"}] = rate(5);
+  for (const char* codec : {"int8", "sign1", "topk:0.01", "randomk:0.01", "powersgd:4"}) {
+    cal.kernels[{"encode", codec}] = rate(20);
+    cal.kernels[{"encode_ef", codec}] = rate(16);
+    cal.kernels[{"decode", codec}] = rate(40);
+    cal.kernels[{"decode_acc", codec}] = rate(30);
+    cal.kernels[{"hop", codec}] = rate(8);
+  }
+  return cal;
+}
+
+double Us(double bytes, double gbps) { return bytes / (gbps * 1e3); }
+
+TEST(LocalModel, RingSumsItsStepsAndAdds) {
+  const Calibration cal = RateCalibration(4);
+  for (int p : {2, 3, 4}) {
+    const double b = 48.0 * (1 << 20), c = b / p, link = 10.0 / p;
+    const double want = (p - 1) * (Us(c, link) + Us(c, 5)) + (p - 1) * Us(c, link);
+    EXPECT_NEAR(PredictLocalAllReduceUs(cal, {"none", "ring", b, p, false}), want, want * 1e-9) << p;
+  }
+}
+
+TEST(LocalModel, CompressedRingMovesWireBytesAndPaysItsKernels) {
+  const Calibration cal = RateCalibration(4);
+  const int p = 4;
+  const double b = 64.0 * (1 << 20), c = b / p, link = 10.0 / p;
+  const double w = static_cast<double>(Codec(ParseCodec("int8")).WireBytes(static_cast<size_t>(c / 4)));
+  const double want = Us(c, 20) + (p - 1) * (Us(w, link) + Us(c, 8)) + (p - 1) * Us(w, link) + Us(b, 40);
+  EXPECT_NEAR(PredictLocalAllReduceUs(cal, {"int8", "ring", b, p, false}), want, want * 1e-9);
+  // Error feedback first quantises the rank's own contribution: one more encode (with residual) and decode.
+  EXPECT_NEAR(PredictLocalAllReduceUs(cal, {"int8", "ring", b, p, true}), want + Us(b, 16) + Us(b, 40), want * 1e-9);
+}
+
+TEST(LocalModel, DedicatedAlgorithms) {
+  const Calibration cal = RateCalibration(4);
+  const int p = 3;
+  const double b = 12.0 * (1 << 20), link = 10.0 / p;
+  {
+    const double w = static_cast<double>(Codec(ParseCodec("topk:0.01")).WireBytes(static_cast<size_t>(b / 4)));
+    const double want = Us(b, 20) + (p - 1) * Us(w, link) + Us(b, 40);
+    EXPECT_NEAR(PredictLocalAllReduceUs(cal, {"topk:0.01", "auto", b, p, false}), want, want * 1e-9);
+  }
+  {
+    const double c = b / p;
+    const double w = static_cast<double>(Codec(ParseCodec("sign1")).WireBytes(static_cast<size_t>(c / 4)));
+    const double want = Us(b, 16) + (p - 1) * Us(w, link) + Us(c, 40) + (p - 1) * Us(c, 30) + Us(c, 16) +
+                        (p - 1) * Us(w, link) + Us(b, 40);
+    EXPECT_NEAR(PredictLocalAllReduceUs(cal, {"sign1", "sign2", b, p, false}), want, want * 1e-9);
+  }
+  {
+    // randomk: encode, the k values through the uncompressed ring, decode.
+    const double k = 4.0 * static_cast<double>(SparseCount(static_cast<size_t>(b / 4), 0.01)), c = k / p;
+    const double ring = (p - 1) * (Us(c, link) + Us(c, 5)) + (p - 1) * Us(c, link);
+    const double want = Us(b, 20) + ring + Us(b, 40);
+    EXPECT_NEAR(PredictLocalAllReduceUs(cal, {"randomk:0.01", "ring", b, p, false}), want, want * 1e-9);
+  }
+  // rd on 3 ranks: fold (two whole-message steps and an add), one halving and one doubling step.
+  {
+    const double want = 2 * Us(b, link) + Us(b, 5) + Us(b / 2, link) + Us(b / 2, 5) + Us(b / 2, link);
+    EXPECT_NEAR(PredictLocalAllReduceUs(cal, {"none", "rd", b, p, false}), want, want * 1e-9);
+  }
+  EXPECT_GT(PredictLocalAllReduceUs(cal, {"powersgd:4", "powersgd", b, p, false}), Us(b, 20) + Us(b, 40));
+}
+
+TEST(LocalModel, MoreRanksThanTimedCopiesShareTheCores) {
+  const Calibration two = RateCalibration(2), four = RateCalibration(4);
+  const double b = 32.0 * (1 << 20), c = b / 4, link = 10.0 / 4;
+  const double link_us = 2 * 3 * Us(c, link), add_us = 3 * Us(c, 5);
+  EXPECT_NEAR(PredictLocalAllReduceUs(four, {"none", "ring", b, 4, false}), link_us + add_us, 1e-6);
+  EXPECT_NEAR(PredictLocalAllReduceUs(two, {"none", "ring", b, 4, false}), link_us + 2 * add_us, 1e-6);
+}
+
+TEST(LocalModel, MissingCurvesAreNamedNotGuessed) {
+  Calibration cal = RateCalibration(2);
+  std::string missing;
+  EXPECT_FALSE(CanPredictLocal(cal, {"none", "ring", 1e6, 16, false}, &missing));
+  EXPECT_NE(missing.find("calibrate --ranks 16"), std::string::npos) << missing;
+  EXPECT_THROW(PredictLocalAllReduceUs(cal, {"none", "ring", 1e6, 16, false}), UsageError);
+  EXPECT_FALSE(CanPredictLocal(cal, {"fp16", "ring", 1e6, 2, false}, &missing));
+  EXPECT_NE(missing.find("of fp16"), std::string::npos) << missing;
+  EXPECT_FALSE(CanPredictLocal(cal, {"int8", "hier", 1e6, 2, false}, &missing));
+  EXPECT_EQ(PredictLocalAllReduceUs(cal, {"int8", "ring", 0, 2, false}), 0.0);
+}
+
+TEST(LocalModel, TheTunerUsesItForThisMachineOnceTheLinkIsCalibrated) {
+  const Topology t = LoadTopology("cpu_local");
+  Calibration cal = RateCalibration(t.ranks());
+  TimeCurve mpi;
+  mpi.Add(1 << 20, 1234.0);
+  cal.native_allreduce[t.ranks()] = mpi;
+  bool feasible = false;
+  const CommPlan plan = PlanOf({"int8", 4 << 20, 1, "ring"}, t, &feasible, &cal);
+  ASSERT_TRUE(feasible);
+  ASSERT_TRUE(static_cast<bool>(plan.local_us));
+  const double want = PredictLocalAllReduceUs(cal, {"int8", "ring", 8 << 20, t.ranks(), true});
+  EXPECT_DOUBLE_EQ(BucketUs(EffectiveFabric(t), t, plan, 8 << 20), t.ranks() > 1 ? want : 0.0);
+  const CommPlan native = PlanOf({"none", 4 << 20, 1, "nccl"}, t, &feasible, &cal);
+  ASSERT_TRUE(static_cast<bool>(native.local_us));
+  EXPECT_DOUBLE_EQ(native.local_us(2 << 20), 2468.0);  // MPI's own allreduce, measured
+  // Another topology never uses this machine's calibration.
+  const CommPlan dgx = PlanOf({"int8", 4 << 20, 1, "ring"}, LoadTopology("dgx_a100"), &feasible, &cal);
+  EXPECT_FALSE(static_cast<bool>(dgx.local_us));
+}
+
+}  // namespace
+}  // namespace ciuic

@@ -1,0 +1,117 @@
+#include "tuner/local_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "collectives/algorithms/allreduce.h"
+#include "core/error.h"
+#include "kernels/codec.h"
+#include "kernels/codec_kernels.h"
+
+namespace ciuic {
+
+namespace {
+
+// The kernels and link an allreduce needs, in the order PredictLocalAllReduceUs uses them.
+std::vector<std::pair<std::string, std::string>> Needs(const LocalAllReduce& a, AllReduceAlgo algo, CodecKind kind) {
+  std::vector<std::pair<std::string, std::string>> k;
+  const bool none = kind == CodecKind::kNone;
+  if (none || algo == AllReduceAlgo::kRecursiveDoubling || kind == CodecKind::kRandomK || kind == CodecKind::kPowerSgd)
+    k.push_back({"add", "none"});
+  if (!none) {
+    k.push_back({a.error_feedback || algo == AllReduceAlgo::kTwoPhaseSign ? "encode_ef" : "encode", a.codec});
+    k.push_back({"decode", a.codec});
+  }
+  if (algo == AllReduceAlgo::kRing && !none && kind != CodecKind::kRandomK) k.push_back({"hop", a.codec});
+  if (algo == AllReduceAlgo::kTwoPhaseSign) k.push_back({"decode_acc", a.codec});
+  return k;
+}
+
+AllReduceAlgo AlgoOf(const LocalAllReduce& a, const CodecSpec& spec) {
+  const AllReduceAlgo algo = ParseAlgo(a.algo);
+  return algo == AllReduceAlgo::kAuto ? DefaultAlgo(spec.kind) : algo;
+}
+
+}  // namespace
+
+bool CanPredictLocal(const Calibration& cal, const LocalAllReduce& a, std::string* missing) {
+  const CodecSpec spec = ParseCodec(a.codec);
+  const AllReduceAlgo algo = AlgoOf(a, spec);
+  auto miss = [&](const std::string& what) {
+    if (missing) *missing = what;
+    return false;
+  };
+  if (a.ranks > 1 && !cal.HasLink(a.ranks))
+    return miss(fmt::format("the link at {} ranks (ciuic-tune calibrate --ranks {})", a.ranks, a.ranks));
+  for (const auto& [kernel, codec] : Needs(a, algo, spec.kind))
+    if (!cal.kernels.count({kernel, codec}))
+      return miss(fmt::format("kernel {} of {} (ciuic-tune calibrate --sizes ...)", kernel, codec));
+  if (algo == AllReduceAlgo::kHierarchical) return miss("a model of hier on one node (it needs several nodes)");
+  return true;
+}
+
+double PredictLocalAllReduceUs(const Calibration& cal, const LocalAllReduce& a) {
+  std::string missing;
+  if (!CanPredictLocal(cal, a, &missing))
+    throw UsageError(fmt::format("the local model of {} {} on {} ranks needs {}", a.algo, a.codec, a.ranks, missing));
+  const int p = a.ranks;
+  const double b = a.bytes;
+  if (p <= 1 || b <= 0) return 0.0;
+  const CodecSpec spec = ParseCodec(a.codec);
+  const Codec codec(spec);
+  const AllReduceAlgo algo = AlgoOf(a, spec);
+  auto wire = [&](double fp32_bytes) {
+    return static_cast<double>(codec.WireBytes(static_cast<size_t>(std::max(1.0, std::round(fp32_bytes / 4)))));
+  };
+  // Kernels: timed with cal.concurrency copies at once; more ranks than that share the cores.
+  const double share = std::max(1.0, static_cast<double>(p) / std::max(1, cal.concurrency));
+  auto k = [&](const char* kernel, double bytes) { return share * cal.KernelUs(kernel, a.codec, bytes); };
+  auto add = [&](double bytes) { return share * cal.KernelUs("add", "none", bytes); };
+  auto step = [&](double bytes) { return cal.SendRecvUs(p, bytes); };
+  auto ring_none = [&](double bytes) {
+    const double c = bytes / p;
+    return (p - 1) * (step(c) + add(c)) + (p - 1) * step(c);
+  };
+  const char* enc = a.error_feedback ? "encode_ef" : "encode";
+  switch (algo) {
+    case AllReduceAlgo::kRing: {
+      if (spec.kind == CodecKind::kNone) return ring_none(b);
+      if (spec.kind == CodecKind::kRandomK)
+        return k(enc, b) + ring_none(4.0 * static_cast<double>(codec.SparseK(static_cast<size_t>(b / 4)))) + k("decode", b);
+      const double c = b / p, w = wire(c);
+      double t = k("encode", c) + (p - 1) * (step(w) + k("hop", c)) + (p - 1) * step(w) + k("decode", b);
+      if (a.error_feedback) t += k("encode_ef", b) + k("decode", b);
+      return t;
+    }
+    case AllReduceAlgo::kRecursiveDoubling: {
+      int p2 = 1;
+      while (p2 * 2 <= p) p2 *= 2;
+      double t = 0;
+      if (p2 < p) t += 2 * step(b) + add(b);  // fold in and hand back
+      double part = b;
+      for (int m = p2 / 2; m >= 1; m /= 2) {
+        part /= 2;
+        t += step(part) + add(part) + step(part);  // halving (with its add) and the matching doubling step
+      }
+      return t;
+    }
+    case AllReduceAlgo::kSparse: return k(enc, b) + (p - 1) * step(wire(b)) + k("decode", b);
+    case AllReduceAlgo::kTwoPhaseSign: {
+      const double c = b / p, w = wire(c);
+      return k("encode_ef", b) + (p - 1) * step(w) + k("decode", c) + (p - 1) * k("decode_acc", c) +
+             k("encode_ef", c) + (p - 1) * step(w) + k("decode", b);
+    }
+    case AllReduceAlgo::kPowerSgd: {
+      const MatrixView v = PowerSgdView(static_cast<size_t>(b / 4));
+      const double r = spec.rank;
+      return k(enc, b) + ring_none(4.0 * r * static_cast<double>(v.rows)) +
+             ring_none(4.0 * r * static_cast<double>(v.cols)) + k("decode", b);
+    }
+    case AllReduceAlgo::kHierarchical:
+    case AllReduceAlgo::kAuto: break;
+  }
+  throw UsageError(fmt::format("the local model has no {} on one node", AlgoName(algo)));
+}
+
+}  // namespace ciuic

@@ -1,0 +1,39 @@
+#pragma once
+// The cost model of the bundled runtime's allreduce (collectives/algorithms) on this machine's local
+// ranks — cpu_local, MPI over shared memory — built only from calibrated primitives (calibrate.h): the
+// time of one ring step (sendrecv) at each rank count and message size, and each kernel's time at each
+// size under concurrent load. Every algorithm is costed step by step as the runtime executes it:
+//
+//   ring (none)      (P-1) × [step(c) + add(c)] + (P-1) × step(c)                     c = B/P
+//   ring (codec)     encode(c) + (P-1) × [step(w) + hop(c)] + (P-1) × step(w) + decode(B)   w = wire(c)
+//   rd               fold + log2 P halving steps (step + add) + doubling steps + unfold
+//   randomk          encode(B) + ring(none) of the k values + decode(B)
+//   sparse (topk)    encode(B) + (P-1) × step(wire(B)) + decode(B)
+//   sign2            encode_ef(B) + (P-1) × step(w) + decode(c) + (P-1) × decode_acc(c) + encode_ef(c)
+//                    + (P-1) × step(w) + decode(B)
+//   powersgd         encode(B) + ring(none) of P + ring(none) of Q + decode(B)
+//
+// With error feedback (training, not ciuic-bench) the ring codecs first quantise the rank's own
+// contribution: + encode_ef(B) + decode(B). With more ranks than cores the kernels share the cores:
+// kernel time × ranks / (copies timed at once). The link curve is measured per rank count, so its
+// contention is in the numbers.
+#include <string>
+
+#include "tuner/calibrate.h"
+
+namespace ciuic {
+
+struct LocalAllReduce {
+  std::string codec = "none";  // codec spelling (kernels/codec_spec.h)
+  std::string algo = "ring";   // ring rd sparse sign2 powersgd (auto: the codec's default)
+  double bytes = 0;            // fp32 bytes per rank
+  int ranks = 2;
+  bool error_feedback = false;
+};
+
+// Predicted time (µs). UsageError naming the calibration to run when a needed curve is missing.
+double PredictLocalAllReduceUs(const Calibration& cal, const LocalAllReduce& a);
+// Whether the calibration has everything PredictLocalAllReduceUs needs for `a`.
+bool CanPredictLocal(const Calibration& cal, const LocalAllReduce& a, std::string* missing = nullptr);
+
+}  // namespace ciuic

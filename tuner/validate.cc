@@ -1,0 +1,133 @@
+#include "tuner/validate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "collectives/algorithms/allreduce.h"
+#include "core/database.h"
+#include "core/error.h"
+#include "core/files.h"
+#include "core/sizes.h"
+#include "kernels/codec.h"
+#include "tuner/bench_runner.h"
+#include "tuner/calibrate.h"
+#include "tuner/local_model.h"
+
+namespace ciuic {
+
+double MedianAbsError(const std::vector<ValidationRow>& rows) {
+  std::vector<double> e;
+  for (const auto& r : rows) e.push_back(std::fabs(r.error()));
+  if (e.empty()) return 0.0;
+  std::sort(e.begin(), e.end());
+  return e.size() % 2 ? e[e.size() / 2] : 0.5 * (e[e.size() / 2 - 1] + e[e.size() / 2]);
+}
+
+ValidationResult RunValidation(const ValidateOptions& o, std::ostream& out) {
+  if (o.ranks.empty() || o.sizes.empty() || o.codecs.empty()) throw UsageError("validate: --ranks, --sizes and --codecs must not be empty");
+  if (o.repeat < 1 || o.repeat > 20) throw UsageError(fmt::format("validate: --repeat {} must be in 1..20", o.repeat));
+  for (int p : o.ranks)
+    if (p < 2 || p > 64) throw UsageError(fmt::format("validate: --ranks {} must be in 2..64", p));
+  std::vector<std::string> algos;
+  for (const auto& c : o.codecs) {
+    const CodecSpec spec = ParseCodec(c);  // UsageError on a bad spelling
+    const AllReduceAlgo algo = DefaultAlgo(spec.kind);
+    algos.push_back(AlgoName(algo));
+  }
+  const std::string device = CalibrationDevice(false);
+  Calibration cal = LoadCalibration(o.db, device);
+
+  // Calibrate what is missing: the kernels once, the link per rank count.
+  std::set<int> link;
+  bool kernels = false;
+  Calibration probe = cal;  // with every link present, what is still missing is a kernel
+  for (int p : o.ranks) {
+    if (!cal.HasLink(p)) link.insert(p);
+    probe.sendrecv[p].Add(1 << 20, 1.0);
+  }
+  for (int p : o.ranks)
+    for (size_t i = 0; i < o.codecs.size(); ++i)
+      if (!CanPredictLocal(probe, {o.codecs[i], algos[i], 1 << 20, p, false})) kernels = true;
+  if (kernels || !link.empty()) {
+    CalibrateOptions c;
+    if (kernels) c.sizes = ParseSizeList(o.kernel_sizes);
+    c.link_ranks.assign(link.begin(), link.end());
+    out << "# validate: calibrating what the database lacks first\n";
+    RunCalibration(o.db, c, out);
+    cal = LoadCalibration(o.db, device);
+  }
+
+  // Measure: `repeat` passes over every (ranks, codec), interleaved so slow phases of the machine
+  // spread over all rows; each row's value is the median over passes of ciuic-bench's median.
+  std::string size_list;
+  for (uint64_t s : o.sizes) size_list += (size_list.empty() ? "" : ",") + std::to_string(s);
+  std::map<std::tuple<int, size_t, uint64_t>, std::vector<double>> samples;
+  for (int pass = 0; pass < o.repeat; ++pass) {
+    out << fmt::format("# validate: pass {}/{}\n", pass + 1, o.repeat) << std::flush;
+    for (int p : o.ranks)
+      for (size_t i = 0; i < o.codecs.size(); ++i) {
+        const auto doc = RunBenchJson(fmt::format(
+            "allreduce --backend ciuic --codec {} --algo {} --ranks {} --sizes {} --inplace yes --check 0 "
+            "--warmup 2 --iters {}",
+            o.codecs[i], algos[i], p, size_list, o.iters));
+        for (uint64_t s : o.sizes) samples[{p, i, s}].push_back(BenchP50Us(doc, static_cast<double>(s)));
+      }
+  }
+
+  ValidationResult res;
+  out << fmt::format("# {:>5} {:<13} {:<8} {:>9} {:>13} {:>13} {:>8}\n", "ranks", "codec", "algo", "size",
+                     "measured_us", "predicted_us", "error");
+  for (int p : o.ranks)
+    for (size_t i = 0; i < o.codecs.size(); ++i)
+      for (uint64_t s : o.sizes) {
+        auto v = samples[{p, i, s}];
+        std::sort(v.begin(), v.end());
+        ValidationRow r;
+        r.ranks = p;
+        r.codec = o.codecs[i];
+        r.algo = algos[i];
+        r.bytes = static_cast<double>(s);
+        r.measured_us = v[v.size() / 2];
+        if (!std::isfinite(r.measured_us))
+          throw RuntimeError(fmt::format("validate: ciuic-bench gave no time for {} on {} ranks at {}", r.codec, p, s));
+        r.predicted_us = PredictLocalAllReduceUs(cal, {r.codec, r.algo, r.bytes, p, false});
+        res.rows.push_back(r);
+        out << fmt::format("  {:>5} {:<13} {:<8} {:>9} {:>13.1f} {:>13.1f} {:>+7.1f}%\n", p, r.codec, r.algo,
+                           FormatSize(s), r.measured_us, r.predicted_us, 100 * r.error());
+      }
+  res.median_abs_error = MedianAbsError(res.rows);
+  // Summaries by rank count and by codec.
+  for (int p : o.ranks) {
+    std::vector<ValidationRow> sub;
+    for (const auto& r : res.rows)
+      if (r.ranks == p) sub.push_back(r);
+    out << fmt::format("# {} ranks: median |error| {:.1f}% over {} rows\n", p, 100 * MedianAbsError(sub), sub.size());
+  }
+  for (const auto& c : o.codecs) {
+    std::vector<ValidationRow> sub;
+    for (const auto& r : res.rows)
+      if (r.codec == c) sub.push_back(r);
+    out << fmt::format("# {}: median |error| {:.1f}%\n", c, 100 * MedianAbsError(sub));
+  }
+  out << fmt::format("# median |predicted / measured - 1| = {:.1f}% over {} rows (kernels timed {} at once; device {})\n",
+                     100 * res.median_abs_error, res.rows.size(), cal.concurrency, device);
+
+  Database db(o.db);
+  Database::Transaction tx(db);
+  const std::string now = IsoNow();
+  for (const auto& r : res.rows) {
+    Statement ins(db.handle(),
+                  "INSERT INTO validations (created, device, ranks, codec, algo, bytes, measured_us, predicted_us) "
+                  "VALUES (?,?,?,?,?,?,?,?)");
+    ins.Bind(1, now).Bind(2, device).Bind(3, static_cast<int64_t>(r.ranks)).Bind(4, r.codec).Bind(5, r.algo);
+    ins.Bind(6, static_cast<int64_t>(r.bytes)).Bind(7, r.measured_us).Bind(8, r.predicted_us);
+    ins.Step();
+  }
+  tx.Commit();
+  out << fmt::format("# stored {} rows in {} (table validations)\n", res.rows.size(), o.db);
+  return res;
+}
+
+}  // namespace ciuic
