@@ -119,10 +119,11 @@ CREATE TABLE gate_results (
   PRIMARY KEY (codec, config)
 );
 )sql",
-    // v3: calibrations measured per size and rank count; cost-model validations (predicted vs measured).
+    // v3: calibrations measured per size and rank count; study constraints; cost-model validations.
     R"sql(
 ALTER TABLE calibrations ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE calibrations ADD COLUMN ranks INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE studies ADD COLUMN constraints TEXT NOT NULL DEFAULT '';
 CREATE TABLE validations (
   id INTEGER PRIMARY KEY,
   created TEXT NOT NULL,

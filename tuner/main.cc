@@ -101,6 +101,7 @@ int RunTune(const cxxopts::ParseResult& r) {
   o.db = r["db"].as<std::string>();
   if (r.count("out")) o.out = r["out"].as<std::string>();
   o.gate_tolerance = r["gate-tolerance"].as<double>();
+  o.state_memory_gib = r["state-memory"].as<double>();
   if (!(o.gate_tolerance >= 0) || o.gate_tolerance > 1) throw UsageError("--gate-tolerance must be in 0..1");
   if (o.patience < 0) throw UsageError("--patience must be >= 0");
   const auto db_dir = std::filesystem::path(o.db).parent_path();
@@ -231,6 +232,8 @@ int Run(int argc, char** argv) {
       "mode", "model (measure: not in this build)", cxxopts::value<std::string>()->default_value("model"))(
       "db", "SQLite database", cxxopts::value<std::string>()->default_value("results/ciuic.db"))(
       "out", "profile path (default profiles/<topology>.profile.json)", cxxopts::value<std::string>())(
+      "state-memory", "run: GiB per rank the runtime may keep (EF residuals, PowerSGD state, buckets); 0: no limit",
+      cxxopts::value<double>()->default_value("0"))(
       "gate-tolerance", "accuracy gate: allowed final-loss increase", cxxopts::value<double>()->default_value("0.01"))(
       "profile", "export: the profile to read", cxxopts::value<std::string>())(
       "format", "export format", cxxopts::value<std::string>()->default_value("json"))(

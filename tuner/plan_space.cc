@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "kernels/codec.h"
+#include "kernels/codec_kernels.h"
 #include "tuner/local_model.h"
 
 namespace ciuic {
@@ -96,6 +97,25 @@ CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible, const Ca
     }
   }
   return plan;
+}
+
+double CommStateBytes(const PlanChoice& c, const Workload& w, int ranks) {
+  const CodecSpec spec = ParseCodec(c.codec);
+  const Codec codec(spec);
+  const double elements = static_cast<double>(w.parameters);
+  double state = 0;
+  if (CodecHasResidual(spec)) state += 4 * elements;
+  if (spec.kind == CodecKind::kSign1 && RuntimeAlgo(c) == "sign2") state += 4 * elements / std::max(1, ranks);
+  const double bucket = std::min(c.bucket_bytes, 4 * elements);
+  const size_t bucket_n = static_cast<size_t>(bucket / 4);
+  if (spec.kind == CodecKind::kPowerSgd) {
+    state += 4 * elements;  // the matrix scratch of every bucket
+    // Q of each bucket: buckets of bucket_n elements, cols = ceil(sqrt(n)).
+    const double buckets = std::ceil(elements / std::max<size_t>(bucket_n, 1));
+    state += buckets * 4.0 * static_cast<double>(PowerSgdView(bucket_n).cols) * spec.rank;
+  }
+  if (spec.kind == CodecKind::kTopK) state += static_cast<double>(TopKWorkspaceBytes(bucket_n));
+  return state + bucket + 2.0 * static_cast<double>(codec.WireBytes(bucket_n));
 }
 
 double ModelStepUs(const PlanChoice& c, const Topology& t, const Workload& w, int batch, const Calibration* cal) {

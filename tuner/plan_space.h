@@ -29,6 +29,12 @@ CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible, const Ca
 // The score of a step: backward + exposed communication, plus 1% of the total communication time so
 // that configurations whose communication hides completely still prefer the one that moves less.
 inline double StepScore(const StepTiming& s) { return s.backward_us + s.exposed_us + 0.01 * s.comm_us; }
+// Device memory (bytes per rank) the runtime keeps for a choice over a workload, from what
+// Codec::Prepare and the runtime allocate: per gradient bucket an error-feedback residual (4 B per
+// element, lossy codecs), PowerSGD's matrix scratch (4 B per element) and warm-start Q (cols × rank),
+// sign2's server residual (1/P of the bucket), topk's device workspace, plus one bucket buffer and
+// its send/receive wires.
+double CommStateBytes(const PlanChoice& c, const Workload& w, int ranks);
 // Modelled step score (µs, StepScore); +inf when infeasible.
 double ModelStepUs(const PlanChoice& c, const Topology& t, const Workload& w, int batch,
                    const Calibration* cal = nullptr);

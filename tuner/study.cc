@@ -125,15 +125,18 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
                      o.strategy, o.budget, o.seed);
   const auto gate = GateAll(db, space, o.gate_tolerance, log);
 
-  // Resume a study with the same settings that did not finish.
+  if (o.state_memory_gib < 0) throw UsageError("--state-memory must be >= 0 GiB (0: no limit)");
+  const std::string constraints = o.state_memory_gib > 0 ? fmt::format("state_memory_gib={}", o.state_memory_gib) : "";
+  if (!constraints.empty()) log << fmt::format("constraint: communication state <= {} GiB per rank\n", o.state_memory_gib);
+  // Resume a study with the same settings (and constraints) that did not finish.
   TuneResult res;
   std::map<std::string, double> stored;
   {
     Statement q(db.handle(),
                 "SELECT id FROM studies WHERE topology_fingerprint = ? AND workload = ? AND strategy = ? AND budget = ? "
-                "AND seed = ? AND mode = ? AND status = 'running' ORDER BY id DESC LIMIT 1");
+                "AND seed = ? AND mode = ? AND constraints = ? AND status = 'running' ORDER BY id DESC LIMIT 1");
     q.Bind(1, topo.Fingerprint()).Bind(2, work.name).Bind(3, o.strategy).Bind(4, int64_t{o.budget})
-        .Bind(5, static_cast<int64_t>(o.seed)).Bind(6, o.mode);
+        .Bind(5, static_cast<int64_t>(o.seed)).Bind(6, o.mode).Bind(7, constraints);
     if (q.Step()) res.study_id = q.ColumnInt(0);
   }
   if (res.study_id) {
@@ -146,10 +149,10 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
     Database::Transaction tx(db);
     Statement ins(db.handle(),
                   "INSERT INTO studies (created, tool_version, git_commit, topology, topology_fingerprint, nodes, "
-                  "workload, strategy, budget, seed, mode, status) VALUES (?,?,?,?,?,?,?,?,?,?,?, 'running')");
+                  "workload, strategy, budget, seed, mode, constraints, status) VALUES (?,?,?,?,?,?,?,?,?,?,?,?, 'running')");
     ins.Bind(1, IsoNow()).Bind(2, std::string(CIUIC_VERSION)).Bind(3, std::string(CIUIC_GIT_COMMIT)).Bind(4, topo.name)
         .Bind(5, topo.Fingerprint()).Bind(6, int64_t{topo.nodes}).Bind(7, work.name).Bind(8, o.strategy)
-        .Bind(9, int64_t{o.budget}).Bind(10, static_cast<int64_t>(o.seed)).Bind(11, o.mode);
+        .Bind(9, int64_t{o.budget}).Bind(10, static_cast<int64_t>(o.seed)).Bind(11, o.mode).Bind(12, constraints);
     ins.Step();
     res.study_id = db.LastInsertId();
     tx.Commit();
@@ -166,8 +169,11 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
     const double t0 = NowSeconds();
     const PlanChoice c = ChoiceOf(space, p);
     const bool ok = gate.at(c.codec);
+    const bool fits = !(o.state_memory_gib > 0) || CommStateBytes(c, work, topo.ranks()) <= o.state_memory_gib * (1 << 30);
     double score = std::numeric_limits<double>::infinity();
-    if (ok && !meter) {
+    if (ok && !fits) {
+      // over the memory budget: infeasible, never measured
+    } else if (ok && !meter) {
       score = ModelStepUs(c, topo, work, batch, calp);
     } else if (ok) {
       bool feasible = false;
@@ -184,7 +190,8 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
                                "VALUES (?,?,?,?,?,?,?)");
     ins.Bind(1, res.study_id).Bind(2, int64_t{evaluated}).Bind(3, config);
     if (std::isfinite(score)) ins.Bind(4, score); else ins.BindNull(4);
-    ins.Bind(5, o.mode).Bind(6, std::string(ok ? (std::isfinite(score) ? "ok" : "infeasible") : "gate-failed"))
+    ins.Bind(5, o.mode)
+        .Bind(6, std::string(!ok ? "gate-failed" : !fits ? "over-memory" : std::isfinite(score) ? "ok" : "infeasible"))
         .Bind(7, NowSeconds() - t0);
     ins.Step();
     ++evaluated;
@@ -205,7 +212,12 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
     }
   });
   res.evaluations = static_cast<int>(sr.trials.size());
+  if (!std::isfinite(sr.best.score))
+    throw InputError(fmt::format("no configuration is feasible (every trial failed the gate{}, or could not run)",
+                                 o.state_memory_gib > 0 ? fmt::format(", or needs more than --state-memory {} GiB", o.state_memory_gib) : ""));
   const PlanChoice best = ChoiceOf(space, sr.best.point);
+  log << fmt::format("best: {} (communication state {:.2f} GiB per rank)\n", space.Describe(sr.best.point),
+                     CommStateBytes(best, work, topo.ranks()) / (1 << 30));
 
   // Rules per size band: the best (codec that passed the gate, streams, algorithm) for one message of
   // the band's representative size, with the study's bucket size.
@@ -225,7 +237,7 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
   prof.budget = o.budget;
   prof.step_us = sr.best.score;
   const PlanChoice baseline{"none", 25.0 * (1 << 20), 1, "nccl"};
-  prof.baseline_step_us = ModelStepUs(baseline, topo, work, batch);
+  prof.baseline_step_us = ModelStepUs(baseline, topo, work, batch, calp);
   if (meter) {  // measured like the trials: the library's own allreduce with 25 MiB buckets
     bool feasible = false;
     const CommPlan plan = PlanOf(baseline, topo, &feasible);
@@ -247,6 +259,7 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
       for (const auto& s : space.dims[2].values) {
         for (const auto& algo : space.dims[3].values) {
           PlanChoice c{codec, static_cast<double>(std::max<uint64_t>(rule.bucket_bytes, 1)), std::stoi(s), algo};
+          if (o.state_memory_gib > 0 && CommStateBytes(c, work, topo.ranks()) > o.state_memory_gib * (1 << 30)) continue;
           bool feasible = false;
           const CommPlan plan = PlanOf(c, topo, &feasible, calp);
           if (!feasible) continue;

@@ -23,6 +23,7 @@ struct TuneOptions {
   std::string db = "results/ciuic.db";
   std::string out;  // profile path; default profiles/<topology>.profile.json
   double gate_tolerance = 0.01;
+  double state_memory_gib = 0;  // > 0: configurations whose CommStateBytes exceed it are infeasible
 };
 
 struct TuneResult {

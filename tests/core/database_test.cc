@@ -148,7 +148,7 @@ TEST(DatabaseMigrationTest, VersionTwoCalibrationsKeepTheirValuesAsSizeFreeRows)
   const std::string path = (dir / "v2.db").string();
   {
     Database db(path);  // today's schema, turned back into version 2 with one calibration row
-    db.Exec("DROP TABLE validations; DROP TABLE calibrations; "
+    db.Exec("DROP TABLE validations; DROP TABLE calibrations; ALTER TABLE studies DROP COLUMN constraints; "
             "CREATE TABLE calibrations (id INTEGER PRIMARY KEY, created TEXT NOT NULL, device TEXT NOT NULL, "
             "kernel TEXT NOT NULL, codec TEXT NOT NULL, gbps REAL NOT NULL); "
             "INSERT INTO calibrations (created, device, kernel, codec, gbps) VALUES ('t', 'cpu:x', 'encode', 'int8', 12.5); "

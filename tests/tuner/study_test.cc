@@ -13,7 +13,9 @@
 #include "core/database.h"
 #include "core/error.h"
 #include "tuner/calibrate.h"
+#include "tuner/plan_space.h"
 #include "tuner/study.h"
+#include "tuner/workload.h"
 
 namespace ciuic {
 namespace {
@@ -74,6 +76,33 @@ TEST_F(Study, WritesProfileAndTrialsAndResumesAnInterruptedStudy) {
   EXPECT_EQ(b.study_id, a.study_id);
   EXPECT_EQ(b.reused, 40);
   EXPECT_EQ(LoadProfile(b.profile_path).step_us, p.step_us);
+}
+
+TEST_F(Study, AStateMemoryLimitKeepsErrorFeedbackCodecsOutEvenOverASlowLink) {
+  const Workload w = LoadWorkload("gpt2_xl");
+  const double params = static_cast<double>(w.parameters), mb = 1 << 20;
+  EXPECT_DOUBLE_EQ(CommStateBytes({"none", 32 * mb, 1, "nccl"}, w, 8), 3 * 32 * mb);  // bucket + send + receive
+  const double int8 = CommStateBytes({"int8", 32 * mb, 1, "ring"}, w, 8);
+  EXPECT_GT(int8, 4 * params);
+  EXPECT_LT(int8, 4 * params + 3 * 32 * mb);
+  EXPECT_NEAR(CommStateBytes({"sign1", 32 * mb, 1, "ring"}, w, 8) - CommStateBytes({"sign1", 32 * mb, 1, "ring"}, w, 4),
+              4 * params / 8 - 4 * params / 4, 1.0);  // sign2's server residual is 1/P of the gradients
+  EXPECT_GT(CommStateBytes({"powersgd:4", 32 * mb, 1, "ring"}, w, 8), 8 * params);
+  // Over a 1 Gb/s link a lossy codec wins (next test); with 1 GiB for the runtime's state none fits but
+  // the uncompressed allreduce, and the trials say why.
+  TuneOptions o = Options(WithNics(1.0), 4);
+  o.state_memory_gib = 1;
+  const TuneResult r = RunStudy(o, log_);
+  for (const auto& rule : r.profile.rules) EXPECT_EQ(rule.codec, "none") << rule.min_bytes;
+  Database db(o.db);
+  Statement q(db.handle(), "SELECT COUNT(*) FROM trials WHERE study_id = ? AND status = 'over-memory'");
+  q.Bind(1, r.study_id);
+  ASSERT_TRUE(q.Step());
+  EXPECT_GT(q.ColumnInt(0), 0);
+  o.state_memory_gib = 1e-3;  // not even one bucket fits
+  EXPECT_THROW(RunStudy(o, log_), InputError);
+  o.state_memory_gib = -1;
+  EXPECT_THROW(RunStudy(o, log_), UsageError);
 }
 
 TEST_F(Study, SlowLinksPickAGatedLossyCodecForLargeBucketsFastLinksNone) {
