@@ -78,7 +78,6 @@ std::string CpuModel() {
 // Runs fn(thread) on `threads` threads at once: one warm-up round, then 7 timed rounds (3 when a round
 // takes over 50 ms). Returns the median over rounds of the slowest thread's time (µs).
 double ConcurrentMedianUs(int threads, const std::function<void(int)>& fn) {
-  std::vector<double> per(static_cast<size_t>(threads));
   std::barrier sync(threads);
   auto round = [&](int reps, std::vector<double>* out) {
     std::vector<std::vector<double>> times(static_cast<size_t>(threads));

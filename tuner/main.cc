@@ -123,26 +123,6 @@ int RunTune(const cxxopts::ParseResult& r) {
   return 0;
 }
 
-std::vector<int> ParseRanks(const std::string& text) {
-  std::vector<int> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const size_t comma = std::min(text.find(',', pos), text.size());
-    const std::string item = text.substr(pos, comma - pos);
-    int v = 0;
-    size_t used = 0;
-    try {
-      v = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size()) throw UsageError(fmt::format("--ranks '{}': a comma list of integers", text));
-    out.push_back(v);
-    pos = comma + 1;
-  }
-  return out;
-}
-
 std::vector<std::string> ParseList(const std::string& text) {
   std::vector<std::string> out;
   size_t pos = 0;
@@ -151,6 +131,22 @@ std::vector<std::string> ParseList(const std::string& text) {
     if (comma == pos) throw UsageError(fmt::format("'{}': an empty item in a comma list", text));
     out.push_back(text.substr(pos, comma - pos));
     pos = comma + 1;
+  }
+  return out;
+}
+
+std::vector<int> ParseRanks(const std::string& text) {
+  std::vector<int> out;
+  for (const std::string& item : ParseList(text)) {
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size()) throw UsageError(fmt::format("--ranks '{}': a comma list of integers", text));
+    out.push_back(v);
   }
   return out;
 }
