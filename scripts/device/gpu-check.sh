@@ -41,8 +41,11 @@ except Exception as e:
     print(f"{coll:<14} {dt:<8} {'-':>12} {'-':>14} {'-':>8} {rc} ({e})")
 PY
 }
-for dt in fp32 bf16 fp8e4m3; do run allreduce "$dt"; done
-for c in allgather reducescatter broadcast reduce alltoall sendrecv; do run "$c" fp32; done
+run allreduce fp32
+if [[ ${SWEEPS:-1} != 0 ]]; then  # SWEEPS=0: allreduce fp32 only (the full set is in bench/results)
+  for dt in bf16 fp8e4m3; do run allreduce "$dt"; done
+  for c in allgather reducescatter broadcast reduce alltoall sendrecv; do run "$c" fp32; done
+fi
 
 # Device-to-device copy in the same session: the ceiling a world-size-1 collective is a copy of.
 "$py" - > "$logs/d2d_copy.txt" 2>&1 <<'PY'
@@ -62,7 +65,8 @@ echo "gpu tests exit: $tests_rc"
 cat "$summary"
 
 # Codecs and fused kernels on the GPU (issue 3): every codec at 64M and 256M, kernels (a)-(e),
-# and sampled top-k against torch.topk on the same device.
+# and sampled top-k against torch.topk on the same device. CODECS=0 skips these and the runtime runs.
+if [[ ${CODECS:-1} != 0 ]]; then
 for c in fp16 bf16 int8 int4 fp8e4m3 fp8e5m2 sign1 topk:0.01 randomk:0.01 powersgd:4; do
   "$bundle/bin/ciuic-bench" compress --device cuda --codec "$c" --sizes 64M,256M --data normal \
     --format json --out "$logs/compress-${c%%:*}.json" > "$logs/compress-${c%%:*}.txt" 2>&1
@@ -81,3 +85,10 @@ for c in none fp16 bf16 int8 int4 fp8e4m3 fp8e5m2 sign1 topk:0.01 randomk:0.01 p
   echo "runtime $c exit $?" >> "$logs/runtime-summary.txt"
 done
 cat "$logs/runtime-summary.txt"
+fi
+
+# Codec kernel calibration for the tuner (issue 5): the cost model's codec rates on this GPU, stored
+# in SQLite; `ciuic-tune run --calibration FILE` uses them for GPU topologies.
+"$bundle/bin/ciuic-tune" calibrate --device cuda --sizes ${CAL_SIZES:-1M:256M:x4} --db "$logs/cuda-calibration.db" \
+  > "$logs/calibrate-cuda.txt" 2>&1
+echo "calibrate exit $?"; cat "$logs/calibrate-cuda.txt"

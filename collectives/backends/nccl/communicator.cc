@@ -75,6 +75,8 @@ class NcclCommunicator : public Communicator {
     cudaDeviceProp prop{};
     CIUIC_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
     sm_major_ = prop.major;
+    int v = 0;
+    if (ncclGetVersion(&v) == ncclSuccess) nccl_version_ = v;
   }
   ~NcclCommunicator() override {
     ncclCommDestroy(comm_);
@@ -121,20 +123,29 @@ class NcclCommunicator : public Communicator {
     CIUIC_CUDA_CHECK(cudaEventSynchronize(static_cast<NcclRequest&>(request).done));
   }
 
+  // NCCL before 2.29.7 leaves the tail of a one-rank avg unwritten when the count is not a multiple
+  // of its block split (NVIDIA/nccl issue 1950; our check saw the last 64 bytes of a 4 MiB + 64 B
+  // fp32/fp64 out-of-place avg wrong on 2.28.9). The average over one rank is the value itself, so
+  // a one-rank avg is issued as a sum there: the same result, bit for bit.
+  ncclRedOp_t Op(ReduceOp op) const {
+    if (op == ReduceOp::kAvg && Size() == 1 && nccl_version_ < 22907) return ncclSum;
+    return NcclOp(op);
+  }
+
   void AllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
-    CIUIC_NCCL_CHECK(ncclAllReduce(send, recv, count, NcclType(t), NcclOp(op), comm_, stream_));
+    CIUIC_NCCL_CHECK(ncclAllReduce(send, recv, count, NcclType(t), Op(op), comm_, stream_));
   }
   void AllGather(const void* send, void* recv, size_t send_count, DType t) override {
     CIUIC_NCCL_CHECK(ncclAllGather(send, recv, send_count, NcclType(t), comm_, stream_));
   }
   void ReduceScatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op) override {
-    CIUIC_NCCL_CHECK(ncclReduceScatter(send, recv, recv_count, NcclType(t), NcclOp(op), comm_, stream_));
+    CIUIC_NCCL_CHECK(ncclReduceScatter(send, recv, recv_count, NcclType(t), Op(op), comm_, stream_));
   }
   void Broadcast(const void* send, void* recv, size_t count, DType t, int root) override {
     CIUIC_NCCL_CHECK(ncclBroadcast(send, recv, count, NcclType(t), root, comm_, stream_));
   }
   void Reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root) override {
-    CIUIC_NCCL_CHECK(ncclReduce(send, recv, count, NcclType(t), NcclOp(op), root, comm_, stream_));
+    CIUIC_NCCL_CHECK(ncclReduce(send, recv, count, NcclType(t), Op(op), root, comm_, stream_));
   }
   // Grouped send/recv (as nccl-tests does), so it runs on every NCCL a PyTorch wheel may bring, not
   // only those with ncclAlltoAll (2.28+).
@@ -197,6 +208,7 @@ class NcclCommunicator : public Communicator {
   cudaStream_t stream_;
   int device_;
   int sm_major_ = 0;
+  int nccl_version_ = 0;
 };
 
 }  // namespace
