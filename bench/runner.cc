@@ -21,9 +21,7 @@ namespace ciuic {
 namespace {
 
 // Small buffers rotate through slots so timed iterations do not all hit one cache-hot buffer:
-// enough slots to cover kRotateBytes (more than this machine's last-level cache), at most kMaxSlots.
-constexpr uint64_t kRotateBytes = 64ull << 20;
-constexpr int kMaxSlots = 16;
+// enough slots to cover kRotateBytes (core/buffer.h), at most kMaxRotateSlots.
 // Rows slower than row_budget_s / 3 per op get the minimum (1 GiB over Open MPI here: ~2 s/op).
 constexpr int kMinAutoIters = 3;
 constexpr int kMaxAutoIters = 20;
@@ -55,7 +53,7 @@ struct Placement {
 
 int SlotsFor(uint64_t bytes_per_slot) {
   if (bytes_per_slot == 0) return 1;
-  return static_cast<int>(std::clamp<uint64_t>(kRotateBytes / bytes_per_slot, 1, kMaxSlots));
+  return static_cast<int>(std::clamp<uint64_t>(kRotateBytes / bytes_per_slot, 1, kMaxRotateSlots));
 }
 
 // Bytes of the buffer arena one size needs: the larger of its out-of-place (send + receive) and

@@ -8,6 +8,12 @@ namespace ciuic {
 
 enum class MemoryKind { kHost, kDevice };
 
+// Timed loops over small buffers rotate through enough copies to cover this many bytes (more than a
+// last-level cache), at most kMaxRotateSlots, so that they do not time one cache-hot buffer: the
+// bench runner's rows and the tuner's kernel calibration use the same rule.
+inline constexpr uint64_t kRotateBytes = 64ull << 20;
+inline constexpr int kMaxRotateSlots = 16;
+
 class Buffer {
  public:
   Buffer() = default;

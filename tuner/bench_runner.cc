@@ -20,7 +20,18 @@ std::string BenchExecutable() {
   return bench;
 }
 
+namespace {
+constexpr const char* kSingleCopyVar = "OMPI_MCA_btl_vader_single_copy_mechanism";
+}
+
+std::string LocalMpiSetting() {
+  setenv(kSingleCopyVar, "none", 0);  // 0: a value the user set stays
+  const char* v = std::getenv(kSingleCopyVar);
+  return fmt::format("{}={}", kSingleCopyVar, v ? v : "");
+}
+
 nlohmann::json RunBenchJson(const std::string& args) {
+  LocalMpiSetting();
   static std::atomic<int> serial{0};
   const auto out = std::filesystem::temp_directory_path() / fmt::format("ciuic_tune_{}_{}.json", getpid(), serial++);
   const std::string cmd = fmt::format("{} {} --format json --out {} >/dev/null 2>&1", BenchExecutable(), args, out.string());

@@ -9,8 +9,14 @@ namespace ciuic {
 
 // The ciuic-bench beside the running executable; RuntimeError when it is missing.
 std::string BenchExecutable();
-// Runs `ciuic-bench ARGS --format json --out TMP` (its table and log discarded). RuntimeError with the
-// command and exit status when it fails or writes no document.
+// The MPI setting the tuner's local runs use, as "NAME=VALUE": Open MPI's shared-memory transport with
+// its single-copy mechanism off (copy in, copy out) unless the caller's environment sets it. With the
+// single copy (CMA) a peer reading a rank's memory made that rank's own kernels 4-5x slower here (the
+// ring's adds: 2 MiB in ~300 us inside the ring vs ~60 us alone) and ring times vary ~1.5x between
+// runs; copy-in/copy-out made the 2-rank 4 MiB ring faster (~500 vs 750-1200 us) and steady.
+std::string LocalMpiSetting();
+// Runs `ciuic-bench ARGS --format json --out TMP` (its table and log discarded) under LocalMpiSetting.
+// RuntimeError with the command and exit status when it fails or writes no document.
 nlohmann::json RunBenchJson(const std::string& args);
 // Median time (µs, the p50 column) of the row of `bytes` in a ciuic-bench document; +inf when absent.
 double BenchP50Us(const nlohmann::json& doc, double bytes);

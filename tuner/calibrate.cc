@@ -100,9 +100,26 @@ double ConcurrentMedianUs(int threads, const std::function<void(int)>& fn) {
   };
   std::vector<double> warm, timed;
   round(1, &warm);
-  round(warm[0] > 5e4 ? 3 : 7, &timed);
+  // Enough calls for ~30 ms of timing (short kernels vary most), 3 to 31.
+  round(std::clamp(static_cast<int>(3e4 / std::max(warm[0], 1.0)), 3, 31), &timed);
   std::sort(timed.begin(), timed.end());
   return timed[timed.size() / 2];
+}
+
+// GPU kernels: CUDA events on the default stream around each call (host clocks would time the launch
+// and a synchronising copy), 3 warm-up calls, median of 15.
+double DeviceMedianUs(const std::function<void()>& fn) {
+  DeviceEventTimer timer(nullptr);
+  for (int i = 0; i < 3; ++i) fn();
+  std::vector<double> us;
+  for (int i = 0; i < 15; ++i) {
+    timer.Start();
+    fn();
+    timer.Stop();
+    us.push_back(timer.ElapsedUs());
+  }
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
 }
 
 struct KernelRow {
@@ -154,27 +171,39 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
       const size_t n = bytes / 4;
       std::vector<float> host(n);
       for (size_t i = 0; i < n; ++i) host[i] = 1e-3f * (static_cast<float>((i * 2654435761u) % 2001) / 1000.0f - 1.0f);
-      struct Bufs {
+      // Each timed call works on the next of `slots` buffer sets (covering kRotateBytes, as ciuic-bench
+      // rotates its rows' buffers), so small sizes are timed from memory the way the ring meets them.
+      struct Slot {
         Buffer x, y, wire, wire2;
-        CodecState st, st_ef;
       };
+      struct Bufs {
+        std::vector<Slot> s;
+        size_t next = 0;
+        CodecState st, st_ef;
+        Slot& Next() { return s[next++ % s.size()]; }
+      };
+      const int slots = static_cast<int>(std::clamp<uint64_t>(kRotateBytes / (2 * bytes), 1, kMaxRotateSlots));
       std::vector<Bufs> b(static_cast<size_t>(threads));
       for (auto& t : b) {
-        t.x = Buffer(n * 4, kind);
-        t.y = Buffer(n * 4, kind);
-        CopyBytes(t.x.data(), kind, host.data(), MemoryKind::kHost, n * 4);
-        CopyBytes(t.y.data(), kind, host.data(), MemoryKind::kHost, n * 4);
+        t.s.resize(static_cast<size_t>(slots));
+        for (auto& sl : t.s) {
+          sl.x = Buffer(n * 4, kind);
+          sl.y = Buffer(n * 4, kind);
+          CopyBytes(sl.x.data(), kind, host.data(), MemoryKind::kHost, n * 4);
+          CopyBytes(sl.y.data(), kind, host.data(), MemoryKind::kHost, n * 4);
+        }
       }
-      float sink = 0;
-      auto sync = [&](Bufs& t) {
-        if (o.cuda) CopyBytes(&sink, MemoryKind::kHost, t.y.data(), kind, 4);  // a synchronous copy
+      // One copy per thread on the CPU; on the GPU one copy timed with events.
+      using Kernel = std::function<void(Bufs&, Slot&)>;
+      auto time_all = [&](const Kernel& k) {
+        if (o.cuda) return DeviceMedianUs([&] { k(b[0], b[0].Next()); });
+        return ConcurrentMedianUs(threads, [&](int i) {
+          Bufs& t = b[static_cast<size_t>(i)];
+          k(t, t.Next());
+        });
       };
       std::vector<KernelRow> rows;
-      const double add = ConcurrentMedianUs(threads, [&](int i) {
-        Bufs& t = b[static_cast<size_t>(i)];
-        AddInPlace(t.y.as<float>(), t.x.as<float>(), n, nullptr);
-        sync(t);
-      });
+      const double add = time_all([&](Bufs&, Slot& s) { AddInPlace(s.y.as<float>(), s.x.as<float>(), n, nullptr); });
       rows.push_back({"add", "none", static_cast<double>(bytes), add, threads});
       out << fmt::format("  {:<13} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}   add {:.2f}\n", "none", FormatSize(bytes), "-",
                          "-", "-", "-", "-", static_cast<double>(bytes) / (add * 1e3));
@@ -188,27 +217,34 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
         const Codec c_ef(spec_ef);
         const size_t wb = std::max<size_t>(c.WireBytes(n), 1);
         for (auto& t : b) {
-          t.wire = Buffer(wb, kind);
-          t.wire2 = Buffer(wb, kind);
           t.st = CodecState();
           t.st_ef = CodecState();
-          c.Encode(t.x.as<float>(), n, t.wire.data(), &t.st);
+          for (auto& sl : t.s) {
+            sl.wire = Buffer(wb, kind);
+            sl.wire2 = Buffer(wb, kind);
+            SetBytes(sl.wire2.data(), kind, 0, wb);  // resident before timing: no page faults in the loop
+            c.Encode(sl.x.as<float>(), n, sl.wire.data(), &t.st);
+          }
         }
-        auto time = [&](const std::function<void(Bufs&)>& k) {
-          return ConcurrentMedianUs(threads, [&](int i) {
-            k(b[static_cast<size_t>(i)]);
-            sync(b[static_cast<size_t>(i)]);
-          });
-        };
-        const double enc = time([&](Bufs& t) { c.Encode(t.x.as<float>(), n, t.wire2.data(), &t.st, nullptr, false); });
-        const double dec = time([&](Bufs& t) { c.Decode(t.wire.data(), n, t.y.as<float>(), t.st.step - 1); });
+        const auto& time = time_all;
+        const uint64_t dec_step = b[0].st.step - 1;  // the step the wires were encoded at (randomk's indices)
+        const double enc =
+            time([&](Bufs& t, Slot& s) { c.Encode(s.x.as<float>(), n, s.wire2.data(), &t.st, nullptr, false); });
+        const double dec = time([&](Bufs&, Slot& s) { c.Decode(s.wire.data(), n, s.y.as<float>(), dec_step); });
         double enc_ef = 0, acc = 0, hop = 0;
         const bool element = c.HasDecodeAddEncode();
         if (element || spec.kind == CodecKind::kTopK || spec.kind == CodecKind::kRandomK)
-          enc_ef = time([&](Bufs& t) { c_ef.Encode(t.x.as<float>(), n, t.wire2.data(), &t.st_ef, nullptr, false); });
+          enc_ef = time(
+              [&](Bufs& t, Slot& s) { c_ef.Encode(s.x.as<float>(), n, s.wire2.data(), &t.st_ef, nullptr, false); });
+        if (element || spec.kind == CodecKind::kTopK)
+          acc = time([&](Bufs&, Slot& s) { c.DecodeAccumulate(s.wire.data(), n, s.y.as<float>(), dec_step); });
         if (element) {
-          acc = time([&](Bufs& t) { c.DecodeAccumulate(t.wire.data(), n, t.y.as<float>(), 0); });
-          hop = time([&](Bufs& t) { c.DecodeAddEncode(t.wire.data(), t.x.as<float>(), n, t.wire2.data(), 0); });
+          // As the ring calls it (collectives/algorithms): the kernel alone, no finiteness flag to read
+          // back (Codec::DecodeAddEncode adds a state and a synchronising check per call).
+          hop = time([&](Bufs&, Slot& s) {
+            QuantDecodeAddEncode(c.Args(0), s.wire.as<uint8_t>(), s.x.as<float>(), n, s.wire2.as<uint8_t>(), nullptr,
+                                 nullptr);
+          });
         }
         const double bb = static_cast<double>(bytes);
         const std::pair<const char*, double> ks[] = {
@@ -228,7 +264,7 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
     if (o.cuda) throw UsageError("calibrate: the link (--ranks) is measured on cpu (MPI ranks) only");
     const auto sizes = ParseSizeList(o.link_sizes);
     out << fmt::format("# calibrate {}: median us of one ring step (ciuic-bench sendrecv) and of MPI's own allreduce "
-                       "(in-place) per message size\n", device);
+                       "(in-place) per message size; {}\n", device, LocalMpiSetting());
     std::string head = fmt::format("# {:>10}", "size");
     for (int p : o.link_ranks) head += fmt::format(" {:>13} {:>13}", fmt::format("step@{}", p), fmt::format("mpi_ar@{}", p));
     out << head << "\n";
@@ -282,6 +318,21 @@ Calibration LoadCalibration(const std::string& db_path, const std::string& devic
     }
   }
   return c;
+}
+
+Calibration LoadGpuCalibrationFor(const std::string& db_path, const std::string& gpu_name) {
+  std::string best;
+  {
+    Database db(db_path);
+    Statement q(db.handle(), "SELECT DISTINCT device FROM calibrations WHERE device LIKE 'cuda:%'");
+    while (q.Step()) {
+      const std::string d = q.ColumnText(0), name = d.substr(5);
+      // The longest calibrated name the topology's device name starts with.
+      if (!name.empty() && gpu_name.compare(0, name.size(), name) == 0 && d.size() > best.size()) best = d;
+    }
+  }
+  if (best.empty()) return Calibration{};
+  return LoadCalibration(db_path, best);
 }
 
 }  // namespace ciuic

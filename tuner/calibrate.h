@@ -59,5 +59,9 @@ std::string CalibrationDevice(bool cuda);
 void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::ostream& out);
 // The newest stored value of every (kernel, codec, size, ranks) of a device (empty when none).
 Calibration LoadCalibration(const std::string& db_path, const std::string& device);
+// The kernels of the GPU a topology names: the calibration "cuda:<name>" whose <name> begins the
+// topology's device name ("NVIDIA H100 80GB HBM3" for "NVIDIA H100 80GB HBM3 (SXM5)"); empty if none.
+Calibration LoadGpuCalibrationFor(const std::string& db_path, const std::string& gpu_name);
+inline bool IsGpuCalibration(const Calibration& c) { return c.device.rfind("cuda:", 0) == 0; }
 
 }  // namespace ciuic

@@ -20,7 +20,9 @@ std::vector<std::pair<std::string, std::string>> Needs(const LocalAllReduce& a, 
   if (none || algo == AllReduceAlgo::kRecursiveDoubling || kind == CodecKind::kRandomK || kind == CodecKind::kPowerSgd)
     k.push_back({"add", "none"});
   if (!none) {
-    k.push_back({a.error_feedback || algo == AllReduceAlgo::kTwoPhaseSign ? "encode_ef" : "encode", a.codec});
+    // PowerSGD keeps its own residual inside encode (calibrated as "encode").
+    const bool ef = (a.error_feedback && kind != CodecKind::kPowerSgd) || algo == AllReduceAlgo::kTwoPhaseSign;
+    k.push_back({ef ? "encode_ef" : "encode", a.codec});
     k.push_back({"decode", a.codec});
   }
   if (algo == AllReduceAlgo::kRing && !none && kind != CodecKind::kRandomK) k.push_back({"hop", a.codec});
@@ -51,10 +53,11 @@ bool CanPredictLocal(const Calibration& cal, const LocalAllReduce& a, std::strin
   return true;
 }
 
-double PredictLocalAllReduceUs(const Calibration& cal, const LocalAllReduce& a) {
-  std::string missing;
-  if (!CanPredictLocal(cal, a, &missing))
-    throw UsageError(fmt::format("the local model of {} {} on {} ranks needs {}", a.algo, a.codec, a.ranks, missing));
+namespace {
+
+// The step-by-step cost of PredictLocalAllReduceUs; with kernels_only the link steps and uncompressed
+// adds count 0 and each rank has its own device (no sharing): the codec kernels of one rank.
+double Cost(const Calibration& cal, const LocalAllReduce& a, bool kernels_only) {
   const int p = a.ranks;
   const double b = a.bytes;
   if (p <= 1 || b <= 0) return 0.0;
@@ -65,10 +68,10 @@ double PredictLocalAllReduceUs(const Calibration& cal, const LocalAllReduce& a) 
     return static_cast<double>(codec.WireBytes(static_cast<size_t>(std::max(1.0, std::round(fp32_bytes / 4)))));
   };
   // Kernels: timed with cal.concurrency copies at once; more ranks than that share the cores.
-  const double share = std::max(1.0, static_cast<double>(p) / std::max(1, cal.concurrency));
+  const double share = kernels_only ? 1.0 : std::max(1.0, static_cast<double>(p) / std::max(1, cal.concurrency));
   auto k = [&](const char* kernel, double bytes) { return share * cal.KernelUs(kernel, a.codec, bytes); };
-  auto add = [&](double bytes) { return share * cal.KernelUs("add", "none", bytes); };
-  auto step = [&](double bytes) { return cal.SendRecvUs(p, bytes); };
+  auto add = [&](double bytes) { return kernels_only ? 0.0 : share * cal.KernelUs("add", "none", bytes); };
+  auto step = [&](double bytes) { return kernels_only ? 0.0 : cal.SendRecvUs(p, bytes); };
   auto ring_none = [&](double bytes) {
     const double c = bytes / p;
     return (p - 1) * (step(c) + add(c)) + (p - 1) * step(c);
@@ -96,7 +99,11 @@ double PredictLocalAllReduceUs(const Calibration& cal, const LocalAllReduce& a) 
       }
       return t;
     }
-    case AllReduceAlgo::kSparse: return k(enc, b) + (p - 1) * step(wire(b)) + k("decode", b);
+    case AllReduceAlgo::kSparse: {
+      // Rank 0's wire decoded over the zeroed buffer, the other P-1 scattered into it.
+      const double acc = cal.kernels.count({"decode_acc", a.codec}) ? k("decode_acc", b) : 0.0;
+      return k(enc, b) + (p - 1) * step(wire(b)) + k("decode", b) + (p - 1) * acc;
+    }
     case AllReduceAlgo::kTwoPhaseSign: {
       const double c = b / p, w = wire(c);
       return k("encode_ef", b) + (p - 1) * step(w) + k("decode", c) + (p - 1) * k("decode_acc", c) +
@@ -105,13 +112,40 @@ double PredictLocalAllReduceUs(const Calibration& cal, const LocalAllReduce& a) 
     case AllReduceAlgo::kPowerSgd: {
       const MatrixView v = PowerSgdView(static_cast<size_t>(b / 4));
       const double r = spec.rank;
-      return k(enc, b) + ring_none(4.0 * r * static_cast<double>(v.rows)) +
+      return k("encode", b) + ring_none(4.0 * r * static_cast<double>(v.rows)) +
              ring_none(4.0 * r * static_cast<double>(v.cols)) + k("decode", b);
     }
     case AllReduceAlgo::kHierarchical:
     case AllReduceAlgo::kAuto: break;
   }
   throw UsageError(fmt::format("the local model has no {} on one node", AlgoName(algo)));
+}
+
+}  // namespace
+
+double PredictLocalAllReduceUs(const Calibration& cal, const LocalAllReduce& a) {
+  std::string missing;
+  if (!CanPredictLocal(cal, a, &missing))
+    throw UsageError(fmt::format("the local model of {} {} on {} ranks needs {}", a.algo, a.codec, a.ranks, missing));
+  return Cost(cal, a, false);
+}
+
+bool HasCodecKernels(const Calibration& cal, const LocalAllReduce& a) {
+  const CodecSpec spec = ParseCodec(a.codec);
+  if (spec.kind == CodecKind::kNone) return false;
+  LocalAllReduce x = a;
+  if (ParseAlgo(x.algo) == AllReduceAlgo::kHierarchical) x.algo = "ring";
+  for (const auto& [kernel, codec] : Needs(x, AlgoOf(x, spec), spec.kind))
+    if (kernel != "add" && !cal.kernels.count({kernel, codec})) return false;
+  return true;
+}
+
+double CodecKernelUs(const Calibration& cal, const LocalAllReduce& a) {
+  if (!HasCodecKernels(cal, a))
+    throw UsageError(fmt::format("the calibration of {} has no kernels of {}", cal.device, a.codec));
+  LocalAllReduce x = a;
+  if (ParseAlgo(x.algo) == AllReduceAlgo::kHierarchical) x.algo = "ring";
+  return Cost(cal, x, true);
 }
 
 }  // namespace ciuic

@@ -8,7 +8,7 @@
 //   ring (codec)     encode(c) + (P-1) × [step(w) + hop(c)] + (P-1) × step(w) + decode(B)   w = wire(c)
 //   rd               fold + log2 P halving steps (step + add) + doubling steps + unfold
 //   randomk          encode(B) + ring(none) of the k values + decode(B)
-//   sparse (topk)    encode(B) + (P-1) × step(wire(B)) + decode(B)
+//   sparse (topk)    encode(B) + (P-1) × step(wire(B)) + decode(B) + (P-1) × decode_acc(B)
 //   sign2            encode_ef(B) + (P-1) × step(w) + decode(c) + (P-1) × decode_acc(c) + encode_ef(c)
 //                    + (P-1) × step(w) + decode(B)
 //   powersgd         encode(B) + ring(none) of P + ring(none) of Q + decode(B)
@@ -35,5 +35,12 @@ struct LocalAllReduce {
 double PredictLocalAllReduceUs(const Calibration& cal, const LocalAllReduce& a);
 // Whether the calibration has everything PredictLocalAllReduceUs needs for `a`.
 bool CanPredictLocal(const Calibration& cal, const LocalAllReduce& a, std::string* missing = nullptr);
+
+// The codec kernels alone of one rank in the same step structure (links and uncompressed adds left
+// out, no core sharing: every rank has its own GPU): what a GPU topology's model adds to its
+// alpha-beta transfer time when a GPU calibration (calibrate --device cuda) is at hand. hier is costed
+// as the ring over all ranks. False / UsageError for codec none or a kernel missing from `cal`.
+bool HasCodecKernels(const Calibration& cal, const LocalAllReduce& a);
+double CodecKernelUs(const Calibration& cal, const LocalAllReduce& a);
 
 }  // namespace ciuic

@@ -100,6 +100,7 @@ int RunTune(const cxxopts::ParseResult& r) {
   o.mode = r["mode"].as<std::string>();
   o.db = r["db"].as<std::string>();
   if (r.count("out")) o.out = r["out"].as<std::string>();
+  if (r.count("calibration")) o.calibration_db = r["calibration"].as<std::string>();
   o.gate_tolerance = r["gate-tolerance"].as<double>();
   o.state_memory_gib = r["state-memory"].as<double>();
   if (!(o.gate_tolerance >= 0) || o.gate_tolerance > 1) throw UsageError("--gate-tolerance must be in 0..1");
@@ -227,6 +228,8 @@ int Run(int argc, char** argv) {
       "patience", "stop after N evaluations without improvement (0: off)", cxxopts::value<int>()->default_value("0"))(
       "mode", "model (measure: not in this build)", cxxopts::value<std::string>()->default_value("model"))(
       "db", "SQLite database", cxxopts::value<std::string>()->default_value("results/ciuic.db"))(
+      "calibration", "run: database to read calibrations from (default --db), e.g. one made by calibrate --device cuda on the target GPU",
+      cxxopts::value<std::string>())(
       "out", "profile path (default profiles/<topology>.profile.json)", cxxopts::value<std::string>())(
       "state-memory", "run: GiB per rank the runtime may keep (EF residuals, PowerSGD state, buckets); 0: no limit",
       cxxopts::value<double>()->default_value("0"))(

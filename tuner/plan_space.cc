@@ -77,6 +77,18 @@ CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible, const Ca
     case CodecKind::kPowerSgd: plan.codec_passes = 6; break;
     default: plan.codec_passes = 3.5; break;  // block-scaled: absmax pass + quantise
   }
+  if (cal && *feasible && t.name != "cpu_local" && IsGpuCalibration(*cal)) {
+    // A GPU topology with a calibration of its GPU: the codec kernels as measured there.
+    const LocalAllReduce a{c.codec, RuntimeAlgo(c), 0, ranks, spec.error_feedback};
+    if (HasCodecKernels(*cal, a)) {
+      const Calibration* calp = cal;
+      plan.codec_us = [calp, a](double bytes) {
+        LocalAllReduce x = a;
+        x.bytes = bytes;
+        return CodecKernelUs(*calp, x);
+      };
+    }
+  }
   if (cal && *feasible && t.name == "cpu_local" && cal->HasLink(ranks)) {
     if (c.algo == "nccl") {
       // On a CPU machine the library's own allreduce is MPI's, measured by the calibration.

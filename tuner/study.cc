@@ -65,7 +65,10 @@ std::map<std::string, bool> GateAll(Database& db, const SearchSpace& space, doub
 // its iterations), cached per configuration. Returns +inf when the run fails.
 class BucketMeter {
  public:
-  BucketMeter(int ranks, std::ostream& log) : ranks_(ranks), log_(log) { BenchExecutable(); }
+  BucketMeter(int ranks, std::ostream& log) : ranks_(ranks), log_(log) {
+    BenchExecutable();
+    log_ << fmt::format("measure: ciuic-bench on {} local MPI ranks ({})\n", ranks_, LocalMpiSetting());
+  }
   double Us(const PlanChoice& c, uint64_t bytes) {
     const std::string key = fmt::format("{}|{}|{}|{}", c.codec, c.algo, c.streams, bytes);
     if (auto it = cache_.find(key); it != cache_.end()) return it->second;
@@ -104,20 +107,35 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
     throw UsageError(fmt::format("--mode measure runs on the target hardware: this machine is cpu_local, not {}", topo.name));
   std::unique_ptr<BucketMeter> meter;
   if (o.mode == "measure") meter = std::make_unique<BucketMeter>(std::min(topo.devices_per_node, 2), log);
-  // Codec costs: this machine's calibration when tuning for it, else the topology's memory bandwidth.
+  // Codec costs: this machine's calibration when tuning for it; on a GPU topology a calibration of its
+  // GPU (calibrate --device cuda, here or in --calibration) when there is one; else memory bandwidth.
+  const std::string cal_db = o.calibration_db.empty() ? o.db : o.calibration_db;
+  if (!o.calibration_db.empty() && !std::filesystem::is_regular_file(o.calibration_db))
+    throw InputError(fmt::format("--calibration '{}': no such database file", o.calibration_db));
   Calibration cal;
-  if (topo.name == "cpu_local") cal = LoadCalibration(o.db, CalibrationDevice(false));
+  if (topo.name == "cpu_local") {
+    cal = LoadCalibration(cal_db, CalibrationDevice(false));
+  } else {
+    cal = LoadGpuCalibrationFor(cal_db, topo.device.name);
+  }
   const Calibration* calp = cal.empty() ? nullptr : &cal;
   Database db(o.db);
-  if (calp && cal.HasLink(topo.ranks())) {
+  std::string model_note;  // part of a study's settings: a resumed study used the same codec costs
+  if (calp && topo.name == "cpu_local" && cal.HasLink(topo.ranks())) {
     log << fmt::format("cost model: calibrated local model ({} values measured on {}; ciuic-tune validate checks it)\n",
                        cal.values(), cal.device);
+  } else if (calp && IsGpuCalibration(cal)) {
+    log << fmt::format("cost model: alpha-beta transfers, codec kernels as calibrated on {} ({} values from {})\n",
+                       cal.device, cal.values(), cal_db);
+    model_note = "codec_kernels=" + cal.device;
   } else {
     log << (topo.name == "cpu_local"
                 ? fmt::format("cost model: alpha-beta with codecs at the memory bandwidth (no calibration of {} ranks "
                               "in {}: ciuic-tune calibrate --sizes 64K:64M:x4 --ranks {} measures one)\n",
-                              topo.ranks(), o.db, topo.ranks())
-                : std::string("cost model: alpha-beta, codecs at the topology's memory bandwidth\n"));
+                              topo.ranks(), cal_db, topo.ranks())
+                : fmt::format("cost model: alpha-beta, codecs at the topology's memory bandwidth (no calibration of "
+                              "'{}' in {}: ciuic-tune calibrate --device cuda on that GPU makes one)\n",
+                              topo.device.name, cal_db));
   }
   log << fmt::format("study: topology {} ({} nodes x {} devices, fingerprint {}), workload {} ({} parameters), "
                      "strategy {}, budget {}, seed {}\n",
@@ -126,8 +144,10 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
   const auto gate = GateAll(db, space, o.gate_tolerance, log);
 
   if (o.state_memory_gib < 0) throw UsageError("--state-memory must be >= 0 GiB (0: no limit)");
-  const std::string constraints = o.state_memory_gib > 0 ? fmt::format("state_memory_gib={}", o.state_memory_gib) : "";
-  if (!constraints.empty()) log << fmt::format("constraint: communication state <= {} GiB per rank\n", o.state_memory_gib);
+  std::string constraints = o.state_memory_gib > 0 ? fmt::format("state_memory_gib={}", o.state_memory_gib) : "";
+  const bool memory_limit = !constraints.empty();
+  if (!model_note.empty()) constraints += (constraints.empty() ? "" : ";") + model_note;
+  if (memory_limit) log << fmt::format("constraint: communication state <= {} GiB per rank\n", o.state_memory_gib);
   // Resume a study with the same settings (and constraints) that did not finish.
   TuneResult res;
   std::map<std::string, double> stored;

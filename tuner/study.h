@@ -21,6 +21,7 @@ struct TuneOptions {
   int patience = 0;
   std::string mode = "model";
   std::string db = "results/ciuic.db";
+  std::string calibration_db;  // where calibrations are read (empty: db), e.g. one made on a GPU machine
   std::string out;  // profile path; default profiles/<topology>.profile.json
   double gate_tolerance = 0.01;
   double state_memory_gib = 0;  // > 0: configurations whose CommStateBytes exceed it are infeasible

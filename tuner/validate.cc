@@ -64,6 +64,7 @@ ValidationResult RunValidation(const ValidateOptions& o, std::ostream& out) {
   std::string size_list;
   for (uint64_t s : o.sizes) size_list += (size_list.empty() ? "" : ",") + std::to_string(s);
   std::map<std::tuple<int, size_t, uint64_t>, std::vector<double>> samples;
+  out << fmt::format("# validate: ciuic-bench allreduce --backend ciuic over MPI ({})\n", LocalMpiSetting());
   for (int pass = 0; pass < o.repeat; ++pass) {
     out << fmt::format("# validate: pass {}/{}\n", pass + 1, o.repeat) << std::flush;
     for (int p : o.ranks)

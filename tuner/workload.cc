@@ -98,7 +98,8 @@ double BucketUs(const Fabric& f, const Topology& t, const CommPlan& plan, double
   if (plan.local_us) return plan.local_us(bytes);
   // Codec kernels stream over the bucket at the device's memory bandwidth (85%: what a tuned
   // elementwise kernel reaches, the target bench/results holds the kernels to).
-  const double codec_us = plan.codec_passes * bytes / (t.device.memory_bw_gbps * 0.85 * 1e3);
+  const double codec_us =
+      plan.codec_us ? plan.codec_us(bytes) : plan.codec_passes * bytes / (t.device.memory_bw_gbps * 0.85 * 1e3);
   const double comm_us = PredictAllReduceUs(f, plan.algo, bytes, plan.wire_ratio, 0.0);
   const int k = std::max(1, plan.streams);
   // Pipelined pieces hide all but 1/K of the shorter of the two behind the longer.

@@ -38,6 +38,9 @@ struct CommPlan {
   // A bucket's allreduce time from the calibrated local model (local_model.h) when tuning for this
   // machine; unset: the alpha-beta model with codec_passes at the device's memory bandwidth.
   std::function<double(double bytes)> local_us;
+  // The codec kernels' time for a bucket from a GPU calibration (local_model.h CodecKernelUs); unset:
+  // codec_passes at the device's memory bandwidth.
+  std::function<double(double bytes)> codec_us;
   double bucket_bytes = 25 << 20;
   int streams = 1;                // pieces in flight: codec compute overlaps the transfer by (K-1)/K
   double model_efficiency = 0.4;  // achieved fraction of peak FLOPs in backward (MFU)

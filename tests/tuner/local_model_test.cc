@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "kernels/codec.h"
 #include "tuner/calibrate.h"
+#include "tuner/cost_model.h"
 #include "tuner/local_model.h"
 #include "tuner/plan_space.h"
 #include "tuner/topology.h"
@@ -81,7 +82,8 @@ TEST(LocalModel, DedicatedAlgorithms) {
   const double b = 12.0 * (1 << 20), link = 10.0 / p;
   {
     const double w = static_cast<double>(Codec(ParseCodec("topk:0.01")).WireBytes(static_cast<size_t>(b / 4)));
-    const double want = Us(b, 20) + (p - 1) * Us(w, link) + Us(b, 40);
+    // Rank 0's wire decoded over the buffer, the other P-1 scattered into it.
+    const double want = Us(b, 20) + (p - 1) * Us(w, link) + Us(b, 40) + (p - 1) * Us(b, 30);
     EXPECT_NEAR(PredictLocalAllReduceUs(cal, {"topk:0.01", "auto", b, p, false}), want, want * 1e-9);
   }
   {
@@ -144,6 +146,45 @@ TEST(LocalModel, TheTunerUsesItForThisMachineOnceTheLinkIsCalibrated) {
   // Another topology never uses this machine's calibration.
   const CommPlan dgx = PlanOf({"int8", 4 << 20, 1, "ring"}, LoadTopology("dgx_a100"), &feasible, &cal);
   EXPECT_FALSE(static_cast<bool>(dgx.local_us));
+  EXPECT_FALSE(static_cast<bool>(dgx.codec_us));
+}
+
+TEST(GpuCodecKernels, TheRingsKernelsAloneNoLinkNoAddsNoSharing) {
+  Calibration cal = RateCalibration(1);
+  cal.device = "cuda:NVIDIA H100 80GB HBM3";
+  const int p = 8;
+  const double b = 64.0 * (1 << 20), c = b / p;
+  // encode one chunk, P-1 fused hops, decode the whole buffer; with error feedback the rank's own
+  // contribution is quantised first.
+  const double want = Us(c, 20) + (p - 1) * Us(c, 8) + Us(b, 40);
+  EXPECT_NEAR(CodecKernelUs(cal, {"int8", "ring", b, p, false}), want, want * 1e-9);
+  EXPECT_NEAR(CodecKernelUs(cal, {"int8", "ring", b, p, true}), want + Us(b, 16) + Us(b, 40), want * 1e-9);
+  EXPECT_NEAR(CodecKernelUs(cal, {"int8", "hier", b, p, false}), want, want * 1e-9);  // costed as the ring
+  EXPECT_FALSE(HasCodecKernels(cal, {"none", "ring", b, p, false}));
+  EXPECT_FALSE(HasCodecKernels(cal, {"fp16", "ring", b, p, false}));  // not calibrated: never guessed
+  EXPECT_THROW(CodecKernelUs(cal, {"fp16", "ring", b, p, false}), UsageError);
+  // PowerSGD's encode keeps its own residual: "encode" also with error feedback.
+  EXPECT_TRUE(HasCodecKernels(cal, {"powersgd:4", "powersgd", b, p, true}));
+}
+
+TEST(GpuCodecKernels, AGpuTopologyUsesACalibrationOfItsGpu) {
+  Calibration cal = RateCalibration(1);
+  cal.device = "cuda:NVIDIA H100 80GB HBM3";
+  const Topology t = LoadTopology("dgx_h100");
+  bool feasible = false;
+  const CommPlan plan = PlanOf({"int8", 64 << 20, 4, "ring"}, t, &feasible, &cal);
+  ASSERT_TRUE(feasible);
+  ASSERT_TRUE(static_cast<bool>(plan.codec_us));
+  EXPECT_FALSE(static_cast<bool>(plan.local_us));
+  const double b = 64.0 * (1 << 20);
+  EXPECT_DOUBLE_EQ(plan.codec_us(b), CodecKernelUs(cal, {"int8", "ring", b, t.ranks(), true}));
+  // The bucket time: transfer and kernels pipelined over the streams, as with the bandwidth estimate.
+  const CommPlan plain = PlanOf({"int8", 64 << 20, 4, "ring"}, t, &feasible);
+  const double comm = PredictAllReduceUs(EffectiveFabric(t), plain.algo, b, plain.wire_ratio, 0.0);
+  const double codec = plan.codec_us(b);
+  EXPECT_NEAR(BucketUs(EffectiveFabric(t), t, plan, b), std::max(comm, codec) + std::min(comm, codec) / 4, 1e-6);
+  // Uncompressed: nothing to add.
+  EXPECT_FALSE(static_cast<bool>(PlanOf({"none", 64 << 20, 1, "ring"}, t, &feasible, &cal).codec_us));
 }
 
 }  // namespace

@@ -179,5 +179,51 @@ TEST(Calibrate, StoresKernelCurvesPerSizeAndAStudyWithoutALinkSaysSo) {
   std::filesystem::remove_all(dir);
 }
 
+// A calibration made on a GPU (calibrate --device cuda, rows copied here under that GPU's device
+// name) is what a study of a topology with that GPU uses for its codec kernels, read from --db or
+// from --calibration; a topology with another GPU keeps the bandwidth estimate.
+TEST(Calibrate, AGpuCalibrationDrivesTheCodecCostsOfItsTopology) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ciuic_gpucal_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string cal_db = (dir / "gpu.db").string(), db = (dir / "t.db").string();
+  std::ostringstream out;
+  CalibrateOptions c;
+  c.sizes = {1 << 20, 4 << 20};
+  c.concurrency = 1;
+  RunCalibration(cal_db, c, out);
+  {
+    Database d(cal_db);
+    d.Exec("UPDATE calibrations SET device = 'cuda:NVIDIA H100 80GB HBM3'");
+  }
+  EXPECT_TRUE(LoadGpuCalibrationFor(cal_db, "NVIDIA A100-SXM4-80GB").empty());
+  const Calibration h100 = LoadGpuCalibrationFor(cal_db, "NVIDIA H100 80GB HBM3 (SXM5)");
+  ASSERT_FALSE(h100.empty());
+  EXPECT_TRUE(IsGpuCalibration(h100));
+  EXPECT_TRUE(h100.Has("int8"));
+
+  TuneOptions o;
+  o.topology = "dgx_h100";
+  o.workload = "resnet50";
+  o.budget = 10;
+  o.db = db;
+  o.out = (dir / "p.json").string();
+  std::ostringstream plain, calibrated;
+  const TuneResult a = RunStudy(o, plain);
+  EXPECT_NE(plain.str().find("calibrate --device cuda"), std::string::npos) << plain.str();
+  o.calibration_db = cal_db;
+  const TuneResult b = RunStudy(o, calibrated);
+  EXPECT_NE(calibrated.str().find("codec kernels as calibrated on cuda:NVIDIA H100 80GB HBM3"), std::string::npos)
+      << calibrated.str();
+  EXPECT_NE(a.study_id, b.study_id);  // a different model: never resumed from the other's trials
+  EXPECT_EQ(b.reused, 0);
+  o.topology = "dgx_a100";
+  std::ostringstream other;
+  RunStudy(o, other);
+  EXPECT_NE(other.str().find("codecs at the topology's memory bandwidth"), std::string::npos) << other.str();
+  o.calibration_db = (dir / "missing.db").string();
+  EXPECT_THROW(RunStudy(o, other), InputError);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace ciuic
