@@ -284,7 +284,9 @@ TEST(Runtime, LoadRefusesAnotherWorldSizeOrCodecAndKeepsItsState) {
   });
   RunLocalRanks(2, [&](Communicator& comm) {
     Runtime rt(comm, RtConfig("fp8e4m3", 1 << 20));
-    if (comm.Rank() == 0) EXPECT_THROW(rt.Load(path), InputError);
+    if (comm.Rank() == 0) {
+      EXPECT_THROW(rt.Load(path), InputError);
+    }
   });
   std::remove(path.c_str());
 }
