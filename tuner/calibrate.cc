@@ -75,8 +75,8 @@ std::string CpuModel() {
   return "unknown";
 }
 
-// Runs fn(thread) on `threads` threads at once: one warm-up round, then 7 timed rounds (3 when a round
-// takes over 50 ms). Returns the median over rounds of the slowest thread's time (µs).
+// Runs fn(thread) on `threads` threads at once: one warm-up round, then timed rounds covering ~30 ms
+// (3 to 31). Returns the median over rounds of the slowest thread's time (µs).
 double ConcurrentMedianUs(int threads, const std::function<void(int)>& fn) {
   std::barrier sync(threads);
   auto round = [&](int reps, std::vector<double>* out) {
@@ -131,9 +131,10 @@ struct KernelRow {
 void Store(Database& db, const std::string& device, const std::vector<KernelRow>& rows) {
   Database::Transaction tx(db);
   const std::string now = IsoNow();
+  Statement ins(db.handle(),
+                "INSERT INTO calibrations (created, device, kernel, codec, gbps, bytes, ranks) VALUES (?,?,?,?,?,?,?)");
   for (const auto& r : rows) {
-    Statement ins(db.handle(),
-                  "INSERT INTO calibrations (created, device, kernel, codec, gbps, bytes, ranks) VALUES (?,?,?,?,?,?,?)");
+    ins.Reset();
     ins.Bind(1, now).Bind(2, device).Bind(3, r.kernel).Bind(4, r.codec).Bind(5, r.bytes / (r.us * 1e3));
     ins.Bind(6, static_cast<int64_t>(r.bytes)).Bind(7, static_cast<int64_t>(r.ranks));
     ins.Step();
@@ -195,7 +196,7 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
       }
       // One copy per thread on the CPU; on the GPU one copy timed with events.
       using Kernel = std::function<void(Bufs&, Slot&)>;
-      auto time_all = [&](const Kernel& k) {
+      auto time = [&](const Kernel& k) {
         if (o.cuda) return DeviceMedianUs([&] { k(b[0], b[0].Next()); });
         return ConcurrentMedianUs(threads, [&](int i) {
           Bufs& t = b[static_cast<size_t>(i)];
@@ -203,7 +204,7 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
         });
       };
       std::vector<KernelRow> rows;
-      const double add = time_all([&](Bufs&, Slot& s) { AddInPlace(s.y.as<float>(), s.x.as<float>(), n, nullptr); });
+      const double add = time([&](Bufs&, Slot& s) { AddInPlace(s.y.as<float>(), s.x.as<float>(), n, nullptr); });
       rows.push_back({"add", "none", static_cast<double>(bytes), add, threads});
       out << fmt::format("  {:<13} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}   add {:.2f}\n", "none", FormatSize(bytes), "-",
                          "-", "-", "-", "-", static_cast<double>(bytes) / (add * 1e3));
@@ -226,7 +227,6 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
             c.Encode(sl.x.as<float>(), n, sl.wire.data(), &t.st);
           }
         }
-        const auto& time = time_all;
         const uint64_t dec_step = b[0].st.step - 1;  // the step the wires were encoded at (randomk's indices)
         const double enc =
             time([&](Bufs& t, Slot& s) { c.Encode(s.x.as<float>(), n, s.wire2.data(), &t.st, nullptr, false); });
@@ -321,6 +321,7 @@ Calibration LoadCalibration(const std::string& db_path, const std::string& devic
 }
 
 Calibration LoadGpuCalibrationFor(const std::string& db_path, const std::string& gpu_name) {
+  if (!std::filesystem::exists(db_path)) return Calibration{};
   std::string best;
   {
     Database db(db_path);

@@ -77,35 +77,32 @@ CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible, const Ca
     case CodecKind::kPowerSgd: plan.codec_passes = 6; break;
     default: plan.codec_passes = 3.5; break;  // block-scaled: absmax pass + quantise
   }
-  if (cal && *feasible && t.name != "cpu_local" && IsGpuCalibration(*cal)) {
-    // A GPU topology with a calibration of its GPU: the codec kernels as measured there.
-    const LocalAllReduce a{c.codec, RuntimeAlgo(c), 0, ranks, spec.error_feedback};
-    if (HasCodecKernels(*cal, a)) {
-      const Calibration* calp = cal;
-      plan.codec_us = [calp, a](double bytes) {
-        LocalAllReduce x = a;
-        x.bytes = bytes;
-        return CodecKernelUs(*calp, x);
-      };
-    }
-  }
-  if (cal && *feasible && t.name == "cpu_local" && cal->HasLink(ranks)) {
+  if (!cal || !*feasible) return plan;
+  // A calibration applies to the machine it was made on: a GPU's to GPU topologies, this CPU's to
+  // cpu_local (the study loads only a matching one; this guards other callers).
+  const bool local = t.name == "cpu_local";
+  if (local == IsGpuCalibration(*cal)) return plan;
+  const LocalAllReduce a{c.codec, RuntimeAlgo(c), 0, ranks, spec.error_feedback};
+  // A function of the bucket size from a model of `a` at that size.
+  auto at_size = [cal, a](double (*model)(const Calibration&, const LocalAllReduce&)) {
+    return [cal, a, model](double bytes) {
+      LocalAllReduce x = a;
+      x.bytes = bytes;
+      return model(*cal, x);
+    };
+  };
+  // The codec kernels as measured, in place of the bandwidth estimate.
+  if (HasCodecKernels(*cal, a)) plan.codec_us = at_size(&CodecKernelUs);
+  // With this machine's link calibrated too, the whole bucket comes from the local model.
+  if (local && cal->HasLink(ranks)) {
     if (c.algo == "nccl") {
       // On a CPU machine the library's own allreduce is MPI's, measured by the calibration.
       if (auto it = cal->native_allreduce.find(ranks); it != cal->native_allreduce.end()) {
         const TimeCurve curve = it->second;
         plan.local_us = [curve](double bytes) { return curve.Us(bytes); };
       }
-    } else {
-      const LocalAllReduce a{c.codec, RuntimeAlgo(c), 0, ranks, spec.error_feedback};
-      if (CanPredictLocal(*cal, a)) {
-        const Calibration* calp = cal;
-        plan.local_us = [calp, a](double bytes) {
-          LocalAllReduce x = a;
-          x.bytes = bytes;
-          return PredictLocalAllReduceUs(*calp, x);
-        };
-      }
+    } else if (CanPredictLocal(*cal, a)) {
+      plan.local_us = at_size(&PredictLocalAllReduceUs);
     }
   }
   return plan;

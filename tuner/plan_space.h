@@ -23,8 +23,10 @@ std::string RuntimeAlgo(const PlanChoice& c);
 PlanChoice ChoiceOf(const SearchSpace& space, const Point& p);
 // The plan of a choice on a topology; `feasible` false for combinations the runtime does not offer
 // (a codec on rd or on NCCL's own allreduce, a dedicated-algorithm codec under hier).
-// With a calibration of this machine (cpu_local, the link measured at its rank count) bucket times
-// come from the calibrated local model (error feedback on, as in training); else alpha-beta.
+// With a calibration of the topology's device (a GPU's for a GPU topology, this CPU's for cpu_local)
+// the codec kernels cost what was measured (CodecKernelUs) instead of the bandwidth estimate; with this
+// machine's link calibrated too (cpu_local, at its rank count) the whole bucket time comes from the
+// calibrated local model (error feedback on, as in training). Else alpha-beta.
 CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible, const Calibration* cal = nullptr);
 // The score of a step: backward + exposed communication, plus 1% of the total communication time so
 // that configurations whose communication hides completely still prefer the one that moves less.

@@ -124,9 +124,13 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
   if (calp && topo.name == "cpu_local" && cal.HasLink(topo.ranks())) {
     log << fmt::format("cost model: calibrated local model ({} values measured on {}; ciuic-tune validate checks it)\n",
                        cal.values(), cal.device);
-  } else if (calp && IsGpuCalibration(cal)) {
-    log << fmt::format("cost model: alpha-beta transfers, codec kernels as calibrated on {} ({} values from {})\n",
-                       cal.device, cal.values(), cal_db);
+  } else if (calp) {
+    log << fmt::format("cost model: alpha-beta transfers, codec kernels as calibrated on {} ({} values from {}){}\n",
+                       cal.device, cal.values(), cal_db,
+                       topo.name == "cpu_local"
+                           ? fmt::format("; the link at {} ranks is not calibrated (ciuic-tune calibrate --ranks {} "
+                                         "measures it)", topo.ranks(), topo.ranks())
+                           : "");
     model_note = "codec_kernels=" + cal.device;
   } else {
     log << (topo.name == "cpu_local"

@@ -118,10 +118,11 @@ ValidationResult RunValidation(const ValidateOptions& o, std::ostream& out) {
   Database db(o.db);
   Database::Transaction tx(db);
   const std::string now = IsoNow();
+  Statement ins(db.handle(),
+                "INSERT INTO validations (created, device, ranks, codec, algo, bytes, measured_us, predicted_us) "
+                "VALUES (?,?,?,?,?,?,?,?)");
   for (const auto& r : res.rows) {
-    Statement ins(db.handle(),
-                  "INSERT INTO validations (created, device, ranks, codec, algo, bytes, measured_us, predicted_us) "
-                  "VALUES (?,?,?,?,?,?,?,?)");
+    ins.Reset();
     ins.Bind(1, now).Bind(2, device).Bind(3, static_cast<int64_t>(r.ranks)).Bind(4, r.codec).Bind(5, r.algo);
     ins.Bind(6, static_cast<int64_t>(r.bytes)).Bind(7, r.measured_us).Bind(8, r.predicted_us);
     ins.Step();

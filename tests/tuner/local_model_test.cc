@@ -149,6 +149,22 @@ TEST(LocalModel, TheTunerUsesItForThisMachineOnceTheLinkIsCalibrated) {
   EXPECT_FALSE(static_cast<bool>(dgx.codec_us));
 }
 
+TEST(LocalModel, WithoutTheLinkTheKernelsStillCostWhatWasMeasured) {
+  const Topology t = LoadTopology("cpu_local");
+  Calibration cal = RateCalibration(t.ranks());
+  cal.sendrecv.clear();
+  bool feasible = false;
+  const CommPlan plan = PlanOf({"int8", 4 << 20, 1, "ring"}, t, &feasible, &cal);
+  ASSERT_TRUE(feasible);
+  EXPECT_FALSE(static_cast<bool>(plan.local_us));
+  ASSERT_TRUE(static_cast<bool>(plan.codec_us));
+  const double b = 8 << 20;
+  EXPECT_DOUBLE_EQ(plan.codec_us(b), CodecKernelUs(cal, {"int8", "ring", b, t.ranks(), true}));
+  // A GPU's calibration never prices this machine's kernels.
+  cal.device = "cuda:NVIDIA H100 80GB HBM3";
+  EXPECT_FALSE(static_cast<bool>(PlanOf({"int8", 4 << 20, 1, "ring"}, t, &feasible, &cal).codec_us));
+}
+
 TEST(GpuCodecKernels, TheRingsKernelsAloneNoLinkNoAddsNoSharing) {
   Calibration cal = RateCalibration(1);
   cal.device = "cuda:NVIDIA H100 80GB HBM3";
