@@ -95,7 +95,8 @@ cxxopts::Options MakeOptions() {
       ("dtype", "fp32 fp64 fp16 bf16 fp8e4m3 fp8e5m2 int8 uint8 int32 int64", cxxopts::value<std::string>()->default_value("fp32"))
       ("op", "sum | avg | min | max | prod", cxxopts::value<std::string>()->default_value("sum"))
       ("root", "root rank of broadcast and reduce", cxxopts::value<int>()->default_value("0"))
-      ("algo", "ciuic: auto ring rd hier sparse sign2 powersgd (others: the library's own)", cxxopts::value<std::string>()->default_value("auto"))
+      ("algo", "ciuic: auto ring rd hier sparse sign2 powersgd native (others: the library's own)", cxxopts::value<std::string>()->default_value("auto"))
+      ("precision", "ciuic native: the dtype the transport reduces in: fp32 | bf16 | fp16", cxxopts::value<std::string>()->default_value("fp32"))
       ("codec", "ciuic: none fp16 bf16 fp8e4m3 fp8e5m2 int8 int4 sign1 topk:R randomk:R powersgd:N", cxxopts::value<std::string>()->default_value("none"))
       ("iters", "timed iterations per row (default: auto, 3..20, ~1 s per row)", cxxopts::value<int>())
       ("warmup", "warm-up iterations per row (default: auto, 1..5)", cxxopts::value<int>())
@@ -199,6 +200,8 @@ Cli ParseCli(int argc, char** argv) {
   if (!ciuic_backend && algo != "auto" && algo != "native") {
     throw UsageError(fmt::format("--algo {}: the mpi, nccl and local backends run their own algorithm; use --backend ciuic", algo));
   }
+  if (!ciuic_backend && Get<std::string>(r, "precision") != "fp32")
+    throw UsageError("--precision: the runtime's native algorithm casts around the library's allreduce; use --backend ciuic --algo native (or --dtype for the library alone)");
   if (!ciuic_backend && codec != "none") {
     throw UsageError(fmt::format("--codec {}: codecs run through the bundled runtime; use --backend ciuic", codec));
   }
@@ -209,7 +212,12 @@ Cli ParseCli(int argc, char** argv) {
     a.codec.rounding = ParseRounding(Get<std::string>(r, "rounding"));
     a.codec.error_feedback = false;  // rows report the one-shot error; timing loops must not feed it
     a.codec.prescale = Get<float>(r, "prescale");
-    a.algo = ParseAlgo(algo == "native" ? "auto" : algo);
+    a.algo = ParseAlgo(algo);
+    a.precision = ParsePrecision(Get<std::string>(r, "precision"));
+    if (a.precision != DType::kFloat32 && a.algo != AllReduceAlgo::kNative)
+      throw UsageError(fmt::format("--precision {}: a 16-bit reduction is --algo native's (the runtime's own "
+                                   "algorithms accumulate in fp32; 16-bit wires: --codec fp16|bf16)",
+                                   Get<std::string>(r, "precision")));
     a.in_flight = Get<int>(r, "streams");
     if (a.in_flight < 1 || a.in_flight > 64) throw UsageError(fmt::format("--streams {} must be in 1..64", a.in_flight));
     a.piece_bytes = ParseSize(Get<std::string>(r, "piece"));
@@ -234,7 +242,8 @@ Cli ParseCli(int argc, char** argv) {
       cli.runtime.profile = std::make_shared<Profile>(LoadProfile(Get<std::string>(r, "profile")));
       if (algo != "auto" || codec != "none")
         throw UsageError("--profile chooses algorithm and codec per size: drop --algo/--codec");
-      for (const auto& rule : cli.runtime.profile->rules) b.lossy |= rule.codec != "none";
+      if (Get<std::string>(r, "precision") != "fp32") throw UsageError("--profile chooses the precision per size: drop --precision");
+      for (const auto& rule : cli.runtime.profile->rules) b.lossy |= rule.codec != "none" || rule.precision != "fp32";
     }
     const std::string bucket = Get<std::string>(r, "bucket");
     cli.runtime.bucket_bytes = bucket == "0" ? 0 : ParseSize(bucket);
@@ -243,7 +252,7 @@ Cli ParseCli(int argc, char** argv) {
     if (b.spec != &kAllReduceSpec) throw UsageError("--backend ciuic runs allreduce (the bundled runtime)");
     if (b.type != DType::kFloat32) throw UsageError("--backend ciuic reduces fp32");
     if (b.op != ReduceOp::kSum && b.op != ReduceOp::kAvg) throw UsageError("--backend ciuic reduces with sum or avg");
-    b.lossy = b.lossy || a.codec.kind != CodecKind::kNone;
+    b.lossy = b.lossy || a.codec.kind != CodecKind::kNone || a.precision != DType::kFloat32;
   }
   cli.format = Get<std::string>(r, "format");
   if (cli.format != "table" && cli.format != "csv" && cli.format != "json") {
@@ -380,7 +389,7 @@ int ListBuild() {
   for (DType t : AllDTypes()) std::cout << " " << DTypeName(t);
   std::cout << "\nops:        ";
   for (ReduceOp op : AllReduceOps()) std::cout << " " << ReduceOpName(op);
-  std::cout << "\nalgorithms:  auto (the library's own); ciuic: ring rd hier sparse sign2 powersgd\ncodecs:     ";
+  std::cout << "\nalgorithms:  auto (the library's own); ciuic: ring rd hier sparse sign2 powersgd native\ncodecs:     ";
   for (const auto& c : CodecNames()) std::cout << " " << c;
   std::cout << "\nkernels:     cpu" << (cuda::Available() ? ", cuda" : "") << "\n";
   return 0;
@@ -398,6 +407,8 @@ int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* wat
     ctx.codec = CodecName(cli.runtime.algo.codec);
     ctx.algo = AlgoName(cli.runtime.algo.algo == AllReduceAlgo::kAuto ? DefaultAlgo(cli.runtime.algo.codec.kind)
                                                                        : cli.runtime.algo.algo);
+    if (cli.runtime.algo.precision != DType::kFloat32)
+      ctx.algo += fmt::format("({})", DTypeName(cli.runtime.algo.precision));
     ctx.library_versions["transport"] = cli.transport;
     if (cli.runtime.profile) {
       ctx.codec = "profile";

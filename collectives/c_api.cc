@@ -96,7 +96,13 @@ ciuic_status_t ciuic_runtime_create(ciuic_comm_t* comm, const char* algo, const 
     Require(comm, "comm");
     Require(out, "out");
     ciuic::RuntimeConfig cfg;
-    cfg.algo.algo = ciuic::ParseAlgo(algo ? algo : "auto");
+    // "native:bf16" / "native:fp16": the transport's allreduce in a 16-bit precision.
+    std::string a = algo ? algo : "auto";
+    if (a.rfind("native:", 0) == 0) {
+      cfg.algo.precision = ciuic::ParsePrecision(a.substr(7));
+      a = "native";
+    }
+    cfg.algo.algo = ciuic::ParseAlgo(a);
     cfg.algo.codec = ciuic::ParseCodec(codec ? codec : "none");
     if (bucket_bytes) cfg.bucket_bytes = bucket_bytes;
     auto rt = std::make_unique<ciuic_runtime>();

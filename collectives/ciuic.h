@@ -32,7 +32,8 @@ void ciuic_comm_destroy(ciuic_comm_t* comm); /* only for communicators from ciui
 int ciuic_comm_rank(const ciuic_comm_t* comm);
 int ciuic_comm_size(const ciuic_comm_t* comm);
 
-/* algo: "auto" "ring" "rd" "hier" "sparse" "sign2" "powersgd"; codec: "none" "int8" "topk:0.01" ...
+/* algo: "auto" "ring" "rd" "hier" "sparse" "sign2" "powersgd", or "native" (the transport's own
+ * allreduce; "native:bf16" / "native:fp16" reduce in 16 bits); codec: "none" "int8" "topk:0.01" ...
  * bucket_bytes 0 = 25 MiB. */
 ciuic_status_t ciuic_runtime_create(ciuic_comm_t* comm, const char* algo, const char* codec, size_t bucket_bytes,
                                     ciuic_runtime_t** out);

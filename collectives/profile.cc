@@ -138,7 +138,12 @@ Profile ParseProfile(const std::string& text, const std::string& origin) {
     if (x.streams < 1 || x.streams > 64 || x.hierarchy_depth < 1 || x.hierarchy_depth > 3)
       throw InputError(fmt::format("{}: streams or hierarchy_depth out of range", origin));
     x.precision = Get<std::string>(r, "precision", origin);
-    if (x.precision != "fp32") throw InputError(fmt::format("{}: unknown precision '{}'", origin, x.precision));
+    if (x.precision != "fp32" && x.precision != "bf16" && x.precision != "fp16")
+      throw InputError(fmt::format("{}: unknown precision '{}' (fp32 bf16 fp16)", origin, x.precision));
+    if (x.precision != "fp32" && (x.algo != "nccl" || x.codec != "none"))
+      throw InputError(fmt::format("{}: precision {} applies to algo nccl with codec none (the library's own "
+                                   "allreduce); the runtime's algorithms accumulate in fp32",
+                                   origin, x.precision));
     x.predicted_us = Get<double>(r, "predicted_us", origin);
     x.measured_us = r.at("measured_us").is_null() ? -1 : Get<double>(r, "measured_us", origin);
     x.gate = Get<std::string>(r, "gate", origin);
@@ -177,6 +182,10 @@ std::string ExportProfile(const Profile& p, const std::string& format) {
     out += fmt::format("export NCCL_BUFFSIZE={}\n", big.bucket_bytes >= (64u << 20) ? (8u << 20) : (4u << 20));
     const int ctas = std::max(2, std::min(32, big.streams * 2));
     out += fmt::format("export NCCL_MIN_CTAS={}\nexport NCCL_MAX_CTAS={}\n", ctas, std::max(ctas, 16));
+    if (big.precision != "fp32")
+      out += fmt::format("# the profile reduces gradients in {}: NCCL has no variable for that; the framework casts "
+                         "(ciuic-tune export --format ddp | deepspeed)\n",
+                         big.precision);
     return out;
   }
   if (format == "nccl-tuner") {
@@ -193,6 +202,18 @@ std::string ExportProfile(const Profile& p, const std::string& format) {
     out += "from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook\n";
     out += "from torch.nn.parallel import DistributedDataParallel as DDP\n\n";
     out += fmt::format("model = DDP(model, bucket_cap_mb={})\n", std::max<uint64_t>(1, big.bucket_bytes >> 20));
+    if (big.precision == "fp16") {  // the hook is exactly this: ÷ world size, cast, NCCL fp16 allreduce, cast back
+      out += "model.register_comm_hook(None, default_hooks.fp16_compress_hook)\n";
+      return out;
+    }
+    if (big.precision == "bf16") {
+      out += "# bf16_compress_hook: PyTorch requires CUDA 11+ and NCCL 2.10+ for it (refused on CPU/gloo)\n";
+      out += "model.register_comm_hook(None, default_hooks.bf16_compress_hook)\n";
+      return out;
+    }
+    if (codec.kind == CodecKind::kFp16 || codec.kind == CodecKind::kBf16)
+      out += fmt::format("# closest built-in to codec {}: the hook sums in {} inside NCCL where the ciuic ring "
+                         "accumulates each hop in fp32\n", big.codec, big.codec);
     switch (codec.kind) {
       case CodecKind::kFp16: out += "model.register_comm_hook(None, default_hooks.fp16_compress_hook)\n"; break;
       case CodecKind::kBf16:
@@ -217,7 +238,11 @@ std::string ExportProfile(const Profile& p, const std::string& format) {
   if (format == "deepspeed") {
     json j;
     j["zero_optimization"] = {{"reduce_bucket_size", big.bucket_bytes / 4}, {"allgather_bucket_size", big.bucket_bytes / 4}};
-    j["communication_data_type"] = codec.kind == CodecKind::kFp16 ? "fp16" : codec.kind == CodecKind::kBf16 ? "bf16" : "fp32";
+    // The reduction precision; a 16-bit codec's nearest equivalent is reducing in that type.
+    j["communication_data_type"] = big.precision != "fp32"           ? big.precision
+                                   : codec.kind == CodecKind::kFp16 ? "fp16"
+                                   : codec.kind == CodecKind::kBf16 ? "bf16"
+                                                                    : "fp32";
     if (codec.kind == CodecKind::kSign1) {
       j["optimizer"] = {{"type", "OneBitAdam"},
                         {"params", {{"lr", 1e-4}, {"freeze_step", 1000}, {"cuda_aware", false}, {"comm_backend_name", "nccl"}}}};
@@ -231,8 +256,11 @@ std::string ExportProfile(const Profile& p, const std::string& format) {
     const double cycle_ms = std::clamp(big.predicted_us / 1000.0, 1.0, 25.0);
     out += fmt::format("export HOROVOD_CYCLE_TIME={:.1f}  # ms: about one bucket's predicted allreduce\n", cycle_ms);
     out += fmt::format("export HOROVOD_HIERARCHICAL_ALLREDUCE={}\n", big.hierarchy_depth > 1 ? 1 : 0);
-    if (codec.kind == CodecKind::kFp16 || codec.kind == CodecKind::kBf16)
+    if (big.precision == "fp16" || codec.kind == CodecKind::kFp16)
       out += "# in the training script: hvd.DistributedOptimizer(opt, compression=hvd.Compression.fp16)\n";
+    else if (big.precision == "bf16" || codec.kind == CodecKind::kBf16)
+      out += "# bf16: Horovod's built-in compression has fp16 only (the gate passed bf16, not fp16): compression "
+             "stays none\n";
     else if (codec.kind != CodecKind::kNone)
       out += fmt::format("# codec {} has no Horovod built-in: compression stays none\n", big.codec);
     return out;

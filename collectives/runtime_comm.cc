@@ -35,7 +35,7 @@ class RuntimeCommunicator : public Communicator {
     int rule_index = -1;
     if (cfg_.profile) {
       const ProfileRule& rule = cfg_.profile->RuleFor(count * 4);
-      if (rule.algo == "nccl") {  // the library's own allreduce is what the profile chose
+      if (rule.algo == "nccl" && rule.precision == "fp32") {  // the library's own allreduce, as it is
         t_->AllReduce(send, recv, count, t, op);
         return;
       }
@@ -43,7 +43,9 @@ class RuntimeCommunicator : public Communicator {
       auto& slot = rule_engines_[rule_index];
       if (!slot) {
         AlgoConfig a = cfg_.algo;
-        a.algo = ParseAlgo(rule.algo);
+        // "nccl" in a profile: the transport's own allreduce (here in a 16-bit precision).
+        a.algo = rule.algo == "nccl" ? AllReduceAlgo::kNative : ParseAlgo(rule.algo);
+        a.precision = ParsePrecision(rule.precision);
         a.codec = ParseCodec(rule.codec);
         a.codec.block = cfg_.algo.codec.block;
         a.codec.error_feedback = cfg_.algo.codec.error_feedback;
@@ -51,7 +53,8 @@ class RuntimeCommunicator : public Communicator {
         slot = std::make_unique<AllReduceEngine>(*t_, a);
       }
       engine = slot.get();
-      bucket_bytes = rule.bucket_bytes;
+      // A whole-buffer rule for the library's allreduce; else the rule's buckets.
+      bucket_bytes = rule.algo == "nccl" ? 0 : rule.bucket_bytes;
     }
     if (send != recv) CopyBytes(recv, BufferKind(), send, BufferKind(), count * 4);
     auto* data = static_cast<float*>(recv);

@@ -264,25 +264,41 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
     if (o.cuda) throw UsageError("calibrate: the link (--ranks) is measured on cpu (MPI ranks) only");
     const auto sizes = ParseSizeList(o.link_sizes);
     out << fmt::format("# calibrate {}: median us of one ring step (ciuic-bench sendrecv) and of MPI's own allreduce "
-                       "(in-place) per message size; {}\n", device, LocalMpiSetting());
+                       "(in-place; in fp32, and in bf16/fp16 with the runtime's casts around it) per message size; {}\n",
+                       device, LocalMpiSetting());
+    static const char* kPrecisions[] = {"fp32", "bf16", "fp16"};
     std::string head = fmt::format("# {:>10}", "size");
-    for (int p : o.link_ranks) head += fmt::format(" {:>13} {:>13}", fmt::format("step@{}", p), fmt::format("mpi_ar@{}", p));
+    for (int p : o.link_ranks) {
+      head += fmt::format(" {:>11}", fmt::format("step@{}", p));
+      for (const char* prec : kPrecisions) head += fmt::format(" {:>14}", fmt::format("ar_{}@{}", prec, p));
+    }
     out << head << "\n";
-    std::map<int, nlohmann::json> step, native;
+    std::map<int, nlohmann::json> step;
+    std::map<std::pair<int, std::string>, nlohmann::json> native;
     for (int p : o.link_ranks) {
       step[p] = RunBenchJson(fmt::format("sendrecv --backend mpi --ranks {} --inplace no --sizes {}", p, o.link_sizes));
-      native[p] = RunBenchJson(
+      native[{p, "fp32"}] = RunBenchJson(
           fmt::format("allreduce --backend mpi --ranks {} --inplace yes --check 0 --sizes {}", p, o.link_sizes));
+      for (const char* prec : {"bf16", "fp16"}) {
+        native[{p, prec}] = RunBenchJson(fmt::format(
+            "allreduce --backend ciuic --algo native --precision {} --ranks {} --inplace yes --check 0 --sizes {}", prec,
+            p, o.link_sizes));
+      }
     }
     std::vector<KernelRow> rows;
     for (uint64_t s : sizes) {
       std::string line = fmt::format("  {:>10}", FormatSize(s));
       for (int p : o.link_ranks) {
         const double us = BenchP50Us(step[p], static_cast<double>(s));
-        const double ar = BenchP50Us(native[p], static_cast<double>(s));
         if (std::isfinite(us) && us > 0) rows.push_back({"sendrecv", "none", static_cast<double>(s), us, p});
-        if (std::isfinite(ar) && ar > 0) rows.push_back({"allreduce", "native", static_cast<double>(s), ar, p});
-        line += fmt::format(" {:>13.2f} {:>13.2f}", us, ar);
+        line += fmt::format(" {:>11.2f}", us);
+        for (const char* prec : kPrecisions) {
+          const double ar = BenchP50Us(native.at({p, prec}), static_cast<double>(s));
+          // Stored as codec "native" (fp32, as before) or "native:<precision>".
+          const std::string name = std::string(prec) == "fp32" ? "native" : fmt::format("native:{}", prec);
+          if (std::isfinite(ar) && ar > 0) rows.push_back({"allreduce", name, static_cast<double>(s), ar, p});
+          line += fmt::format(" {:>14.2f}", ar);
+        }
       }
       out << line << "\n";
     }
@@ -311,7 +327,7 @@ Calibration LoadCalibration(const std::string& db_path, const std::string& devic
     if (kernel == "sendrecv") {
       c.sendrecv[ranks].Add(bytes, us);
     } else if (kernel == "allreduce") {
-      c.native_allreduce[ranks].Add(bytes, us);
+      c.native_allreduce[{ranks, codec == "native" ? std::string("fp32") : codec.substr(codec.find(':') + 1)}].Add(bytes, us);
     } else {
       c.kernels[{kernel, codec}].Add(bytes, us);
       c.concurrency = std::max(1, ranks);

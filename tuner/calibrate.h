@@ -6,7 +6,8 @@
 //     `concurrency` copies running at once (every rank of a node computes at the same time, so a
 //     kernel alone on an idle machine is faster than it is inside a collective);
 //   - the link: one ring step (`ciuic-bench sendrecv`, MPI) per rank count and message size, and the
-//     transport's own allreduce (what `algo nccl` means on a CPU machine) at the same sizes.
+//     transport's own allreduce (what `algo nccl` means on a CPU machine) at the same sizes, in fp32 and
+//     in the 16-bit reduction precisions (bf16, fp16: cast + 16-bit sum + cast back, the runtime's native).
 // The model interpolates between measured sizes (log-log), so cache effects are in the numbers.
 #include <map>
 #include <ostream>
@@ -34,7 +35,9 @@ struct Calibration {
   int concurrency = 1;                                                    // kernel copies timed at once
   std::map<std::pair<std::string, std::string>, TimeCurve> kernels;      // (kernel, codec) -> fp32 bytes -> us
   std::map<int, TimeCurve> sendrecv;                                      // ranks -> message bytes -> us
-  std::map<int, TimeCurve> native_allreduce;  // ranks -> the transport's own allreduce (MPI), in-place
+  // (ranks, precision) -> the transport's own allreduce (MPI), in-place: fp32 as MPI does it; bf16/fp16
+  // through the runtime's native algorithm (cast, 16-bit sum, cast back)
+  std::map<std::pair<int, std::string>, TimeCurve> native_allreduce;
 
   bool empty() const { return kernels.empty() && sendrecv.empty(); }
   bool Has(const std::string& codec) const;  // encode, decode measured for it

@@ -101,10 +101,17 @@ double LossAndGrad(const std::vector<float>& p, const Dataset& d, const std::vec
   return loss / static_cast<double>(rows.size());
 }
 
-double Train(const std::string& codec, const GateOptions& o, const Dataset& d) {
+double Train(const std::string& name, const GateOptions& o, const Dataset& d) {
+  // "codec", or "none@bf16": the transport's own allreduce reducing in 16 bits.
+  const size_t at = name.find('@');
+  const std::string codec = name.substr(0, at);
   double final_loss = 0;
   RunLocalRanks(o.ranks, [&](Communicator& comm) {
     RuntimeConfig cfg;
+    if (at != std::string::npos) {
+      cfg.algo.algo = AllReduceAlgo::kNative;
+      cfg.algo.precision = ParsePrecision(name.substr(at + 1));
+    }
     cfg.algo.codec = ParseCodec(codec);
     cfg.algo.codec.block = 64;
     cfg.bucket_bytes = kParams * 4;

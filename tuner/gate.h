@@ -24,6 +24,8 @@ struct GateResult {
 };
 
 // Trains with `codec` (and once with "none" for the baseline). Deterministic for given options.
+// "none@bf16" / "none@fp16": uncompressed, the gradients averaged by the transport's own allreduce in
+// that 16-bit precision (the runtime's native algorithm).
 GateResult RunAccuracyGate(const std::string& codec, const GateOptions& options = {});
 
 }  // namespace ciuic

@@ -16,6 +16,10 @@ namespace {
 // The kernels and link an allreduce needs, in the order PredictLocalAllReduceUs uses them.
 std::vector<std::pair<std::string, std::string>> Needs(const LocalAllReduce& a, AllReduceAlgo algo, CodecKind kind) {
   std::vector<std::pair<std::string, std::string>> k;
+  if (algo == AllReduceAlgo::kNative) {  // its casts (the cast codec of the same name)
+    if (a.precision != "fp32") k = {{"encode", a.precision}, {"decode", a.precision}};
+    return k;
+  }
   const bool none = kind == CodecKind::kNone;
   if (none || algo == AllReduceAlgo::kRecursiveDoubling || kind == CodecKind::kRandomK || kind == CodecKind::kPowerSgd)
     k.push_back({"add", "none"});
@@ -46,6 +50,13 @@ bool CanPredictLocal(const Calibration& cal, const LocalAllReduce& a, std::strin
   };
   if (a.ranks > 1 && !cal.HasLink(a.ranks))
     return miss(fmt::format("the link at {} ranks (ciuic-tune calibrate --ranks {})", a.ranks, a.ranks));
+  if (algo == AllReduceAlgo::kNative) {  // measured whole, casts included
+    if (spec.kind != CodecKind::kNone) return miss("codec none (native takes no codec)");
+    if (a.ranks > 1 && !cal.native_allreduce.count({a.ranks, a.precision}))
+      return miss(fmt::format("the native allreduce in {} at {} ranks (ciuic-tune calibrate --ranks {})", a.precision,
+                              a.ranks, a.ranks));
+    return true;
+  }
   for (const auto& [kernel, codec] : Needs(a, algo, spec.kind))
     if (!cal.kernels.count({kernel, codec}))
       return miss(fmt::format("kernel {} of {} (ciuic-tune calibrate --sizes ...)", kernel, codec));
@@ -115,6 +126,13 @@ double Cost(const Calibration& cal, const LocalAllReduce& a, bool kernels_only) 
       return k("encode", b) + ring_none(4.0 * r * static_cast<double>(v.rows)) +
              ring_none(4.0 * r * static_cast<double>(v.cols)) + k("decode", b);
     }
+    case AllReduceAlgo::kNative: {
+      if (kernels_only) {
+        if (a.precision == "fp32") return 0.0;
+        return cal.KernelUs("encode", a.precision, b) + cal.KernelUs("decode", a.precision, b);
+      }
+      return cal.native_allreduce.at({p, a.precision}).Us(b);
+    }
     case AllReduceAlgo::kHierarchical:
     case AllReduceAlgo::kAuto: break;
   }
@@ -132,7 +150,8 @@ double PredictLocalAllReduceUs(const Calibration& cal, const LocalAllReduce& a) 
 
 bool HasCodecKernels(const Calibration& cal, const LocalAllReduce& a) {
   const CodecSpec spec = ParseCodec(a.codec);
-  if (spec.kind == CodecKind::kNone) return false;
+  const bool cast = ParseAlgo(a.algo) == AllReduceAlgo::kNative && a.precision != "fp32";
+  if (spec.kind == CodecKind::kNone && !cast) return false;
   LocalAllReduce x = a;
   if (ParseAlgo(x.algo) == AllReduceAlgo::kHierarchical) x.algo = "ring";
   for (const auto& [kernel, codec] : Needs(x, AlgoOf(x, spec), spec.kind))
@@ -142,7 +161,8 @@ bool HasCodecKernels(const Calibration& cal, const LocalAllReduce& a) {
 
 double CodecKernelUs(const Calibration& cal, const LocalAllReduce& a) {
   if (!HasCodecKernels(cal, a))
-    throw UsageError(fmt::format("the calibration of {} has no kernels of {}", cal.device, a.codec));
+    throw UsageError(fmt::format("the calibration of {} has no kernels of {} ({} at {})", cal.device, a.codec, a.algo,
+                                 a.precision));
   LocalAllReduce x = a;
   if (ParseAlgo(x.algo) == AllReduceAlgo::kHierarchical) x.algo = "ring";
   return Cost(cal, x, true);

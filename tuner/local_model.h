@@ -12,6 +12,9 @@
 //   sign2            encode_ef(B) + (P-1) × step(w) + decode(c) + (P-1) × decode_acc(c) + encode_ef(c)
 //                    + (P-1) × step(w) + decode(B)
 //   powersgd         encode(B) + ring(none) of P + ring(none) of Q + decode(B)
+//   native           the transport's own allreduce as calibrated at this precision (fp32: MPI's; bf16/fp16:
+//                    the runtime's cast + MPI's 16-bit sum + cast back, timed as one); kernels alone:
+//                    encode(B) + decode(B) of the precision's cast (nothing at fp32)
 //
 // With error feedback (training, not ciuic-bench) the ring codecs first quantise the rank's own
 // contribution: + encode_ef(B) + decode(B). With more ranks than cores the kernels share the cores:
@@ -25,10 +28,11 @@ namespace ciuic {
 
 struct LocalAllReduce {
   std::string codec = "none";  // codec spelling (kernels/codec_spec.h)
-  std::string algo = "ring";   // ring rd sparse sign2 powersgd (auto: the codec's default)
+  std::string algo = "ring";   // ring rd sparse sign2 powersgd native (auto: the codec's default)
   double bytes = 0;            // fp32 bytes per rank
   int ranks = 2;
   bool error_feedback = false;
+  std::string precision = "fp32";  // native: the dtype the transport reduces in (fp32 bf16 fp16)
 };
 
 // Predicted time (µs). UsageError naming the calibration to run when a needed curve is missing.
@@ -39,7 +43,8 @@ bool CanPredictLocal(const Calibration& cal, const LocalAllReduce& a, std::strin
 // The codec kernels alone of one rank in the same step structure (links and uncompressed adds left
 // out, no core sharing: every rank has its own GPU): what a GPU topology's model adds to its
 // alpha-beta transfer time when a GPU calibration (calibrate --device cuda) is at hand. hier is costed
-// as the ring over all ranks. False / UsageError for codec none or a kernel missing from `cal`.
+// as the ring over all ranks; native at a 16-bit precision is its two casts. False / UsageError when
+// nothing is encoded (codec none at fp32) or a kernel is missing from `cal`.
 bool HasCodecKernels(const Calibration& cal, const LocalAllReduce& a);
 double CodecKernelUs(const Calibration& cal, const LocalAllReduce& a);
 

@@ -114,12 +114,12 @@ int RunTune(const cxxopts::ParseResult& r) {
                            "defaults {:.1f} us ({:.2f}x)\n",
                            res.study_id, res.evaluations, res.reused, p.step_us, p.baseline_step_us,
                            p.baseline_step_us / p.step_us);
-  std::cout << fmt::format("# {:>11} {:>11} {:<9} {:<12} {:>7} {:>10} {:>12}  gate\n", "min_bytes", "max_bytes", "algo",
-                           "codec", "streams", "bucket_MB", "predicted_us");
+  std::cout << fmt::format("# {:>11} {:>11} {:<9} {:<12} {:<9} {:>7} {:>10} {:>12}  gate\n", "min_bytes", "max_bytes",
+                           "algo", "codec", "precision", "streams", "bucket_MB", "predicted_us");
   for (const auto& rule : p.rules)
-    std::cout << fmt::format("  {:>11} {:>11} {:<9} {:<12} {:>7} {:>10} {:>12.1f}  {}\n", rule.min_bytes,
+    std::cout << fmt::format("  {:>11} {:>11} {:<9} {:<12} {:<9} {:>7} {:>10} {:>12.1f}  {}\n", rule.min_bytes,
                              rule.max_bytes ? std::to_string(rule.max_bytes) : "-", rule.algo, rule.codec,
-                             rule.streams, rule.bucket_bytes >> 20, rule.predicted_us, rule.gate);
+                             rule.precision, rule.streams, rule.bucket_bytes >> 20, rule.predicted_us, rule.gate);
   std::cout << fmt::format("# wrote {} and study {} in {}\n", res.profile_path, res.study_id, o.db);
   return 0;
 }

@@ -17,8 +17,32 @@ SearchSpace AllReducePlanSpace() {
   s.dims.push_back({"bucket_mb", {"1", "2", "4", "8", "16", "25", "32", "64", "128", "256"}});
   s.dims.push_back({"streams", {"1", "2", "4", "8"}});
   s.dims.push_back({"algo", {"nccl", "ring", "rd", "hier"}});
+  s.dims.push_back({"precision", {"fp32", "bf16", "fp16"}});
   return s;
 }
+
+SearchSpace AllReducePlanSpace(const Topology& t) {
+  SearchSpace s = AllReducePlanSpace();
+  const std::vector<Dimension> dims = s.dims;
+  s.valid = [dims, t](const Point& p) {
+    SearchSpace plain;
+    plain.dims = dims;
+    return Offered(ChoiceOf(plain, p), t);
+  };
+  return s;
+}
+
+bool Offered(const PlanChoice& c, const Topology& t) {
+  const CodecKind k = ParseCodec(c.codec).kind;
+  const bool dedicated = k == CodecKind::kTopK || k == CodecKind::kSign1 || k == CodecKind::kPowerSgd ||
+                         k == CodecKind::kRandomK;
+  if (c.precision != "fp32" && (c.algo != "nccl" || k != CodecKind::kNone)) return false;
+  if (c.algo == "nccl" || c.algo == "rd") return k == CodecKind::kNone;
+  if (c.algo == "hier") return !dedicated && t.nodes > 1;
+  return true;
+}
+
+std::string GateName(const PlanChoice& c) { return c.precision == "fp32" ? c.codec : c.codec + "@" + c.precision; }
 
 std::string RuntimeAlgo(const PlanChoice& c) {
   if (c.algo != "ring") return c.algo;
@@ -36,6 +60,7 @@ PlanChoice ChoiceOf(const SearchSpace& space, const Point& p) {
   c.bucket_bytes = std::stod(space.dims[1].values[static_cast<size_t>(p[1])]) * (1 << 20);
   c.streams = std::stoi(space.dims[2].values[static_cast<size_t>(p[2])]);
   c.algo = space.dims[3].values[static_cast<size_t>(p[3])];
+  c.precision = space.dims[4].values[static_cast<size_t>(p[4])];
   return c;
 }
 
@@ -43,28 +68,20 @@ CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible, const Ca
   CommPlan plan;
   plan.bucket_bytes = c.bucket_bytes;
   plan.streams = c.streams;
-  *feasible = true;
+  *feasible = Offered(c, t);
   const CodecSpec spec = ParseCodec(c.codec);
-  const bool dedicated = spec.kind == CodecKind::kTopK || spec.kind == CodecKind::kSign1 ||
-                         spec.kind == CodecKind::kPowerSgd || spec.kind == CodecKind::kRandomK;
-  if (c.algo == "nccl") {
-    plan.algo = ModelAlgo::kNcclBest;
-    *feasible = spec.kind == CodecKind::kNone;
-  } else if (c.algo == "rd") {
-    plan.algo = ModelAlgo::kRecursiveDoubling;
-    *feasible = spec.kind == CodecKind::kNone;
-  } else if (c.algo == "hier") {
-    plan.algo = ModelAlgo::kHierarchical;
-    *feasible = !dedicated && t.nodes > 1;
-  } else {
-    plan.algo = ModelAlgo::kRing;
-  }
+  plan.algo = c.algo == "nccl"   ? ModelAlgo::kNcclBest
+              : c.algo == "rd"   ? ModelAlgo::kRecursiveDoubling
+              : c.algo == "hier" ? ModelAlgo::kHierarchical
+                                 : ModelAlgo::kRing;
+  const bool reduced = c.precision != "fp32";  // a 16-bit reduction in the library's allreduce
   const int ranks = t.ranks();
   const double n = std::max(1.0, c.bucket_bytes / 4);
   const Codec codec(spec);
   const double wire = static_cast<double>(codec.WireBytes(static_cast<size_t>(n)));
   plan.wire_ratio = wire > 0 ? 4.0 * n / wire : 1.0;
   if (spec.kind == CodecKind::kTopK) plan.wire_ratio *= 2.0 / std::max(2, ranks);  // allgather moves (P-1)·W
+  if (reduced) plan.wire_ratio = 2.0;  // 16-bit elements through the library's allreduce
   // Passes of the codec kernels over the fp32 bucket (encode, per-hop decode-add-encode, final decode),
   // from the kernels' structure (kernels/cpu, kernels/cuda).
   switch (spec.kind) {
@@ -77,12 +94,15 @@ CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible, const Ca
     case CodecKind::kPowerSgd: plan.codec_passes = 6; break;
     default: plan.codec_passes = 3.5; break;  // block-scaled: absmax pass + quantise
   }
+  if (reduced) plan.codec_passes = 2;  // the cast down and the cast back
   if (!cal || !*feasible) return plan;
   // A calibration applies to the machine it was made on: a GPU's to GPU topologies, this CPU's to
   // cpu_local (the study loads only a matching one; this guards other callers).
   const bool local = t.name == "cpu_local";
   if (local == IsGpuCalibration(*cal)) return plan;
-  const LocalAllReduce a{c.codec, RuntimeAlgo(c), 0, ranks, spec.error_feedback};
+  // "nccl" is the library's own allreduce: the runtime's native algorithm.
+  const LocalAllReduce a{c.codec, c.algo == "nccl" ? "native" : RuntimeAlgo(c), 0, ranks, spec.error_feedback,
+                         c.precision};
   // A function of the bucket size from a model of `a` at that size.
   auto at_size = [cal, a](double (*model)(const Calibration&, const LocalAllReduce&)) {
     return [cal, a, model](double bytes) {
@@ -94,17 +114,8 @@ CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible, const Ca
   // The codec kernels as measured, in place of the bandwidth estimate.
   if (HasCodecKernels(*cal, a)) plan.codec_us = at_size(&CodecKernelUs);
   // With this machine's link calibrated too, the whole bucket comes from the local model.
-  if (local && cal->HasLink(ranks)) {
-    if (c.algo == "nccl") {
-      // On a CPU machine the library's own allreduce is MPI's, measured by the calibration.
-      if (auto it = cal->native_allreduce.find(ranks); it != cal->native_allreduce.end()) {
-        const TimeCurve curve = it->second;
-        plan.local_us = [curve](double bytes) { return curve.Us(bytes); };
-      }
-    } else if (CanPredictLocal(*cal, a)) {
-      plan.local_us = at_size(&PredictLocalAllReduceUs);
-    }
-  }
+  // (On a CPU machine the library's own allreduce is MPI's, measured at each precision.)
+  if (local && cal->HasLink(ranks) && CanPredictLocal(*cal, a)) plan.local_us = at_size(&PredictLocalAllReduceUs);
   return plan;
 }
 
@@ -124,7 +135,8 @@ double CommStateBytes(const PlanChoice& c, const Workload& w, int ranks) {
     state += buckets * 4.0 * static_cast<double>(PowerSgdView(bucket_n).cols) * spec.rank;
   }
   if (spec.kind == CodecKind::kTopK) state += static_cast<double>(TopKWorkspaceBytes(bucket_n));
-  return state + bucket + 2.0 * static_cast<double>(codec.WireBytes(bucket_n));
+  const double wire = c.precision == "fp32" ? static_cast<double>(codec.WireBytes(bucket_n)) : 2.0 * bucket_n;
+  return state + bucket + 2.0 * wire;
 }
 
 double ModelStepUs(const PlanChoice& c, const Topology& t, const Workload& w, int batch, const Calibration* cal) {

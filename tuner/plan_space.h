@@ -1,7 +1,13 @@
 #pragma once
 // The tuner's search space for gradient allreduce and the modelled objective: a point (codec and its
-// parameter, bucket bytes, streams, algorithm) becomes a CommPlan whose training step time on a
-// topology and workload is predicted by the cost model and the overlap schedule.
+// parameter, bucket bytes, streams, algorithm, reduction precision) becomes a CommPlan whose training
+// step time on a topology and workload is predicted by the cost model and the overlap schedule.
+//
+// Reduction precision is the dtype partial sums are formed and moved in. The runtime's own algorithms
+// accumulate in fp32 (their 16-bit wires are the fp16/bf16 codecs, re-rounded once per hop); a 16-bit
+// reduction (bf16, fp16) is the library's allreduce run in that dtype (algo nccl with codec none), as
+// PyTorch's fp16/bf16 compress hooks, DeepSpeed's communication_data_type and Horovod's fp16
+// compression do.
 #include <string>
 
 #include "tuner/calibrate.h"
@@ -15,19 +21,28 @@ struct PlanChoice {
   double bucket_bytes = 0;
   int streams = 1;
   std::string algo;      // ring rd hier nccl (nccl: the library's own, uncompressed)
+  std::string precision = "fp32";  // fp32 bf16 fp16 (16-bit: algo nccl with codec none only)
 };
+// The accuracy gate's name for a choice's numerics: the codec, or "none@bf16" for a 16-bit reduction.
+std::string GateName(const PlanChoice& c);
 
+// Every combination of the dimensions; with a topology, conditional on what the runtime offers there
+// (Offered): the search never proposes a combination that cannot run.
 SearchSpace AllReducePlanSpace();
+SearchSpace AllReducePlanSpace(const Topology& t);
 // The runtime algorithm a choice runs (ring with topk/sign1/powersgd means their dedicated algorithm).
 std::string RuntimeAlgo(const PlanChoice& c);
 PlanChoice ChoiceOf(const SearchSpace& space, const Point& p);
 // The plan of a choice on a topology; `feasible` false for combinations the runtime does not offer
-// (a codec on rd or on NCCL's own allreduce, a dedicated-algorithm codec under hier).
+// (a codec on rd or on NCCL's own allreduce, a dedicated-algorithm codec under hier, a 16-bit
+// precision anywhere but the library's uncompressed allreduce).
 // With a calibration of the topology's device (a GPU's for a GPU topology, this CPU's for cpu_local)
 // the codec kernels cost what was measured (CodecKernelUs) instead of the bandwidth estimate; with this
 // machine's link calibrated too (cpu_local, at its rank count) the whole bucket time comes from the
 // calibrated local model (error feedback on, as in training). Else alpha-beta.
 CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible, const Calibration* cal = nullptr);
+// Whether the runtime offers a choice on a topology (PlanOf's `feasible`).
+bool Offered(const PlanChoice& c, const Topology& t);
 // The score of a step: backward + exposed communication, plus 1% of the total communication time so
 // that configurations whose communication hides completely still prefer the one that moves less.
 inline double StepScore(const StepTiming& s) { return s.backward_us + s.exposed_us + 0.01 * s.comm_us; }

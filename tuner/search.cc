@@ -16,6 +16,13 @@ uint64_t SearchSpace::Size() const {
   return dims.empty() ? 0 : n;
 }
 
+uint64_t SearchSpace::ValidSize() const {
+  if (!valid) return Size();
+  uint64_t n = 0;
+  for (uint64_t i = 0; i < Size(); ++i) n += valid(FromIndex(i)) ? 1 : 0;
+  return n;
+}
+
 Point SearchSpace::FromIndex(uint64_t index) const {
   Point p(dims.size());
   for (size_t i = dims.size(); i-- > 0;) {
@@ -41,12 +48,12 @@ class Evaluator {
  public:
   Evaluator(const SearchSpace& s, const Objective& f, const SearchOptions& o,
             const std::function<void(const Trial&)>& cb)
-      : space_(s), f_(f), o_(o), cb_(cb) {
+      : space_(s), f_(f), o_(o), cb_(cb), valid_points_(s.ValidSize()) {
     result_.best.score = std::numeric_limits<double>::infinity();
   }
   bool Done() const {
     if (static_cast<int>(result_.trials.size()) >= o_.budget) return true;
-    if (seen_.size() >= space_.Size()) return true;
+    if (seen_.size() >= valid_points_) return true;
     return o_.patience > 0 && since_best_ >= o_.patience;
   }
   bool Seen(const Point& p) const { return seen_.count(p) > 0; }
@@ -79,17 +86,22 @@ class Evaluator {
   std::map<Point, double> seen_;
   SearchResult result_;
   int since_best_ = 0;
+  uint64_t valid_points_;
 };
 
+// A uniformly drawn valid point (rejection sampling; Search checks that one exists).
 Point RandomPoint(const SearchSpace& s, std::mt19937_64& rng) {
   Point p(s.dims.size());
-  for (size_t i = 0; i < p.size(); ++i)
-    p[i] = static_cast<int>(std::uniform_int_distribution<size_t>(0, s.dims[i].values.size() - 1)(rng));
+  do {
+    for (size_t i = 0; i < p.size(); ++i)
+      p[i] = static_cast<int>(std::uniform_int_distribution<size_t>(0, s.dims[i].values.size() - 1)(rng));
+  } while (!s.Valid(p));
   return p;
 }
 
 void Grid(const SearchSpace& s, Evaluator& eval) {
-  for (uint64_t i = 0; i < s.Size(); ++i) eval(s.FromIndex(i));
+  for (uint64_t i = 0; i < s.Size(); ++i)
+    if (const Point p = s.FromIndex(i); s.Valid(p)) eval(p);
 }
 
 void Random(const SearchSpace& s, Evaluator& eval, std::mt19937_64& rng) {
@@ -120,6 +132,7 @@ void CoordinateDescent(const SearchSpace& s, Evaluator& eval, std::mt19937_64& r
           if (v == x[d]) continue;
           Point y = x;
           y[d] = v;
+          if (!s.Valid(y)) continue;
           const double fy = eval(y);
           if (fy < fbest) {
             fbest = fy;
@@ -186,7 +199,7 @@ void Tpe(const SearchSpace& s, Evaluator& eval, std::mt19937_64& rng, int budget
         p[d] = draw(rng);
         log_ratio += std::log(good[d][static_cast<size_t>(p[d])]) - std::log(bad[d][static_cast<size_t>(p[d])]);
       }
-      if (eval.Seen(p)) continue;
+      if (!s.Valid(p) || eval.Seen(p)) continue;
       if (best_candidate.empty() || log_ratio > best_ratio) {
         best_ratio = log_ratio;
         best_candidate = p;
@@ -205,13 +218,13 @@ void Tpe(const SearchSpace& s, Evaluator& eval, std::mt19937_64& rng, int budget
 
 SearchResult Search(const SearchSpace& space, const Objective& objective, const SearchOptions& options,
                     const std::function<void(const Trial&)>& on_trial) {
-  if (space.Size() == 0) throw UsageError("search space is empty");
+  if (space.ValidSize() == 0) throw UsageError("search space is empty (no valid point)");
   const auto names = SearchStrategies();
   if (std::find(names.begin(), names.end(), options.strategy) == names.end())
     throw UsageError(fmt::format("unknown strategy '{}' (grid random cd bayes)", options.strategy));
   SearchOptions o = options;
   if (o.strategy == "grid") {
-    o.budget = static_cast<int>(std::min<uint64_t>(space.Size(), std::numeric_limits<int>::max()));
+    o.budget = static_cast<int>(std::min<uint64_t>(space.ValidSize(), std::numeric_limits<int>::max()));
     o.patience = 0;
   }
   if (o.budget < 1) throw UsageError(fmt::format("--budget {} must be at least 1", o.budget));

@@ -5,6 +5,10 @@
 // categorical densities of the best quantile vs the rest, smoothed over ordinal neighbours; the next
 // point maximises l(x)/g(x) over sampled candidates). All take a budget of evaluations, optional
 // early stopping (patience) and a seed; the same seed gives the same trials.
+//
+// A space may be conditional: `valid` says which combinations exist (e.g. a 16-bit reduction only for
+// the uncompressed allreduce). No strategy proposes another point, so they cost no evaluation; the
+// grid is the valid points.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -21,7 +25,10 @@ using Point = std::vector<int>;  // an index into each dimension's values
 
 struct SearchSpace {
   std::vector<Dimension> dims;
-  uint64_t Size() const;
+  std::function<bool(const Point&)> valid;  // unset: every combination is valid
+  bool Valid(const Point& p) const { return !valid || valid(p); }
+  uint64_t Size() const;       // every combination
+  uint64_t ValidSize() const;  // the valid ones (enumerated)
   Point FromIndex(uint64_t index) const;  // mixed-radix, last dimension fastest
   std::string Describe(const Point& p) const;
 };

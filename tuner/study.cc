@@ -31,13 +31,17 @@ std::string GateKey(const GateOptions& g) {
                      g.tolerance);
 }
 
-// Gate verdicts for every codec of the space, from the database or run now (and stored).
+// Gate verdicts for every codec and reduction precision of the space (GateName), from the database
+// or run now (and stored).
 std::map<std::string, bool> GateAll(Database& db, const SearchSpace& space, double tolerance, std::ostream& log) {
   GateOptions g;
   g.tolerance = tolerance;
   const std::string key = GateKey(g);
   std::map<std::string, bool> pass;
-  for (const auto& codec : space.dims[0].values) {
+  std::vector<std::string> names = space.dims[0].values;
+  for (const auto& prec : space.dims[4].values)
+    if (prec != "fp32") names.push_back(GateName(PlanChoice{"none", 0, 1, "nccl", prec}));
+  for (const auto& codec : names) {
     Statement q(db.handle(), "SELECT passed, final_loss, baseline_loss FROM gate_results WHERE codec = ? AND config = ?");
     q.Bind(1, codec).Bind(2, key);
     if (q.Step()) {
@@ -70,10 +74,12 @@ class BucketMeter {
     log_ << fmt::format("measure: ciuic-bench on {} local MPI ranks ({})\n", ranks_, LocalMpiSetting());
   }
   double Us(const PlanChoice& c, uint64_t bytes) {
-    const std::string key = fmt::format("{}|{}|{}|{}", c.codec, c.algo, c.streams, bytes);
+    const std::string key = fmt::format("{}|{}|{}|{}|{}", c.codec, c.algo, c.streams, c.precision, bytes);
     if (auto it = cache_.find(key); it != cache_.end()) return it->second;
     std::string args = fmt::format("allreduce --sizes {} --ranks {} --inplace yes --iters 5 --warmup 2", bytes, ranks_);
-    if (c.algo == "nccl") {
+    if (c.algo == "nccl" && c.precision != "fp32") {
+      args += fmt::format(" --backend ciuic --algo native --precision {}", c.precision);  // casts around MPI's sum
+    } else if (c.algo == "nccl") {
       args += " --backend mpi";  // on a CPU machine the library's own allreduce is MPI's
     } else {
       args += fmt::format(" --backend ciuic --algo {} --codec {} --streams {}", RuntimeAlgo(c), c.codec, c.streams);
@@ -102,7 +108,7 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
   if (o.budget < 1) throw UsageError(fmt::format("--budget {} must be at least 1", o.budget));
   const Topology topo = LoadTopology(o.topology, o.nodes);
   const Workload work = LoadWorkload(o.workload);
-  const SearchSpace space = AllReducePlanSpace();
+  const SearchSpace space = AllReducePlanSpace(topo);
   if (o.mode == "measure" && topo.name != "cpu_local")
     throw UsageError(fmt::format("--mode measure runs on the target hardware: this machine is cpu_local, not {}", topo.name));
   std::unique_ptr<BucketMeter> meter;
@@ -192,7 +198,9 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
     }
     const double t0 = NowSeconds();
     const PlanChoice c = ChoiceOf(space, p);
-    const bool ok = gate.at(c.codec);
+    // No verdict: a codec at a 16-bit precision, which the runtime does not offer (infeasible below).
+    const auto verdict = gate.find(GateName(c));
+    const bool ok = verdict == gate.end() || verdict->second;
     const bool fits = !(o.state_memory_gib > 0) || CommStateBytes(c, work, topo.ranks()) <= o.state_memory_gib * (1 << 30);
     double score = std::numeric_limits<double>::infinity();
     if (ok && !fits) {
@@ -279,22 +287,26 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
     rule.bucket_bytes = static_cast<uint64_t>(best.bucket_bytes);
     rule.predicted_us = std::numeric_limits<double>::infinity();
     for (const auto& codec : space.dims[0].values) {
-      if (!gate.at(codec)) continue;
       for (const auto& s : space.dims[2].values) {
         for (const auto& algo : space.dims[3].values) {
-          PlanChoice c{codec, static_cast<double>(std::max<uint64_t>(rule.bucket_bytes, 1)), std::stoi(s), algo};
-          if (o.state_memory_gib > 0 && CommStateBytes(c, work, topo.ranks()) > o.state_memory_gib * (1 << 30)) continue;
-          bool feasible = false;
-          const CommPlan plan = PlanOf(c, topo, &feasible, calp);
-          if (!feasible) continue;
-          const double us = BucketUs(fabric, topo, plan, size);
-          if (us < rule.predicted_us) {
-            rule.predicted_us = us;
-            rule.codec = codec;
-            rule.streams = c.streams;
-            rule.algo = RuntimeAlgo(c);
-            rule.hierarchy_depth = algo == "hier" ? 2 : 1;
-            rule.gate = codec == "none" ? "n/a" : "passed";
+          for (const auto& prec : space.dims[4].values) {
+            PlanChoice c{codec, static_cast<double>(std::max<uint64_t>(rule.bucket_bytes, 1)), std::stoi(s), algo, prec};
+            if (auto v = gate.find(GateName(c)); v == gate.end() || !v->second) continue;
+            if (o.state_memory_gib > 0 && CommStateBytes(c, work, topo.ranks()) > o.state_memory_gib * (1 << 30))
+              continue;
+            bool feasible = false;
+            const CommPlan plan = PlanOf(c, topo, &feasible, calp);
+            if (!feasible) continue;
+            const double us = BucketUs(fabric, topo, plan, size);
+            if (us < rule.predicted_us) {
+              rule.predicted_us = us;
+              rule.codec = codec;
+              rule.streams = c.streams;
+              rule.algo = RuntimeAlgo(c);
+              rule.hierarchy_depth = algo == "hier" ? 2 : 1;
+              rule.precision = prec;
+              rule.gate = GateName(c) == "none" ? "n/a" : "passed";
+            }
           }
         }
       }
@@ -315,7 +327,8 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
                  "predicted_us, measured_us, study_id, updated) VALUES (?,?,?,?,?,?,NULL,?,?)");
     up.Bind(1, prof.fingerprint).Bind(2, r.op).Bind(3, static_cast<int64_t>(r.min_bytes))
         .Bind(4, static_cast<int64_t>(r.max_bytes))
-        .Bind(5, fmt::format("algo={} codec={} streams={} bucket={}", r.algo, r.codec, r.streams, r.bucket_bytes))
+        .Bind(5, fmt::format("algo={} codec={} precision={} streams={} bucket={}", r.algo, r.codec, r.precision,
+                             r.streams, r.bucket_bytes))
         .Bind(6, r.predicted_us).Bind(7, res.study_id).Bind(8, IsoNow());
     up.Step();
   }

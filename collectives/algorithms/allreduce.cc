@@ -21,6 +21,7 @@ const char* AlgoName(AllReduceAlgo a) {
     case AllReduceAlgo::kSparse: return "sparse";
     case AllReduceAlgo::kTwoPhaseSign: return "sign2";
     case AllReduceAlgo::kPowerSgd: return "powersgd";
+    case AllReduceAlgo::kNative: return "native";
   }
   return "?";
 }
@@ -28,9 +29,16 @@ const char* AlgoName(AllReduceAlgo a) {
 AllReduceAlgo ParseAlgo(std::string_view text) {
   for (AllReduceAlgo a : {AllReduceAlgo::kAuto, AllReduceAlgo::kRing, AllReduceAlgo::kRecursiveDoubling,
                           AllReduceAlgo::kHierarchical, AllReduceAlgo::kSparse, AllReduceAlgo::kTwoPhaseSign,
-                          AllReduceAlgo::kPowerSgd})
+                          AllReduceAlgo::kPowerSgd, AllReduceAlgo::kNative})
     if (text == AlgoName(a)) return a;
-  throw UsageError(fmt::format("unknown algorithm '{}' (auto ring rd hier sparse sign2 powersgd)", text));
+  throw UsageError(fmt::format("unknown algorithm '{}' (auto ring rd hier sparse sign2 powersgd native)", text));
+}
+
+DType ParsePrecision(std::string_view text) {
+  if (text == "fp32") return DType::kFloat32;
+  if (text == "bf16") return DType::kBFloat16;
+  if (text == "fp16") return DType::kFloat16;
+  throw UsageError(fmt::format("unknown reduction precision '{}' (fp32 bf16 fp16)", text));
 }
 
 AllReduceAlgo DefaultAlgo(CodecKind codec) {
@@ -475,6 +483,38 @@ struct AllReduceEngine::Impl {
     CopyBytes(st->q.data(), kind, q, kind, v.cols * rank * 4);
     ++st->step;
   }
+
+  // ---- the transport's own allreduce, in fp32 or a 16-bit precision ------------------------------
+  // Returns true when the result is already averaged.
+  bool Native(float* data, size_t n, bool average) {
+    const int p = comm.Size();
+    if (cfg.precision == DType::kFloat32) {
+      const double t0 = NowSeconds();
+      comm.AllReduce(data, data, n, DType::kFloat32, average ? ReduceOp::kAvg : ReduceOp::kSum);
+      counters.comm_s += NowSeconds() - t0;
+      counters.wire_bytes += 2.0 * (p - 1) / p * static_cast<double>(n) * 4;
+      return true;
+    }
+    // Cast with 1/P pre-scaling (a 16-bit sum of P values cannot overflow where their mean does not),
+    // sum in 16 bits, cast back: ÷(1/P) restores a sum, prescale 1 leaves the mean.
+    QuantArgs enc;
+    enc.kind = cfg.precision == DType::kFloat16 ? CodecKind::kFp16 : CodecKind::kBf16;
+    enc.prescale = 1.0f / static_cast<float>(p);
+    auto* wire = Scratch(0, n * 2);
+    double t0 = NowSeconds();
+    QuantEncode(enc, data, nullptr, n, wire, nullptr, comm.Stream());
+    double t1 = NowSeconds();
+    counters.encode_s += t1 - t0;
+    comm.AllReduce(wire, wire, n, cfg.precision, ReduceOp::kSum);
+    t0 = NowSeconds();
+    counters.comm_s += t0 - t1;
+    counters.wire_bytes += 2.0 * (p - 1) / p * static_cast<double>(n) * 2;
+    QuantArgs dec = enc;
+    if (average) dec.prescale = 1.0f;
+    QuantDecode(dec, wire, n, data, false, comm.Stream());
+    counters.encode_s += NowSeconds() - t0;
+    return true;
+  }
 };
 
 AllReduceEngine::AllReduceEngine(Communicator& comm, const AlgoConfig& config)
@@ -503,8 +543,17 @@ AllReduceEngine::AllReduceEngine(Communicator& comm, const AlgoConfig& config)
     case AllReduceAlgo::kPowerSgd:
       if (k != CodecKind::kPowerSgd) refuse();
       break;
+    case AllReduceAlgo::kNative:
+      if (k != CodecKind::kNone) refuse();
+      break;
     case AllReduceAlgo::kAuto: break;
   }
+  const DType prec = config.precision;
+  if (prec != DType::kFloat32 && prec != DType::kBFloat16 && prec != DType::kFloat16)
+    throw UsageError(fmt::format("reduction precision {}: fp32 bf16 fp16", DTypeName(prec)));
+  if (prec != DType::kFloat32 && algo_ != AllReduceAlgo::kNative)
+    throw UsageError(fmt::format("reduction precision {} applies to the native algorithm; {} accumulates in fp32 "
+                                 "(16-bit wires: codec fp16 or bf16)", DTypeName(prec), AlgoName(algo_)));
   impl_ = std::make_unique<Impl>(comm_, config_, codec_, counters_);
 }
 
@@ -513,6 +562,7 @@ AllReduceEngine::~AllReduceEngine() = default;
 void AllReduceEngine::Run(float* data, size_t n, CodecState* state, bool average) {
   const double t0 = NowSeconds();
   const CodecKind k = config_.codec.kind;
+  bool averaged = false;
   if (n > 0) {
     switch (algo_) {
       case AllReduceAlgo::kRing:
@@ -529,9 +579,10 @@ void AllReduceEngine::Run(float* data, size_t n, CodecState* state, bool average
       case AllReduceAlgo::kSparse: impl_->Sparse(data, n, state); break;
       case AllReduceAlgo::kTwoPhaseSign: impl_->TwoPhaseSign(data, n, state); break;
       case AllReduceAlgo::kPowerSgd: impl_->PowerSgd(data, n, state); break;
+      case AllReduceAlgo::kNative: averaged = impl_->Native(data, n, average); break;
       case AllReduceAlgo::kAuto: break;
     }
-    if (average && comm_.Size() > 1) ScaleInPlace(data, n, 1.0f / static_cast<float>(comm_.Size()), comm_.Stream());
+    if (average && !averaged && comm_.Size() > 1) ScaleInPlace(data, n, 1.0f / static_cast<float>(comm_.Size()), comm_.Stream());
   }
   comm_.Synchronize();
   counters_.calls++;

@@ -18,6 +18,11 @@
 //   sign2    two-phase sign1: chunk wires all-to-all, the chunk's server sums them and re-encodes with
 //            its own error feedback, server wires allgathered.
 //   powersgd two allreduces (P, then Q) with orthonormalisation between; warm-started Q.
+//   native   the transport's own allreduce (NCCL's, MPI's), uncompressed, in `precision`: fp32, or a
+//            16-bit reduction (bf16/fp16: cast with 1/P pre-scaling so sums cannot overflow, the 16-bit
+//            sum, cast back; as PyTorch's fp16/bf16 compress hooks and DeepSpeed's
+//            communication_data_type do). The other algorithms always accumulate in fp32 (their 16-bit
+//            wires are the fp16/bf16 codecs).
 //
 // Error feedback: a CodecState per tensor. Lossy codecs on the ring quantise the rank's own
 // contribution once with its residual (what it sends, summed over steps, plus the residual equals
@@ -34,9 +39,9 @@
 
 namespace ciuic {
 
-enum class AllReduceAlgo { kAuto, kRing, kRecursiveDoubling, kHierarchical, kSparse, kTwoPhaseSign, kPowerSgd };
+enum class AllReduceAlgo { kAuto, kRing, kRecursiveDoubling, kHierarchical, kSparse, kTwoPhaseSign, kPowerSgd, kNative };
 const char* AlgoName(AllReduceAlgo a);
-AllReduceAlgo ParseAlgo(std::string_view text);  // auto ring rd hier sparse sign2 powersgd
+AllReduceAlgo ParseAlgo(std::string_view text);  // auto ring rd hier sparse sign2 powersgd native
 // The algorithm `auto` picks for a codec.
 AllReduceAlgo DefaultAlgo(CodecKind codec);
 
@@ -47,7 +52,10 @@ struct AlgoConfig {
   int in_flight = 4;             // pieces in flight per direction (K)
   int ranks_per_node = 0;        // hier: 0 = group by host name
   int nodes_per_group = 0;       // hier depth 3: nodes per group (e.g. per rail or NVLink domain); 0 = depth 2
+  DType precision = DType::kFloat32;  // native: the dtype the transport reduces in (fp32 bf16 fp16)
 };
+// Parses a reduction precision: fp32 | bf16 | fp16 (UsageError otherwise).
+DType ParsePrecision(std::string_view text);
 
 struct Counters {
   uint64_t calls = 0;

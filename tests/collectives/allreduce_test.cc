@@ -215,6 +215,75 @@ TEST(AllReduceAlgo, AlgorithmCodecMismatchIsAUsageError) {
   });
 }
 
+TEST(AllReduceAlgo, NativeInFp32IsTheTransportsExactAllreduce) {
+  for (int ranks : {1, 2, 3, 5}) {
+    const size_t n = 1001;
+    const Outcome o = RunOnce(ranks, Config(AllReduceAlgo::kNative, "none"), n, true);
+    const auto want = ExactSum(ranks, n, true);
+    ExpectIdenticalOnAllRanks(o, "native fp32");
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(o.results[0][i], static_cast<float>(want[i])) << "ranks=" << ranks << " i=" << i;
+  }
+}
+
+// A 16-bit reduction: identical bits on every rank, within the format's rounding of the exact sum
+// (one rounding of the pre-scaled input, one per reduction step), for sums and means, and no
+// overflow where the 16-bit sum of the raw values would leave fp16's range.
+TEST(AllReduceAlgo, NativeIn16BitsRoundsLikeTheFormatAndCannotOverflow) {
+  for (DType prec : {DType::kBFloat16, DType::kFloat16}) {
+    const double unit = prec == DType::kBFloat16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);  // half an ulp
+    for (int ranks : {1, 2, 3, 4, 8}) {
+      for (bool average : {false, true}) {
+        const size_t n = 2049;
+        AlgoConfig cfg = Config(AllReduceAlgo::kNative, "none");
+        cfg.precision = prec;
+        Outcome o;
+        o.results.resize(ranks);
+        RunLocalRanks(ranks, [&](Communicator& comm) {
+          AllReduceEngine engine(comm, cfg);
+          std::vector<float> data = Gradient(comm.Rank(), n, 0, true);  // |x| <= 1000
+          for (float& x : data) x *= 50.0f;                               // up to 50000: sums pass 65504
+          engine.Run(data.data(), n, nullptr, average);
+          o.results[comm.Rank()] = data;
+        });
+        const std::string what = fmt::format("{} ranks={} average={}", DTypeName(prec), ranks, average);
+        ExpectIdenticalOnAllRanks(o, what);
+        const auto sum = ExactSum(ranks, n, true);
+        double max_abs = 0;
+        for (int r = 0; r < ranks; ++r)
+          for (float x : Gradient(r, n, 0, true)) max_abs = std::max(max_abs, 50.0 * std::fabs(x));
+        // Worst case over the pre-scaled addends y = x/P (|y| <= m): P input roundings of u·m and a
+        // step rounding of u·k·m after the k-th addend: u·m·(P + P(P+1)/2); a sum is that × P.
+        const double p = ranks, m = max_abs / p;
+        const double bound = unit * m * (p + p * (p + 1) / 2) * (average ? 1 : p);
+        double largest = 0;
+        for (size_t i = 0; i < n; ++i) {
+          const double want = 50.0 * sum[i] / (average ? ranks : 1);
+          largest = std::max(largest, std::fabs(want));
+          ASSERT_TRUE(std::isfinite(o.results[0][i])) << what << " i=" << i;
+          ASSERT_LE(std::fabs(o.results[0][i] - want), bound) << what << " i=" << i;
+        }
+        if (!average && ranks >= 2) {
+          EXPECT_GT(largest, 65504.0) << what << ": the data must pass fp16's range";
+        }
+      }
+    }
+  }
+}
+
+TEST(AllReduceAlgo, A16BitPrecisionIsTheNativeAlgorithmsOnly) {
+  RunLocalRanks(1, [](Communicator& comm) {
+    AlgoConfig ring = Config(AllReduceAlgo::kRing, "none");
+    ring.precision = DType::kBFloat16;
+    EXPECT_THROW(AllReduceEngine(comm, ring), UsageError);
+    AlgoConfig fp8 = Config(AllReduceAlgo::kNative, "none");
+    fp8.precision = DType::kFloat8E4M3;
+    EXPECT_THROW(AllReduceEngine(comm, fp8), UsageError);
+    EXPECT_THROW(AllReduceEngine(comm, Config(AllReduceAlgo::kNative, "int8")), UsageError);
+    EXPECT_THROW(ParsePrecision("fp64"), UsageError);
+    EXPECT_EQ(ParsePrecision("bf16"), DType::kBFloat16);
+  });
+}
+
 TEST(AllReduceAlgo, UnequalNodesAreRefused) {
   EXPECT_THROW(RunLocalRanks(3, [](Communicator& comm) {
                  AllReduceEngine e(comm, Config(AllReduceAlgo::kHierarchical, "none", 4096, 2));

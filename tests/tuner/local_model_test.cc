@@ -133,7 +133,7 @@ TEST(LocalModel, TheTunerUsesItForThisMachineOnceTheLinkIsCalibrated) {
   Calibration cal = RateCalibration(t.ranks());
   TimeCurve mpi;
   mpi.Add(1 << 20, 1234.0);
-  cal.native_allreduce[t.ranks()] = mpi;
+  cal.native_allreduce[{t.ranks(), "fp32"}] = mpi;
   bool feasible = false;
   const CommPlan plan = PlanOf({"int8", 4 << 20, 1, "ring"}, t, &feasible, &cal);
   ASSERT_TRUE(feasible);
@@ -201,6 +201,73 @@ TEST(GpuCodecKernels, AGpuTopologyUsesACalibrationOfItsGpu) {
   EXPECT_NEAR(BucketUs(EffectiveFabric(t), t, plan, b), std::max(comm, codec) + std::min(comm, codec) / 4, 1e-6);
   // Uncompressed: nothing to add.
   EXPECT_FALSE(static_cast<bool>(PlanOf({"none", 64 << 20, 1, "ring"}, t, &feasible, &cal).codec_us));
+}
+
+// Reduction precision: a 16-bit reduction is the library's uncompressed allreduce in that dtype, with
+// the casts around it; nothing else takes it.
+TEST(ReductionPrecision, OnlyTheLibrarysUncompressedAllreduceReducesIn16Bits) {
+  const Topology t = LoadTopology("dgx_a100", 2);
+  bool feasible = false;
+  const CommPlan fp32 = PlanOf({"none", 64 << 20, 1, "nccl"}, t, &feasible);
+  ASSERT_TRUE(feasible);
+  const CommPlan bf16 = PlanOf({"none", 64 << 20, 1, "nccl", "bf16"}, t, &feasible);
+  ASSERT_TRUE(feasible);
+  EXPECT_EQ(bf16.algo, ModelAlgo::kNcclBest);
+  EXPECT_EQ(bf16.wire_ratio, 2.0);
+  EXPECT_EQ(bf16.codec_passes, 2.0);  // the cast down and the cast back
+  // Bandwidth-bound: half the bytes plus two passes of casts at the device's memory bandwidth.
+  const Fabric f = EffectiveFabric(t);
+  const double b = 256.0 * (1 << 20);
+  const double comm32 = BucketUs(f, t, fp32, b), comm16 = PredictAllReduceUs(f, ModelAlgo::kNcclBest, b, 2.0);
+  const double casts = 2 * b / (t.device.memory_bw_gbps * 0.85 * 1e3);
+  EXPECT_GT(comm16, comm32 / 2);  // the latency terms stay
+  EXPECT_LT(comm16, comm32 * 0.55);
+  EXPECT_NEAR(BucketUs(f, t, bf16, b), comm16 + casts, 1e-6);
+  for (const PlanChoice& c : {PlanChoice{"none", 64 << 20, 1, "ring", "bf16"}, PlanChoice{"none", 64 << 20, 1, "hier", "fp16"},
+                              PlanChoice{"int8", 64 << 20, 1, "ring", "bf16"}, PlanChoice{"none", 64 << 20, 1, "rd", "fp16"}}) {
+    PlanOf(c, t, &feasible);
+    EXPECT_FALSE(feasible) << c.codec << " " << c.algo << " " << c.precision;
+  }
+  EXPECT_EQ(GateName({"none", 1, 1, "nccl", "bf16"}), "none@bf16");
+  EXPECT_EQ(GateName({"int8", 1, 1, "ring"}), "int8");
+}
+
+TEST(ReductionPrecision, CalibratedCastsAndTheMeasured16BitAllreduceCostIt) {
+  // A GPU: the casts as calibrated (the fp16/bf16 codecs' encode and decode are the same kernels).
+  Calibration gpu = RateCalibration(1);
+  gpu.device = "cuda:NVIDIA H100 80GB HBM3";
+  TimeCurve enc, dec;
+  for (double x = 1024; x <= 1e10; x *= 4) {
+    enc.Add(x, Us(x, 1000));
+    dec.Add(x, Us(x, 800));
+  }
+  gpu.kernels[{"encode", "bf16"}] = enc;
+  gpu.kernels[{"decode", "bf16"}] = dec;
+  const Topology h100 = LoadTopology("dgx_h100");
+  bool feasible = false;
+  const CommPlan plan = PlanOf({"none", 64 << 20, 1, "nccl", "bf16"}, h100, &feasible, &gpu);
+  ASSERT_TRUE(feasible);
+  ASSERT_TRUE(static_cast<bool>(plan.codec_us));
+  const double b = 64.0 * (1 << 20);
+  EXPECT_NEAR(plan.codec_us(b), Us(b, 1000) + Us(b, 800), 1e-6);
+  EXPECT_FALSE(static_cast<bool>(PlanOf({"none", 64 << 20, 1, "nccl", "fp16"}, h100, &feasible, &gpu).codec_us))
+      << "fp16's casts are not calibrated: never guessed from bf16's";
+  EXPECT_FALSE(static_cast<bool>(PlanOf({"none", 64 << 20, 1, "nccl"}, h100, &feasible, &gpu).codec_us));
+
+  // This machine: the 16-bit allreduce measured whole (casts included), per rank count.
+  const Topology t = LoadTopology("cpu_local");
+  if (t.ranks() < 2) GTEST_SKIP() << "cpu_local has one rank here";
+  Calibration cal = RateCalibration(t.ranks());
+  std::string missing;
+  EXPECT_FALSE(CanPredictLocal(cal, {"none", "native", b, t.ranks(), false, "bf16"}, &missing));
+  EXPECT_NE(missing.find("native allreduce in bf16"), std::string::npos) << missing;
+  EXPECT_FALSE(static_cast<bool>(PlanOf({"none", 4 << 20, 1, "nccl", "bf16"}, t, &feasible, &cal).local_us));
+  TimeCurve mpi16;
+  mpi16.Add(1 << 20, 3000.0);
+  cal.native_allreduce[{t.ranks(), "bf16"}] = mpi16;
+  const CommPlan local = PlanOf({"none", 4 << 20, 1, "nccl", "bf16"}, t, &feasible, &cal);
+  ASSERT_TRUE(static_cast<bool>(local.local_us));
+  EXPECT_DOUBLE_EQ(local.local_us(2 << 20), 6000.0);
 }
 
 }  // namespace

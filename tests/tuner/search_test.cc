@@ -46,8 +46,8 @@ TEST(Schedule, OverlapHidesCommunicationBehindBackwardAndCompressionShrinksIt) {
 }
 
 TEST(Search, StrategiesAreReproducibleAndRespectTheBudget) {
-  const SearchSpace s = AllReducePlanSpace();
   const Topology t = LoadTopology("dgx_a100", 2);
+  const SearchSpace s = AllReducePlanSpace(t);
   const Workload w = LoadWorkload("gpt2_xl");
   const Objective f = [&](const Point& p) { return ModelStepUs(ChoiceOf(s, p), t, w, w.default_batch); };
   for (const auto& strategy : SearchStrategies()) {
@@ -71,15 +71,42 @@ TEST(Search, StrategiesAreReproducibleAndRespectTheBudget) {
   EXPECT_THROW(Search(s, f, bad), UsageError);
 }
 
+TEST(Search, AConditionalSpaceNeverProposesAnInvalidPoint) {
+  const Topology t = LoadTopology("dgx_a100", 2);
+  const SearchSpace s = AllReducePlanSpace(t);
+  const Workload w = LoadWorkload("gpt2_xl");
+  uint64_t offered = 0;
+  for (uint64_t i = 0; i < s.Size(); ++i) offered += Offered(ChoiceOf(s, s.FromIndex(i)), t) ? 1 : 0;
+  EXPECT_EQ(s.ValidSize(), offered);
+  EXPECT_LT(s.ValidSize(), s.Size() / 4);  // most codec × algorithm × precision combinations do not exist
+  const Objective f = [&](const Point& p) {
+    EXPECT_TRUE(Offered(ChoiceOf(s, p), t)) << s.Describe(p);
+    return ModelStepUs(ChoiceOf(s, p), t, w, w.default_batch);
+  };
+  for (const auto& strategy : SearchStrategies()) {
+    SearchOptions o;
+    o.strategy = strategy;
+    o.budget = 120;
+    const SearchResult r = Search(s, f, o);
+    if (strategy == "grid") {
+      EXPECT_EQ(r.trials.size(), s.ValidSize());
+    }
+    for (const auto& trial : r.trials) EXPECT_TRUE(std::isfinite(trial.score)) << strategy << " " << s.Describe(trial.point);
+  }
+  SearchSpace none = s;
+  none.valid = [](const Point&) { return false; };
+  EXPECT_THROW(Search(none, f, SearchOptions{}), UsageError);
+}
+
 TEST(Search, BayesAndCoordinateDescentReachTheGridOptimumWithFivePercentOfItsEvaluations) {
-  const SearchSpace s = AllReducePlanSpace();
-  const int budget = static_cast<int>(s.Size() / 20);  // 5% of grid
-  std::printf("%-10s %5s %-10s %10s %8s %8s %8s  (grid %llu evaluations, budget %d)\n", "topology", "nodes", "strategy",
-              "grid_best", "median", "worst", "evals", static_cast<unsigned long long>(s.Size()), budget);
+  std::printf("%-10s %5s %-10s %10s %8s %8s %8s %6s\n", "topology", "nodes", "strategy", "grid_best", "median", "worst",
+              "budget", "grid");
   const Workload w = LoadWorkload("gpt2_xl");
   for (const auto& name : BuiltinTopologies()) {
     Topology t = LoadTopology(name);
     if (t.nics.count > 0) t = LoadTopology(name, 4);
+    const SearchSpace s = AllReducePlanSpace(t);
+    const int budget = static_cast<int>(s.ValidSize() / 20);  // 5% of grid's evaluations
     const Objective f = [&](const Point& p) { return ModelStepUs(ChoiceOf(s, p), t, w, w.default_batch); };
     SearchOptions g;
     g.strategy = "grid";
@@ -97,8 +124,8 @@ TEST(Search, BayesAndCoordinateDescentReachTheGridOptimumWithFivePercentOfItsEva
       }
       std::sort(gaps.begin(), gaps.end());
       const double median = (gaps[4] + gaps[5]) / 2;
-      std::printf("%-10s %5d %-10s %10.0f %7.2f%% %7.2f%% %8d\n", name.c_str(), t.nodes, strategy, best, 100 * median,
-                  100 * gaps.back(), budget);
+      std::printf("%-10s %5d %-10s %10.0f %7.2f%% %7.2f%% %8d %6llu\n", name.c_str(), t.nodes, strategy, best,
+                  100 * median, 100 * gaps.back(), budget, static_cast<unsigned long long>(s.ValidSize()));
       EXPECT_LE(median, 0.02) << name << " " << strategy;
     }
   }

@@ -114,6 +114,41 @@ TEST_F(Study, SlowLinksPickAGatedLossyCodecForLargeBucketsFastLinksNone) {
   for (const auto& r : fast.profile.rules) EXPECT_EQ(r.codec, "none") << r.min_bytes;
 }
 
+TEST_F(Study, ReducedPrecisionIsGatedStoredAndExportedAsWhatFrameworksCallIt) {
+  const TuneResult r = RunStudy(Options("dgx_a100", 2), log_);
+  {
+    Database db((dir_ / "tune.db").string());
+    for (const char* name : {"none@bf16", "none@fp16"}) {
+      Statement q(db.handle(), "SELECT passed, final_loss, baseline_loss FROM gate_results WHERE codec = ?");
+      q.Bind(1, std::string(name));
+      ASSERT_TRUE(q.Step()) << name << " has a stored gate verdict";
+      // The 16-bit reduction really ran: its loss is not the fp32 run's to the last bit.
+      EXPECT_NE(q.ColumnDouble(1), q.ColumnDouble(2)) << name;
+    }
+  }
+  Profile p = r.profile;
+  ASSERT_FALSE(p.rules.empty());
+  ProfileRule& big = p.rules.back();
+  big.algo = "nccl";
+  big.codec = "none";
+  big.precision = "bf16";
+  EXPECT_NO_THROW(ParseProfile(ProfileToJson(p), "p.json"));
+  EXPECT_NE(ExportProfile(p, "ddp").find("default_hooks.bf16_compress_hook"), std::string::npos);
+  EXPECT_NE(ExportProfile(p, "deepspeed").find("\"communication_data_type\": \"bf16\""), std::string::npos);
+  EXPECT_EQ(ExportProfile(p, "horovod").find("Compression.fp16"), std::string::npos) << "fp16 was not gated";
+  EXPECT_NE(ExportProfile(p, "nccl-env").find("reduces gradients in bf16"), std::string::npos);
+  big.precision = "fp16";
+  EXPECT_NE(ExportProfile(p, "ddp").find("default_hooks.fp16_compress_hook"), std::string::npos);
+  EXPECT_NE(ExportProfile(p, "deepspeed").find("\"communication_data_type\": \"fp16\""), std::string::npos);
+  EXPECT_NE(ExportProfile(p, "horovod").find("compression=hvd.Compression.fp16"), std::string::npos);
+  // A 16-bit precision belongs to the library's uncompressed allreduce only.
+  big.algo = "ring";
+  EXPECT_THROW(ParseProfile(ProfileToJson(p), "p.json"), InputError);
+  big.algo = "nccl";
+  big.codec = "int8";
+  EXPECT_THROW(ParseProfile(ProfileToJson(p), "p.json"), InputError);
+}
+
 TEST_F(Study, ProfilesAreReadStrictly) {
   const TuneResult a = RunStudy(Options("dgx_h100", 1), log_);
   std::ifstream f(a.profile_path);
