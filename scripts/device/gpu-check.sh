@@ -84,6 +84,12 @@ for c in none fp16 bf16 int8 int4 fp8e4m3 fp8e5m2 sign1 topk:0.01 randomk:0.01 p
     --sizes 1M,64M,256M --inplace yes > "$logs/runtime-${c%%:*}.txt" 2>&1
   echo "runtime $c exit $?" >> "$logs/runtime-summary.txt"
 done
+# The native algorithm: NCCL's own allreduce in fp32 and in 16-bit reduction precisions (issue 5).
+for p in fp32 bf16 fp16; do
+  "$bundle/bin/ciuic-bench" allreduce --backend ciuic --transport nccl --device cuda --algo native --precision "$p" \
+    --sizes 1M,64M,256M --inplace yes > "$logs/runtime-native-$p.txt" 2>&1
+  echo "runtime native $p exit $?" >> "$logs/runtime-summary.txt"
+done
 cat "$logs/runtime-summary.txt"
 fi
 

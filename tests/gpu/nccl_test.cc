@@ -3,7 +3,12 @@
 // where there is no CUDA device or the build has no NCCL.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <vector>
+
 #include "bench/runner.h"
+#include "collectives/algorithms/allreduce.h"
 #include "collectives/backends/local/communicator.h"
 #include "collectives/backends/nccl/communicator.h"
 #include "core/buffer.h"
@@ -54,6 +59,32 @@ TEST(Nccl, PlantedWrongElementIsCaught) {
   o.corrupt_index = 12345;
   const BenchSummary s = RunBench(*comm, o, nullptr, MakeContext(*comm, o));
   EXPECT_EQ(s.total_wrong, 2);
+}
+
+// The runtime's native algorithm over NCCL on device buffers, in fp32 and the 16-bit reduction
+// precisions: the same bits as over the one-rank thread backend on host memory (the cast kernels are
+// bit-exact twins), for sums and means.
+TEST(Nccl, NativeReductionPrecisionsMatchTheHostPath) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device or no NCCL in this build";
+  auto comm = MakeWorld();
+  const size_t n = (1 << 20) + 37;
+  std::vector<float> input(n);
+  for (size_t i = 0; i < n; ++i) input[i] = std::ldexp(static_cast<float>(i % 9973) - 4986.0f, -7) + 1e-3f * (i % 7);
+  for (DType prec : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    for (bool average : {false, true}) {
+      AlgoConfig cfg;
+      cfg.algo = AllReduceAlgo::kNative;
+      cfg.precision = prec;
+      std::vector<float> host = input;
+      RunLocalRanks(1, [&](Communicator& c) { AllReduceEngine(c, cfg).Run(host.data(), n, nullptr, average); });
+      Buffer dev(n * 4, MemoryKind::kDevice);
+      CopyBytes(dev.data(), MemoryKind::kDevice, input.data(), MemoryKind::kHost, n * 4);
+      AllReduceEngine(*comm, cfg).Run(dev.as<float>(), n, nullptr, average);
+      std::vector<float> got(n);
+      CopyBytes(got.data(), MemoryKind::kHost, dev.data(), MemoryKind::kDevice, n * 4);
+      EXPECT_EQ(0, std::memcmp(got.data(), host.data(), n * 4)) << DTypeName(prec) << " average=" << average;
+    }
+  }
 }
 
 }  // namespace
