@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <thread>
+#include <tuple>
 
 #include "core/buffer.h"
 #include "core/database.h"
@@ -148,6 +149,141 @@ std::string CalibrationDevice(bool cuda) {
   return cuda ? std::string("cuda:") + CudaDeviceName() : "cpu:" + CpuModel();
 }
 
+namespace {
+
+int KernelCopies(const CalibrateOptions& o) {
+  return o.cuda ? 1 : (o.concurrency > 0 ? o.concurrency : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+}
+
+std::vector<std::string> CalibratedCodecs(const std::vector<std::string>& codecs) {
+  return codecs.empty() ? AllReducePlanSpace().dims[0].values : codecs;
+}
+
+}  // namespace
+
+void SweepKernels(const CalibrateOptions& o, const std::vector<std::string>& only, KernelSamples* samples) {
+  const std::vector<std::string> codecs = CalibratedCodecs(only);
+  const int threads = KernelCopies(o);
+  const MemoryKind kind = o.cuda ? MemoryKind::kDevice : MemoryKind::kHost;
+  for (uint64_t bytes : o.sizes) {
+    const size_t n = bytes / 4;
+    std::vector<float> host(n);
+    for (size_t i = 0; i < n; ++i) host[i] = 1e-3f * (static_cast<float>((i * 2654435761u) % 2001) / 1000.0f - 1.0f);
+    // Each timed call works on the next of `slots` buffer sets (covering kRotateBytes, as ciuic-bench
+    // rotates its rows' buffers), so small sizes are timed from memory the way the ring meets them.
+    struct Slot {
+      Buffer x, y, wire, wire2;
+    };
+    struct Bufs {
+      std::vector<Slot> s;
+      size_t next = 0;
+      CodecState st, st_ef;
+      Slot& Next() { return s[next++ % s.size()]; }
+    };
+    const int slots = static_cast<int>(std::clamp<uint64_t>(kRotateBytes / (2 * bytes), 1, kMaxRotateSlots));
+    std::vector<Bufs> b(static_cast<size_t>(threads));
+    for (auto& t : b) {
+      t.s.resize(static_cast<size_t>(slots));
+      for (auto& sl : t.s) {
+        sl.x = Buffer(n * 4, kind);
+        sl.y = Buffer(n * 4, kind);
+        CopyBytes(sl.x.data(), kind, host.data(), MemoryKind::kHost, n * 4);
+        CopyBytes(sl.y.data(), kind, host.data(), MemoryKind::kHost, n * 4);
+      }
+    }
+    // One copy per thread on the CPU; on the GPU one copy timed with events.
+    using Kernel = std::function<void(Bufs&, Slot&)>;
+    auto time = [&](const Kernel& k) {
+      if (o.cuda) return DeviceMedianUs([&] { k(b[0], b[0].Next()); });
+      return ConcurrentMedianUs(threads, [&](int i) {
+        Bufs& t = b[static_cast<size_t>(i)];
+        k(t, t.Next());
+      });
+    };
+    (*samples)[{bytes, "none", "add"}].push_back(
+        time([&](Bufs&, Slot& s) { AddInPlace(s.y.as<float>(), s.x.as<float>(), n, nullptr); }));
+    for (const auto& name : codecs) {
+      if (name == "none") continue;
+      CodecSpec spec = ParseCodec(name);
+      spec.error_feedback = false;
+      const Codec c(spec);
+      CodecSpec spec_ef = spec;
+      spec_ef.error_feedback = true;
+      const Codec c_ef(spec_ef);
+      const size_t wb = std::max<size_t>(c.WireBytes(n), 1);
+      for (auto& t : b) {
+        t.st = CodecState();
+        t.st_ef = CodecState();
+        for (auto& sl : t.s) {
+          sl.wire = Buffer(wb, kind);
+          sl.wire2 = Buffer(wb, kind);
+          SetBytes(sl.wire2.data(), kind, 0, wb);  // resident before timing: no page faults in the loop
+          c.Encode(sl.x.as<float>(), n, sl.wire.data(), &t.st);
+        }
+      }
+      const uint64_t dec_step = b[0].st.step - 1;  // the step the wires were encoded at (randomk's indices)
+      const double enc =
+          time([&](Bufs& t, Slot& s) { c.Encode(s.x.as<float>(), n, s.wire2.data(), &t.st, nullptr, false); });
+      const double dec = time([&](Bufs&, Slot& s) { c.Decode(s.wire.data(), n, s.y.as<float>(), dec_step); });
+      double enc_ef = 0, acc = 0, hop = 0;
+      const bool element = c.HasDecodeAddEncode();
+      if (element || spec.kind == CodecKind::kTopK || spec.kind == CodecKind::kRandomK)
+        enc_ef = time(
+            [&](Bufs& t, Slot& s) { c_ef.Encode(s.x.as<float>(), n, s.wire2.data(), &t.st_ef, nullptr, false); });
+      if (element || spec.kind == CodecKind::kTopK)
+        acc = time([&](Bufs&, Slot& s) { c.DecodeAccumulate(s.wire.data(), n, s.y.as<float>(), dec_step); });
+      if (element) {
+        // As the ring calls it (collectives/algorithms): the kernel alone, no finiteness flag to read
+        // back (Codec::DecodeAddEncode adds a state and a synchronising check per call).
+        hop = time([&](Bufs&, Slot& s) {
+          QuantDecodeAddEncode(c.Args(0), s.wire.as<uint8_t>(), s.x.as<float>(), n, s.wire2.as<uint8_t>(), nullptr,
+                               nullptr);
+        });
+      }
+      const std::pair<const char*, double> ks[] = {
+          {"encode", enc}, {"encode_ef", enc_ef}, {"decode", dec}, {"decode_acc", acc}, {"hop", hop}};
+      for (const auto& [k, us] : ks)
+        if (us > 0) (*samples)[{bytes, name, k}].push_back(us);
+    }
+  }
+}
+
+void StoreKernelMedians(const std::string& db_path, const CalibrateOptions& o, const std::vector<std::string>& only,
+                        const KernelSamples& samples, std::ostream& out) {
+  const std::vector<std::string> codecs = CalibratedCodecs(only);
+  const int threads = KernelCopies(o);
+  const std::string device = CalibrationDevice(o.cuda);
+  out << fmt::format("# {:<13} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "codec", "size", "encode", "encode_ef", "decode",
+                     "dec_acc", "hop");
+  std::vector<KernelRow> rows;
+  for (uint64_t bytes : o.sizes) {
+    const double bb = static_cast<double>(bytes);
+    auto median = [&](const std::string& codec, const char* kernel) {
+      auto it = samples.find({bytes, codec, kernel});
+      if (it == samples.end()) return 0.0;
+      std::vector<double> v = it->second;
+      std::sort(v.begin(), v.end());
+      const double us = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+      rows.push_back({kernel, codec, bb, us, threads});
+      return us;
+    };
+    const double add = median("none", "add");
+    out << fmt::format("  {:<13} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}   add {:.2f}\n", "none", FormatSize(bytes), "-",
+                       "-", "-", "-", "-", bb / (add * 1e3));
+    for (const auto& name : codecs) {
+      if (name == "none") continue;
+      std::string line = fmt::format("  {:<13} {:>6}", name, FormatSize(bytes));
+      for (const char* k : {"encode", "encode_ef", "decode", "decode_acc", "hop"}) {
+        const double us = median(name, k);
+        line += us > 0 ? fmt::format(" {:>9.2f}", bb / (us * 1e3)) : fmt::format(" {:>9}", "-");
+      }
+      out << line << "\n";
+    }
+  }
+  Database db(db_path);
+  Store(db, device, rows);
+}
+
 void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::ostream& out) {
   if (o.cuda && CudaDeviceCount() == 0) throw RuntimeError("calibrate --device cuda: no CUDA device is visible");
   if (o.sizes.empty() && o.link_ranks.empty()) throw UsageError("calibrate: nothing to measure (no --sizes, no --ranks)");
@@ -155,109 +291,21 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
     if (s < 4096) throw UsageError(fmt::format("calibrate: size {} must be at least 4K", s));
   for (int p : o.link_ranks)
     if (p < 2 || p > 64) throw UsageError(fmt::format("calibrate: --ranks {} must be in 2..64", p));
-  const int threads =
-      o.cuda ? 1 : (o.concurrency > 0 ? o.concurrency : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  const int threads = KernelCopies(o);
   if (threads > 256) throw UsageError("calibrate: --concurrency must be at most 256");
-  const MemoryKind kind = o.cuda ? MemoryKind::kDevice : MemoryKind::kHost;
+  if (o.rounds < 1) throw UsageError("calibrate: --rounds must be at least 1");
   const std::string device = CalibrationDevice(o.cuda);
   Database db(db_path);
 
   if (!o.sizes.empty()) {
-    out << fmt::format("# calibrate {}: codec kernels, {} cop{} at once (GB/s of fp32 gradient per copy)\n", device,
-                       threads, threads == 1 ? "y" : "ies");
-    out << fmt::format("# {:<13} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "codec", "size", "encode", "encode_ef", "decode",
-                       "dec_acc", "hop");
-    const SearchSpace space = AllReducePlanSpace();
-    for (uint64_t bytes : o.sizes) {
-      const size_t n = bytes / 4;
-      std::vector<float> host(n);
-      for (size_t i = 0; i < n; ++i) host[i] = 1e-3f * (static_cast<float>((i * 2654435761u) % 2001) / 1000.0f - 1.0f);
-      // Each timed call works on the next of `slots` buffer sets (covering kRotateBytes, as ciuic-bench
-      // rotates its rows' buffers), so small sizes are timed from memory the way the ring meets them.
-      struct Slot {
-        Buffer x, y, wire, wire2;
-      };
-      struct Bufs {
-        std::vector<Slot> s;
-        size_t next = 0;
-        CodecState st, st_ef;
-        Slot& Next() { return s[next++ % s.size()]; }
-      };
-      const int slots = static_cast<int>(std::clamp<uint64_t>(kRotateBytes / (2 * bytes), 1, kMaxRotateSlots));
-      std::vector<Bufs> b(static_cast<size_t>(threads));
-      for (auto& t : b) {
-        t.s.resize(static_cast<size_t>(slots));
-        for (auto& sl : t.s) {
-          sl.x = Buffer(n * 4, kind);
-          sl.y = Buffer(n * 4, kind);
-          CopyBytes(sl.x.data(), kind, host.data(), MemoryKind::kHost, n * 4);
-          CopyBytes(sl.y.data(), kind, host.data(), MemoryKind::kHost, n * 4);
-        }
-      }
-      // One copy per thread on the CPU; on the GPU one copy timed with events.
-      using Kernel = std::function<void(Bufs&, Slot&)>;
-      auto time = [&](const Kernel& k) {
-        if (o.cuda) return DeviceMedianUs([&] { k(b[0], b[0].Next()); });
-        return ConcurrentMedianUs(threads, [&](int i) {
-          Bufs& t = b[static_cast<size_t>(i)];
-          k(t, t.Next());
-        });
-      };
-      std::vector<KernelRow> rows;
-      const double add = time([&](Bufs&, Slot& s) { AddInPlace(s.y.as<float>(), s.x.as<float>(), n, nullptr); });
-      rows.push_back({"add", "none", static_cast<double>(bytes), add, threads});
-      out << fmt::format("  {:<13} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}   add {:.2f}\n", "none", FormatSize(bytes), "-",
-                         "-", "-", "-", "-", static_cast<double>(bytes) / (add * 1e3));
-      for (const auto& name : space.dims[0].values) {
-        if (name == "none") continue;
-        CodecSpec spec = ParseCodec(name);
-        spec.error_feedback = false;
-        const Codec c(spec);
-        CodecSpec spec_ef = spec;
-        spec_ef.error_feedback = true;
-        const Codec c_ef(spec_ef);
-        const size_t wb = std::max<size_t>(c.WireBytes(n), 1);
-        for (auto& t : b) {
-          t.st = CodecState();
-          t.st_ef = CodecState();
-          for (auto& sl : t.s) {
-            sl.wire = Buffer(wb, kind);
-            sl.wire2 = Buffer(wb, kind);
-            SetBytes(sl.wire2.data(), kind, 0, wb);  // resident before timing: no page faults in the loop
-            c.Encode(sl.x.as<float>(), n, sl.wire.data(), &t.st);
-          }
-        }
-        const uint64_t dec_step = b[0].st.step - 1;  // the step the wires were encoded at (randomk's indices)
-        const double enc =
-            time([&](Bufs& t, Slot& s) { c.Encode(s.x.as<float>(), n, s.wire2.data(), &t.st, nullptr, false); });
-        const double dec = time([&](Bufs&, Slot& s) { c.Decode(s.wire.data(), n, s.y.as<float>(), dec_step); });
-        double enc_ef = 0, acc = 0, hop = 0;
-        const bool element = c.HasDecodeAddEncode();
-        if (element || spec.kind == CodecKind::kTopK || spec.kind == CodecKind::kRandomK)
-          enc_ef = time(
-              [&](Bufs& t, Slot& s) { c_ef.Encode(s.x.as<float>(), n, s.wire2.data(), &t.st_ef, nullptr, false); });
-        if (element || spec.kind == CodecKind::kTopK)
-          acc = time([&](Bufs&, Slot& s) { c.DecodeAccumulate(s.wire.data(), n, s.y.as<float>(), dec_step); });
-        if (element) {
-          // As the ring calls it (collectives/algorithms): the kernel alone, no finiteness flag to read
-          // back (Codec::DecodeAddEncode adds a state and a synchronising check per call).
-          hop = time([&](Bufs&, Slot& s) {
-            QuantDecodeAddEncode(c.Args(0), s.wire.as<uint8_t>(), s.x.as<float>(), n, s.wire2.as<uint8_t>(), nullptr,
-                                 nullptr);
-          });
-        }
-        const double bb = static_cast<double>(bytes);
-        const std::pair<const char*, double> ks[] = {
-            {"encode", enc}, {"encode_ef", enc_ef}, {"decode", dec}, {"decode_acc", acc}, {"hop", hop}};
-        std::string line = fmt::format("  {:<13} {:>6}", name, FormatSize(bytes));
-        for (const auto& [k, us] : ks) {
-          if (us > 0) rows.push_back({k, name, bb, us, threads});
-          line += us > 0 ? fmt::format(" {:>9.2f}", bb / (us * 1e3)) : fmt::format(" {:>9}", "-");
-        }
-        out << line << "\n";
-      }
-      Store(db, device, rows);
-    }
+    out << fmt::format("# calibrate {}: codec kernels, {} cop{} at once, median of {} round{} over the whole sweep "
+                       "(GB/s of fp32 gradient per copy)\n",
+                       device, threads, threads == 1 ? "y" : "ies", o.rounds, o.rounds == 1 ? "" : "s");
+    // Rounds sweep everything in turn, so a point's samples lie minutes apart and a transient
+    // slowdown of the machine spoils one of them, not all.
+    KernelSamples samples;
+    for (int round = 0; round < o.rounds; ++round) SweepKernels(o, {}, &samples);
+    StoreKernelMedians(db_path, o, {}, samples, out);
   }
 
   if (!o.link_ranks.empty()) {

@@ -9,9 +9,11 @@
 //     transport's own allreduce (what `algo nccl` means on a CPU machine) at the same sizes, in fp32 and
 //     in the 16-bit reduction precisions (bf16, fp16: cast + 16-bit sum + cast back, the runtime's native).
 // The model interpolates between measured sizes (log-log), so cache effects are in the numbers.
+#include <cstdint>
 #include <map>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -52,12 +54,22 @@ struct CalibrateOptions {
   bool cuda = false;
   std::vector<uint64_t> sizes;   // kernel sizes (fp32 bytes)
   int concurrency = 0;           // 0: this machine's cores (cpu), 1 (cuda)
+  int rounds = 3;                // kernel sweeps; each point stores the median over them
   std::vector<int> link_ranks;   // rank counts whose ring step is measured (empty: none)
   std::string link_sizes = "4K:64M:x2";
 };
 
 // "cpu:<model>" or "cuda:<name>".
 std::string CalibrationDevice(bool cuda);
+// Kernel timings: (size, codec, kernel) -> one µs value per sweep.
+using KernelSamples = std::map<std::tuple<uint64_t, std::string, std::string>, std::vector<double>>;
+// One sweep of every kernel of `codecs` (empty: every codec of the tuner's space) and the add, at
+// each of o.sizes, with o.concurrency copies at once (calibrate's rounds; validate interleaves them
+// with its passes).
+void SweepKernels(const CalibrateOptions& o, const std::vector<std::string>& codecs, KernelSamples* samples);
+// The median over sweeps of each point: printed as the calibration table and stored.
+void StoreKernelMedians(const std::string& db_path, const CalibrateOptions& o, const std::vector<std::string>& codecs,
+                        const KernelSamples& samples, std::ostream& out);
 // The kernels every codec of the tuner's space uses, plus add; prints a table; stores the results.
 void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::ostream& out);
 // The newest stored value of every (kernel, codec, size, ranks) of a device (empty when none).

@@ -78,8 +78,10 @@ double Cost(const Calibration& cal, const LocalAllReduce& a, bool kernels_only) 
   auto wire = [&](double fp32_bytes) {
     return static_cast<double>(codec.WireBytes(static_cast<size_t>(std::max(1.0, std::round(fp32_bytes / 4)))));
   };
-  // Kernels: timed with cal.concurrency copies at once; more ranks than that share the cores.
-  const double share = kernels_only ? 1.0 : std::max(1.0, static_cast<double>(p) / std::max(1, cal.concurrency));
+  // Kernels: timed with cal.concurrency copies at once; more ranks than that run in ceil(P / copies)
+  // rounds (local_model.h).
+  const double share =
+      kernels_only ? 1.0 : std::max(1.0, std::ceil(static_cast<double>(p) / std::max(1, cal.concurrency)));
   auto k = [&](const char* kernel, double bytes) { return share * cal.KernelUs(kernel, a.codec, bytes); };
   auto add = [&](double bytes) { return kernels_only ? 0.0 : share * cal.KernelUs("add", "none", bytes); };
   auto step = [&](double bytes) { return kernels_only ? 0.0 : cal.SendRecvUs(p, bytes); };

@@ -18,8 +18,12 @@
 //
 // With error feedback (training, not ciuic-bench) the ring codecs first quantise the rank's own
 // contribution: + encode_ef(B) + decode(B). With more ranks than cores the kernels share the cores:
-// kernel time × ranks / (copies timed at once). The link curve is measured per rank count, so its
-// contention is in the numbers.
+// kernel time × ceil(ranks / copies timed at once). Every step of the ring waits for its slowest rank,
+// and a kernel step (100 µs – a few ms) is about a scheduler time slice or shorter, so the ranks that
+// find no free core run after the others rather than beside them: 3 ranks on 2 cores take two
+// kernel rounds, not 1.5 (measured: with ranks/copies the 3-rank codec rows came out 17–23% low,
+// with the ceiling within ±5%). The link curve is measured per rank count, so its contention is in
+// the numbers.
 #include <string>
 
 #include "tuner/calibrate.h"

@@ -168,6 +168,8 @@ int Calibrate(const cxxopts::ParseResult& r) {
   o.sizes = ParseSizeList(r.count("sizes") ? r["sizes"].as<std::string>() : "64K:64M:x4");
   o.concurrency = r["concurrency"].as<int>();
   if (o.concurrency < 0) throw UsageError("--concurrency must be >= 0 (0: this machine's cores)");
+  o.rounds = r["rounds"].as<int>();
+  if (o.rounds < 1 || o.rounds > 99) throw UsageError(fmt::format("--rounds {} must be in 1..99", o.rounds));
   if (r.count("ranks")) o.link_ranks = ParseRanks(r["ranks"].as<std::string>());
   RunCalibration(CheckedDb(r), o, std::cout);
   return 0;
@@ -181,6 +183,10 @@ int Validate(const cxxopts::ParseResult& r) {
   o.codecs = ParseList(r["codecs"].as<std::string>());
   o.repeat = r["repeat"].as<int>();
   o.kernel_sizes = r["kernel-sizes"].as<std::string>();
+  const std::string kernels = r["kernels"].as<std::string>();
+  if (kernels != "timed" && kernels != "stored")
+    throw UsageError(fmt::format("--kernels '{}': timed (in the passes) | stored", kernels));
+  o.stored_kernels = kernels == "stored";
   ParseSizeList(o.kernel_sizes);  // InputError now rather than after the measurements
   const ValidationResult res = RunValidation(o, std::cout);
   const double limit = r["max-error"].as<double>();
@@ -239,8 +245,10 @@ int Run(int argc, char** argv) {
       "device", "calibrate: cpu | cuda", cxxopts::value<std::string>())(
       "ranks", "calibrate/validate: local rank counts, e.g. 2,3,4", cxxopts::value<std::string>())(
       "concurrency", "calibrate: kernel copies timed at once (0: cores)", cxxopts::value<int>()->default_value("0"))(
+      "rounds", "calibrate: kernel sweeps, median per point", cxxopts::value<int>()->default_value("3"))(
       "codecs", "validate: codecs", cxxopts::value<std::string>()->default_value("none,fp16,int8,int4,sign1,topk:0.01"))(
-      "kernel-sizes", "validate: kernel sizes to calibrate when missing", cxxopts::value<std::string>()->default_value("64K:64M:x4"))(
+      "kernel-sizes", "validate: kernel sizes (timed in the passes, or calibrated when missing)", cxxopts::value<std::string>()->default_value("64K:64M:x4"))(
+      "kernels", "validate: timed (a kernel sweep before each pass) | stored (the database's)", cxxopts::value<std::string>()->default_value("timed"))(
       "repeat", "validate: interleaved measurement passes", cxxopts::value<int>()->default_value("3"))(
       "max-error", "validate: exit 1 when the median |error| exceeds this (0: never)", cxxopts::value<double>()->default_value("0"))(
       "h,help", "this help")("version", "print the version")("command", "", cxxopts::value<std::string>());

@@ -23,12 +23,7 @@ SearchSpace AllReducePlanSpace() {
 
 SearchSpace AllReducePlanSpace(const Topology& t) {
   SearchSpace s = AllReducePlanSpace();
-  const std::vector<Dimension> dims = s.dims;
-  s.valid = [dims, t](const Point& p) {
-    SearchSpace plain;
-    plain.dims = dims;
-    return Offered(ChoiceOf(plain, p), t);
-  };
+  s.valid = [plain = s, t](const Point& p) { return Offered(ChoiceOf(plain, p), t); };
   return s;
 }
 

@@ -39,7 +39,7 @@ ValidationResult RunValidation(const ValidateOptions& o, std::ostream& out) {
   const std::string device = CalibrationDevice(false);
   Calibration cal = LoadCalibration(o.db, device);
 
-  // Calibrate what is missing: the kernels once, the link per rank count.
+  // Calibrate what is missing: the link per rank count; the kernels once when the stored ones are used.
   std::set<int> link;
   bool kernels = false;
   Calibration probe = cal;  // with every link present, what is still missing is a kernel
@@ -50,6 +50,7 @@ ValidationResult RunValidation(const ValidateOptions& o, std::ostream& out) {
   for (int p : o.ranks)
     for (size_t i = 0; i < o.codecs.size(); ++i)
       if (!CanPredictLocal(probe, {o.codecs[i], algos[i], 1 << 20, p, false})) kernels = true;
+  if (!o.stored_kernels) kernels = false;  // timed in the passes below
   if (kernels || !link.empty()) {
     CalibrateOptions c;
     if (kernels) c.sizes = ParseSizeList(o.kernel_sizes);
@@ -64,9 +65,14 @@ ValidationResult RunValidation(const ValidateOptions& o, std::ostream& out) {
   std::string size_list;
   for (uint64_t s : o.sizes) size_list += (size_list.empty() ? "" : ",") + std::to_string(s);
   std::map<std::tuple<int, size_t, uint64_t>, std::vector<double>> samples;
-  out << fmt::format("# validate: ciuic-bench allreduce --backend ciuic over MPI ({})\n", LocalMpiSetting());
+  out << fmt::format("# validate: ciuic-bench allreduce --backend ciuic over MPI ({}){}\n", LocalMpiSetting(),
+                     o.stored_kernels ? "; kernels as stored" : "; each pass times the kernels first");
+  CalibrateOptions kc;
+  kc.sizes = ParseSizeList(o.kernel_sizes);
+  KernelSamples kernel_samples;
   for (int pass = 0; pass < o.repeat; ++pass) {
     out << fmt::format("# validate: pass {}/{}\n", pass + 1, o.repeat) << std::flush;
+    if (!o.stored_kernels) SweepKernels(kc, o.codecs, &kernel_samples);
     for (int p : o.ranks)
       for (size_t i = 0; i < o.codecs.size(); ++i) {
         const auto doc = RunBenchJson(fmt::format(
@@ -75,6 +81,13 @@ ValidationResult RunValidation(const ValidateOptions& o, std::ostream& out) {
             o.codecs[i], algos[i], p, size_list, o.iters));
         for (uint64_t s : o.sizes) samples[{p, i, s}].push_back(BenchP50Us(doc, static_cast<double>(s)));
       }
+  }
+
+  if (!o.stored_kernels) {
+    out << fmt::format("# validate: the kernels timed in the passes (median of {} sweeps), stored as a calibration\n",
+                       o.repeat);
+    StoreKernelMedians(o.db, kc, o.codecs, kernel_samples, out);
+    cal = LoadCalibration(o.db, device);
   }
 
   ValidationResult res;

@@ -114,6 +114,10 @@ TEST(LocalModel, MoreRanksThanTimedCopiesShareTheCores) {
   const double link_us = 2 * 3 * Us(c, link), add_us = 3 * Us(c, 5);
   EXPECT_NEAR(PredictLocalAllReduceUs(four, {"none", "ring", b, 4, false}), link_us + add_us, 1e-6);
   EXPECT_NEAR(PredictLocalAllReduceUs(two, {"none", "ring", b, 4, false}), link_us + 2 * add_us, 1e-6);
+  // 3 ranks on 2 timed copies: two rounds of kernels (the third rank runs after the others), not 1.5.
+  const double c3 = b / 3, link3 = 10.0 / 3;
+  EXPECT_NEAR(PredictLocalAllReduceUs(two, {"none", "ring", b, 3, false}), 2 * 2 * Us(c3, link3) + 2 * 2 * Us(c3, 5),
+              1e-6);
 }
 
 TEST(LocalModel, MissingCurvesAreNamedNotGuessed) {

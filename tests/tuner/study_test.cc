@@ -192,6 +192,14 @@ TEST_F(Study, CalibrateStoresKernelCurvesPerSizeAndAStudyWithoutALinkSaysSo) {
   }
   EXPECT_GT(cal.KernelUs("add", "none", 64 * 1024), 0.0);
   EXPECT_FALSE(cal.kernels.count({"hop", "topk:0.01"}));  // no fused hop for sparse codecs
+  {
+    // Three rounds (the default), one stored value per point: their median.
+    Database d(db);
+    Statement q(d.handle(), "SELECT COUNT(*) FROM calibrations WHERE kernel = 'encode' AND codec = 'int8'");
+    ASSERT_TRUE(q.Step());
+    EXPECT_EQ(q.ColumnInt(0), 2);
+    EXPECT_NE(out.str().find("median of 3 rounds"), std::string::npos) << out.str();
+  }
   EXPECT_FALSE(cal.HasLink(2));
   // Without the link measured, a cpu_local study keeps the alpha-beta model and says how to calibrate.
   TuneOptions o = Options("cpu_local", 0);
@@ -208,6 +216,10 @@ TEST_F(Study, CalibrateStoresKernelCurvesPerSizeAndAStudyWithoutALinkSaysSo) {
   c.sizes = {};
   EXPECT_THROW(RunCalibration(db, c, out), UsageError);
   c.link_ranks = {1};
+  EXPECT_THROW(RunCalibration(db, c, out), UsageError);
+  c = CalibrateOptions{};
+  c.sizes = {64 * 1024};
+  c.rounds = 0;
   EXPECT_THROW(RunCalibration(db, c, out), UsageError);
 }
 
