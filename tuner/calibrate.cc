@@ -284,6 +284,28 @@ void StoreKernelMedians(const std::string& db_path, const CalibrateOptions& o, c
   Store(db, device, rows);
 }
 
+void SweepLink(const std::vector<int>& ranks, const std::string& sizes, LinkSamples* samples) {
+  for (int p : ranks) {
+    const auto doc = RunBenchJson(fmt::format("sendrecv --backend mpi --ranks {} --inplace no --sizes {}", p, sizes));
+    for (uint64_t s : ParseSizeList(sizes)) {
+      const double us = BenchP50Us(doc, static_cast<double>(s));
+      if (std::isfinite(us) && us > 0) (*samples)[{p, s}].push_back(us);
+    }
+  }
+}
+
+void StoreLinkMedians(const std::string& db_path, const LinkSamples& samples) {
+  std::vector<KernelRow> rows;
+  for (const auto& [key, values] : samples) {
+    std::vector<double> v = values;
+    std::sort(v.begin(), v.end());
+    const double us = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    rows.push_back({"sendrecv", "none", static_cast<double>(key.second), us, key.first});
+  }
+  Database db(db_path);
+  Store(db, CalibrationDevice(false), rows);
+}
+
 void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::ostream& out) {
   if (o.cuda && CudaDeviceCount() == 0) throw RuntimeError("calibrate --device cuda: no CUDA device is visible");
   if (o.sizes.empty() && o.link_ranks.empty()) throw UsageError("calibrate: nothing to measure (no --sizes, no --ranks)");

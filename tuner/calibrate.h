@@ -67,6 +67,12 @@ using KernelSamples = std::map<std::tuple<uint64_t, std::string, std::string>, s
 // each of o.sizes, with o.concurrency copies at once (calibrate's rounds; validate interleaves them
 // with its passes).
 void SweepKernels(const CalibrateOptions& o, const std::vector<std::string>& codecs, KernelSamples* samples);
+// One ring step (ciuic-bench sendrecv, MPI) per rank count at each size of `sizes`:
+// (ranks, bytes) -> one µs value per sweep.
+using LinkSamples = std::map<std::pair<int, uint64_t>, std::vector<double>>;
+void SweepLink(const std::vector<int>& ranks, const std::string& sizes, LinkSamples* samples);
+// The median over sweeps of each (ranks, size), stored as the link calibration.
+void StoreLinkMedians(const std::string& db_path, const LinkSamples& samples);
 // The median over sweeps of each point: printed as the calibration table and stored.
 void StoreKernelMedians(const std::string& db_path, const CalibrateOptions& o, const std::vector<std::string>& codecs,
                         const KernelSamples& samples, std::ostream& out);

@@ -248,7 +248,7 @@ int Run(int argc, char** argv) {
       "rounds", "calibrate: kernel sweeps, median per point", cxxopts::value<int>()->default_value("3"))(
       "codecs", "validate: codecs", cxxopts::value<std::string>()->default_value("none,fp16,int8,int4,sign1,topk:0.01"))(
       "kernel-sizes", "validate: kernel sizes (timed in the passes, or calibrated when missing)", cxxopts::value<std::string>()->default_value("64K:64M:x4"))(
-      "kernels", "validate: timed (a kernel sweep before each pass) | stored (the database's)", cxxopts::value<std::string>()->default_value("timed"))(
+      "kernels", "validate: timed (kernels and ring steps swept before each pass) | stored (the database's)", cxxopts::value<std::string>()->default_value("timed"))(
       "repeat", "validate: interleaved measurement passes", cxxopts::value<int>()->default_value("3"))(
       "max-error", "validate: exit 1 when the median |error| exceeds this (0: never)", cxxopts::value<double>()->default_value("0"))(
       "h,help", "this help")("version", "print the version")("command", "", cxxopts::value<std::string>());

@@ -44,7 +44,7 @@ ValidationResult RunValidation(const ValidateOptions& o, std::ostream& out) {
   bool kernels = false;
   Calibration probe = cal;  // with every link present, what is still missing is a kernel
   for (int p : o.ranks) {
-    if (!cal.HasLink(p)) link.insert(p);
+    if (!cal.HasLink(p) && o.stored_kernels) link.insert(p);  // else timed in the passes
     probe.sendrecv[p].Add(1 << 20, 1.0);
   }
   for (int p : o.ranks)
@@ -66,13 +66,17 @@ ValidationResult RunValidation(const ValidateOptions& o, std::ostream& out) {
   for (uint64_t s : o.sizes) size_list += (size_list.empty() ? "" : ",") + std::to_string(s);
   std::map<std::tuple<int, size_t, uint64_t>, std::vector<double>> samples;
   out << fmt::format("# validate: ciuic-bench allreduce --backend ciuic over MPI ({}){}\n", LocalMpiSetting(),
-                     o.stored_kernels ? "; kernels as stored" : "; each pass times the kernels first");
+                     o.stored_kernels ? "; kernels and link as stored" : "; each pass times the kernels and ring steps first");
   CalibrateOptions kc;
   kc.sizes = ParseSizeList(o.kernel_sizes);
   KernelSamples kernel_samples;
+  LinkSamples link_samples;
   for (int pass = 0; pass < o.repeat; ++pass) {
     out << fmt::format("# validate: pass {}/{}\n", pass + 1, o.repeat) << std::flush;
-    if (!o.stored_kernels) SweepKernels(kc, o.codecs, &kernel_samples);
+    if (!o.stored_kernels) {
+      SweepKernels(kc, o.codecs, &kernel_samples);
+      SweepLink(o.ranks, o.link_sizes, &link_samples);
+    }
     for (int p : o.ranks)
       for (size_t i = 0; i < o.codecs.size(); ++i) {
         const auto doc = RunBenchJson(fmt::format(
@@ -84,9 +88,11 @@ ValidationResult RunValidation(const ValidateOptions& o, std::ostream& out) {
   }
 
   if (!o.stored_kernels) {
-    out << fmt::format("# validate: the kernels timed in the passes (median of {} sweeps), stored as a calibration\n",
+    out << fmt::format("# validate: the kernels and ring steps timed in the passes (median of {} sweeps), stored "
+                       "as a calibration\n",
                        o.repeat);
     StoreKernelMedians(o.db, kc, o.codecs, kernel_samples, out);
+    StoreLinkMedians(o.db, link_samples);
     cal = LoadCalibration(o.db, device);
   }
 

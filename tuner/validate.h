@@ -3,11 +3,11 @@
 // Every (ranks, codec, size) is timed by ciuic-bench (`--backend ciuic`, MPI ranks, in-place, median of
 // its iterations, then the median over `repeat` interleaved passes) and predicted from the stored
 // calibration; both sides, the error of each row and the median |error| are printed and stored
-// (`validations`). A missing link calibration is measured first. The kernels are timed in the passes
-// themselves (one sweep of the validated codecs before each pass, the median stored as a calibration)
-// unless `stored_kernels`: the model's inputs and the allreduces it predicts then see the same
-// machine (on this VM whole minutes ran 1.5× slower than others, which a calibration made minutes
-// earlier carries into every prediction).
+// (`validations`). The model's primitives are timed in the passes themselves (before each pass one
+// sweep of the validated codecs' kernels and one of the ring step per rank count; the medians stored
+// as a calibration) unless `stored_kernels` (then what is missing is calibrated first): the inputs
+// and the allreduces they predict see the same machine (on this VM whole minutes ran 1.5× slower than
+// others, which a calibration made minutes earlier carries into every prediction).
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -22,7 +22,8 @@ struct ValidateOptions {
   int repeat = 3;
   int iters = 10;
   std::string kernel_sizes = "64K:64M:x4";  // the kernels' sizes (timed in the passes, or when missing)
-  bool stored_kernels = false;              // predict from the stored kernels (calibrated only when missing)
+  std::string link_sizes = "4K:64M:x2";     // ring-step sizes timed in the passes
+  bool stored_kernels = false;              // predict from the stored kernels and link (calibrated when missing)
   std::string db;
 };
 
