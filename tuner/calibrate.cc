@@ -35,7 +35,17 @@ void TimeCurve::Add(double bytes, double us) {
 
 double TimeCurve::Us(double bytes) const {
   if (points_.empty() || !(bytes > 0)) return 0.0;
-  if (bytes <= points_.front().first) return points_.front().second * bytes / points_.front().first;
+  if (bytes <= points_.front().first) {
+    // Below the smallest point the first segment's log-log slope continues, between 0 (a fixed
+    // cost: a GPU kernel at 1 MiB is launch-bound) and 1 (a constant rate).
+    double slope = 1.0;
+    if (points_.size() > 1) {
+      const auto& a = points_[0];
+      const auto& b = points_[1];
+      slope = std::clamp(std::log(b.second / a.second) / std::log(b.first / a.first), 0.0, 1.0);
+    }
+    return points_.front().second * std::pow(bytes / points_.front().first, slope);
+  }
   if (bytes >= points_.back().first) return points_.back().second * bytes / points_.back().first;
   auto hi = std::lower_bound(points_.begin(), points_.end(), std::make_pair(bytes, 0.0),
                              [](const auto& a, const auto& b) { return a.first < b.first; });

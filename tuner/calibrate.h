@@ -20,7 +20,8 @@
 namespace ciuic {
 
 // Time as a function of bytes, from measured points: log-log interpolation between them, linear
-// scaling (constant rate) beyond the ends.
+// scaling (constant rate) above the largest; below the smallest the first segment's log-log slope
+// continues, clamped to [0, 1] (a launch-bound GPU kernel keeps its fixed cost; a CPU kernel its rate).
 class TimeCurve {
  public:
   void Add(double bytes, double us);

@@ -9,12 +9,16 @@
 //     payload)" of 25 GB/s links.
 //   InfiniBand HDR/NDR payload efficiency 64/66: the 64b/66b line encoding of the IBTA specification.
 //   shared memory (cpu_local): the measured memcpy is already an effective rate (efficiency 1).
+//   GPU kernel fixed cost 6 µs per launch: an H100's bf16 cast, event-timed, took 7.2 µs at 1 MiB and
+//     10.4 µs at 4 MiB (bench/results/2026-11-22-h100-codecs): ~6 µs plus the streaming time.
 #include <cstddef>
 #include <string>
 
 #include "tuner/topology.h"
 
 namespace ciuic {
+
+constexpr double kGpuKernelLaunchUs = 6.0;  // see above
 
 struct LinkClass {
   double bw_gbps = 0;  // effective one-way bandwidth per rank (GB/s)

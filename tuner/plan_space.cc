@@ -90,6 +90,12 @@ CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible, const Ca
     default: plan.codec_passes = 3.5; break;  // block-scaled: absmax pass + quantise
   }
   if (reduced) plan.codec_passes = 2;  // the cast down and the cast back
+  // Launches: the ring's codecs encode once, run P-1 fused hops and decode (P+1; hier's inter-node ring
+  // has one hop per node); the others about one launch per pass.
+  const bool hop_ring = (c.algo == "ring" || c.algo == "hier") && !reduced && spec.kind != CodecKind::kNone &&
+                        RuntimeAlgo(c) == c.algo && spec.kind != CodecKind::kRandomK;
+  plan.codec_launches = hop_ring ? (c.algo == "hier" ? t.nodes : ranks) + 1
+                                 : static_cast<int>(std::ceil(plan.codec_passes));
   if (!cal || !*feasible) return plan;
   // A calibration applies to the machine it was made on: a GPU's to GPU topologies, this CPU's to
   // cpu_local (the study loads only a matching one; this guards other callers).

@@ -98,8 +98,10 @@ double BucketUs(const Fabric& f, const Topology& t, const CommPlan& plan, double
   if (plan.local_us) return plan.local_us(bytes);
   // Codec kernels stream over the bucket at the device's memory bandwidth (85%: what a tuned
   // elementwise kernel reaches, the target bench/results holds the kernels to).
-  const double codec_us =
-      plan.codec_us ? plan.codec_us(bytes) : plan.codec_passes * bytes / (t.device.memory_bw_gbps * 0.85 * 1e3);
+  // On a GPU each launch adds a fixed cost (cost_model.h); CPU kernels have none.
+  const double launches = t.intra.fabric == "shm" ? 0.0 : plan.codec_launches * kGpuKernelLaunchUs;
+  const double codec_us = plan.codec_us ? plan.codec_us(bytes)
+                                        : launches + plan.codec_passes * bytes / (t.device.memory_bw_gbps * 0.85 * 1e3);
   const double comm_us = PredictAllReduceUs(f, plan.algo, bytes, plan.wire_ratio, 0.0);
   const int k = std::max(1, plan.streams);
   // Pipelined pieces hide all but 1/K of the shorter of the two behind the longer.

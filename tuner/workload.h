@@ -35,6 +35,7 @@ struct CommPlan {
   ModelAlgo algo = ModelAlgo::kNcclBest;
   double wire_ratio = 1.0;        // uncompressed / wire bytes
   double codec_passes = 0.0;      // passes over the fp32 bucket the codec kernels make
+  int codec_launches = 0;         // kernel launches per bucket (each costs kGpuKernelLaunchUs on a GPU)
   // A bucket's allreduce time from the calibrated local model (local_model.h) when tuning for this
   // machine; unset: the alpha-beta model with codec_passes at the device's memory bandwidth.
   std::function<double(double bytes)> local_us;

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The `ciuic-tune export --format ddp` snippet run by its real consumer: PyTorch DDP on CPU with gloo.
-For each codec DDP has a hook for (none, fp16, powersgd; bf16's hook needs CUDA) a profile is exported
+For each codec DDP has a hook for (none, fp16, powersgd; bf16's hook needs CUDA), and for an fp16 reduction
+precision, a profile is exported
 and the snippet executed on a small model in a 2-process gloo group; a backward pass must produce gradients equal on
 both ranks (the hook ran) and close to the uncompressed ones.
 
@@ -52,25 +53,29 @@ def main():
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         # bf16: its export is checked as text; PyTorch refuses the hook without CUDA/NCCL.
-        for codec in ["none", "fp16", "bf16", "powersgd:4"]:
+        # "none@fp16": uncompressed, reduced in fp16 by the library (reduction precision fp16).
+        for codec in ["none", "fp16", "bf16", "powersgd:4", "none@fp16"]:
             doc = json.loads(json.dumps(base))
             for rule in doc["rules"]:
-                rule["codec"] = codec
-                rule["algo"] = "powersgd" if codec.startswith("powersgd") else "ring"
+                rule["codec"] = codec.split("@")[0]
+                rule["precision"] = codec.split("@")[1] if "@" in codec else "fp32"
+                rule["algo"] = ("powersgd" if codec.startswith("powersgd") else
+                                "nccl" if "@" in codec else "ring")
                 rule["gate"] = "n/a" if codec == "none" else "passed"
             path = os.path.join(tmp, "p.json")
             json.dump(doc, open(path, "w"))
             snippet = subprocess.run([tune, "export", "--profile", path, "--format", "ddp"], check=True,
                                      capture_output=True, text=True).stdout
             hook = {"none": None, "fp16": "fp16_compress_hook", "bf16": "bf16_compress_hook",
-                    "powersgd:4": "powerSGD_hook"}[codec]
+                    "powersgd:4": "powerSGD_hook", "none@fp16": "fp16_compress_hook"}[codec]
             assert hook is None or hook in snippet, snippet
             if codec == "bf16":
                 assert "requires CUDA" in snippet, snippet
                 continue
-            init = os.path.join(tmp, f"init_{codec.replace(':', '_')}")
-            out = os.path.join(tmp, f"grads_{codec.replace(':', '_')}")
-            snippet_file = os.path.join(tmp, f"snippet_{codec.replace(':', '_')}.py")
+            tag = codec.replace(':', '_').replace('@', '_')
+            init = os.path.join(tmp, f"init_{tag}")
+            out = os.path.join(tmp, f"grads_{tag}")
+            snippet_file = os.path.join(tmp, f"snippet_{tag}.py")
             open(snippet_file, "w").write(snippet)
             procs = [subprocess.Popen([sys.executable, __file__, "--worker", str(r), snippet_file, init, out])
                      for r in range(2)]
@@ -86,7 +91,7 @@ def main():
             assert torch.equal(g0, g1), f"{codec}: ranks disagree"
             results[codec] = g0
             print(f"{codec:<11} ran: {g0.numel()} gradient elements, equal on both ranks")
-    for codec in ["fp16"]:
+    for codec in ["fp16", "none@fp16"]:
         rel = (results[codec] - results["none"]).norm() / results["none"].norm()
         print(f"{codec:<11} vs none: relative difference {rel:.2e}")
         assert rel < 2e-2, (codec, rel)

@@ -28,6 +28,10 @@ TEST(TimeCurve, InterpolatesLogLogAndScalesLinearlyOutside) {
   EXPECT_NEAR(c.Us(2000), 40, 1e-9);
   EXPECT_DOUBLE_EQ(c.Us(500), 5);     // constant rate below the first point
   EXPECT_DOUBLE_EQ(c.Us(8000), 320);  // and above the last
+  TimeCurve launch;  // a launch-bound GPU kernel: its fixed cost stays below the smallest point
+  launch.Add(1 << 20, 7.0);
+  launch.Add(4 << 20, 7.0);
+  EXPECT_DOUBLE_EQ(launch.Us(64 << 10), 7.0);
   c.Add(1000, 20);                    // a newer value of a point replaces it
   EXPECT_DOUBLE_EQ(c.Us(1000), 20);
   EXPECT_EQ(c.points().size(), 2u);
@@ -223,7 +227,7 @@ TEST(ReductionPrecision, OnlyTheLibrarysUncompressedAllreduceReducesIn16Bits) {
   const Fabric f = EffectiveFabric(t);
   const double b = 256.0 * (1 << 20);
   const double comm32 = BucketUs(f, t, fp32, b), comm16 = PredictAllReduceUs(f, ModelAlgo::kNcclBest, b, 2.0);
-  const double casts = 2 * b / (t.device.memory_bw_gbps * 0.85 * 1e3);
+  const double casts = 2 * kGpuKernelLaunchUs + 2 * b / (t.device.memory_bw_gbps * 0.85 * 1e3);
   EXPECT_GT(comm16, comm32 / 2);  // the latency terms stay
   EXPECT_LT(comm16, comm32 * 0.55);
   EXPECT_NEAR(BucketUs(f, t, bf16, b), comm16 + casts, 1e-6);
