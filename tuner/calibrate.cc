@@ -113,8 +113,7 @@ double ConcurrentMedianUs(int threads, const std::function<void(int)>& fn) {
   round(1, &warm);
   // Enough calls for ~30 ms of timing (short kernels vary most), 3 to 31.
   round(std::clamp(static_cast<int>(3e4 / std::max(warm[0], 1.0)), 3, 31), &timed);
-  std::sort(timed.begin(), timed.end());
-  return timed[timed.size() / 2];
+  return Percentile(timed, 50);
 }
 
 // GPU kernels: CUDA events on the default stream around each call (host clocks would time the launch
@@ -129,8 +128,7 @@ double DeviceMedianUs(const std::function<void()>& fn) {
     timer.Stop();
     us.push_back(timer.ElapsedUs());
   }
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
+  return Percentile(us, 50);
 }
 
 struct KernelRow {
@@ -271,9 +269,7 @@ void StoreKernelMedians(const std::string& db_path, const CalibrateOptions& o, c
     auto median = [&](const std::string& codec, const char* kernel) {
       auto it = samples.find({bytes, codec, kernel});
       if (it == samples.end()) return 0.0;
-      std::vector<double> v = it->second;
-      std::sort(v.begin(), v.end());
-      const double us = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+      const double us = Percentile(it->second, 50);
       rows.push_back({kernel, codec, bb, us, threads});
       return us;
     };
@@ -306,12 +302,8 @@ void SweepLink(const std::vector<int>& ranks, const std::string& sizes, LinkSamp
 
 void StoreLinkMedians(const std::string& db_path, const LinkSamples& samples) {
   std::vector<KernelRow> rows;
-  for (const auto& [key, values] : samples) {
-    std::vector<double> v = values;
-    std::sort(v.begin(), v.end());
-    const double us = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-    rows.push_back({"sendrecv", "none", static_cast<double>(key.second), us, key.first});
-  }
+  for (const auto& [key, values] : samples)
+    rows.push_back({"sendrecv", "none", static_cast<double>(key.second), Percentile(values, 50), key.first});
   Database db(db_path);
   Store(db, CalibrationDevice(false), rows);
 }
@@ -327,7 +319,6 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
   if (threads > 256) throw UsageError("calibrate: --concurrency must be at most 256");
   if (o.rounds < 1) throw UsageError("calibrate: --rounds must be at least 1");
   const std::string device = CalibrationDevice(o.cuda);
-  Database db(db_path);
 
   if (!o.sizes.empty()) {
     out << fmt::format("# calibrate {}: codec kernels, {} cop{} at once, median of {} round{} over the whole sweep "
@@ -353,10 +344,10 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
       for (const char* prec : kPrecisions) head += fmt::format(" {:>14}", fmt::format("ar_{}@{}", prec, p));
     }
     out << head << "\n";
-    std::map<int, nlohmann::json> step;
+    LinkSamples steps;
+    SweepLink(o.link_ranks, o.link_sizes, &steps);
     std::map<std::pair<int, std::string>, nlohmann::json> native;
     for (int p : o.link_ranks) {
-      step[p] = RunBenchJson(fmt::format("sendrecv --backend mpi --ranks {} --inplace no --sizes {}", p, o.link_sizes));
       native[{p, "fp32"}] = RunBenchJson(
           fmt::format("allreduce --backend mpi --ranks {} --inplace yes --check 0 --sizes {}", p, o.link_sizes));
       for (const char* prec : {"bf16", "fp16"}) {
@@ -369,9 +360,8 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
     for (uint64_t s : sizes) {
       std::string line = fmt::format("  {:>10}", FormatSize(s));
       for (int p : o.link_ranks) {
-        const double us = BenchP50Us(step[p], static_cast<double>(s));
-        if (std::isfinite(us) && us > 0) rows.push_back({"sendrecv", "none", static_cast<double>(s), us, p});
-        line += fmt::format(" {:>11.2f}", us);
+        const auto it = steps.find({p, s});
+        line += it == steps.end() ? fmt::format(" {:>11}", "-") : fmt::format(" {:>11.2f}", it->second.front());
         for (const char* prec : kPrecisions) {
           const double ar = BenchP50Us(native.at({p, prec}), static_cast<double>(s));
           // Stored as codec "native" (fp32, as before) or "native:<precision>".
@@ -382,6 +372,8 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
       }
       out << line << "\n";
     }
+    StoreLinkMedians(db_path, steps);
+    Database db(db_path);
     Store(db, device, rows);
   }
   out << fmt::format("# stored in {} (table calibrations, device '{}')\n", db_path, device);

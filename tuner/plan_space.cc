@@ -92,8 +92,7 @@ CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible, const Ca
   if (reduced) plan.codec_passes = 2;  // the cast down and the cast back
   // Launches: the ring's codecs encode once, run P-1 fused hops and decode (P+1; hier's inter-node ring
   // has one hop per node); the others about one launch per pass.
-  const bool hop_ring = (c.algo == "ring" || c.algo == "hier") && !reduced && spec.kind != CodecKind::kNone &&
-                        RuntimeAlgo(c) == c.algo && spec.kind != CodecKind::kRandomK;
+  const bool hop_ring = (c.algo == "ring" || c.algo == "hier") && RuntimeAlgo(c) == c.algo && codec.HasDecodeAddEncode();
   plan.codec_launches = hop_ring ? (c.algo == "hier" ? t.nodes : ranks) + 1
                                  : static_cast<int>(std::ceil(plan.codec_passes));
   if (!cal || !*feasible) return plan;

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/sizes.h"
+#include "core/timer.h"
 #include "kernels/codec.h"
 #include "tuner/bench_runner.h"
 #include "tuner/calibrate.h"
@@ -20,9 +21,7 @@ namespace ciuic {
 double MedianAbsError(const std::vector<ValidationRow>& rows) {
   std::vector<double> e;
   for (const auto& r : rows) e.push_back(std::fabs(r.error()));
-  if (e.empty()) return 0.0;
-  std::sort(e.begin(), e.end());
-  return e.size() % 2 ? e[e.size() / 2] : 0.5 * (e[e.size() / 2 - 1] + e[e.size() / 2]);
+  return Percentile(e, 50);
 }
 
 ValidationResult RunValidation(const ValidateOptions& o, std::ostream& out) {
@@ -102,14 +101,12 @@ ValidationResult RunValidation(const ValidateOptions& o, std::ostream& out) {
   for (int p : o.ranks)
     for (size_t i = 0; i < o.codecs.size(); ++i)
       for (uint64_t s : o.sizes) {
-        auto v = samples[{p, i, s}];
-        std::sort(v.begin(), v.end());
         ValidationRow r;
         r.ranks = p;
         r.codec = o.codecs[i];
         r.algo = algos[i];
         r.bytes = static_cast<double>(s);
-        r.measured_us = v[v.size() / 2];
+        r.measured_us = Percentile(samples[{p, i, s}], 50);
         if (!std::isfinite(r.measured_us))
           throw RuntimeError(fmt::format("validate: ciuic-bench gave no time for {} on {} ranks at {}", r.codec, p, s));
         r.predicted_us = PredictLocalAllReduceUs(cal, {r.codec, r.algo, r.bytes, p, false});
