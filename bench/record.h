@@ -33,6 +33,8 @@ struct BenchContext {
   int warmup = -1;  // -1: auto
   int iters = -1;   // -1: auto
   int check = 1;
+  std::string average = "max";  // how a row's time combines the ranks (bench/runner.h Average)
+  std::string average_description = "max over ranks of each rank's mean";
   std::string timing = "host";  // host (wall clock, barrier-aligned) | cuda-events
 };
 
@@ -47,6 +49,9 @@ struct BenchRow {
   double time_p99_us = 0;
   double algbw_gbps = 0;
   double busbw_gbps = 0;
+  // False for a row whose collective moves no bytes (one rank, in place): its bandwidths are not
+  // numbers ("n/a" in the table, null in JSON) and it never counts for the peaks.
+  bool moves_bytes = true;
   int64_t wrong = 0;
   double rel_l2_error = -1;   // lossy codecs: ||result - exact|| / ||exact|| (max over ranks); -1: exact run
   double max_abs_error = -1;

@@ -18,14 +18,65 @@
 
 namespace ciuic {
 
+const char* AverageName(Average a) {
+  switch (a) {
+    case Average::kAvg: return "avg";
+    case Average::kMax: return "max";
+    case Average::kMin: return "min";
+    case Average::kRank0: return "rank0";
+  }
+  return "?";
+}
+
+Average ParseAverage(std::string_view text) {
+  for (Average a : {Average::kAvg, Average::kMax, Average::kMin, Average::kRank0})
+    if (text == AverageName(a)) return a;
+  throw UsageError(fmt::format("--average {}: expected avg, max, min or rank0", text));
+}
+
+std::string AverageDescription(Average a) {
+  switch (a) {
+    case Average::kAvg: return "average over ranks of each rank's mean";
+    case Average::kMax: return "max over ranks of each rank's mean";
+    case Average::kMin: return "min over ranks of each rank's mean";
+    case Average::kRank0: return "rank 0's mean";
+  }
+  return "?";
+}
+
+void CombineRanks(Communicator& comm, Average a, double* v, size_t n) {
+  switch (a) {
+    case Average::kMax: comm.HostAllReduce(v, n, ReduceOp::kMax); return;
+    case Average::kMin: comm.HostAllReduce(v, n, ReduceOp::kMin); return;
+    case Average::kAvg:
+      comm.HostAllReduce(v, n, ReduceOp::kSum);
+      for (size_t i = 0; i < n; ++i) v[i] /= comm.Size();
+      return;
+    case Average::kRank0:
+      if (comm.Rank() != 0) std::fill(v, v + n, 0.0);
+      comm.HostAllReduce(v, n, ReduceOp::kSum);
+      return;
+  }
+}
+
 namespace {
 
-// Small buffers rotate through slots so timed iterations do not all hit one cache-hot buffer:
-// enough slots to cover kRotateBytes (core/buffer.h), at most kMaxRotateSlots.
-// Rows slower than row_budget_s / 3 per op get the minimum (1 GiB over Open MPI here: ~2 s/op).
+// Auto iteration counts by message size: OSU runs 1000 iterations (200 warm-up) below 8 KiB, where
+// a handful of samples is noise; nccl-tests runs 20 at every size, enough where one op is long.
+// All of it within row_budget_s per row; rows slower than row_budget_s / 3 per op get the minimum
+// (1 GiB over Open MPI here: ~2 s/op).
 constexpr int kMinAutoIters = 3;
-constexpr int kMaxAutoIters = 20;
-constexpr int kMaxAutoWarmup = 5;
+struct AutoCounts {
+  uint64_t below_bytes;
+  int max_iters;
+  int max_warmup;
+};
+constexpr AutoCounts kAutoCounts[] = {{8 << 10, 1000, 200}, {1 << 20, 200, 20}, {UINT64_MAX, 20, 5}};
+AutoCounts AutoCountsFor(uint64_t size) {
+  for (const AutoCounts& c : kAutoCounts)
+    if (size < c.below_bytes) return c;
+  return kAutoCounts[std::size(kAutoCounts) - 1];
+}
 // Refuse sizes that need more than this share of available memory.
 constexpr double kMemoryHeadroom = 0.9;
 
@@ -202,16 +253,22 @@ class Runner {
       if (!inplace) SetBytes(p.recv_region, kind, 0xA5, p.slots * p.RecvBytes());
     }
 
-    // Warm-up: the first run also sizes the auto iteration counts.
+    // Warm-up. The first run sizes the warm-up; the warm-up's median (the first op pays for cold
+    // caches and connection set-up) sizes the timed iterations. Every rank takes the same counts.
     Arm("warm-up", row.size_bytes, inplace);
+    const AutoCounts auto_counts = AutoCountsFor(row.size_bytes);
     double first = TimeOne(p, 0);
     comm_.HostAllReduce(&first, 1, ReduceOp::kMax);
-    const double first_s = std::max(first * 1e-6, 1e-7);
     const int warmup = o_.warmup >= 0 ? std::max(0, o_.warmup - 1)
-                                      : std::clamp(static_cast<int>(o_.row_budget_s / 4 / first_s), 0, kMaxAutoWarmup - 1);
+                                      : std::clamp(static_cast<int>(o_.row_budget_s / 4 / std::max(first * 1e-6, 1e-7)),
+                                                   0, auto_counts.max_warmup - 1);
+    std::vector<double> warm(warmup);
+    for (int i = 0; i < warmup; ++i) warm[i] = TimeOne(p, (i + 1) % p.slots);
+    double per_op = warm.empty() ? first : Percentile(warm, 50);
+    comm_.HostAllReduce(&per_op, 1, ReduceOp::kMax);
     const int iters = o_.iters > 0 ? o_.iters
-                                   : std::clamp(static_cast<int>(o_.row_budget_s / first_s), kMinAutoIters, kMaxAutoIters);
-    for (int i = 0; i < warmup; ++i) TimeOne(p, (i + 1) % p.slots);
+                                   : std::clamp(static_cast<int>(o_.row_budget_s / std::max(per_op * 1e-6, 1e-7)),
+                                                kMinAutoIters, auto_counts.max_iters);
 
     Arm("timed iterations of", row.size_bytes, inplace);
     std::vector<double> times(iters);
@@ -219,15 +276,21 @@ class Runner {
     if (!device_) comm_.Barrier();
     Disarm();
 
+    // The row's time combines each rank's mean as --average says; its p50/p99 are over the
+    // iterations' times combined across ranks the same way.
     double mean = std::accumulate(times.begin(), times.end(), 0.0) / iters;
-    comm_.HostAllReduce(&mean, 1, ReduceOp::kMax);
-    comm_.HostAllReduce(times.data(), times.size(), ReduceOp::kMax);  // per-iteration slowest rank
+    CombineRanks(comm_, o_.average, &mean, 1);
+    CombineRanks(comm_, o_.average, times.data(), times.size());
     row.iters = iters;
     row.time_us = mean;
     row.time_p50_us = Percentile(times, 50);
     row.time_p99_us = Percentile(times, 99);
-    row.algbw_gbps = static_cast<double>(row.size_bytes) / (mean * 1e-6) / 1e9;
-    row.busbw_gbps = row.algbw_gbps * o_.spec->busbw_factor(comm_.Size());
+    // A row that moves no bytes (one rank, in place: the collective is a no-op) has no bandwidth.
+    row.moves_bytes = !(inplace && comm_.Size() == 1);
+    if (row.moves_bytes) {
+      row.algbw_gbps = static_cast<double>(row.size_bytes) / (mean * 1e-6) / 1e9;
+      row.busbw_gbps = row.algbw_gbps * o_.spec->busbw_factor(comm_.Size());
+    }
 
     // Exact verification with fresh inputs each check iteration.
     int64_t wrong = 0;
@@ -391,6 +454,8 @@ BenchContext MakeContext(Communicator& comm, const BenchOptions& o) {
   c.warmup = o.warmup;
   c.iters = o.iters;
   c.check = o.check;
+  c.average = AverageName(o.average);
+  c.average_description = AverageDescription(o.average);
   c.timing = comm.Device() == DeviceKind::kCuda ? "cuda-events" : "host";
   return c;
 }
@@ -415,6 +480,7 @@ BenchSummary RunBench(Communicator& comm, const BenchOptions& o, Reporter* repor
         continue;
       }
       summary.total_wrong += r.wrong;
+      if (!r.moves_bytes) continue;  // a no-op has no bandwidth to count for the peaks
       if (r.algbw_gbps > summary.peak_algbw_gbps) {
         summary.peak_algbw_gbps = r.algbw_gbps;
         summary.peak_algbw_size_bytes = r.size_bytes;

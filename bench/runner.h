@@ -3,6 +3,8 @@
 // times iterations, verifies exactly, and hands one BenchRow per placement to the reporter.
 // A failing row carries its error and the sweep goes on.
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "bench/coll_spec.h"
@@ -12,14 +14,27 @@
 
 namespace ciuic {
 
+// How one row's time combines the ranks' times (nccl-tests' -a): each rank's mean over the timed
+// iterations, then the average, the slowest or the fastest rank, or rank 0's own.
+enum class Average { kAvg, kMax, kMin, kRank0 };
+const char* AverageName(Average a);
+Average ParseAverage(std::string_view text);  // avg max min rank0 (UsageError otherwise)
+// Combines every rank's values element by element as `a` says; every rank gets the result.
+void CombineRanks(Communicator& comm, Average a, double* values, size_t n);
+// The footer's description of the row statistic ("max over ranks of each rank's mean").
+std::string AverageDescription(Average a);
+
 struct BenchOptions {
   const CollSpec* spec = &kAllReduceSpec;
   std::vector<uint64_t> sizes;
   DType type = DType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   int root = 0;
-  int iters = -1;   // -1: auto (3..20, about row_budget_s per row)
-  int warmup = -1;  // -1: auto (1..5, about a quarter of row_budget_s)
+  // -1: auto, within row_budget_s per row: up to 1000 timed iterations below 8 KiB (OSU's count),
+  // 200 below 1 MiB, 20 above (nccl-tests' default); at least 3.
+  int iters = -1;
+  int warmup = -1;  // -1: auto (up to 200 / 20 / 5 by the same size classes, a quarter of the budget)
+  Average average = Average::kMax;
   int check = 1;    // verification iterations per row (fresh inputs each)
   bool lossy = false;  // a lossy codec: report the error against the exact result and count ranks whose
                        // bits differ from rank 0's as #wrong instead of exact element checks

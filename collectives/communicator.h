@@ -42,7 +42,10 @@ class Communicator {
   // Whether the backend implements this combination natively; the runner skips others with a reason.
   virtual bool Supports(Collective c, DType t, ReduceOp op, bool inplace) const = 0;
 
-  // Point-to-point (asynchronous; Wait completes it).
+  // The largest tag ISend/IRecv accept (MPI guarantees 32767; MPI_TAG_UB may be larger).
+  virtual int MaxTag() const { return 32767; }
+
+  // Point-to-point (asynchronous; Wait completes it). 0 <= tag <= MaxTag().
   virtual RequestPtr ISend(const void* buf, size_t bytes, int peer, int tag) = 0;
   virtual RequestPtr IRecv(void* buf, size_t bytes, int peer, int tag) = 0;
   virtual void Wait(Request& request) = 0;

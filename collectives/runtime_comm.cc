@@ -25,6 +25,7 @@ class RuntimeCommunicator : public Communicator {
   }
   RequestPtr ISend(const void* b, size_t n, int peer, int tag) override { return t_->ISend(b, n, peer, tag); }
   RequestPtr IRecv(void* b, size_t n, int peer, int tag) override { return t_->IRecv(b, n, peer, tag); }
+  int MaxTag() const override { return t_->MaxTag(); }
   void Wait(Request& r) override { t_->Wait(r); }
 
   void AllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {

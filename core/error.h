@@ -1,5 +1,5 @@
 #pragma once
-// Errors thrown at library boundaries and the exit codes main() maps them to (DESIGN.md):
+// Errors thrown at library boundaries and the exit codes main() maps them to (README.md, "Usage"):
 // 0 ok, 1 bad usage or input, 2 runtime failure (incl. timeout, dead peer), 3 verification failure.
 #include <stdexcept>
 #include <string>

@@ -1,5 +1,7 @@
 #include "kernels/codec.h"
 
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -41,7 +43,21 @@ QuantArgs Codec::Args(uint64_t step) const {
   return a;
 }
 
+namespace {
+
+// top-k's wire carries int32 indices (kernels/codec_kernels.h): a tensor beyond 2^31-1 elements
+// cannot be indexed and is refused instead of wrapping.
+void CheckSparseIndexable(const CodecSpec& spec, size_t n) {
+  if (spec.kind == CodecKind::kTopK && n > static_cast<size_t>(INT32_MAX))
+    throw InputError(fmt::format("codec topk: a tensor of {} elements exceeds the 2^31-1 its int32 indices address; "
+                                 "split it into buckets below that",
+                                 n));
+}
+
+}  // namespace
+
 size_t Codec::WireBytes(size_t n) const {
+  CheckSparseIndexable(spec_, n);
   switch (spec_.kind) {
     case CodecKind::kNone: return n * 4;
     case CodecKind::kTopK: return SparseK(n) * 8;
@@ -69,6 +85,7 @@ bool Codec::Stateful() const {
 bool Codec::HasDecodeAddEncode() const { return IsElementCodec(spec_.kind); }
 
 void Codec::Prepare(CodecState& st, size_t n, MemoryKind kind) const {
+  CheckSparseIndexable(spec_, n);
   if (st.count != n && st.count != 0)
     throw InputError(fmt::format("codec state was made for {} elements, not {}", st.count, n));
   st.count = n;

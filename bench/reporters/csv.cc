@@ -33,7 +33,9 @@ class CsvReporter : public Reporter {
       out_ << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},", ctx_.collective, ctx_.backend, ctx_.device,
                           ctx_.world_size, ctx_.dtype, ctx_.redop, ctx_.algo, ctx_.codec, r.size_bytes, r.count,
                           r.inplace ? "true" : "false", r.root, r.iters);
-      if (r.ok()) {
+      if (r.ok() && !r.moves_bytes) {  // a no-op: times, no bandwidths
+        out_ << fmt::format("{:.3f},{:.3f},{:.3f},,,{},\n", r.time_us, r.time_p50_us, r.time_p99_us, r.wrong);
+      } else if (r.ok()) {
         out_ << fmt::format("{:.3f},{:.3f},{:.3f},{:.4f},{:.4f},{},\n", r.time_us, r.time_p50_us, r.time_p99_us,
                             r.algbw_gbps, r.busbw_gbps, r.wrong);
       } else {

@@ -40,6 +40,7 @@ class JsonReporter : public Reporter {
     x["iters"] = c.iters < 0 ? nlohmann::ordered_json("auto") : nlohmann::ordered_json(c.iters);
     x["check"] = c.check;
     x["timing"] = c.timing;
+    x["average"] = c.average;
     x["busbw_factor"] = c.busbw_factor;
     x["busbw_formula"] = c.busbw_formula;
     doc_["results"] = nlohmann::ordered_json::array();
@@ -57,8 +58,9 @@ class JsonReporter : public Reporter {
         j["time_us"] = r.time_us;
         j["time_p50_us"] = r.time_p50_us;
         j["time_p99_us"] = r.time_p99_us;
-        j["algbw_gbps"] = r.algbw_gbps;
-        j["busbw_gbps"] = r.busbw_gbps;
+        j["algbw_gbps"] = r.moves_bytes ? nlohmann::json(r.algbw_gbps) : nlohmann::json(nullptr);
+        j["busbw_gbps"] = r.moves_bytes ? nlohmann::json(r.busbw_gbps) : nlohmann::json(nullptr);
+        if (!r.moves_bytes) j["moves_bytes"] = false;
         j["wrong"] = r.wrong;
         if (r.rel_l2_error >= 0) {
           j["rel_l2_error"] = r.rel_l2_error;
@@ -77,7 +79,8 @@ class JsonReporter : public Reporter {
 
   void End(const BenchSummary& s) override {
     auto& x = doc_["summary"];
-    x["peak_busbw_gbps"] = s.peak_busbw_gbps;
+    // No row moved bytes (one rank, in place only; or every factor 0): no peak, null.
+    x["peak_busbw_gbps"] = s.peak_size_bytes > 0 ? nlohmann::json(s.peak_busbw_gbps) : nlohmann::json(nullptr);
     x["peak_size_bytes"] = s.peak_size_bytes;
     x["peak_inplace"] = s.peak_inplace;
     x["peak_algbw_gbps"] = s.peak_algbw_gbps;

@@ -20,7 +20,8 @@ class SqliteReporter : public Reporter {
     nlohmann::json context = {{"library_versions", ctx_.library_versions}, {"device_name", ctx_.device_name},
                               {"command_line", ctx_.command_line},         {"warmup", ctx_.warmup},
                               {"iters", ctx_.iters},                       {"check", ctx_.check},
-                              {"timing", ctx_.timing},                     {"root", ctx_.root}};
+                              {"timing", ctx_.timing},                     {"root", ctx_.root},
+                              {"average", ctx_.average}};
     std::string hosts;
     for (const auto& h : ctx_.hostnames) hosts += (hosts.empty() ? "" : ",") + h;
     Database::Transaction tx(db_);
@@ -31,7 +32,12 @@ class SqliteReporter : public Reporter {
     run.Bind(1, ctx_.start_time).Bind(2, ctx_.tool_version).Bind(3, ctx_.git_commit).Bind(4, ctx_.collective);
     run.Bind(5, ctx_.backend).Bind(6, ctx_.device).Bind(7, int64_t{ctx_.world_size}).Bind(8, ctx_.dtype);
     run.Bind(9, ctx_.redop).Bind(10, ctx_.codec).Bind(11, ctx_.algo).Bind(12, hosts).Bind(13, context.dump());
-    run.Bind(14, s.peak_busbw_gbps).Bind(15, s.total_wrong);
+    if (s.peak_size_bytes > 0) {
+      run.Bind(14, s.peak_busbw_gbps);
+    } else {
+      run.BindNull(14);
+    }
+    run.Bind(15, s.total_wrong);
     run.Step();
     const int64_t run_id = db_.LastInsertId();
     Statement row(db_.handle(),
@@ -42,8 +48,12 @@ class SqliteReporter : public Reporter {
       row.Bind(1, run_id).Bind(2, static_cast<int64_t>(r.size_bytes)).Bind(3, static_cast<int64_t>(r.count));
       row.Bind(4, int64_t{r.inplace}).Bind(5, int64_t{r.root}).Bind(6, int64_t{r.iters});
       if (r.ok()) {
-        row.Bind(7, r.time_us).Bind(8, r.time_p50_us).Bind(9, r.time_p99_us).Bind(10, r.algbw_gbps);
-        row.Bind(11, r.busbw_gbps).Bind(12, r.wrong).BindNull(13);
+        row.Bind(7, r.time_us).Bind(8, r.time_p50_us).Bind(9, r.time_p99_us).Bind(12, r.wrong).BindNull(13);
+        if (r.moves_bytes) {
+          row.Bind(10, r.algbw_gbps).Bind(11, r.busbw_gbps);
+        } else {
+          row.BindNull(10).BindNull(11);
+        }
       } else {
         for (int i = 7; i <= 12; ++i) row.BindNull(i);
         row.Bind(13, r.error);

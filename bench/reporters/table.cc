@@ -32,9 +32,10 @@ class TableReporter : public Reporter {
     for (const auto& [h, n] : hosts) out_ << fmt::format(" {} ({} rank{})", h, n, n == 1 ? "" : "s");
     if (!c.device_name.empty()) out_ << fmt::format("  device: {}", c.device_name);
     out_ << "\n";
-    out_ << fmt::format("# warmup {}  iters {}  check {}  timing {}\n",
+    out_ << fmt::format("# warmup {}  iters {}  check {}  timing {}  average {} ({})\n",
                         c.warmup < 0 ? "auto" : std::to_string(c.warmup),
-                        c.iters < 0 ? "auto" : std::to_string(c.iters), c.check, c.timing);
+                        c.iters < 0 ? "auto" : std::to_string(c.iters), c.check, c.timing, c.average,
+                        c.average_description);
     out_ << "#\n";
     lossy_ = c.codec != "none";
     if (lossy_) out_ << "# lossy codec: #wrong counts ranks whose bits differ from rank 0; error columns are of the out-of-place run\n";
@@ -65,6 +66,10 @@ class TableReporter : public Reporter {
                                             r->inplace ? "in-place" : "out-of-place", r->error));
         continue;
       }
+      if (!r->moves_bytes) {
+        line += fmt::format("  {} {:>7} {:>7} {:>6}", Time(r->time_us), "n/a", "n/a", r->wrong);
+        continue;
+      }
       line += fmt::format("  {} {} {} {:>6}", Time(r->time_us), Bw(r->algbw_gbps), Bw(r->busbw_gbps), r->wrong);
     }
     if (lossy_) {
@@ -82,15 +87,17 @@ class TableReporter : public Reporter {
     if (s.peak_size_bytes > 0) {
       out_ << fmt::format("# peak busbw: {:.2f} GB/s at {} B ({}, {})\n", s.peak_busbw_gbps, s.peak_size_bytes,
                           FormatSize(s.peak_size_bytes), s.peak_inplace ? "in-place" : "out-of-place");
+    } else {
+      out_ << "# peak busbw: n/a (no row moved bytes between ranks)\n";
     }
     if (s.peak_algbw_size_bytes > 0) {
       out_ << fmt::format("# peak algbw: {:.2f} GB/s at {} B ({})\n", s.peak_algbw_gbps, s.peak_algbw_size_bytes,
                           FormatSize(s.peak_algbw_size_bytes));
     }
     out_ << fmt::format(
-        "# time: max over ranks of each rank's mean; algbw = size / time (GB = 1e9 B); busbw = algbw x {} = "
+        "# time: {}; algbw = size / time (GB = 1e9 B); busbw = algbw x {} = "
         "algbw x {:.4f} (n = {})\n",
-        ctx_.busbw_formula, ctx_.busbw_factor, ctx_.world_size);
+        ctx_.average_description, ctx_.busbw_formula, ctx_.busbw_factor, ctx_.world_size);
     out_.flush();
   }
 

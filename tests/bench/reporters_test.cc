@@ -69,13 +69,50 @@ TEST(Reporters, TableGolden) {
   EXPECT_EQ(lines[0], "# ciuic-bench allreduce  backend mpi  device cpu  ranks 2  dtype fp32  op sum  algo native  codec none");
   EXPECT_EQ(lines[1], "# ciuic 0.1.0 (abc123)  started 2026-11-22T12:00:00Z  mpi Open MPI v4.1.4");
   EXPECT_EQ(lines[2], "# hosts: node1 (2 ranks)");
-  EXPECT_EQ(lines[3], "# warmup auto  iters auto  check 1  timing host");
+  EXPECT_EQ(lines[3], "# warmup auto  iters auto  check 1  timing host  average max (max over ranks of each rank's mean)");
   EXPECT_EQ(lines[6], "#       size         count      type  redop  root     algo      time   algbw   busbw #wrong      time   algbw   busbw #wrong");
   EXPECT_EQ(lines[8], "     1048576        262144     float    sum    -1   native    400.50    2.62    2.62      0       n/a     n/a     n/a    n/a");
   EXPECT_EQ(lines[9], "# n/a 1M in-place: in-place allreduce not supported by the x backend");
   EXPECT_EQ(lines[10], "# wrong elements: 0 OK");
   EXPECT_EQ(lines[11], "# peak busbw: 2.62 GB/s at 1048576 B (1M, out-of-place)");
   EXPECT_EQ(lines[12], "# peak algbw: 2.62 GB/s at 1048576 B (1M)");
+  EXPECT_EQ(lines[13], "# time: max over ranks of each rank's mean; algbw = size / time (GB = 1e9 B); busbw = algbw x "
+                       "2(n-1)/n = algbw x 1.0000 (n = 2)");
+}
+
+// One rank in place: the collective is a no-op, so the row has a time but no bandwidth, and a run
+// of only such rows has no peak (it once printed "peak busbw 576041.75 GB/s").
+TEST(Reporters, ARowThatMovesNoBytesHasNoBandwidthAndNoPeak) {
+  BenchContext c = Context();
+  c.world_size = 1;
+  c.average = "avg";
+  c.average_description = "average over ranks of each rank's mean";
+  BenchRow a = Rows()[0];
+  a.inplace = true;
+  a.moves_bytes = false;
+  a.algbw_gbps = a.busbw_gbps = 0;
+  std::ostringstream table, json, csv;
+  auto t = MakeTableReporter(table);
+  auto j = MakeJsonReporter(json);
+  auto v = MakeCsvReporter(csv);
+  for (Reporter* r : {t.get(), j.get(), v.get()}) {
+    r->Begin(c);
+    r->Size({a});
+    r->End(BenchSummary{});
+  }
+  const auto lines = Lines(table.str());
+  EXPECT_EQ(lines[3], "# warmup auto  iters auto  check 1  timing host  average avg (average over ranks of each rank's mean)");
+  EXPECT_EQ(lines[8], "     1048576        262144     float    sum    -1   native       n/a     n/a     n/a    n/a    400.50     n/a     n/a      0");
+  EXPECT_EQ(lines[10], "# peak busbw: n/a (no row moved bytes between ranks)");
+  const auto doc = nlohmann::json::parse(json.str());
+  EXPECT_TRUE(doc["results"][0]["busbw_gbps"].is_null());
+  EXPECT_TRUE(doc["results"][0]["algbw_gbps"].is_null());
+  EXPECT_EQ(doc["results"][0]["time_us"].get<double>(), 400.5);
+  EXPECT_FALSE(doc["results"][0]["moves_bytes"].get<bool>());
+  EXPECT_TRUE(doc["summary"]["peak_busbw_gbps"].is_null());
+  EXPECT_EQ(doc["context"]["average"], "avg");
+  EXPECT_EQ(Lines(csv.str())[1], "allreduce,mpi,cpu,1,fp32,sum,native,none,1048576,262144,true,-1,20,400.500,399.250,"
+                                 "450.000,,,0,");
 }
 
 TEST(Reporters, CsvGolden) {

@@ -113,3 +113,60 @@ TEST(Runner, RootOutOfRangeIsUsageError) {
 
 }  // namespace
 }  // namespace ciuic
+
+namespace ciuic {
+namespace {
+
+TEST(Runner, OneRankInPlaceMovesNoBytesAndNeverSetsThePeak) {
+  BenchOptions o = Small(&kBroadcastSpec, DType::kFloat32, ReduceOp::kSum);
+  o.out_of_place = false;
+  const BenchSummary s = Sweep(1, o);
+  ASSERT_EQ(s.rows, 4);
+  for (const BenchRow& r : s.all_rows) {
+    EXPECT_FALSE(r.moves_bytes);
+    EXPECT_EQ(r.busbw_gbps, 0.0);
+    EXPECT_GT(r.time_us, 0.0);
+  }
+  EXPECT_EQ(s.peak_size_bytes, 0u);
+  EXPECT_EQ(s.peak_busbw_gbps, 0.0);
+  o.out_of_place = true;  // an out-of-place broadcast on one rank copies: that row counts
+  const BenchSummary c = Sweep(1, o);
+  EXPECT_GT(c.peak_size_bytes, 0u);
+  EXPECT_FALSE(c.peak_inplace);
+}
+
+// Rank r holds r + 1 (and 10 (r + 1) in a second element): each statistic is what it names.
+TEST(Runner, AverageCombinesTheRanksAsNamed) {
+  EXPECT_EQ(ParseAverage("avg"), Average::kAvg);
+  EXPECT_EQ(ParseAverage("rank0"), Average::kRank0);
+  EXPECT_THROW(ParseAverage("mean"), UsageError);
+  struct Want {
+    Average a;
+    double value;  // for 4 ranks
+  };
+  for (const Want w : {Want{Average::kAvg, 2.5}, Want{Average::kMax, 4}, Want{Average::kMin, 1}, Want{Average::kRank0, 1}}) {
+    RunLocalRanks(4, [&](Communicator& c) {
+      double v[2] = {c.Rank() + 1.0, 10.0 * (c.Rank() + 1)};
+      CombineRanks(c, w.a, v, 2);
+      EXPECT_EQ(v[0], w.value) << AverageName(w.a) << " rank " << c.Rank();
+      EXPECT_EQ(v[1], 10 * w.value) << AverageName(w.a) << " rank " << c.Rank();
+    });
+  }
+}
+
+TEST(Runner, SmallMessagesGetManyTimedIterations) {
+  BenchOptions o = Small(&kAllReduceSpec, DType::kFloat32, ReduceOp::kSum);
+  o.iters = -1;
+  o.warmup = -1;
+  o.sizes = {64, 4 << 20};
+  o.row_budget_s = 0.5;
+  const BenchSummary s = Sweep(2, o);
+  ASSERT_EQ(s.all_rows.size(), 4u);
+  EXPECT_GE(s.all_rows[0].iters, 200);  // 64 B: up to 1000 within the budget (a few µs each)
+  EXPECT_LE(s.all_rows[0].iters, 1000);
+  EXPECT_LE(s.all_rows[2].iters, 20);   // 4 MiB: nccl-tests' 20 at most
+  EXPECT_GE(s.all_rows[2].iters, 3);
+}
+
+}  // namespace
+}  // namespace ciuic

@@ -386,6 +386,17 @@ TEST(TopK, ExactKeepsTheKLargestMagnitudesInIndexOrder) {
   }
 }
 
+TEST(TopK, TensorsBeyondInt32IndicesAreRefusedNotWrapped) {
+  const Codec c(Spec("topk:0.01"));
+  const size_t limit = static_cast<size_t>(INT32_MAX);
+  EXPECT_EQ(c.WireBytes(limit), c.SparseK(limit) * 8);
+  EXPECT_THROW(c.WireBytes(limit + 1), InputError);
+  CodecState st;
+  EXPECT_THROW(c.Prepare(st, limit + 1, MemoryKind::kHost), InputError);  // before any allocation
+  // randomk sends values only (its indices derive from the seed): not limited by int32.
+  EXPECT_NO_THROW(Codec(Spec("randomk:0.01")).WireBytes(limit + 1));
+}
+
 TEST(TopK, SampledSelectsAboutKLargeElements) {
   CodecSpec s = Spec("topk:0.01");
   s.select = TopKSelect::kSampled;

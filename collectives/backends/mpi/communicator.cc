@@ -94,6 +94,25 @@ int CheckedCount(size_t count, const char* what) {
   return static_cast<int>(count);
 }
 
+// Whether MPI calls may be made now: initialised (by an MpiSession or by the caller) and not finalised.
+bool MpiUsable() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+
+// The user-defined 16-bit and fp8 types and ops, made once per process: by MpiSession, or on first
+// use over an MPI the caller initialised (then kept until exit: the caller finalises MPI).
+void EnsureCustomTypes() {
+  if (g_custom) return;
+  g_custom = new CustomTypes;
+  RegisterCustom<DType::kFloat16>(*g_custom);
+  RegisterCustom<DType::kBFloat16>(*g_custom);
+  RegisterCustom<DType::kFloat8E4M3>(*g_custom);
+  RegisterCustom<DType::kFloat8E5M2>(*g_custom);
+}
+
 class MpiRequest : public Request {
  public:
   MPI_Request req = MPI_REQUEST_NULL;
@@ -105,9 +124,14 @@ class MpiCommunicator : public Communicator {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    // MPI guarantees tags up to 32767; the library may allow more (Open MPI: 2^31-1).
+    int* ub = nullptr;
+    int found = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
+    max_tag_ = found && ub ? *ub : 32767;
   }
   ~MpiCommunicator() override {
-    if (owned_ && g_active) MPI_Comm_free(&comm_);
+    if (owned_ && MpiUsable()) MPI_Comm_free(&comm_);
   }
 
   int Rank() const override { return rank_; }
@@ -123,6 +147,7 @@ class MpiCommunicator : public Communicator {
     return cut == std::string::npos ? s : s.substr(0, cut);
   }
   bool Supports(Collective, DType, ReduceOp, bool) const override { return true; }
+  int MaxTag() const override { return max_tag_; }
 
   RequestPtr ISend(const void* buf, size_t bytes, int peer, int tag) override {
     auto r = std::make_unique<MpiRequest>();
@@ -217,6 +242,7 @@ class MpiCommunicator : public Communicator {
   MPI_Comm comm_;
   bool owned_;
   int rank_ = 0, size_ = 1;
+  int max_tag_ = 32767;
 };
 
 }  // namespace
@@ -235,11 +261,7 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   }
   g_active = true;
   g_thread_multiple = provided >= MPI_THREAD_MULTIPLE;
-  g_custom = new CustomTypes;
-  RegisterCustom<DType::kFloat16>(*g_custom);
-  RegisterCustom<DType::kBFloat16>(*g_custom);
-  RegisterCustom<DType::kFloat8E4M3>(*g_custom);
-  RegisterCustom<DType::kFloat8E5M2>(*g_custom);
+  EnsureCustomTypes();
 }
 
 MpiSession::~MpiSession() {
@@ -255,12 +277,19 @@ bool MpiSession::Active() { return g_active; }
 bool MpiSession::ThreadMultiple() { return g_thread_multiple; }
 
 void MpiSession::Abort(int code) {
-  if (g_active && g_thread_multiple) MPI_Abort(MPI_COMM_WORLD, code);
+  if (MpiUsable() && g_thread_multiple) MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
 }
 
 std::unique_ptr<Communicator> MakeMpiWorld() {
-  if (!g_active) throw RuntimeError("mpi backend: MPI is not initialized");
+  if (!g_active) {
+    // An MPI the caller initialised (a C, Python or Fortran program that called MPI_Init itself).
+    if (!MpiUsable()) throw RuntimeError("mpi backend: MPI is not initialized (or already finalized)");
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    g_thread_multiple = level >= MPI_THREAD_MULTIPLE;
+    EnsureCustomTypes();
+  }
   auto comm = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, false);
   SetErrorRank(comm->Rank());
   return comm;
