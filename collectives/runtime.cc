@@ -50,7 +50,7 @@ Runtime::Runtime(Communicator& comm, const RuntimeConfig& config)
     : comm_(comm), config_(config), engine_(comm, config.algo) {
   if (config.bucket_bytes < 4) throw UsageError("bucket bytes must hold at least one fp32 element");
   flag_ = Buffer(4, comm.BufferKind());
-  SetBytes(flag_.data(), comm.BufferKind(), 0, 4);
+  SetBytes(flag_.data(), comm.BufferKind(), 0, 4, comm.Stream());
 }
 
 void Runtime::Reduce(float* data, size_t n, uint64_t key_id, uint64_t key_bucket, bool average) {
@@ -58,11 +58,11 @@ void Runtime::Reduce(float* data, size_t n, uint64_t key_id, uint64_t key_bucket
     // Every rank learns whether any rank's gradient holds NaN/Inf, so all fail together (none hangs).
     UnscaleCheckNorm(data, n, 1.0f, flag_.as<uint32_t>(), nullptr, comm_.Stream());
     uint32_t flag = 0;
-    CopyBytes(&flag, MemoryKind::kHost, flag_.data(), flag_.kind(), 4);
+    CopyBytes(&flag, MemoryKind::kHost, flag_.data(), flag_.kind(), 4, comm_.Stream());  // after the check kernel
     double any = flag;
     comm_.HostAllReduce(&any, 1, ReduceOp::kMax);
     if (any != 0) {
-      SetBytes(flag_.data(), flag_.kind(), 0, 4);
+      SetBytes(flag_.data(), flag_.kind(), 0, 4, comm_.Stream());
       throw InputError(fmt::format("tensor {} bucket {}: a gradient holds NaN or Inf on {} (nothing was reduced)",
                                    key_id, key_bucket, flag ? "this rank" : "another rank"));
     }

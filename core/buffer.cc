@@ -72,32 +72,80 @@ void Buffer::Release() {
   data_ = nullptr;
 }
 
-void CopyBytes(void* dst, MemoryKind dst_kind, const void* src, MemoryKind src_kind, size_t bytes) {
+void CopyBytesAsync(void* dst, MemoryKind dst_kind, const void* src, MemoryKind src_kind, size_t bytes,
+                    void* stream) {
   if (bytes == 0) return;
   if (dst_kind == MemoryKind::kHost && src_kind == MemoryKind::kHost) {
     std::memcpy(dst, src, bytes);
     return;
   }
 #if CIUIC_HAVE_CUDA
-  // cudaMemcpy from pageable host memory may return before the DMA lands, and collectives run on
-  // non-blocking streams that do not wait for it: synchronize so the copy is complete on return.
-  CIUIC_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
-  CIUIC_CUDA_CHECK(cudaDeviceSynchronize());
+  CIUIC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)));
 #else
+  (void)stream;
   throw RuntimeError("device copies need a build with CUDA");
 #endif
 }
 
-void SetBytes(void* dst, MemoryKind kind, uint8_t value, size_t bytes) {
+void SetBytesAsync(void* dst, MemoryKind kind, uint8_t value, size_t bytes, void* stream) {
   if (bytes == 0) return;
   if (kind == MemoryKind::kHost) {
     std::memset(dst, value, bytes);
     return;
   }
 #if CIUIC_HAVE_CUDA
-  CIUIC_CUDA_CHECK(cudaMemset(dst, value, bytes));
-  CIUIC_CUDA_CHECK(cudaDeviceSynchronize());
+  CIUIC_CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, static_cast<cudaStream_t>(stream)));
 #else
+  (void)stream;
+  throw RuntimeError("device buffers need a build with CUDA");
+#endif
+}
+
+namespace {
+#if CIUIC_HAVE_CUDA
+// Before a copy on the legacy default stream: wait for every stream (non-blocking ones included).
+void WaitBefore(void* stream) {
+  if (!stream) CIUIC_CUDA_CHECK(cudaDeviceSynchronize());
+}
+// After it: the bytes have landed (a pageable-memory copy may return before the DMA ends).
+void WaitAfter(void* stream) {
+  if (stream) {
+    CIUIC_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+  } else {
+    CIUIC_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+}
+#endif
+}  // namespace
+
+void CopyBytes(void* dst, MemoryKind dst_kind, const void* src, MemoryKind src_kind, size_t bytes, void* stream) {
+  if (bytes == 0) return;
+  if (dst_kind == MemoryKind::kHost && src_kind == MemoryKind::kHost) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+#if CIUIC_HAVE_CUDA
+  WaitBefore(stream);
+  CopyBytesAsync(dst, dst_kind, src, src_kind, bytes, stream);
+  WaitAfter(stream);
+#else
+  (void)stream;
+  throw RuntimeError("device copies need a build with CUDA");
+#endif
+}
+
+void SetBytes(void* dst, MemoryKind kind, uint8_t value, size_t bytes, void* stream) {
+  if (bytes == 0) return;
+  if (kind == MemoryKind::kHost) {
+    std::memset(dst, value, bytes);
+    return;
+  }
+#if CIUIC_HAVE_CUDA
+  WaitBefore(stream);
+  SetBytesAsync(dst, kind, value, bytes, stream);
+  WaitAfter(stream);
+#else
+  (void)stream;
   throw RuntimeError("device buffers need a build with CUDA");
 #endif
 }

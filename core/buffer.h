@@ -39,9 +39,20 @@ class Buffer {
   MemoryKind kind_ = MemoryKind::kHost;
 };
 
-// Copies between any two memory kinds (synchronous).
-void CopyBytes(void* dst, MemoryKind dst_kind, const void* src, MemoryKind src_kind, size_t bytes);
-void SetBytes(void* dst, MemoryKind kind, uint8_t value, size_t bytes);
+// Copies between any two memory kinds and returns when the bytes have landed. `stream` (a
+// cudaStream_t) is the stream that owns the device memory: the copy runs on it, after the work
+// already enqueued there, and the host then waits for that stream. A null stream waits for every
+// stream of the device first (the legacy default stream does not order against non-blocking
+// streams such as NCCL's), then copies: correct, but it stalls all device work.
+void CopyBytes(void* dst, MemoryKind dst_kind, const void* src, MemoryKind src_kind, size_t bytes,
+               void* stream = nullptr);
+void SetBytes(void* dst, MemoryKind kind, uint8_t value, size_t bytes, void* stream = nullptr);
+// The same, enqueued on `stream` without the host waiting: later work on the stream sees the bytes.
+// Host memory on either side must stay valid until the stream reaches the copy; host-to-host (and
+// a null stream with host memory only) copies at once.
+void CopyBytesAsync(void* dst, MemoryKind dst_kind, const void* src, MemoryKind src_kind, size_t bytes,
+                    void* stream);
+void SetBytesAsync(void* dst, MemoryKind kind, uint8_t value, size_t bytes, void* stream);
 
 // MemAvailable from /proc/meminfo (bytes).
 uint64_t HostMemoryAvailable();

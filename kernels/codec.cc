@@ -116,11 +116,11 @@ void Codec::Prepare(CodecState& st, size_t n, MemoryKind kind) const {
     st.scratch = Buffer(TopKWorkspaceBytes(n), kind);
 }
 
-void Codec::CheckFlag(CodecState& st) const {
+void Codec::CheckFlag(CodecState& st, void* stream) const {
   uint32_t flag = 0;
-  CopyBytes(&flag, MemoryKind::kHost, st.flag.data(), st.flag.kind(), sizeof(flag));
+  CopyBytes(&flag, MemoryKind::kHost, st.flag.data(), st.flag.kind(), sizeof(flag), stream);  // after the encode
   if (flag == 0) return;
-  SetBytes(st.flag.data(), st.flag.kind(), 0, sizeof(uint32_t));
+  SetBytes(st.flag.data(), st.flag.kind(), 0, sizeof(uint32_t), stream);
   throw InputError(fmt::format("codec {}: the gradient holds NaN or Inf; its blocks were sent as NaN", Name()));
 }
 
@@ -135,7 +135,7 @@ void Codec::Encode(const float* in, size_t n, void* wire, CodecState* state, voi
   float* residual = state && CodecHasResidual(spec_) ? st.residual.as<float>() : nullptr;
   const uint64_t step = st.step++;
   switch (spec_.kind) {
-    case CodecKind::kNone: CopyBytes(wire, kind, in, kind, n * 4); return;
+    case CodecKind::kNone: CopyBytesAsync(wire, kind, in, kind, n * 4, stream); return;
     case CodecKind::kTopK:
       TopKEncode(in, residual, n, SparseK(n), spec_.select == TopKSelect::kSampled, w, st.scratch.data(), flag,
                  stream);
@@ -144,7 +144,7 @@ void Codec::Encode(const float* in, size_t n, void* wire, CodecState* state, voi
     case CodecKind::kPowerSgd: {
       const MatrixView v = PowerSgdView(n);
       auto* m = st.scratch.as<float>();
-      CopyBytes(m, kind, in, kind, n * 4);
+      CopyBytesAsync(m, kind, in, kind, n * 4, stream);
       if (residual) AddInPlace(m, residual, n, stream);  // M = in + residual
       auto* p = reinterpret_cast<float*>(w);
       auto* q = p + v.rows * spec_.rank;
@@ -152,10 +152,10 @@ void Codec::Encode(const float* in, size_t n, void* wire, CodecState* state, voi
       PowerSgdMulQ(m, n, st.q.as<float>(), spec_.rank, p, stream);
       PowerSgdOrthonormalize(p, v.rows, spec_.rank, stream);
       PowerSgdMulP(m, n, p, spec_.rank, q, stream);
-      CopyBytes(st.q.data(), kind, q, kind, v.cols * spec_.rank * sizeof(float));
+      CopyBytesAsync(st.q.data(), kind, q, kind, v.cols * spec_.rank * sizeof(float), stream);
       if (residual) {
         // residual = M - P·Qᵀ, computed as -((-M) + P·Qᵀ): negation is exact, so this is M - P·Qᵀ rounded once.
-        CopyBytes(residual, kind, m, kind, n * 4);
+        CopyBytesAsync(residual, kind, m, kind, n * 4, stream);
         ScaleInPlace(residual, n, -1.0f, stream);
         PowerSgdReconstruct(p, q, n, spec_.rank, residual, true, stream);
         ScaleInPlace(residual, n, -1.0f, stream);
@@ -164,13 +164,13 @@ void Codec::Encode(const float* in, size_t n, void* wire, CodecState* state, voi
     }
     default: QuantEncode(Args(step), in, residual, n, w, flag, stream); break;
   }
-  if (check_finite) CheckFlag(st);
+  if (check_finite) CheckFlag(st, stream);
 }
 
 void Codec::Decode(const void* wire, size_t n, float* out, uint64_t step, void* stream) const {
   const auto* w = static_cast<const uint8_t*>(wire);
   switch (spec_.kind) {
-    case CodecKind::kNone: CopyBytes(out, KindOf(out), wire, KindOf(out), n * 4); return;
+    case CodecKind::kNone: CopyBytesAsync(out, KindOf(out), wire, KindOf(out), n * 4, stream); return;
     case CodecKind::kTopK: return SparseDecode(w, SparseK(n), n, out, false, stream);
     case CodecKind::kRandomK: return RandomKDecode(Args(step), w, SparseK(n), n, out, false, stream);
     case CodecKind::kPowerSgd: {
@@ -204,7 +204,7 @@ void Codec::DecodeAddEncode(const void* wire_in, const float* local, size_t n, v
   Prepare(st, n, KindOf(local));
   QuantDecodeAddEncode(Args(step), static_cast<const uint8_t*>(wire_in), local, n, static_cast<uint8_t*>(wire_out),
                        st.flag.as<uint32_t>(), stream);
-  CheckFlag(st);
+  CheckFlag(st, stream);
 }
 
 }  // namespace ciuic

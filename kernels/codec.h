@@ -65,7 +65,7 @@ class Codec {
   // Makes the state's buffers for n elements in `kind` memory (first use; later calls check n).
   void Prepare(CodecState& state, size_t n, MemoryKind kind) const;
   // Throws InputError (and clears the flag) when the state's NaN/Inf flag is set.
-  void CheckFlag(CodecState& state) const;
+  void CheckFlag(CodecState& state, void* stream = nullptr) const;
 
  private:
   CodecSpec spec_;

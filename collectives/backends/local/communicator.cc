@@ -10,8 +10,14 @@
 #include <thread>
 #include <tuple>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "kernels/reduce.h"
+#if CIUIC_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "core/cuda_check.h"
+#endif
 
 namespace ciuic {
 
@@ -55,14 +61,22 @@ class LocalWorld {
     descendants_.push_back(child);
   }
 
-  void Post(int src, int dst, int tag, const void* data, size_t bytes) {
-    std::vector<uint8_t> msg(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + bytes);
+  // A message in flight: host bytes, or (device ranks) a device copy the sender enqueued on its
+  // stream and an event that completes when the copy has landed.
+  struct Message {
+    std::vector<uint8_t> host;
+    void* device = nullptr;
+    void* ready = nullptr;  // cudaEvent_t
+    size_t bytes = 0;
+  };
+
+  void Post(int src, int dst, int tag, Message msg) {
     std::lock_guard lock(mu_);
     mail_[{src, dst, tag}].push_back(std::move(msg));
     mail_cv_.notify_all();
   }
 
-  std::vector<uint8_t> Take(int src, int dst, int tag) {
+  Message Take(int src, int dst, int tag) {
     std::unique_lock lock(mu_);
     auto key = std::make_tuple(src, dst, tag);
     mail_cv_.wait(lock, [&] { return poisoned_ || (mail_.count(key) && !mail_[key].empty()); });
@@ -89,7 +103,7 @@ class LocalWorld {
   int arrived_ = 0;
   uint64_t generation_ = 0;
   bool poisoned_ = false;
-  std::map<std::tuple<int, int, int>, std::deque<std::vector<uint8_t>>> mail_;
+  std::map<std::tuple<int, int, int>, std::deque<Message>> mail_;
 };
 
 namespace {
@@ -104,19 +118,72 @@ class LocalRequest : public Request {
   bool done = false;
 };
 
+// One CUDA stream per rank (device ranks), shared by the communicators Split from it so that all
+// of a rank's kernels and copies stay in one order.
+class RankStream {
+ public:
+  RankStream() {
+#if CIUIC_HAVE_CUDA
+    cudaStream_t s;
+    CIUIC_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    stream_ = s;
+#else
+    throw RuntimeError("local backend: device buffers need a build with CUDA");
+#endif
+  }
+  ~RankStream() {
+#if CIUIC_HAVE_CUDA
+    cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+    cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+#endif
+  }
+  RankStream(const RankStream&) = delete;
+  RankStream& operator=(const RankStream&) = delete;
+  void* get() const { return stream_; }
+
+ private:
+  void* stream_ = nullptr;
+};
+
 class LocalCommunicator : public Communicator {
  public:
-  LocalCommunicator(std::shared_ptr<LocalWorld> world, int rank) : world_(std::move(world)), rank_(rank) {}
+  LocalCommunicator(std::shared_ptr<LocalWorld> world, int rank, DeviceKind device,
+                    std::shared_ptr<RankStream> stream)
+      : world_(std::move(world)), rank_(rank), device_(device), stream_(std::move(stream)) {}
 
   int Rank() const override { return rank_; }
   int Size() const override { return world_->size(); }
-  DeviceKind Device() const override { return DeviceKind::kCpu; }
+  DeviceKind Device() const override { return device_; }
   std::string BackendName() const override { return "local"; }
   bool Supports(Collective, DType, ReduceOp, bool) const override { return true; }
+  void* Stream() const override { return stream_ ? stream_->get() : nullptr; }
+  void Synchronize() override {
+#if CIUIC_HAVE_CUDA
+    if (stream_) CIUIC_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_->get())));
+#endif
+  }
 
+  // Host ranks copy the bytes into the mailbox at once. Device ranks enqueue a copy into a
+  // stream-ordered allocation on their stream (after the kernels that produced the bytes) and post
+  // it with an event; the receiver's stream waits for that event, copies out and frees it.
   RequestPtr ISend(const void* buf, size_t bytes, int peer, int tag) override {
     CheckPeer(peer);
-    world_->Post(rank_, peer, tag, buf, bytes);
+    LocalWorld::Message msg;
+    msg.bytes = bytes;
+    if (device_ == DeviceKind::kCuda && bytes > 0) {
+#if CIUIC_HAVE_CUDA
+      const auto s = static_cast<cudaStream_t>(Stream());
+      CIUIC_CUDA_CHECK(cudaMallocAsync(&msg.device, bytes, s));
+      CIUIC_CUDA_CHECK(cudaMemcpyAsync(msg.device, buf, bytes, cudaMemcpyDefault, s));
+      cudaEvent_t ev;
+      CIUIC_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+      CIUIC_CUDA_CHECK(cudaEventRecord(ev, s));
+      msg.ready = ev;
+#endif
+    } else {
+      msg.host.assign(static_cast<const uint8_t*>(buf), static_cast<const uint8_t*>(buf) + bytes);
+    }
+    world_->Post(rank_, peer, tag, std::move(msg));
     auto r = std::make_unique<LocalRequest>();
     r->done = true;
     return r;
@@ -134,97 +201,59 @@ class LocalCommunicator : public Communicator {
     auto& r = static_cast<LocalRequest&>(request);
     if (r.done) return;
     auto msg = world_->Take(r.src, rank_, r.tag);
-    if (msg.size() != r.bytes) {
-      throw RuntimeError(fmt::format("local backend: rank {} expected {} bytes from rank {}, got {}", rank_,
-                                     r.bytes, r.src, msg.size()));
-    }
-    std::memcpy(r.recv, msg.data(), msg.size());
     r.done = true;
-  }
-
-  void AllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
-    const size_t es = DTypeSize(t);
-    Publish(send, recv);
-    // Each rank reduces one slice of the result into shared scratch; then all copy it out.
-    if (rank_ == 0) world_->scratch_.resize(count * es);
-    world_->Barrier();
-    uint8_t* scratch = world_->scratch_.data();
-    const size_t per = (count + Size() - 1) / Size();
-    const size_t lo = std::min(count, per * rank_), hi = std::min(count, lo + per);
-    ReduceSlice(scratch + lo * es, lo * es, hi - lo, t, op);
-    world_->Barrier();
-    std::memcpy(recv, scratch, count * es);
-    world_->Barrier();
-  }
-
-  void AllGather(const void* send, void* recv, size_t send_count, DType t) override {
-    const size_t bytes = send_count * DTypeSize(t);
-    Publish(send, recv);
-    world_->Barrier();
-    for (int q = 0; q < Size(); ++q) {
-      uint8_t* dst = static_cast<uint8_t*>(recv) + q * bytes;
-      if (dst != world_->send_[q]) std::memcpy(dst, world_->send_[q], bytes);
+    if (msg.bytes != r.bytes) {
+      ReleaseMessage(msg);
+      throw RuntimeError(fmt::format("local backend: rank {} expected {} bytes from rank {}, got {}", rank_,
+                                     r.bytes, r.src, msg.bytes));
     }
-    world_->Barrier();
+    if (!msg.device) {
+      if (msg.bytes) std::memcpy(r.recv, msg.host.data(), msg.bytes);
+      return;
+    }
+#if CIUIC_HAVE_CUDA
+    const auto s = static_cast<cudaStream_t>(Stream());
+    CIUIC_CUDA_CHECK(cudaStreamWaitEvent(s, static_cast<cudaEvent_t>(msg.ready), 0));
+    CIUIC_CUDA_CHECK(cudaMemcpyAsync(r.recv, msg.device, msg.bytes, cudaMemcpyDefault, s));
+    ReleaseMessage(msg);
+#endif
   }
 
+  // Native collectives: the host algorithms below over host memory; device ranks stage their
+  // buffers through host memory (this backend is a test transport: exact and ordered, not fast).
+  void AllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
+    const size_t b = count * DTypeSize(t);
+    Staged(send, b, recv, b, [&](const void* s, void* r) { HostAllReduceImpl(s, r, count, t, op); });
+  }
+  void AllGather(const void* send, void* recv, size_t send_count, DType t) override {
+    const size_t b = send_count * DTypeSize(t);
+    Staged(send, b, recv, b * Size(), [&](const void* s, void* r) { HostAllGatherImpl(s, r, send_count, t); });
+  }
   void ReduceScatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op) override {
-    const size_t es = DTypeSize(t);
-    Publish(send, recv);
-    world_->Barrier();
-    std::vector<uint8_t> tmp(recv_count * es);
-    ReduceSlice(tmp.data(), rank_ * recv_count * es, recv_count, t, op);
-    world_->Barrier();
-    std::memcpy(recv, tmp.data(), tmp.size());
-    world_->Barrier();
+    const size_t b = recv_count * DTypeSize(t);
+    Staged(send, b * Size(), recv, b, [&](const void* s, void* r) { HostReduceScatterImpl(s, r, recv_count, t, op); });
   }
-
   void Broadcast(const void* send, void* recv, size_t count, DType t, int root) override {
     CheckPeer(root);
-    Publish(send, recv);
-    world_->Barrier();
-    if (recv != world_->send_[root]) std::memcpy(recv, world_->send_[root], count * DTypeSize(t));
-    world_->Barrier();
+    const size_t b = count * DTypeSize(t);
+    Staged(send, b, recv, b, [&](const void* s, void* r) { HostBroadcastImpl(s, r, count, t, root); });
   }
-
   void Reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root) override {
     CheckPeer(root);
-    Publish(send, recv);
-    world_->Barrier();
-    std::vector<uint8_t> tmp;
-    if (rank_ == root) {
-      tmp.resize(count * DTypeSize(t));
-      ReduceSlice(tmp.data(), 0, count, t, op);
-    }
-    world_->Barrier();
-    if (rank_ == root) std::memcpy(recv, tmp.data(), tmp.size());
-    world_->Barrier();
+    const size_t b = count * DTypeSize(t);
+    Staged(send, b, recv, rank_ == root ? b : 0,
+           [&](const void* s, void* r) { HostReduceImpl(s, r, count, t, op, root); });
   }
-
   void AllToAll(const void* send, void* recv, size_t count_per_peer, DType t) override {
-    const size_t bytes = count_per_peer * DTypeSize(t);
-    Publish(send, recv);
-    world_->Barrier();
-    std::vector<uint8_t> tmp(bytes * Size());
-    for (int q = 0; q < Size(); ++q) {
-      std::memcpy(tmp.data() + q * bytes, static_cast<const uint8_t*>(world_->send_[q]) + rank_ * bytes, bytes);
-    }
-    world_->Barrier();
-    std::memcpy(recv, tmp.data(), tmp.size());
-    world_->Barrier();
+    const size_t b = count_per_peer * DTypeSize(t) * Size();
+    Staged(send, b, recv, b, [&](const void* s, void* r) { HostAllToAllImpl(s, r, count_per_peer, t); });
   }
-
   void SendRecv(const void* send, int send_peer, void* recv, int recv_peer, size_t count, DType t) override {
     CheckPeer(send_peer);
     CheckPeer(recv_peer);
-    const size_t bytes = count * DTypeSize(t);
-    Publish(send, recv);
-    world_->Barrier();
-    std::vector<uint8_t> tmp(static_cast<const uint8_t*>(world_->send_[recv_peer]),
-                             static_cast<const uint8_t*>(world_->send_[recv_peer]) + bytes);
-    world_->Barrier();
-    std::memcpy(recv, tmp.data(), bytes);
-    world_->Barrier();
+    const size_t b = count * DTypeSize(t);
+    Staged(send, b, recv, b,
+           [&](const void* s, void* r) { HostSendRecvImpl(s, send_peer, r, recv_peer, count, t); });
   }
 
   void Barrier() override { world_->Barrier(); }
@@ -250,18 +279,131 @@ class LocalCommunicator : public Communicator {
       if (members[i].second == rank_) new_rank = static_cast<int>(i);
     }
     world_->Barrier();
-    return std::make_unique<LocalCommunicator>(child, new_rank);
+    return std::make_unique<LocalCommunicator>(child, new_rank, device_, stream_);
   }
 
+  // The control plane is host memory on every rank.
   void HostAllReduce(double* values, size_t n, ReduceOp op) override {
-    AllReduce(values, values, n, DType::kFloat64, op);
+    HostAllReduceImpl(values, values, n, DType::kFloat64, op);
   }
   void HostAllGather(const void* send, void* recv, size_t bytes) override {
     std::vector<uint8_t> copy(static_cast<const uint8_t*>(send), static_cast<const uint8_t*>(send) + bytes);
-    AllGather(copy.data(), recv, bytes, DType::kUInt8);
+    HostAllGatherImpl(copy.data(), recv, bytes, DType::kUInt8);
   }
 
  private:
+  void ReleaseMessage(LocalWorld::Message& msg) {
+#if CIUIC_HAVE_CUDA
+    if (msg.device) {
+      const auto s = static_cast<cudaStream_t>(Stream());
+      // Ordered behind the copy out on this stream (or behind the sender's copy in, on a refused message).
+      cudaStreamWaitEvent(s, static_cast<cudaEvent_t>(msg.ready), 0);
+      cudaFreeAsync(msg.device, s);
+      cudaEventDestroy(static_cast<cudaEvent_t>(msg.ready));
+      msg.device = nullptr;
+    }
+#else
+    (void)msg;
+#endif
+  }
+
+  // Runs a host collective: directly on host ranks; device ranks copy `send` to host memory after
+  // their stream's work, run it, and copy `recv_bytes` of the result back (then wait for it).
+  template <class Fn>
+  void Staged(const void* send, size_t send_bytes, void* recv, size_t recv_bytes, Fn&& host) {
+    if (device_ != DeviceKind::kCuda) {
+      host(send, recv);
+      return;
+    }
+    std::vector<uint8_t> hs(send ? send_bytes : 0), hr(std::max(recv_bytes, send_bytes));
+    if (send) CopyBytes(hs.data(), MemoryKind::kHost, send, MemoryKind::kDevice, send_bytes, Stream());
+    // In place (recv is send or holds it): the host run reads hs and writes hr; no aliasing remains.
+    host(send ? static_cast<const void*>(hs.data()) : nullptr, hr.data());
+    if (recv && recv_bytes) CopyBytes(recv, MemoryKind::kDevice, hr.data(), MemoryKind::kHost, recv_bytes, Stream());
+  }
+
+  void HostAllReduceImpl(const void* send, void* recv, size_t count, DType t, ReduceOp op) {
+    const size_t es = DTypeSize(t);
+    Publish(send, recv);
+    // Each rank reduces one slice of the result into shared scratch; then all copy it out.
+    if (rank_ == 0) world_->scratch_.resize(count * es);
+    world_->Barrier();
+    uint8_t* scratch = world_->scratch_.data();
+    const size_t per = (count + Size() - 1) / Size();
+    const size_t lo = std::min(count, per * rank_), hi = std::min(count, lo + per);
+    ReduceSlice(scratch + lo * es, lo * es, hi - lo, t, op);
+    world_->Barrier();
+    std::memcpy(recv, scratch, count * es);
+    world_->Barrier();
+  }
+
+  void HostAllGatherImpl(const void* send, void* recv, size_t send_count, DType t) {
+    const size_t bytes = send_count * DTypeSize(t);
+    Publish(send, recv);
+    world_->Barrier();
+    for (int q = 0; q < Size(); ++q) {
+      uint8_t* dst = static_cast<uint8_t*>(recv) + q * bytes;
+      if (dst != world_->send_[q]) std::memcpy(dst, world_->send_[q], bytes);
+    }
+    world_->Barrier();
+  }
+
+  void HostReduceScatterImpl(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op) {
+    const size_t es = DTypeSize(t);
+    Publish(send, recv);
+    world_->Barrier();
+    std::vector<uint8_t> tmp(recv_count * es);
+    ReduceSlice(tmp.data(), rank_ * recv_count * es, recv_count, t, op);
+    world_->Barrier();
+    std::memcpy(recv, tmp.data(), tmp.size());
+    world_->Barrier();
+  }
+
+  void HostBroadcastImpl(const void* send, void* recv, size_t count, DType t, int root) {
+    Publish(send, recv);
+    world_->Barrier();
+    if (recv != world_->send_[root]) std::memcpy(recv, world_->send_[root], count * DTypeSize(t));
+    world_->Barrier();
+  }
+
+  void HostReduceImpl(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root) {
+    Publish(send, recv);
+    world_->Barrier();
+    std::vector<uint8_t> tmp;
+    if (rank_ == root) {
+      tmp.resize(count * DTypeSize(t));
+      ReduceSlice(tmp.data(), 0, count, t, op);
+    }
+    world_->Barrier();
+    if (rank_ == root) std::memcpy(recv, tmp.data(), tmp.size());
+    world_->Barrier();
+  }
+
+  void HostAllToAllImpl(const void* send, void* recv, size_t count_per_peer, DType t) {
+    const size_t bytes = count_per_peer * DTypeSize(t);
+    Publish(send, recv);
+    world_->Barrier();
+    std::vector<uint8_t> tmp(bytes * Size());
+    for (int q = 0; q < Size(); ++q) {
+      std::memcpy(tmp.data() + q * bytes, static_cast<const uint8_t*>(world_->send_[q]) + rank_ * bytes, bytes);
+    }
+    world_->Barrier();
+    std::memcpy(recv, tmp.data(), tmp.size());
+    world_->Barrier();
+  }
+
+  void HostSendRecvImpl(const void* send, int send_peer, void* recv, int recv_peer, size_t count, DType t) {
+    (void)send_peer;
+    const size_t bytes = count * DTypeSize(t);
+    Publish(send, recv);
+    world_->Barrier();
+    std::vector<uint8_t> tmp(static_cast<const uint8_t*>(world_->send_[recv_peer]),
+                             static_cast<const uint8_t*>(world_->send_[recv_peer]) + bytes);
+    world_->Barrier();
+    std::memcpy(recv, tmp.data(), bytes);
+    world_->Barrier();
+  }
+
   void CheckPeer(int peer) const {
     if (peer < 0 || peer >= Size()) {
       throw UsageError(fmt::format("local backend: peer {} out of range for {} ranks", peer, Size()));
@@ -284,6 +426,8 @@ class LocalCommunicator : public Communicator {
 
   std::shared_ptr<LocalWorld> world_;
   int rank_;
+  DeviceKind device_;
+  std::shared_ptr<RankStream> stream_;  // device ranks only
 
   friend void PoisonLocalWorldOf(Communicator& comm);
 };
@@ -292,16 +436,21 @@ void PoisonLocalWorldOf(Communicator& comm) { static_cast<LocalCommunicator&>(co
 
 }  // namespace
 
-std::vector<std::unique_ptr<Communicator>> MakeLocalWorld(int size) {
+std::vector<std::unique_ptr<Communicator>> MakeLocalWorld(int size, DeviceKind device) {
   if (size < 1) throw UsageError("local backend: need at least one rank");
+  if (device == DeviceKind::kCuda && CudaDeviceCount() == 0)
+    throw RuntimeError("local backend: --device cuda but no CUDA device is visible");
   auto world = std::make_shared<LocalWorld>(size);
   std::vector<std::unique_ptr<Communicator>> comms;
-  for (int r = 0; r < size; ++r) comms.push_back(std::make_unique<LocalCommunicator>(world, r));
+  for (int r = 0; r < size; ++r) {
+    comms.push_back(std::make_unique<LocalCommunicator>(
+        world, r, device, device == DeviceKind::kCuda ? std::make_shared<RankStream>() : nullptr));
+  }
   return comms;
 }
 
-void RunLocalRanks(int size, const std::function<void(Communicator&)>& fn) {
-  auto comms = MakeLocalWorld(size);
+void RunLocalRanks(int size, const std::function<void(Communicator&)>& fn, DeviceKind device) {
+  auto comms = MakeLocalWorld(size, device);
   std::exception_ptr first;
   std::mutex mu;
   std::vector<std::thread> threads;
@@ -309,7 +458,9 @@ void RunLocalRanks(int size, const std::function<void(Communicator&)>& fn) {
     threads.emplace_back([&, r] {
       SetErrorRank(r);
       try {
+        if (device == DeviceKind::kCuda) CudaSetDevice(0);  // every rank on the one GPU, its own stream
         fn(*comms[r]);
+        comms[r]->Synchronize();
       } catch (...) {
         {
           std::lock_guard lock(mu);
