@@ -98,8 +98,9 @@ cxxopts::Options MakeOptions() {
       ("algo", "ciuic: auto ring rd hier sparse sign2 powersgd native (others: the library's own)", cxxopts::value<std::string>()->default_value("auto"))
       ("precision", "ciuic native: the dtype the transport reduces in: fp32 | bf16 | fp16", cxxopts::value<std::string>()->default_value("fp32"))
       ("codec", "ciuic: none fp16 bf16 fp8e4m3 fp8e5m2 int8 int4 sign1 topk:R randomk:R powersgd:N", cxxopts::value<std::string>()->default_value("none"))
-      ("iters", "timed iterations per row (default: auto, 3..20, ~1 s per row)", cxxopts::value<int>())
-      ("warmup", "warm-up iterations per row (default: auto, 1..5)", cxxopts::value<int>())
+      ("iters", "timed iterations per row (default: auto, ~1 s per row: up to 1000 below 8 KiB, 200 below 1 MiB, 20 above)", cxxopts::value<int>())
+      ("warmup", "warm-up iterations per row (default: auto, up to 200 / 20 / 5 by the same sizes)", cxxopts::value<int>())
+      ("average", "a row's time over the ranks' means: avg | max | min | rank0 (nccl-tests' -a)", cxxopts::value<std::string>()->default_value("max"))
       ("check", "exact verification iterations per row", cxxopts::value<int>()->default_value("1"))
       ("inplace", "yes | no | both", cxxopts::value<std::string>()->default_value("both"))
       ("format", "table | csv | json", cxxopts::value<std::string>()->default_value("table"))
@@ -140,10 +141,9 @@ void ParseExpect(const std::string& text, Cli& cli) {
   cli.expect = true;
 }
 
-Cli ParseCli(int argc, char** argv) {
-  Cli cli;
-  for (int i = 0; i < argc; ++i) cli.argv.push_back(argv[i]);
-  auto options = MakeOptions();
+// Parses argv against the option table; --help and --version print and exit; an OP is required
+// and nothing may be left over.
+cxxopts::ParseResult ParseArguments(cxxopts::Options& options, int argc, char** argv) {
   cxxopts::ParseResult r;
   try {
     r = options.parse(argc, argv);
@@ -160,8 +160,11 @@ Cli ParseCli(int argc, char** argv) {
   }
   if (!r.count("command")) throw UsageError("missing OP (try --help)");
   if (!r.unmatched().empty()) throw UsageError(fmt::format("unexpected argument '{}'", r.unmatched().front()));
-  cli.op = Get<std::string>(r, "command");
-  if (cli.op == "list") return cli;
+  return r;
+}
+
+// The collective and its sweep: sizes, dtype, op, root, iteration counts, in-place, input seed.
+void ParseSweep(const cxxopts::ParseResult& r, Cli& cli) {
   const CollSpec* spec = FindCollective(cli.op);
   if (!spec) {
     std::string known;
@@ -183,6 +186,7 @@ Cli ParseCli(int argc, char** argv) {
     b.warmup = Get<int>(r, "warmup");
     if (b.warmup < 0) throw UsageError(fmt::format("--warmup {} must be >= 0", b.warmup));
   }
+  b.average = ParseAverage(Get<std::string>(r, "average"));
   b.check = Get<int>(r, "check");
   if (b.check < 0) throw UsageError(fmt::format("--check {} must be >= 0", b.check));
   const std::string inplace = Get<std::string>(r, "inplace");
@@ -194,72 +198,95 @@ Cli ParseCli(int argc, char** argv) {
     throw UsageError(fmt::format("bad --inplace '{}': use yes, no or both", inplace));
   }
   b.seed = Get<uint64_t>(r, "seed");
+}
+
+bool CiuicBackend(const cxxopts::ParseResult& r) {
+  return r.count("backend") && Get<std::string>(r, "backend") == "ciuic";
+}
+
+// --algo (other than the library's own), --precision and --codec belong to the bundled runtime.
+void RequireCiuicForRuntimeOptions(const cxxopts::ParseResult& r) {
   const std::string algo = Get<std::string>(r, "algo");
   const std::string codec = Get<std::string>(r, "codec");
-  const bool ciuic_backend = r.count("backend") && Get<std::string>(r, "backend") == "ciuic";
-  if (!ciuic_backend && algo != "auto" && algo != "native") {
+  if (algo != "auto" && algo != "native") {
     throw UsageError(fmt::format("--algo {}: the mpi, nccl and local backends run their own algorithm; use --backend ciuic", algo));
   }
-  if (!ciuic_backend && Get<std::string>(r, "precision") != "fp32")
+  if (Get<std::string>(r, "precision") != "fp32")
     throw UsageError("--precision: the runtime's native algorithm casts around the library's allreduce; use --backend ciuic --algo native (or --dtype for the library alone)");
-  if (!ciuic_backend && codec != "none") {
+  if (codec != "none") {
     throw UsageError(fmt::format("--codec {}: codecs run through the bundled runtime; use --backend ciuic", codec));
   }
-  if (ciuic_backend) {
-    AlgoConfig& a = cli.runtime.algo;
-    a.codec = ParseCodec(codec);
-    a.codec.block = Get<uint32_t>(r, "block");
-    a.codec.rounding = ParseRounding(Get<std::string>(r, "rounding"));
-    a.codec.error_feedback = false;  // rows report the one-shot error; timing loops must not feed it
-    a.codec.prescale = Get<float>(r, "prescale");
-    a.algo = ParseAlgo(algo);
-    a.precision = ParsePrecision(Get<std::string>(r, "precision"));
-    if (a.precision != DType::kFloat32 && a.algo != AllReduceAlgo::kNative)
-      throw UsageError(fmt::format("--precision {}: a 16-bit reduction is --algo native's (the runtime's own "
-                                   "algorithms accumulate in fp32; 16-bit wires: --codec fp16|bf16)",
-                                   Get<std::string>(r, "precision")));
-    a.in_flight = Get<int>(r, "streams");
-    if (a.in_flight < 1 || a.in_flight > 64) throw UsageError(fmt::format("--streams {} must be in 1..64", a.in_flight));
-    a.piece_bytes = ParseSize(Get<std::string>(r, "piece"));
-    if (a.piece_bytes < 4096) throw UsageError("--piece must be at least 4K");
-    {
-      const std::string rpn = Get<std::string>(r, "ranks-per-node");
-      const size_t comma = rpn.find(',');
-      try {
-        size_t used = 0;
-        a.ranks_per_node = std::stoi(rpn.substr(0, comma), &used);
-        if (used != rpn.substr(0, comma).size()) throw std::invalid_argument(rpn);
-        if (comma != std::string::npos) {
-          a.nodes_per_group = std::stoi(rpn.substr(comma + 1), &used);
-          if (used != rpn.size() - comma - 1 || a.nodes_per_group < 1) throw std::invalid_argument(rpn);
-        }
-      } catch (const std::exception&) {
-        throw UsageError(fmt::format("bad --ranks-per-node '{}': use R or R,G", rpn));
-      }
-      if (a.ranks_per_node < 0) throw UsageError("--ranks-per-node must be >= 0");
+}
+
+// --ranks-per-node R or R,G (hier depth 2 or 3).
+void ParseRanksPerNode(const std::string& rpn, AlgoConfig& a) {
+  const size_t comma = rpn.find(',');
+  try {
+    size_t used = 0;
+    a.ranks_per_node = std::stoi(rpn.substr(0, comma), &used);
+    if (used != rpn.substr(0, comma).size()) throw std::invalid_argument(rpn);
+    if (comma != std::string::npos) {
+      a.nodes_per_group = std::stoi(rpn.substr(comma + 1), &used);
+      if (used != rpn.size() - comma - 1 || a.nodes_per_group < 1) throw std::invalid_argument(rpn);
     }
-    if (r.count("profile")) {
-      cli.runtime.profile = std::make_shared<Profile>(LoadProfile(Get<std::string>(r, "profile")));
-      if (algo != "auto" || codec != "none")
-        throw UsageError("--profile chooses algorithm and codec per size: drop --algo/--codec");
-      if (Get<std::string>(r, "precision") != "fp32") throw UsageError("--profile chooses the precision per size: drop --precision");
-      for (const auto& rule : cli.runtime.profile->rules) b.lossy |= rule.codec != "none" || rule.precision != "fp32";
-    }
-    const std::string bucket = Get<std::string>(r, "bucket");
-    cli.runtime.bucket_bytes = bucket == "0" ? 0 : ParseSize(bucket);
-    Codec check(a.codec);  // validates block and parameters now, not on every rank later
-    (void)check;
-    if (b.spec != &kAllReduceSpec) throw UsageError("--backend ciuic runs allreduce (the bundled runtime)");
-    if (b.type != DType::kFloat32) throw UsageError("--backend ciuic reduces fp32");
-    if (b.op != ReduceOp::kSum && b.op != ReduceOp::kAvg) throw UsageError("--backend ciuic reduces with sum or avg");
-    b.lossy = b.lossy || a.codec.kind != CodecKind::kNone || a.precision != DType::kFloat32;
+  } catch (const std::exception&) {
+    throw UsageError(fmt::format("bad --ranks-per-node '{}': use R or R,G", rpn));
   }
+  if (a.ranks_per_node < 0) throw UsageError("--ranks-per-node must be >= 0");
+}
+
+// --backend ciuic: codec, algorithm, precision, pipelining, hierarchy, profile and bucket of the
+// runtime, and what the runtime can run (fp32 allreduce, sum or avg).
+void ParseRuntime(const cxxopts::ParseResult& r, Cli& cli) {
+  BenchOptions& b = cli.bench;
+  const std::string algo = Get<std::string>(r, "algo");
+  const std::string codec = Get<std::string>(r, "codec");
+  AlgoConfig& a = cli.runtime.algo;
+  a.codec = ParseCodec(codec);
+  a.codec.block = Get<uint32_t>(r, "block");
+  a.codec.rounding = ParseRounding(Get<std::string>(r, "rounding"));
+  a.codec.error_feedback = false;  // rows report the one-shot error; timing loops must not feed it
+  a.codec.prescale = Get<float>(r, "prescale");
+  a.algo = ParseAlgo(algo);
+  a.precision = ParsePrecision(Get<std::string>(r, "precision"));
+  if (a.precision != DType::kFloat32 && a.algo != AllReduceAlgo::kNative)
+    throw UsageError(fmt::format("--precision {}: a 16-bit reduction is --algo native's (the runtime's own "
+                                 "algorithms accumulate in fp32; 16-bit wires: --codec fp16|bf16)",
+                                 Get<std::string>(r, "precision")));
+  a.in_flight = Get<int>(r, "streams");
+  if (a.in_flight < 1 || a.in_flight > 64) throw UsageError(fmt::format("--streams {} must be in 1..64", a.in_flight));
+  a.piece_bytes = ParseSize(Get<std::string>(r, "piece"));
+  if (a.piece_bytes < 4096) throw UsageError("--piece must be at least 4K");
+  ParseRanksPerNode(Get<std::string>(r, "ranks-per-node"), a);
+  if (r.count("profile")) {
+    cli.runtime.profile = std::make_shared<Profile>(LoadProfile(Get<std::string>(r, "profile")));
+    if (algo != "auto" || codec != "none")
+      throw UsageError("--profile chooses algorithm and codec per size: drop --algo/--codec");
+    if (Get<std::string>(r, "precision") != "fp32") throw UsageError("--profile chooses the precision per size: drop --precision");
+    for (const auto& rule : cli.runtime.profile->rules) b.lossy |= rule.codec != "none" || rule.precision != "fp32";
+  }
+  const std::string bucket = Get<std::string>(r, "bucket");
+  cli.runtime.bucket_bytes = bucket == "0" ? 0 : ParseSize(bucket);
+  Codec check(a.codec);  // validates block and parameters now, not on every rank later
+  (void)check;
+  if (b.spec != &kAllReduceSpec) throw UsageError("--backend ciuic runs allreduce (the bundled runtime)");
+  if (b.type != DType::kFloat32) throw UsageError("--backend ciuic reduces fp32");
+  if (b.op != ReduceOp::kSum && b.op != ReduceOp::kAvg) throw UsageError("--backend ciuic reduces with sum or avg");
+  b.lossy = b.lossy || a.codec.kind != CodecKind::kNone || a.precision != DType::kFloat32;
+}
+
+// Where the results go: --format, --out, --db.
+void ParseOutputs(const cxxopts::ParseResult& r, Cli& cli) {
   cli.format = Get<std::string>(r, "format");
   if (cli.format != "table" && cli.format != "csv" && cli.format != "json") {
     throw UsageError(fmt::format("bad --format '{}': use table, csv or json", cli.format));
   }
   if (r.count("out")) cli.out_path = Get<std::string>(r, "out");
   if (r.count("db")) cli.db_path = Get<std::string>(r, "db");
+}
+
+// How the run is started and judged: --ranks, --timeout, --expect, --debug-corrupt.
+void ParseRunControls(const cxxopts::ParseResult& r, Cli& cli) {
   if (r.count("ranks")) {
     cli.ranks = Get<int>(r, "ranks");
     cli.ranks_given = true;
@@ -275,14 +302,16 @@ Cli ParseCli(int argc, char** argv) {
     const size_t colon = v.find(':');
     try {
       if (colon == std::string::npos) throw std::invalid_argument(v);
-      b.corrupt_rank = std::stoi(v.substr(0, colon));
-      b.corrupt_index = std::stoull(v.substr(colon + 1));
+      cli.bench.corrupt_rank = std::stoi(v.substr(0, colon));
+      cli.bench.corrupt_index = std::stoull(v.substr(colon + 1));
     } catch (const std::exception&) {
       throw UsageError(fmt::format("bad --debug-corrupt '{}': use RANK:INDEX", v));
     }
   }
+}
 
-  // Device and backend defaults.
+// Device and backend defaults, then whether this build and machine can run the combination.
+void ResolveDeviceAndBackend(const cxxopts::ParseResult& r, Cli& cli) {
   const bool have_gpu = CIUIC_HAVE_NCCL && CudaDeviceCount() > 0;
   if (r.count("device")) {
     cli.device = Get<std::string>(r, "device");
@@ -308,10 +337,33 @@ Cli ParseCli(int argc, char** argv) {
   if (lib == "mpi" && !CIUIC_HAVE_MPI) throw UsageError("--backend mpi: this build has no MPI (its backends: " + AvailableBackends() + ")");
   if (lib == "nccl" && !CIUIC_HAVE_NCCL) throw UsageError("--backend nccl: this build has no NCCL (its backends: " + AvailableBackends() + ")");
   if (lib == "nccl" && cli.device != "cuda") throw UsageError("--backend nccl needs --device cuda");
-  if (lib != "nccl" && cli.device == "cuda") throw UsageError(fmt::format("--backend {} runs on host memory; use --device cpu", lib));
+  if (lib == "mpi" && cli.device == "cuda") throw UsageError("--backend mpi runs on host memory; use --device cpu");
+  // The local transport runs on device buffers too: ranks as threads on the one GPU.
+  if (lib == "local" && cli.device == "cuda" && CudaDeviceCount() == 0) {
+    throw RuntimeError(fmt::format("--device cuda: no CUDA device is visible on this machine (the {} transport "
+                                   "runs its ranks on one GPU)", lib));
+  }
   if (lib == "nccl" && CudaDeviceCount() == 0) {
     throw RuntimeError("--backend nccl: no CUDA device is visible on this machine");
   }
+}
+
+Cli ParseCli(int argc, char** argv) {
+  Cli cli;
+  for (int i = 0; i < argc; ++i) cli.argv.push_back(argv[i]);
+  auto options = MakeOptions();
+  const cxxopts::ParseResult r = ParseArguments(options, argc, argv);
+  cli.op = Get<std::string>(r, "command");
+  if (cli.op == "list") return cli;
+  ParseSweep(r, cli);
+  if (CiuicBackend(r)) {
+    ParseRuntime(r, cli);
+  } else {
+    RequireCiuicForRuntimeOptions(r);
+  }
+  ParseOutputs(r, cli);
+  ParseRunControls(r, cli);
+  ResolveDeviceAndBackend(r, cli);
   return cli;
 }
 
@@ -505,14 +557,17 @@ int Run(int argc, char** argv) {
     Watchdog watchdog(cli.timeout_s, OnTimeout);
     int code = 0;
     std::mutex mu;
-    RunLocalRanks(ranks, [&](Communicator& base) {
-      std::unique_ptr<Communicator> wrapped;
-      if (cli.backend == "ciuic") wrapped = MakeRuntimeCommunicator(base.Split(0, base.Rank()), cli.runtime);
-      Communicator& comm = wrapped ? *wrapped : base;
-      const int c = RunOnComm(comm, cli, ranks, &watchdog);
-      std::lock_guard lock(mu);
-      if (comm.Rank() == 0) code = c;
-    });
+    RunLocalRanks(
+        ranks,
+        [&](Communicator& base) {
+          std::unique_ptr<Communicator> wrapped;
+          if (cli.backend == "ciuic") wrapped = MakeRuntimeCommunicator(base.Split(0, base.Rank()), cli.runtime);
+          Communicator& comm = wrapped ? *wrapped : base;
+          const int c = RunOnComm(comm, cli, ranks, &watchdog);
+          std::lock_guard lock(mu);
+          if (comm.Rank() == 0) code = c;
+        },
+        cli.device == "cuda" ? DeviceKind::kCuda : DeviceKind::kCpu);
     return code;
   }
 

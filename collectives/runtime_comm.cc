@@ -57,7 +57,7 @@ class RuntimeCommunicator : public Communicator {
       // A whole-buffer rule for the library's allreduce; else the rule's buckets.
       bucket_bytes = rule.algo == "nccl" ? 0 : rule.bucket_bytes;
     }
-    if (send != recv) CopyBytes(recv, BufferKind(), send, BufferKind(), count * 4);
+    if (send != recv) CopyBytesAsync(recv, BufferKind(), send, BufferKind(), count * 4, Stream());
     auto* data = static_cast<float*>(recv);
     const size_t bucket = bucket_bytes ? std::max<size_t>(bucket_bytes / 4, 1) : count;
     for (size_t b = 0, i = 0; b < count; b += bucket, ++i) {

@@ -1,7 +1,9 @@
 #pragma once
 // Allreduce algorithms of the bundled runtime, written only against Communicator (point-to-point,
 // Split, the host control plane). fp32 data in the communicator's memory (host or device), sum
-// (average = sum, then one scaling by 1/P).
+// (average = sum, then one scaling by 1/P). One file per algorithm in this folder (ring.cc, randomk.cc,
+// rd.cc, hier.cc, sparse.cc, sign2.cc, powersgd.cc, native.cc) over the shared hops (hops.h);
+// allreduce.cc holds the engine.
 //
 //   ring     reduce-scatter + allgather; uncompressed, or compressed with the fused per-hop
 //            decode-add-encode (the owner encodes its reduced chunk once, every rank decodes the same

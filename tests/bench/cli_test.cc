@@ -118,6 +118,25 @@ TEST(Cli, NcclWithoutGpuIsRuntimeError) {
   EXPECT_EQ(CountLines(r.err), 1) << r.err;
 }
 
+TEST(Cli, LocalTransportOnCudaWithoutGpuIsRuntimeError) {
+  if (CudaDeviceCount() > 0) GTEST_SKIP() << "a GPU is present";
+  const Result r = RunBenchCli("allreduce --backend ciuic --transport local --device cuda --ranks 4 --sizes 1K");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << r.err;
+}
+
+TEST(Cli, AverageIsValidatedAndNamedInTheHeader) {
+  const Result bad = RunBenchCli("allreduce --backend local --ranks 2 --sizes 1K --average mean");
+  EXPECT_EQ(bad.code, 1) << bad.err;
+  EXPECT_EQ(CountLines(bad.err), 1) << bad.err;
+  const Result mpi_cuda = RunBenchCli("allreduce --backend mpi --device cuda --sizes 1K");
+  EXPECT_EQ(mpi_cuda.code, 1) << mpi_cuda.err;
+  const Result ok = RunBenchCli("allreduce --backend local --ranks 2 --sizes 1K --average avg --iters 3");
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("average avg (average over ranks of each rank's mean)"), std::string::npos) << ok.out;
+}
+
 TEST(Cli, ListNamesTheBuild) {
   const Result r = RunBenchCli("list");
   EXPECT_EQ(r.code, 0);

@@ -1,0 +1,124 @@
+// The hops every algorithm is built from: the pipelined point-to-point exchange (pieces of
+// `piece_bytes`, `in_flight` outstanding each way, the reduction of a landed piece overlapping the
+// next transfers; one grouped send/receive on stream-ordered transports), the uncompressed ring
+// reduce-scatter and allgather halves, the byte-block ring allgather, and the one-time quantisation
+// of a rank's own contribution with its error-feedback residual.
+#include <algorithm>
+#include <deque>
+
+#include "collectives/algorithms/hops.h"
+#include "core/timer.h"
+#include "kernels/codec_kernels.h"
+
+namespace ciuic {
+
+using hops::ChunkOf;
+using hops::Range;
+
+void AllReduceEngine::Impl::Exchange(Communicator& c, const void* send, size_t send_bytes, int to, void* recv,
+                                     size_t recv_bytes, int from,
+                                     const std::function<void(size_t, size_t)>& on_piece) {
+  if (c.StreamOrdered()) {
+    // NCCL: one grouped send/receive pair and the reduction enqueued behind it on the stream; the
+    // host never waits (requests are dropped, their events released).
+    const double t0 = NowSeconds();
+    c.GroupStart();
+    RequestPtr s, r;
+    if (send_bytes) s = c.ISend(send, send_bytes, to, 0);
+    if (recv_bytes) r = c.IRecv(recv, recv_bytes, from, 0);
+    c.GroupEnd();
+    if (on_piece && recv_bytes) on_piece(0, recv_bytes);
+    counters.wire_bytes += static_cast<double>(send_bytes);
+    counters.comm_s += NowSeconds() - t0;
+    return;
+  }
+  const size_t piece = std::max<size_t>(cfg.piece_bytes, 4096) / 64 * 64;
+  const size_t ns = (send_bytes + piece - 1) / piece, nr = (recv_bytes + piece - 1) / piece;
+  const size_t window = static_cast<size_t>(std::max(1, cfg.in_flight));
+  std::deque<RequestPtr> sends;
+  std::deque<std::pair<RequestPtr, size_t>> recvs;
+  size_t next_s = 0, next_r = 0;
+  const double t0 = NowSeconds();
+  double reduce_s = 0;
+  // Pieces are numbered modulo the transport's tag range (MPI guarantees only 32767); same-tag
+  // messages between two ranks are matched in order, so a wrapped number cannot be confused.
+  const int64_t tags = static_cast<int64_t>(c.MaxTag()) + 1;
+  auto post_recv = [&] {
+    const size_t off = next_r * piece, len = std::min(piece, recv_bytes - off);
+    recvs.emplace_back(c.IRecv(static_cast<uint8_t*>(recv) + off, len, from, static_cast<int>(static_cast<int64_t>(next_r) % tags)), next_r);
+    ++next_r;
+  };
+  auto post_send = [&] {
+    const size_t off = next_s * piece, len = std::min(piece, send_bytes - off);
+    sends.push_back(c.ISend(static_cast<const uint8_t*>(send) + off, len, to, static_cast<int>(static_cast<int64_t>(next_s) % tags)));
+    ++next_s;
+  };
+  while (next_r < nr && recvs.size() < window) post_recv();
+  while (next_s < ns && sends.size() < window) post_send();
+  while (!recvs.empty() || !sends.empty()) {
+    if (!recvs.empty()) {
+      auto [req, idx] = std::move(recvs.front());
+      recvs.pop_front();
+      c.Wait(*req);
+      if (next_r < nr) post_recv();
+      if (on_piece) {
+        const double r0 = NowSeconds();
+        on_piece(idx * piece, std::min(piece, recv_bytes - idx * piece));
+        reduce_s += NowSeconds() - r0;
+      }
+    }
+    if (!sends.empty() && (recvs.empty() || sends.size() >= window)) {
+      c.Wait(*sends.front());
+      sends.pop_front();
+      if (next_s < ns) post_send();
+    }
+  }
+  counters.wire_bytes += static_cast<double>(send_bytes);
+  counters.reduce_s += reduce_s;
+  counters.comm_s += NowSeconds() - t0 - reduce_s;
+}
+
+void AllReduceEngine::Impl::RingReduceScatter(Communicator& c, float* data, size_t n, size_t align) {
+  const int p = c.Size(), r = c.Rank();
+  if (p == 1) return;
+  size_t max_chunk = 0;
+  for (int i = 0; i < p; ++i) max_chunk = std::max(max_chunk, ChunkOf(n, p, i, align).size());
+  float* tmp = Scratch<float>(0, max_chunk * 4);
+  for (int s = 0; s < p - 1; ++s) {
+    const Range sc = ChunkOf(n, p, (r - s + p) % p, align), rc = ChunkOf(n, p, (r - s - 1 + 2 * p) % p, align);
+    Exchange(c, data + sc.begin, sc.size() * 4, (r + 1) % p, tmp, rc.size() * 4, (r - 1 + p) % p,
+             [&](size_t off, size_t bytes) {
+               AddInPlace(data + rc.begin + off / 4, tmp + off / 4, bytes / 4, c.Stream());
+             });
+  }
+}
+
+void AllReduceEngine::Impl::RingAllGather(Communicator& c, float* data, size_t n, size_t align) {
+  const int p = c.Size(), r = c.Rank();
+  for (int s = 0; s < p - 1; ++s) {
+    const Range sc = ChunkOf(n, p, (r + 1 - s + p) % p, align), rc = ChunkOf(n, p, (r - s + p) % p, align);
+    Exchange(c, data + sc.begin, sc.size() * 4, (r + 1) % p, data + rc.begin, rc.size() * 4, (r - 1 + p) % p,
+             nullptr);
+  }
+}
+
+void AllReduceEngine::Impl::RingAllGatherBytes(Communicator& c, uint8_t* buf, const std::vector<size_t>& offsets,
+                                               const std::vector<size_t>& sizes, int shift) {
+  const int p = c.Size(), r = c.Rank();
+  for (int s = 0; s < p - 1; ++s) {
+    const int sb = (r + shift - s + 2 * p) % p, rb = (r + shift - s - 1 + 2 * p) % p;
+    Exchange(c, buf + offsets[sb], sizes[sb], (r + 1) % p, buf + offsets[rb], sizes[rb], (r - 1 + p) % p, nullptr);
+  }
+}
+
+void AllReduceEngine::Impl::QuantiseContribution(float* data, size_t n, CodecState* st) {
+  if (!st || !codec.spec().error_feedback) return;
+  const double t0 = NowSeconds();
+  uint8_t* wire = Scratch(1, codec.WireBytes(n));
+  codec.Encode(data, n, wire, st, c_stream());
+  const uint64_t step = st->step - 1;
+  codec.Decode(wire, n, data, step, c_stream());
+  counters.encode_s += NowSeconds() - t0;
+}
+
+}  // namespace ciuic

@@ -1,0 +1,93 @@
+#pragma once
+// Internal to collectives/algorithms: the engine's state and the hop helpers every algorithm file
+// shares (chunking, the pipelined point-to-point hop, the ring's two halves, the byte-block ring
+// allgather, the one-time quantisation of a rank's own contribution). One file per algorithm defines
+// its entry point on AllReduceEngine::Impl; allreduce.cc builds the engine and dispatches.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "collectives/algorithms/allreduce.h"
+#include "core/buffer.h"
+
+namespace ciuic {
+namespace hops {
+
+// Whether the codec has the fused decode-add-encode hop the compressed ring and hier run on.
+inline bool HasHop(CodecKind k) {
+  return k == CodecKind::kFp16 || k == CodecKind::kBf16 || CodecIsBlockScaled(k) || k == CodecKind::kSign1;
+}
+
+// Chunk c of P over n elements, boundaries on multiples of `align` elements.
+struct Range {
+  size_t begin, end;
+  size_t size() const { return end - begin; }
+};
+inline Range ChunkOf(size_t n, int parts, int c, size_t align) {
+  const size_t units = (n + align - 1) / align;
+  const size_t b = units * static_cast<size_t>(c) / static_cast<size_t>(parts);
+  const size_t e = units * static_cast<size_t>(c + 1) / static_cast<size_t>(parts);
+  return {std::min(n, b * align), std::min(n, e * align)};
+}
+
+}  // namespace hops
+
+struct AllReduceEngine::Impl {
+  Communicator& comm;
+  const AlgoConfig& cfg;
+  const Codec& codec;
+  Counters& counters;
+  MemoryKind kind;
+  std::map<int, Buffer> scratch;
+  uint64_t hop_step = 0;
+  // hier: levels[i] = (intra, inter) communicators of level i, made once (Split is collective).
+  std::vector<std::pair<std::unique_ptr<Communicator>, std::unique_ptr<Communicator>>> levels;
+
+  Impl(Communicator& c, const AlgoConfig& g, const Codec& k, Counters& n)
+      : comm(c), cfg(g), codec(k), counters(n), kind(c.BufferKind()) {}
+
+  template <class T = uint8_t>
+  T* Scratch(int slot, size_t bytes) {
+    Buffer& b = scratch[slot];
+    if (b.bytes() < bytes || b.kind() != kind) b = Buffer(std::max<size_t>(bytes, 64), kind);
+    return b.as<T>();
+  }
+  void* c_stream() const { return comm.Stream(); }
+
+  // ---- hop helpers (hops.cc) ----------------------------------------------------------------------
+  // Sends send_bytes to `to` while receiving recv_bytes from `from`, in pieces of cfg.piece_bytes with
+  // at most cfg.in_flight of each outstanding; on_piece(offset, bytes) runs as each received piece lands.
+  void Exchange(Communicator& c, const void* send, size_t send_bytes, int to, void* recv, size_t recv_bytes, int from,
+                const std::function<void(size_t, size_t)>& on_piece);
+  // Uncompressed ring halves over chunks aligned to `align` elements.
+  void RingReduceScatter(Communicator& c, float* data, size_t n, size_t align);
+  // After RingReduceScatter rank r owns chunk (r + 1) % P; this spreads every chunk to every rank.
+  void RingAllGather(Communicator& c, float* data, size_t n, size_t align);
+  // Allgather of variable-size byte blocks (block i at offsets[i], size sizes[i]) around the ring,
+  // rank r contributing block (r + shift) % P.
+  void RingAllGatherBytes(Communicator& c, uint8_t* buf, const std::vector<size_t>& offsets,
+                          const std::vector<size_t>& sizes, int shift);
+  // The rank's own contribution quantised once with its residual: data = decode(encode(data + r)).
+  void QuantiseContribution(float* data, size_t n, CodecState* st);
+
+  // ---- algorithms, one file each ------------------------------------------------------------------
+  void Ring(Communicator& c, float* data, size_t n);                                              // ring.cc
+  void CompressedRing(Communicator& c, float* data, size_t n, CodecState* st, bool pre_quantise);  // ring.cc
+  void RecursiveDoubling(Communicator& c, float* data, size_t n);                                 // rd.cc
+  void MakeHierarchy();                                                                            // hier.cc
+  void HierLevel(size_t level, float* data, size_t n, size_t align, bool lossy);                   // hier.cc
+  void Hierarchical(float* data, size_t n, CodecState* st);                                       // hier.cc
+  void Sparse(float* data, size_t n, CodecState* st);                                             // sparse.cc
+  void RandomK(float* data, size_t n, CodecState* st);                                            // randomk.cc
+  void TwoPhaseSign(float* data, size_t n, CodecState* st);                                       // sign2.cc
+  void PowerSgd(float* data, size_t n, CodecState* st);                                           // powersgd.cc
+  // Returns true when the result is already averaged.
+  bool Native(float* data, size_t n, bool average);                                               // native.cc
+};
+
+}  // namespace ciuic
