@@ -90,6 +90,14 @@ for p in fp32 bf16 fp16; do
     --sizes 1M,64M,256M --inplace yes > "$logs/runtime-native-$p.txt" 2>&1
   echo "runtime native $p exit $?" >> "$logs/runtime-summary.txt"
 done
+# Multi-rank GPU paths on the one GPU: the local transport on device buffers (ranks as threads, a
+# CUDA stream each); the bit-for-bit comparison with host buffers is the gpu test LocalDevice.*.
+for a in ring:none ring:int8 hier:int8 sparse:topk:0.01 sign2:sign1 powersgd:powersgd:4; do
+  algo=${a%%:*}; codec=${a#*:}
+  "$bundle/bin/ciuic-bench" allreduce --backend ciuic --transport local --device cuda --ranks 4 \
+    --algo "$algo" --codec "$codec" --ranks-per-node 2 --sizes 1M,64M > "$logs/local-device-$algo-${codec%%:*}.txt" 2>&1
+  echo "local device 4 ranks $algo $codec exit $?" >> "$logs/runtime-summary.txt"
+done
 cat "$logs/runtime-summary.txt"
 fi
 
