@@ -1,3 +1,4 @@
+cmake_minimum_required(VERSION 3.25)
 # Writes OUT (a C++ source defining ciuic::BuildCommit()) from the work tree SRC at build time, so a
 # rebuilt binary names the commit it was built from: the short HEAD hash, "-dirty" when tracked
 # files differ from HEAD, "unknown" outside a git checkout. The file is rewritten only when the

@@ -1,15 +1,21 @@
 // Runtime allreduce algorithms over the thread backend, 1..16 ranks: exact sums for lossless runs,
-// stated bounds for lossy codecs, identical bits on every rank, and the error-feedback invariant.
+// derived error bands for lossy codecs (a zero or garbage result fails them), identical bits on
+// every rank, and error feedback: the per-step invariant and the convergence of the accumulated sum.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <mutex>
+#include <functional>
+#include <numbers>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "collectives/algorithms/allreduce.h"
 #include "collectives/runtime.h"
+#include "kernels/codec_kernels.h"
 
 #include <atomic>
 #include <cstdio>
@@ -98,113 +104,621 @@ TEST(AllReduceAlgo, LosslessAlgorithmsAreExactFrom1To16Ranks) {
   }
 }
 
+// ---- Lossy results against derived bands -------------------------------------------------------
+//
+// A lossy allreduce of i.i.d. N(0, σ²) gradients (σ = 0.01, n = 4099, P ranks, block 64) is
+// checked against a band derived for its codec, algorithm and P, on two numbers: the relative L2
+// error e = ||y - s|| / ||s|| and the cosine c = <y, s> / (||y|| ||s||) with the exact sum s. Both
+// bands are two-sided: an error below the band means the codec did not compress what it claims
+// to; the cosine keeps a result that points elsewhere from passing where the error band holds 1
+// (ring sign1 at P >= 3 is worse than returning zeros). For any y, e² = r² + 1 - 2rc with
+// r = ||y|| / ||s||, and each family's model fixes the pair:
+//   rounding noise  y = s + w, w ⊥ s                               c = 1 / sqrt(1 + e²)
+//   projection      y = Πs (topk, randomk, powersgd)               c = r = sqrt(1 - e²)
+//   sign1           r = 1 (sign × block RMS keeps a block's norm)  e² = 2 - 2c
+// Slack, per family below: ~5 standard deviations of e (or c) over 40 input seeds at n = 4099,
+// plus the model error named there. The inputs are seeded, so the run is deterministic: the slack
+// is for the model, not for flakiness.
+
+constexpr double kPi = std::numbers::pi;
+
 struct LossyCase {
   AllReduceAlgo algo;
   const char* codec;
-  double rel_l2_bound;  // stated bound on ||result - exact|| / ||exact|| for normal gradients
 };
 
-class LossyAlgo : public ::testing::TestWithParam<LossyCase> {};
+constexpr LossyCase kLossyCases[] = {
+    {AllReduceAlgo::kRing, "fp16"},          {AllReduceAlgo::kRing, "bf16"},
+    {AllReduceAlgo::kRing, "int8"},          {AllReduceAlgo::kRing, "fp8e4m3"},
+    {AllReduceAlgo::kRing, "fp8e5m2"},       {AllReduceAlgo::kRing, "int4"},
+    {AllReduceAlgo::kRing, "sign1"},         {AllReduceAlgo::kHierarchical, "int8"},
+    {AllReduceAlgo::kHierarchical, "fp16"},  {AllReduceAlgo::kHierarchical, "bf16"},
+    {AllReduceAlgo::kHierarchical, "fp8e4m3"}, {AllReduceAlgo::kHierarchical, "fp8e5m2"},
+    {AllReduceAlgo::kHierarchical, "int4"},  {AllReduceAlgo::kHierarchical, "sign1"},
+    {AllReduceAlgo::kSparse, "topk:0.3"},    {AllReduceAlgo::kRing, "randomk:0.5"},
+    {AllReduceAlgo::kTwoPhaseSign, "sign1"}, {AllReduceAlgo::kPowerSgd, "powersgd:4"},
+};
+constexpr size_t kLossyN = 4099;
+constexpr size_t kBlock = 64;  // Config()'s codec block
 
-TEST_P(LossyAlgo, IdenticalBitsAndWithinTheStatedBound) {
-  const LossyCase c = GetParam();
-  for (int ranks : {1, 2, 3, 4, 8, 16}) {
-    const size_t n = 4099;
-    AlgoConfig cfg = Config(c.algo, c.codec);
-    if (c.algo == AllReduceAlgo::kHierarchical && ranks % 2 != 0) continue;
-    if (c.algo == AllReduceAlgo::kHierarchical) cfg.ranks_per_node = 2;
-    if (c.algo == AllReduceAlgo::kHierarchical && ranks % 4 == 0) cfg.nodes_per_group = 2;  // depth 3
-    const Outcome o = RunOnce(ranks, cfg, n, false);
-    const std::string what = fmt::format("{} {} ranks={}", AlgoName(c.algo), c.codec, ranks);
-    ExpectIdenticalOnAllRanks(o, what);
-    const auto want = ExactSum(ranks, n, false);
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; ++i) {
-      ASSERT_TRUE(std::isfinite(o.results[0][i])) << what;
-      num += (o.results[0][i] - want[i]) * (o.results[0][i] - want[i]);
-      den += want[i] * want[i];
+std::vector<int> LossyRankCounts(const LossyCase& c) {
+  std::vector<int> out;
+  for (int p : {1, 2, 3, 4, 8, 16})
+    if (c.algo != AllReduceAlgo::kHierarchical || p % 2 == 0) out.push_back(p);
+  return out;
+}
+
+// hier in these tests: 2 ranks per node; with P % 4 == 0 also 2 nodes per group (depth 3).
+AlgoConfig LossyConfig(const LossyCase& c, int ranks) {
+  AlgoConfig cfg = Config(c.algo, c.codec);
+  if (c.algo == AllReduceAlgo::kHierarchical) {
+    cfg.ranks_per_node = 2;
+    if (ranks % 4 == 0) cfg.nodes_per_group = 2;
+  }
+  return cfg;
+}
+
+struct Band {
+  double err_lo, err_hi;  // ||y - s|| / ||s||
+  double cos_lo, cos_hi;  // <y, s> / (||y|| ||s||)
+  double err_model, cos_model;  // the model's point (consistent: some y has exactly these)
+  std::string model;  // the derivation in one line, printed with every verdict
+};
+
+double NormalCdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+double NormalPdf(double x) { return std::exp(-0.5 * x * x) / std::sqrt(2.0 * kPi); }
+double NormalQuantile(double p) {
+  double lo = -40, hi = 40;
+  for (int i = 0; i < 200; ++i) (NormalCdf(0.5 * (lo + hi)) < p ? lo : hi) = 0.5 * (lo + hi);
+  return 0.5 * (lo + hi);
+}
+
+// E[max² over m i.i.d. |N(0,1)|] = ∫ 2x (1 - (2Φ(x) - 1)^m) dx: 6.914 for m = 64.
+double ExpectedMaxSquare(size_t m) {
+  double sum = 0;
+  const double h = 1e-3;
+  for (double x = h / 2; x < 12; x += h)
+    sum += 2 * x * (1 - std::pow(2 * NormalCdf(x) - 1, double(m))) * h;
+  return sum;
+}
+
+// Round-to-nearest to a float grid with M mantissa bits leaves an error uniform in ±ulp/2, ulp =
+// 2^(e-M) on [2^e, 2^(e+1)): E[err²] / E[x²] = 4^-M E[4^e] / (12 E[x²]). For Gaussian x this is
+// (0.2123 · 2^-M)², within ±0.2% at any scale (averaged over the scale's position in its octave).
+double FloatGridFactor() {
+  double acc = 0;
+  for (int j = 0; j < 16; ++j) {
+    const double s = std::pow(2.0, j / 16.0);
+    double e4 = 0;
+    for (int e = -40; e < 8; ++e) {
+      const double lo = std::ldexp(1.0, e) / s, hi = 2 * lo;  // P(2^e <= |x| < 2^(e+1))
+      e4 += std::ldexp(1.0, 2 * e) * 2 * (NormalCdf(hi) - NormalCdf(lo));
     }
-    EXPECT_LE(std::sqrt(num / den), c.rel_l2_bound) << what;
+    acc += e4 / (12 * s * s);
+  }
+  return std::sqrt(acc / 16);
+}
+
+// ε1: the relative rms error of ONE nearest rounding of Gaussian data by the codec (block 64).
+//   fp16 / bf16: the float grid, 10 / 7 mantissa bits:                       2.07e-4 / 1.66e-3
+//   fp8 (block scale absmax/448 or /57344): the float grid with 3 / 2 bits, but each block's
+//   absmax lands exactly on the largest code: its share E[max²]/64 of the error energy is gone:
+//                                                                            0.0251 / 0.0501
+//   int8 / int4 (step absmax/127 or /7): uniform error step²/12, the absmax exact:
+//   E[max²]/(12 q²)·63/64:                                                   0.00593 / 0.1076
+double OneRounding(CodecKind k) {
+  const double grid = FloatGridFactor(), max2 = ExpectedMaxSquare(kBlock), m = kBlock;
+  switch (k) {
+    case CodecKind::kFp16: return grid * std::ldexp(1.0, -10);
+    case CodecKind::kBf16: return grid * std::ldexp(1.0, -7);
+    case CodecKind::kFp8E4M3: return grid * std::ldexp(1.0, -3) * std::sqrt(1 - max2 / m);
+    case CodecKind::kFp8E5M2: return grid * std::ldexp(1.0, -2) * std::sqrt(1 - max2 / m);
+    case CodecKind::kInt8: return std::sqrt(max2 / (12.0 * 127 * 127) * (m - 1) / m);
+    case CodecKind::kInt4: return std::sqrt(max2 / (12.0 * 7 * 7) * (m - 1) / m);
+    default: return 0;
   }
 }
 
-// Bounds: casts and 8-bit formats re-round at each of the P-1 hops (error grows ~ sqrt(P) × one
-// rounding); int4/sign1/sparse/low-rank are coarse by design (one step, no feedback yet).
-INSTANTIATE_TEST_SUITE_P(
-    Codecs, LossyAlgo,
-    ::testing::Values(LossyCase{AllReduceAlgo::kRing, "fp16", 2e-3}, LossyCase{AllReduceAlgo::kRing, "bf16", 2e-2},
-                      LossyCase{AllReduceAlgo::kRing, "int8", 5e-2}, LossyCase{AllReduceAlgo::kRing, "fp8e4m3", 0.15},
-                      LossyCase{AllReduceAlgo::kRing, "fp8e5m2", 0.3}, LossyCase{AllReduceAlgo::kRing, "int4", 0.6},
-                      LossyCase{AllReduceAlgo::kRing, "sign1", 2.0},
-                      LossyCase{AllReduceAlgo::kHierarchical, "int8", 5e-2},
-                      LossyCase{AllReduceAlgo::kHierarchical, "fp16", 2e-3},
-                      LossyCase{AllReduceAlgo::kHierarchical, "bf16", 2e-2},
-                      LossyCase{AllReduceAlgo::kHierarchical, "fp8e4m3", 0.15},
-                      LossyCase{AllReduceAlgo::kHierarchical, "fp8e5m2", 0.3},
-                      LossyCase{AllReduceAlgo::kHierarchical, "int4", 0.6},
-                      LossyCase{AllReduceAlgo::kHierarchical, "sign1", 2.0},
-                      LossyCase{AllReduceAlgo::kSparse, "topk:0.3", 1.0},
-                      LossyCase{AllReduceAlgo::kRing, "randomk:0.5", 1.0},
-                      LossyCase{AllReduceAlgo::kTwoPhaseSign, "sign1", 1.5},
-                      LossyCase{AllReduceAlgo::kPowerSgd, "powersgd:4", 1.0}),
-    [](const auto& info) {
-      std::string s = std::string(AlgoName(info.param.algo)) + "_" + info.param.codec;
-      for (char& ch : s)
-        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      return s;
-    });
-
-// Σ over steps of the allreduce result + Σ over ranks of the final residuals = Σ of all gradients, for
-// the schemes whose result is the sum of what each rank contributed (sparse, randomk, sign2, powersgd).
-class FeedbackInvariant : public ::testing::TestWithParam<LossyCase> {};
-
-TEST_P(FeedbackInvariant, HoldsOver50Steps) {
-  const LossyCase c = GetParam();
-  const int ranks = 4;
-  const size_t n = 2000;
-  std::vector<double> sent(n, 0.0), total(n, 0.0), residuals(n, 0.0);
-  double scale = 0;
-  std::mutex mu;
-  RunLocalRanks(ranks, [&](Communicator& comm) {
-    AllReduceEngine engine(comm, Config(c.algo, c.codec));
-    CodecState st;
-    for (int t = 0; t < 50; ++t) {
-      std::vector<float> g = Gradient(comm.Rank(), n, static_cast<uint64_t>(t));
-      {
-        std::lock_guard lock(mu);
-        for (size_t i = 0; i < n; ++i) {
-          total[i] += g[i];
-          scale = std::max(scale, std::fabs(static_cast<double>(g[i])));
-        }
-      }
-      engine.Run(g.data(), n, &st, false);
-      if (comm.Rank() == 0)
-        for (size_t i = 0; i < n; ++i) sent[i] += g[i];
-    }
-    std::lock_guard lock(mu);
-    if (st.residual.bytes())
-      for (size_t i = 0; i < n; ++i) residuals[i] += st.residual.as<float>()[i];
-    if (st.server_residual.bytes()) {
-      // Server residuals cover the rank's own chunk of a 4-way split on 64-element blocks.
-      const size_t units = (n + 63) / 64, b = units * comm.Rank() / ranks * 64;
-      const size_t e = std::min(n, units * (comm.Rank() + 1) / ranks * 64);
-      for (size_t i = b; i < e; ++i) residuals[i] += st.server_residual.as<float>()[i - b];
-    }
-  });
-  double worst = 0;
-  for (size_t i = 0; i < n; ++i) worst = std::max(worst, std::fabs(sent[i] + residuals[i] - total[i]));
-  EXPECT_LE(worst, 2e-3 * scale) << AlgoName(c.algo) << " " << c.codec;
+// Where the element codecs round on the way to the result. Every rank first quantises its own
+// contribution (P roundings of σ² data). Then a ring over `top` members, each holding the fp32 sum
+// of `group` contributions: the chunk's first member encodes its part (exact when group = 1: the
+// data is already on the grid), and hop j re-rounds the partial sum of j·group contributions.
+// ring: group 1, top P. hier: the intra-node/-group steps are fp32; group = 2 (4 at depth 3),
+// top = P / group, and a top of one member compresses nothing more.
+struct Schedule {
+  int ranks, group, top;
+};
+Schedule ScheduleOf(const LossyCase& c, int ranks) {
+  if (c.algo != AllReduceAlgo::kHierarchical) return {ranks, 1, ranks};
+  const int group = ranks % 4 == 0 ? 4 : 2;
+  return {ranks, group, ranks / group};
+}
+// Σ over roundings of the rounded vector's energy, in units of one rank's (n σ²).
+double RoundingWeight(const Schedule& s) {
+  double w = s.ranks;
+  if (s.top > 1) {
+    if (s.group > 1) w += s.group;
+    for (int j = 2; j <= s.top; ++j) w += j * s.group;
+  }
+  return w;
 }
 
-INSTANTIATE_TEST_SUITE_P(Schemes, FeedbackInvariant,
-                         ::testing::Values(LossyCase{AllReduceAlgo::kSparse, "topk:0.05", 0},
-                                           LossyCase{AllReduceAlgo::kRing, "randomk:0.05", 0},
-                                           LossyCase{AllReduceAlgo::kTwoPhaseSign, "sign1", 0},
-                                           LossyCase{AllReduceAlgo::kPowerSgd, "powersgd:2", 0}),
-                         [](const auto& info) {
-                           std::string s = std::string(AlgoName(info.param.algo));
-                           return s;
-                         });
+// sign1 (sign × RMS of the block): for a block g of m normals, <y, g> = RMS·||g||₁ and
+// ||y|| = ||g||, so c = ||g||₁ / (√m ||g||₂), E[c] = a = sqrt(2/π)(1 + 1/(4m)) = 0.8010 (delta
+// method), e = sqrt(2 - 2c) = 0.631.
+double SignGain() { return std::sqrt(2 / kPi) * (1 + 1.0 / (4 * kBlock)); }
+// When two ±const blocks of different RMS are added, the sum carries the signs of the larger; the
+// larger of two block RMS values (each ≈ N(1, 1/(2m))) exceeds the mean by 1/sqrt(2πm) = 0.050.
+double TieGain() { return 1 / std::sqrt(2 * kPi * kBlock); }
+
+// Cosine of ring / hier sign1 with the exact sum, following the hops:
+//  - top 1 (P = 1, hier P = 2, 4): y = Σ q_i with q_i = sign1(g_i): c = a (each q_i has <q_i, s> =
+//    a·nσ², ||Σ q_i||² = Pnσ²), e = sqrt(2 - 2a) = 0.631.
+//  - ring (group 1): hop 2 adds two ±const blocks: the larger RMS wins the signs (gain δ); from hop
+//    3 on the running sum's magnitude √(j-1)σ exceeds any single q_j's σ, so every later hop keeps
+//    the same signs and only rescales. The result is sign(g_w)·RMS(s) for one rank w per block:
+//    c = a(1 + δ)/√P (P = 2: 0.595, 3: 0.486, 4: 0.421, 8: 0.297, 16: 0.210), e = sqrt(2 - 2c) > 1
+//    from P = 3 on. This is what the code does (re-encoding of partial sums is not fed back).
+//  - hier (group g > 1): the members' sums x_j are ≈ N(0, g) with <x_j, s> = g·a. z_1 = sign1(x_1):
+//    K_1 = E[sign(z_1)·s] = sqrt(2/π)·a·√g (Bussgang). Hop j adds x_j to a ±√((j-1)g) block:
+//    sign(u·σ + x), u = √(j-1): K_j = (2Φ(u) - 1)·K_{j-1} + 2φ(u)·a·√g. c = K_top / √P
+//    (P = 8: 0.583, 16: 0.497).
+double RingSignCosine(const Schedule& s) {
+  const double a = SignGain();
+  if (s.top == 1) return a;
+  if (s.group == 1) return a * (1 + TieGain()) / std::sqrt(double(s.ranks));
+  const double sg = std::sqrt(double(s.group));
+  double k = std::sqrt(2 / kPi) * a * sg;
+  for (int j = 2; j <= s.top; ++j) {
+    const double u = std::sqrt(j - 1.0);
+    k = (2 * NormalCdf(u) - 1) * k + 2 * NormalPdf(u) * a * sg;
+  }
+  return k / std::sqrt(double(s.ranks));
+}
+
+// sign2: the chunk's server sums the P worker wires q_i = ±c_i (c_i ≈ σ) and re-encodes once: the
+// signs are the (scale-weighted) majority. E[sign(Σ q)·s_i] = C(P-1, ⌊P/2⌋) / 2^(P-1) =: M_P, so
+// c = √P·a·M_P (P = 1: 0.801, 2: 0.566, 3: 0.694, 4: 0.601, 8: 0.619, 16: 0.629; → 2/π). For even P
+// the ties (probability M_P) go to the larger scale: at most a further factor (1 + δ).
+std::pair<double, double> TwoPhaseSignCosine(int p) {
+  const double a = SignGain();
+  double m = 1;  // C(p-1, p/2) / 2^(p-1)
+  for (int i = 1; i <= p / 2; ++i) m *= double(p - 1 - p / 2 + i) / i;
+  m /= std::ldexp(1.0, p - 1);
+  const double c = std::sqrt(double(p)) * a * m;
+  return {c, p % 2 == 0 ? c * (1 + TieGain()) : c};
+}
+
+// topk:R per rank keeps the k = ceil(Rn) largest |g| (the sampled threshold sees 4096 of the
+// 4099 elements: as good as exact here): the kept energy of N(0,1) above t = Φ⁻¹(1 - R/2) is
+// R + 2tφ(t), so e = sqrt(1 - R - 2tφ(t)) (R = 0.3: 0.465) for each rank, and for the sum of
+// independent ranks (the kept parts and the dropped parts of different ranks are uncorrelated).
+double TopKError(double r) {
+  const double t = NormalQuantile(1 - r / 2);
+  return std::sqrt(1 - r - 2 * t * NormalPdf(t));
+}
+
+// Eigenvalues of a symmetric d × d matrix (cyclic Jacobi in double), largest first.
+std::vector<double> SymmetricEigenvalues(std::vector<double> a, size_t d) {
+  for (int sweep = 0; sweep < 60; ++sweep) {
+    double off = 0, diag = 0;
+    for (size_t p = 0; p < d; ++p)
+      for (size_t q = 0; q < d; ++q) (p == q ? diag : off) += a[p * d + q] * a[p * d + q];
+    if (off <= 1e-28 * diag) break;
+    for (size_t p = 0; p < d; ++p)
+      for (size_t q = p + 1; q < d; ++q) {
+        if (a[p * d + q] == 0) continue;
+        const double theta = (a[q * d + q] - a[p * d + p]) / (2 * a[p * d + q]);
+        const double t = (theta >= 0 ? 1 : -1) / (std::fabs(theta) + std::sqrt(theta * theta + 1));
+        const double c = 1 / std::sqrt(t * t + 1), s = t * c;
+        for (size_t k = 0; k < d; ++k) {
+          const double kp = a[k * d + p], kq = a[k * d + q];
+          a[k * d + p] = c * kp - s * kq;
+          a[k * d + q] = s * kp + c * kq;
+        }
+        for (size_t k = 0; k < d; ++k) {
+          const double pk = a[p * d + k], qk = a[q * d + k];
+          a[p * d + k] = c * pk - s * qk;
+          a[q * d + k] = s * pk + c * qk;
+        }
+      }
+  }
+  std::vector<double> ev(d);
+  for (size_t i = 0; i < d; ++i) ev[i] = a[i * d + i];
+  std::sort(ev.begin(), ev.end(), std::greater<double>());
+  return ev;
+}
+
+// powersgd:r does one power step on the summed matrix S (PowerSgdView: rows × cols, zero padded)
+// from the shared start Q0: y = ΠS, Π the projector on span(S·Q0). So
+//   e >= the best rank-r error sqrt(Σ_{i>r} λ_i / Σ λ_i), λ = eig(S·Sᵀ) (Eckart–Young), and
+//   e <= sqrt(1 - ||S·Q̃||² / ||S||²), Q̃ an orthonormal basis of Q0: S·Q̃ lies in span(Π), so
+//        ||ΠS|| >= ||ΠS·Q̃Q̃ᵀ|| = ||S·Q̃||.
+// Q0 is the codec's documented start (codec.h: a normal draw seeded with spec.seed, cols × r,
+// column-major; Codec::Prepare). Were the draw to change, the upper bound would still hold in
+// expectation: a power step captures ~2× what a random r-subspace does (E||S·Q̃||² = r/cols·||S||²
+// for a random start).
+std::pair<double, double> PowerSgdBounds(const CodecSpec& spec, const std::vector<double>& s) {
+  const MatrixView v = PowerSgdView(s.size());
+  const size_t r = static_cast<size_t>(spec.rank);
+  auto at = [&](size_t i, size_t j) { return i * v.cols + j < s.size() ? s[i * v.cols + j] : 0.0; };
+  std::vector<double> gram(v.rows * v.rows, 0.0);
+  double total = 0;
+  for (size_t i = 0; i < v.rows; ++i)
+    for (size_t k = 0; k < v.rows; ++k)
+      for (size_t j = 0; j < v.cols; ++j) gram[i * v.rows + k] += at(i, j) * at(k, j);
+  for (double x : s) total += x * x;
+  const std::vector<double> ev = SymmetricEigenvalues(gram, v.rows);
+  double tail = 0;
+  for (size_t i = r; i < ev.size(); ++i) tail += std::max(0.0, ev[i]);
+  std::vector<double> q(v.cols * r);
+  {
+    std::mt19937_64 rng(spec.seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (double& x : q) x = normal(rng);
+  }
+  double captured = 0;
+  for (size_t c = 0; c < r; ++c) {  // modified Gram-Schmidt, then ||S·q̃_c||²
+    double* qc = q.data() + v.cols * c;
+    for (size_t d = 0; d < c; ++d) {
+      const double* qd = q.data() + v.cols * d;
+      double dot = 0;
+      for (size_t j = 0; j < v.cols; ++j) dot += qc[j] * qd[j];
+      for (size_t j = 0; j < v.cols; ++j) qc[j] -= dot * qd[j];
+    }
+    double norm = 0;
+    for (size_t j = 0; j < v.cols; ++j) norm += qc[j] * qc[j];
+    for (size_t j = 0; j < v.cols; ++j) qc[j] /= std::sqrt(norm);
+    for (size_t i = 0; i < v.rows; ++i) {
+      double sq = 0;
+      for (size_t j = 0; j < v.cols; ++j) sq += at(i, j) * qc[j];
+      captured += sq * sq;
+    }
+  }
+  return {std::sqrt(tail / total), std::sqrt(1 - captured / total)};
+}
+
+Band NoiseBand(double eps, std::string model) {
+  // Slack ±15%: the spread of e is 1.5-2% (5 sd ≈ 10%); the model is off by up to 5% (casts: a
+  // hop adds values already on the grid, so its rounding error is not uniform; int4: the partial
+  // sums of coarse values are not Gaussian).
+  const double lo = 0.85 * eps, hi = 1.15 * eps;
+  return {lo, hi, 1 / std::sqrt(1 + hi * hi), 1.0, eps, 1 / std::sqrt(1 + eps * eps),
+          std::move(model)};
+}
+Band ProjectionBand(double lo, double hi, double model_err, std::string model) {
+  return {lo,        hi, std::sqrt(1 - hi * hi), std::sqrt(1 - lo * lo),
+          model_err, std::sqrt(1 - model_err * model_err), std::move(model)};
+}
+Band SignBand(double c_lo, double c_hi, std::string model) {
+  // Slack ±0.05 on c and on e: their spread over seeds is 0.005-0.013; the hier and tie models are
+  // off by up to 0.015; ||y|| / ||s|| deviates from 1 by up to 3%, which moves e by up to 0.015.
+  const double c = 0.5 * (c_lo + c_hi);
+  return {std::sqrt(2 - 2 * c_hi) - 0.05, std::sqrt(2 - 2 * c_lo) + 0.05, c_lo - 0.05, c_hi + 0.05,
+          std::sqrt(2 - 2 * c), c, std::move(model)};
+}
+
+Band LossyBand(const LossyCase& c, int ranks, const std::vector<double>& exact) {
+  const CodecSpec spec = ParseCodec(c.codec);
+  const Schedule sched = ScheduleOf(c, ranks);
+  switch (spec.kind) {
+    case CodecKind::kSign1: {
+      if (c.algo == AllReduceAlgo::kTwoPhaseSign) {
+        const auto [lo, hi] = TwoPhaseSignCosine(ranks);
+        return SignBand(lo, hi, fmt::format("sign2: c = √P·a·M_P in [{:.3f}, {:.3f}]", lo, hi));
+      }
+      const double cm = RingSignCosine(sched);
+      return SignBand(cm, cm, fmt::format("sign1, ring of {} member(s) of {} rank(s): c = {:.3f}",
+                                          sched.top, sched.group, cm));
+    }
+    case CodecKind::kTopK: {
+      const double r = double(SparseCount(exact.size(), spec.ratio)) / double(exact.size());
+      const double e = TopKError(r);
+      // Slack ±0.03: the spread of e is 0.005-0.0075.
+      return ProjectionBand(e - 0.03, e + 0.03, e,
+                            fmt::format("topk: e = sqrt(1 - R - 2tφ(t)) = {:.4f}", e));
+    }
+    case CodecKind::kRandomK: {
+      // Shared indices, values not rescaled (RandomKDecode writes them as they are): y is s on the
+      // k chosen elements, 0 elsewhere: e = sqrt(1 - k/n). Slack ±0.04: the spread of e is 0.008.
+      const double k = double(SparseCount(exact.size(), spec.ratio));
+      const double e = std::sqrt(1 - k / double(exact.size()));
+      return ProjectionBand(e - 0.04, e + 0.04, e,
+                            fmt::format("randomk: e = sqrt(1 - k/n) = {:.4f}", e));
+    }
+    case CodecKind::kPowerSgd: {
+      const auto [lo, hi] = PowerSgdBounds(spec, exact);
+      // ±0.005: fp32 arithmetic only; the bounds are computed from this very sum.
+      return ProjectionBand(lo - 0.005, hi + 0.005, 0.5 * (lo + hi),
+                            fmt::format("powersgd: best rank-{} {:.4f} <= e <= start-subspace "
+                                        "bound {:.4f}",
+                                        spec.rank, lo, hi));
+    }
+    default: {
+      // Independent roundings add in energy: e² = ε1² · W / P, W = Σ over roundings of the rounded
+      // vector's energy in units of nσ² (RoundingWeight). ring: W = P + Σ_{k=2..P} k, so at P = 16
+      // e = 3.07 ε1; hier: W = P + g(1 + 2 + … + top) when top > 1.
+      const double w = RoundingWeight(sched), e1 = OneRounding(spec.kind);
+      const double eps = e1 * std::sqrt(w / ranks);
+      return NoiseBand(eps, fmt::format("{}: e = ε1·sqrt(W/P) = {:.4g}·sqrt({}/{}) = {:.4g}",
+                                        CodecName(spec), e1, w, ranks, eps));
+    }
+  }
+}
+
+::testing::AssertionResult CheckLossy(const std::vector<float>& y, const std::vector<double>& s,
+                                      const Band& band) {
+  double num = 0, den = 0, dot = 0, yy = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (!std::isfinite(y[i]))
+      return ::testing::AssertionFailure() << "element " << i << " is " << y[i];
+    num += (y[i] - s[i]) * (y[i] - s[i]);
+    den += s[i] * s[i];
+    dot += y[i] * s[i];
+    yy += double(y[i]) * y[i];
+  }
+  const double err = std::sqrt(num / den), cos = yy > 0 ? dot / std::sqrt(yy * den) : 0.0;
+  const std::string text =
+      fmt::format("rel. L2 error {:.5g} in [{:.5g}, {:.5g}]? cosine {:.4f} in [{:.4f}, {:.4f}]? "
+                  "({})",
+                  err, band.err_lo, band.err_hi, cos, band.cos_lo, band.cos_hi, band.model);
+  if (err < band.err_lo || err > band.err_hi || cos < band.cos_lo || cos > band.cos_hi)
+    return ::testing::AssertionFailure() << text;
+  return ::testing::AssertionSuccess() << text;
+}
+
+std::string LossyName(const LossyCase& c) {
+  std::string s = std::string(AlgoName(c.algo)) + "_" + c.codec;
+  for (char& ch : s)
+    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
+class LossyAlgo : public ::testing::TestWithParam<LossyCase> {};
+
+TEST_P(LossyAlgo, IdenticalBitsAndWithinTheDerivedBand) {
+  const LossyCase c = GetParam();
+  for (int ranks : LossyRankCounts(c)) {
+    const Outcome o = RunOnce(ranks, LossyConfig(c, ranks), kLossyN, false);
+    const std::string what = fmt::format("{} {} ranks={}", AlgoName(c.algo), c.codec, ranks);
+    ExpectIdenticalOnAllRanks(o, what);
+    const auto want = ExactSum(ranks, kLossyN, false);
+    EXPECT_TRUE(CheckLossy(o.results[0], want, LossyBand(c, ranks, want))) << what;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, LossyAlgo, ::testing::ValuesIn(kLossyCases),
+                         [](const auto& info) { return LossyName(info.param); });
+
+// The check itself, for every case and rank count: an all-zero result, noise of the exact sum's
+// norm, ten times the exact sum and the exact sum (nothing compressed) fail; a result built at the
+// band's model point passes (the band is not empty).
+TEST(LossyCheck, RejectsZerosGarbageAndUncompressedResultsForEveryCase) {
+  for (const LossyCase& c : kLossyCases) {
+    for (int ranks : LossyRankCounts(c)) {
+      const std::string what = fmt::format("{} {} ranks={}", AlgoName(c.algo), c.codec, ranks);
+      const auto want = ExactSum(ranks, kLossyN, false);
+      const Band band = LossyBand(c, ranks, want);
+      double norm = 0;
+      for (double x : want) norm += x * x;
+      norm = std::sqrt(norm);
+      // A unit vector u ⊥ s from seeded noise.
+      std::mt19937_64 rng(0xbad5eed + ranks);
+      std::normal_distribution<double> normal;
+      std::vector<double> u(kLossyN);
+      double us = 0, uu = 0;
+      for (double& x : u) x = normal(rng);
+      for (size_t i = 0; i < kLossyN; ++i) us += u[i] * want[i] / norm;
+      for (size_t i = 0; i < kLossyN; ++i) {
+        u[i] -= us * want[i] / norm;
+        uu += u[i] * u[i];
+      }
+      std::vector<float> zeros(kLossyN, 0.0f), noise(kLossyN), tenfold(kLossyN), exact(kLossyN),
+          model(kLossyN);
+      // The model point: y = r (c ŝ + sqrt(1 - c²) u) ||s||, r from e² = r² + 1 - 2rc.
+      const double c0 = band.cos_model, e0 = band.err_model;
+      const double r0 = c0 + std::sqrt(std::max(0.0, c0 * c0 - 1 + e0 * e0));
+      for (size_t i = 0; i < kLossyN; ++i) {
+        const double ui = u[i] / std::sqrt(uu);
+        noise[i] = static_cast<float>(ui * norm);
+        tenfold[i] = static_cast<float>(10 * want[i]);
+        exact[i] = static_cast<float>(want[i]);
+        model[i] = static_cast<float>(r0 * (c0 * want[i] + std::sqrt(1 - c0 * c0) * ui * norm));
+      }
+      EXPECT_FALSE(CheckLossy(zeros, want, band)) << what << ": an all-zero result passes";
+      EXPECT_FALSE(CheckLossy(noise, want, band)) << what << ": noise of the right norm passes";
+      EXPECT_FALSE(CheckLossy(tenfold, want, band)) << what << ": 10 × the exact sum passes";
+      EXPECT_FALSE(CheckLossy(exact, want, band)) << what << ": the uncompressed sum passes";
+      EXPECT_TRUE(CheckLossy(model, want, band)) << what << ": the band's own model point fails";
+    }
+  }
+}
+
+// ---- Error feedback over T steps ---------------------------------------------------------------
+//
+// For the schemes whose result is the sum of what each rank contributed (sparse, randomk, sign2,
+// powersgd): per step, result + Σ_r residual_t = Σ_r (g_t + residual_{t-1}) up to the fp32
+// rounding of the operations on the way (bounded per element below), so over T steps
+// Σ_t result + Σ_r residual_T = Σ_t Σ_r g_t. With the residual bounded, the accumulated result
+// converges to the accumulated gradient: its relative error is ||Σ_r residual_T|| / ||Σ_t Σ_r g_t||
+// ~ B / √T, B = the residual's rms in units of a rank's gradient rms.
+struct FeedbackCase {
+  AllReduceAlgo algo;
+  const char* codec;
+};
+
+struct FeedbackBand {
+  double res_lo, res_hi;  // B: rms(residual_T of a rank) / rms(that rank's gradients)
+  double acc_lo, acc_hi;  // ||Σ_t y_t - Σ_t s_t|| / ||Σ_t s_t||
+  std::string model;
+};
+
+// Steady states (n = 2000, P = 4, T = 50):
+//  topk:R — an element's residual random-walks (steps σ) until |e| crosses the selection
+//    threshold θ and restarts at 0: the stationary density is the triangle (θ - |x|)/θ², whose
+//    exit flux σ²/θ² must equal the selection rate R: B² = θ²/(6σ²) = 1/(6R) (R = 0.05: B = 1.826,
+//    acc = 0.258). Ranks select independently: acc = B/√T. ±15% (the discrete walk overshoots θ;
+//    measured -4.5%).
+//  randomk:R — shared per-step indices, each element chosen with probability R per step: the
+//    residual is the sum of the last L gradients, E[L] = (1-R)(1 - (1-R)^T)/R = 17.54:
+//    B = sqrt(E[L]) = 4.19, acc = sqrt(E[L]/T) = 0.592. ±10% (spread 1-2%).
+//  sign2 — the worker compresses e = g + residual with sign1: ||e - sign1(e)||² = κ||e||²,
+//    κ = 2 - 2a = 0.398, and g ⊥ residual: B² = κ/(1-κ) = 0.661 (B = 0.813, ±10%). The server
+//    adds κ/(1-κ)·(1 + B²) = 1.097 per rank; its residual is anti-correlated with the workers' (it
+//    re-compresses their errors), so acc <= sqrt((0.661 + 1.097)/T) = 0.1875 only bounds (+10%).
+//  powersgd:r — res = (I - Π)(g + res), Π the rank-r projector of the summed matrix; it captures
+//    a fraction f of a rank's energy with r/rows <= f <= r(1 + sqrt(rows/cols))²/rows (a random
+//    subspace; the top r directions at the Marchenko-Pastur edge): B² = (1-f)/f in [4.6, 21.5]
+//    (±10%). Ranks share Π, so their residuals are anti-correlated: acc <= B_hi/√T.
+FeedbackBand FeedbackBandOf(const FeedbackCase& c, size_t n, int steps) {
+  const CodecSpec spec = ParseCodec(c.codec);
+  const double t = steps;
+  switch (spec.kind) {
+    case CodecKind::kTopK: {
+      const double r = double(SparseCount(n, spec.ratio)) / double(n), b = std::sqrt(1 / (6 * r));
+      return {0.85 * b, 1.15 * b, 0.85 * b / std::sqrt(t), 1.15 * b / std::sqrt(t),
+              fmt::format("topk: B = sqrt(1/(6R)) = {:.3f}", b)};
+    }
+    case CodecKind::kRandomK: {
+      const double r = double(SparseCount(n, spec.ratio)) / double(n);
+      const double age = (1 - r) * (1 - std::pow(1 - r, t)) / r, b = std::sqrt(age);
+      return {0.9 * b, 1.1 * b, 0.9 * b / std::sqrt(t), 1.1 * b / std::sqrt(t),
+              fmt::format("randomk: B = sqrt(E[L]) = {:.3f}", b)};
+    }
+    case CodecKind::kSign1: {
+      const double kappa = 2 - 2 * SignGain(), w = kappa / (1 - kappa), server = w * (1 + w);
+      return {0.9 * std::sqrt(w), 1.1 * std::sqrt(w), 0.0, 1.1 * std::sqrt((w + server) / t),
+              fmt::format("sign2: B = sqrt(κ/(1-κ)) = {:.3f}", std::sqrt(w))};
+    }
+    case CodecKind::kPowerSgd: {
+      const MatrixView v = PowerSgdView(n);
+      const double r = spec.rank, f_lo = r / v.rows;
+      const double f_hi = r * std::pow(1 + std::sqrt(double(v.rows) / v.cols), 2) / v.rows;
+      const double b_lo = std::sqrt((1 - f_hi) / f_hi), b_hi = std::sqrt((1 - f_lo) / f_lo);
+      return {0.9 * b_lo, 1.1 * b_hi, 0.0, 1.1 * b_hi / std::sqrt(t),
+              fmt::format("powersgd: B in [{:.2f}, {:.2f}]", b_lo, b_hi)};
+    }
+    default: return {0, 0, 0, 0, "no error feedback"};
+  }
+}
+
+// Per-step rounding allowance for element i, u = 2^-24 times (count × magnitude):
+//  topk, randomk: e_r = g + res (1 rounding each), the P-1 additions of the result: u·P·Σ_r |e_r|.
+//  sign2: worker e_r = g + res and res = e_r - q_r; the server's P-1 additions, e_s = sum + sres
+//    and sres = e_s - q_s: u·(P+1)·(Σ_r (|g| + |res_prev| + |res|) + |sres_prev| + |sres|).
+//  powersgd (rank r): M_r = g + res; res = M_r - Σ_c p_c q_rc (2r+1 roundings); Q = Σ_r Q_r (P-1)
+//    and y = Σ_c p_c Q_c (2r). Every product sum is bounded by Σ_c |p_ic q_rjc| <= ||M_r(:, j)||
+//    (rows of an orthonormal P have norm <= 1; Σ_c q_rjc² <= ||M_r(:, j)||², Bessel):
+//    u·(4r + P + 2)·Σ_r (|M_r,i| + ||M_r(:, j)||).
+class FeedbackInvariant : public ::testing::TestWithParam<FeedbackCase> {};
+
+TEST_P(FeedbackInvariant, HoldsEveryStepAndTheAccumulatedSumConverges) {
+  const FeedbackCase c = GetParam();
+  const CodecSpec spec = ParseCodec(c.codec);
+  const int ranks = 4, steps = 50;
+  const size_t n = 2000;
+  // Per step: rank 0's result; per rank: the gradient, the residual after, the server residual
+  // after (spread over the full length, zero outside the rank's chunk).
+  using PerRank = std::vector<std::vector<float>>;
+  std::vector<std::vector<float>> result(steps);
+  std::vector<PerRank> grad(steps, PerRank(ranks)), res(steps, PerRank(ranks)),
+      sres(steps, PerRank(ranks));
+  RunLocalRanks(ranks, [&](Communicator& comm) {
+    const int me = comm.Rank();
+    AllReduceEngine engine(comm, Config(c.algo, c.codec));
+    CodecState st;
+    for (int t = 0; t < steps; ++t) {
+      std::vector<float> g = Gradient(me, n, static_cast<uint64_t>(t));
+      grad[t][me] = g;
+      engine.Run(g.data(), n, &st, false);
+      if (me == 0) result[t] = g;
+      res[t][me].assign(n, 0.0f);
+      if (st.residual.bytes()) std::copy_n(st.residual.as<float>(), n, res[t][me].begin());
+      sres[t][me].assign(n, 0.0f);
+      if (st.server_residual.bytes()) {
+        const size_t units = (n + kBlock - 1) / kBlock, b = units * me / ranks * kBlock;
+        const size_t e = std::min(n, units * (me + 1) / ranks * kBlock);
+        std::copy_n(st.server_residual.as<float>(), e - b, sres[t][me].begin() + b);
+      }
+    }
+  });
+  const double u = std::ldexp(1.0, -24);
+  const MatrixView view = PowerSgdView(n);
+  std::vector<double> allowed(n, 0.0), acc_y(n, 0.0), acc_s(n, 0.0);
+  double worst = 0;  // max over steps and elements of |per-step identity error| / allowance
+  for (int t = 0; t < steps; ++t) {
+    std::vector<double> m(n, 0.0), delta(n, 0.0);
+    // ||M_r(:, j)||² per rank and view column
+    std::vector<std::vector<double>> col(ranks, std::vector<double>(view.cols, 0.0));
+    for (int r = 0; r < ranks; ++r)
+      for (size_t i = 0; i < n; ++i) {
+        const double g = grad[t][r][i], prev = t ? res[t - 1][r][i] : 0.0;
+        const double sprev = t ? sres[t - 1][r][i] : 0.0;
+        delta[i] += res[t][r][i] + sres[t][r][i] - g - prev - sprev;
+        switch (spec.kind) {
+          case CodecKind::kSign1:
+            m[i] += std::fabs(g) + std::fabs(prev) + std::fabs(res[t][r][i]) + std::fabs(sprev) +
+                    std::fabs(sres[t][r][i]);
+            break;
+          case CodecKind::kPowerSgd:
+            m[i] += std::fabs(g + prev);
+            col[r][i % view.cols] += (g + prev) * (g + prev);
+            break;
+          default: m[i] += std::fabs(g + prev);
+        }
+      }
+    for (size_t i = 0; i < n; ++i) {
+      double bound;
+      switch (spec.kind) {
+        case CodecKind::kSign1: bound = u * (ranks + 1) * m[i]; break;
+        case CodecKind::kPowerSgd: {
+          double cols = 0;
+          for (int r = 0; r < ranks; ++r) cols += std::sqrt(col[r][i % view.cols]);
+          bound = u * (4 * spec.rank + ranks + 2) * (m[i] + cols);
+          break;
+        }
+        default: bound = u * ranks * m[i];
+      }
+      delta[i] += result[t][i];
+      worst = std::max(worst, std::fabs(delta[i]) / bound);
+      allowed[i] += bound;
+      acc_y[i] += result[t][i];
+      for (int r = 0; r < ranks; ++r) acc_s[i] += grad[t][r][i];
+    }
+  }
+  const std::string what = fmt::format("{} {}", AlgoName(c.algo), c.codec);
+  EXPECT_LE(worst, 1.0) << what << ": a step's result + residuals differ from its inputs by more "
+                                   "than rounding";
+  // The invariant over all steps, as the runtime documents it.
+  double err = 0, tot = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double residuals = 0;
+    for (int r = 0; r < ranks; ++r) residuals += res[steps - 1][r][i] + sres[steps - 1][r][i];
+    ASSERT_LE(std::fabs(acc_y[i] + residuals - acc_s[i]), allowed[i]) << what << " element " << i;
+    err += (acc_y[i] - acc_s[i]) * (acc_y[i] - acc_s[i]);
+    tot += acc_s[i] * acc_s[i];
+  }
+  const FeedbackBand band = FeedbackBandOf(c, n, steps);
+  for (int r = 0; r < ranks; ++r) {
+    double rr = 0, gg = 0;
+    for (size_t i = 0; i < n; ++i) rr += double(res[steps - 1][r][i]) * res[steps - 1][r][i];
+    for (int t = 0; t < steps; ++t)
+      for (size_t i = 0; i < n; ++i) gg += double(grad[t][r][i]) * grad[t][r][i];
+    const double b = std::sqrt(rr / n) / std::sqrt(gg / (n * steps));
+    EXPECT_GE(b, band.res_lo) << what << " rank " << r << " (" << band.model << ")";
+    EXPECT_LE(b, band.res_hi) << what << " rank " << r << " (" << band.model << ")";
+  }
+  const double acc = std::sqrt(err / tot);
+  EXPECT_GE(acc, band.acc_lo) << what << ": accumulated result vs gradient (" << band.model << ")";
+  EXPECT_LE(acc, band.acc_hi) << what << ": accumulated result vs gradient (" << band.model << ")";
+}
+
+INSTANTIATE_TEST_SUITE_P(LossyFeedback, FeedbackInvariant,
+                         ::testing::Values(FeedbackCase{AllReduceAlgo::kSparse, "topk:0.05"},
+                                           FeedbackCase{AllReduceAlgo::kRing, "randomk:0.05"},
+                                           FeedbackCase{AllReduceAlgo::kTwoPhaseSign, "sign1"},
+                                           FeedbackCase{AllReduceAlgo::kPowerSgd, "powersgd:2"}),
+                         [](const auto& info) { return std::string(AlgoName(info.param.algo)); });
 
 TEST(AllReduceAlgo, AlgorithmCodecMismatchIsAUsageError) {
   RunLocalRanks(1, [](Communicator& comm) {
