@@ -5,15 +5,19 @@
 # OSU micro-benchmarks (5.x layout, mpi/collective/osu_allreduce.c); it is built in a temporary
 # folder and removed afterwards.
 #
-# Usage: scripts/osu-compare.sh OSU_SOURCE [RANKS] [MAX_BYTES]
+# Usage: scripts/osu-compare.sh OSU_SOURCE [RANKS] [MAX_BYTES] [REPS]
 #   OSU_SOURCE  a folder holding mpi/collective/, or a git directory (bare mirror) of one
-#   prints per size: OSU avg latency, ciuic-bench --average avg time, their ratio; then the median
-#   ratio per repetition. Needs mpicc, mpiexec and build/bin/ciuic-bench (scripts/build.sh).
+#   REPS alternating runs of each (default 5; sub-microsecond latencies on a shared VM vary 20-50%
+#   from run to run); prints per size the median over the runs of OSU's avg latency and of
+#   ciuic-bench --average avg's time, their ratio, and the median ratio over sizes, then the same
+#   for the first and second half of the runs (the repeat). Needs mpicc, mpiexec and
+#   build/bin/ciuic-bench (scripts/build.sh); the Python part needs only the standard library.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=${1:?usage: scripts/osu-compare.sh OSU_SOURCE [RANKS] [MAX_BYTES]}
 ranks=${2:-2}
 max=${3:-4096}
+reps=${4:-5}
 bench=build/bin/ciuic-bench
 [ -x "$bench" ] || { echo "osu-compare: $bench not built (scripts/build.sh)" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -32,30 +36,38 @@ fi
 mpicc -O2 -I"$work/collective" -o "$work/osu_allreduce" \
   "$work/collective/osu_allreduce.c" "$work/collective/osu_coll.c" -lm
 
-for rep in 1 2; do
+for rep in $(seq 1 "$reps"); do
   # OSU: sizes 4 B..max doubling; 1000 iterations / 200 warm-up below 8 KiB; reports the average
   # over ranks of each rank's mean latency.
   mpiexec -n "$ranks" "$work/osu_allreduce" -m "$max" > "$work/osu.$rep.txt"
   "$bench" allreduce --backend mpi --ranks "$ranks" --sizes "8:$max" --inplace no --average avg \
-    --format csv > "$work/ciuic.$rep.csv"
-  /usr/bin/env python3 - "$work/osu.$rep.txt" "$work/ciuic.$rep.csv" "$rep" <<'PY'
-import csv, statistics, sys
-osu = {}
-for line in open(sys.argv[1]):
-    f = line.split()
-    if len(f) >= 2 and f[0].isdigit():
-        osu[int(f[0])] = float(f[1])
-rows = [r for r in csv.DictReader(open(sys.argv[2])) if r["time_us"]]
-print(f"# repetition {sys.argv[3]}: allreduce fp32 sum, out-of-place, average over ranks")
-print(f"{'size':>8} {'osu_us':>9} {'ciuic_us':>9} {'ciuic/osu':>9}")
-ratios = []
-for r in rows:
-    size = int(r["size_bytes"])
-    if size not in osu:
-        continue
-    ours = float(r["time_us"])
-    ratios.append(ours / osu[size])
-    print(f"{size:>8} {osu[size]:9.2f} {ours:9.2f} {ratios[-1]:9.3f}")
-print(f"median ciuic/osu: {statistics.median(ratios):.3f} over {len(ratios)} sizes")
-PY
+    --format csv > "$work/ciuic.$rep.csv" 2>/dev/null
 done
+python3 - "$work" "$reps" "$ranks" <<'PY'
+import csv, statistics, sys
+work, reps, ranks = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+osu, ours = {}, {}
+for rep in range(1, reps + 1):
+    for line in open(f"{work}/osu.{rep}.txt"):
+        f = line.split()
+        if len(f) >= 2 and f[0].isdigit():
+            osu.setdefault(int(f[0]), []).append(float(f[1]))
+    for r in csv.DictReader(open(f"{work}/ciuic.{rep}.csv")):
+        if r["time_us"]:
+            ours.setdefault(int(r["size_bytes"]), []).append(float(r["time_us"]))
+sizes = sorted(s for s in ours if s in osu)
+def table(lo, hi, title):
+    print(f"# {title}: allreduce fp32 sum, {ranks} ranks, out-of-place, average over ranks; "
+          f"median of runs {lo + 1}..{hi}")
+    print(f"{'size':>8} {'osu_us':>9} {'ciuic_us':>9} {'ciuic/osu':>9}")
+    ratios = []
+    for s in sizes:
+        a, b = statistics.median(osu[s][lo:hi]), statistics.median(ours[s][lo:hi])
+        ratios.append(b / a)
+        print(f"{s:>8} {a:9.2f} {b:9.2f} {ratios[-1]:9.3f}")
+    print(f"median ciuic/osu: {statistics.median(ratios):.3f} over {len(ratios)} sizes")
+table(0, reps, "all runs")
+if reps >= 4:
+    table(0, reps // 2, "first half")
+    table(reps // 2, reps, "second half")
+PY

@@ -11,7 +11,7 @@ namespace ciuic {
 // True when this process was started by mpiexec/srun (a PMI/PMIx environment is present).
 bool UnderMpiLauncher();
 
-// Initializes MPI for the life of the object (MPI_THREAD_MULTIPLE when the library offers it).
+// Initializes MPI for the life of the object (MPI_THREAD_SINGLE: MPI calls from the main thread only).
 class MpiSession {
  public:
   MpiSession(int* argc, char*** argv);
