@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 
@@ -9,86 +10,174 @@ namespace ciuic {
 
 namespace {
 
-constexpr double kNvlinkProtocolEfficiency = 0.8;     // see cost_model.h
-constexpr double kInfinibandEncoding = 64.0 / 66.0;    // IBTA 64b/66b
+constexpr double kInfinibandEncoding = 64.0 / 66.0;  // IBTA 64b/66b
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
 double Log2Ceil(int p) { return p <= 1 ? 0.0 : std::ceil(std::log2(static_cast<double>(p))); }
 
 // µs to move `bytes` at `gbps` (GB/s = 1e3 bytes/µs).
-double Beta(double bytes, double gbps) { return gbps > 0 ? bytes / (gbps * 1e3) : INFINITY; }
+double Beta(double bytes, double gbps) { return gbps > 0 ? bytes / (gbps * 1e3) : kInf; }
 
-double Ring(double bytes, int p, const LinkClass& l) {
+// The runtime's ring over `p` ranks of one link class: 2(P-1) exchanges, each a runtime step.
+double RuntimeRing(double bytes, int p, const LinkClass& l, double step_us) {
   if (p <= 1) return 0.0;
-  return 2.0 * (p - 1) * l.alpha_us + 2.0 * (p - 1) / p * Beta(bytes, l.bw_gbps);
+  return 2.0 * (p - 1) * (step_us + l.alpha_us) + 2.0 * (p - 1) / p * Beta(bytes, l.bw_gbps);
 }
+
+// NCCL's latency of a ring and of a tree (cost_model.h: hop counts of NCCL's own model).
+double NcclRingLatency(const Fabric& f) {
+  const int p = f.nodes * f.per_node;
+  const double inter_steps = f.nodes > 1 ? 2.0 * (f.nodes - 1) : 0.0;
+  return f.nccl_launch_us + (2.0 * (p - 1) - inter_steps) * f.intra.alpha_us +
+         inter_steps * f.inter.alpha_us;
+}
+double NcclTreeLatency(const Fabric& f) {
+  return f.nccl_launch_us +
+         2.0 * ((f.per_node - 1) * f.intra.alpha_us + Log2Ceil(f.nodes) * f.inter.alpha_us);
+}
+
+// Times each node's NICs carry the message per direction in NCCL's tree: once on 2 nodes (each node
+// is the other's only peer), twice beyond (a node is interior in one of the two binary trees).
+double TreeNicPasses(int nodes) { return nodes <= 1 ? 0.0 : nodes == 2 ? 1.0 : 2.0; }
 
 }  // namespace
 
 const char* ModelAlgoName(ModelAlgo a) {
   switch (a) {
-    case ModelAlgo::kRing: return "ring";
-    case ModelAlgo::kRecursiveDoubling: return "rd";
-    case ModelAlgo::kHierarchical: return "hier";
-    case ModelAlgo::kNcclRing: return "nccl-ring";
-    case ModelAlgo::kNcclTree: return "nccl-tree";
-    case ModelAlgo::kNcclBest: return "nccl";
+    case ModelAlgo::kRing:
+      return "ring";
+    case ModelAlgo::kRecursiveDoubling:
+      return "rd";
+    case ModelAlgo::kHierarchical:
+      return "hier";
+    case ModelAlgo::kNcclRing:
+      return "nccl-ring";
+    case ModelAlgo::kNcclTree:
+      return "nccl-tree";
+    case ModelAlgo::kNcclNvls:
+      return "nccl-nvls";
+    case ModelAlgo::kNcclNvlsTree:
+      return "nccl-nvlstree";
+    case ModelAlgo::kNcclBest:
+      return "nccl";
   }
   return "?";
 }
 
-Fabric EffectiveFabric(const Topology& t) {
+Fabric EffectiveFabric(const Topology& t, const ModelConstants& c) {
   Fabric f;
   f.nodes = t.nodes;
   f.per_node = t.devices_per_node;
-  const double eff = t.intra.fabric == "shm" ? 1.0 : kNvlinkProtocolEfficiency;
+  const bool shm = t.intra.fabric == "shm";
+  // NVLink, NVSwitch and PCIe at the protocol efficiency fitted on NVLink rings (no published PCIe
+  // figure to fit: pcie_8gpu uses the NVLink value, as it did the maintainers' "~20%").
+  const double eff = shm ? 1.0 : c.nvlink_efficiency;
   f.intra = {t.intra.bw_gbps * eff, t.intra.latency_us};
   // A node's NIC bandwidth in GB/s after line encoding, shared by its ranks.
-  const double node_nic = t.nics.count * t.nics.gbps / 8.0 * kInfinibandEncoding;
-  f.inter = {t.devices_per_node > 0 ? node_nic / t.devices_per_node : 0.0, t.nics.latency_us};
+  f.node_nic_gbps = t.nics.count * t.nics.gbps / 8.0 * kInfinibandEncoding;
+  f.inter = {t.devices_per_node > 0 ? f.node_nic_gbps / t.devices_per_node : 0.0,
+             t.nics.latency_us};
   if (t.nodes <= 1) {
     f.flat_ring = f.intra;
   } else {
     // Rings spread over the rails: each node's egress carries one hop of every ring, so the ring's
-    // per-rank rate is bounded by the node's whole NIC bandwidth (nccl-tests: ~8 × 24 GB/s on DGX A100).
-    f.flat_ring = {std::min(f.intra.bw_gbps, node_nic), std::max(f.intra.alpha_us, f.inter.alpha_us)};
+    // per-rank rate is bounded by the node's whole NIC bandwidth (nccl-tests: ~8 × 24 GB/s on DGX
+    // A100).
+    f.flat_ring = {std::min(f.intra.bw_gbps, f.node_nic_gbps),
+                   std::max(f.intra.alpha_us, f.inter.alpha_us)};
   }
+  f.nvls = t.intra.nvls && !shm;
+  f.nvls_gbps = f.nvls ? t.intra.bw_gbps * c.nvls_efficiency : 0.0;
+  f.nccl_launch_us = shm ? 0.0 : c.nccl_launch_us;
+  f.step_us = shm ? 0.0 : kGpuRuntimeStepUs;
   return f;
 }
 
-double PredictAllReduceUs(const Fabric& f, ModelAlgo algo, double bytes, double wire_ratio, double codec_us) {
+bool Offers(const Fabric& f, ModelAlgo a) {
+  switch (a) {
+    case ModelAlgo::kNcclNvls:
+      return f.nvls && f.nodes == 1 && f.per_node >= 2;
+    case ModelAlgo::kNcclNvlsTree:
+      return f.nvls && f.nodes >= 2;
+    default:
+      return true;
+  }
+}
+
+ModelAlgo NcclChoice(const Fabric& f, double bytes, double wire_ratio) {
+  ModelAlgo best = ModelAlgo::kNcclRing;
+  double best_us = kInf;
+  for (ModelAlgo a : {ModelAlgo::kNcclRing, ModelAlgo::kNcclTree, ModelAlgo::kNcclNvls,
+                      ModelAlgo::kNcclNvlsTree}) {
+    if (!Offers(f, a)) continue;
+    const double us = PredictAllReduceUs(f, a, bytes, wire_ratio);
+    if (us < best_us) {
+      best_us = us;
+      best = a;
+    }
+  }
+  return best;
+}
+
+double PredictAllReduceUs(const Fabric& f, ModelAlgo algo, double bytes, double wire_ratio,
+                          double codec_us) {
   if (!(wire_ratio > 0)) throw UsageError("wire ratio must be positive");
+  if (!Offers(f, algo)) return kInf;
   const int p = f.nodes * f.per_node;
+  const int l = f.per_node, n = f.nodes;
+  if (p <= 1) return codec_us;
   const double wire = bytes / wire_ratio;
   double t = 0;
   switch (algo) {
     case ModelAlgo::kRing:
-    case ModelAlgo::kNcclRing: t = Ring(wire, p, f.flat_ring); break;
+      t = RuntimeRing(wire, p, f.flat_ring, f.step_us);
+      break;
     case ModelAlgo::kRecursiveDoubling:
-      t = p <= 1 ? 0.0 : 2.0 * Log2Ceil(p) * f.flat_ring.alpha_us + 2.0 * (p - 1) / p * Beta(wire, f.flat_ring.bw_gbps);
+      t = 2.0 * Log2Ceil(p) * (f.step_us + f.flat_ring.alpha_us) +
+          2.0 * (p - 1) / p * Beta(wire, f.flat_ring.bw_gbps);
       break;
     case ModelAlgo::kHierarchical: {
-      const int l = f.per_node, n = f.nodes;
-      const double intra_rs = l <= 1 ? 0.0 : (l - 1) * f.intra.alpha_us + (l - 1.0) / l * Beta(wire, f.intra.bw_gbps);
-      t = 2.0 * intra_rs + Ring(wire / l, n, f.inter);
+      const double intra_rs = l <= 1 ? 0.0
+                                     : (l - 1) * (f.step_us + f.intra.alpha_us) +
+                                           (l - 1.0) / l * Beta(wire, f.intra.bw_gbps);
+      t = 2.0 * intra_rs + RuntimeRing(wire / l, n, f.inter, f.step_us);
       break;
     }
+    case ModelAlgo::kNcclRing:
+      t = NcclRingLatency(f) + 2.0 * (p - 1) / p * Beta(wire, f.flat_ring.bw_gbps);
+      break;
     case ModelAlgo::kNcclTree: {
-      // Double binary tree: depth log2(P) of latency each way; pipelined reduce + broadcast move the
-      // message twice over the bottleneck.
-      t = p <= 1 ? 0.0 : 2.0 * Log2Ceil(p) * f.flat_ring.alpha_us + 2.0 * Beta(wire, f.flat_ring.bw_gbps);
+      // Pipelined: the slower of the intra-node chain (twice over each GPU's link) and the NICs.
+      const double chain = l > 1 ? 2.0 * Beta(wire, f.intra.bw_gbps) : 0.0;
+      t = NcclTreeLatency(f) + std::max(chain, TreeNicPasses(n) * Beta(wire, f.node_nic_gbps));
+      break;
+    }
+    case ModelAlgo::kNcclNvls:
+    case ModelAlgo::kNcclNvlsTree: {
+      // Each GPU port moves (1 + 1/L) of the message through the switch; the Simple protocol's
+      // fixed cost on top of the LL algorithm's hops (cost_model.h).
+      const double nvls = (1.0 + 1.0 / l) * Beta(wire, f.nvls_gbps);
+      t = algo == ModelAlgo::kNcclNvls
+              ? NcclRingLatency(f) + kNvlsExtraLatencyUs + nvls
+              : NcclTreeLatency(f) + kNvlsExtraLatencyUs +
+                    std::max(nvls, TreeNicPasses(n) * Beta(wire, f.node_nic_gbps));
       break;
     }
     case ModelAlgo::kNcclBest:
-      t = std::min(PredictAllReduceUs(f, ModelAlgo::kNcclRing, bytes, wire_ratio),
-                   PredictAllReduceUs(f, ModelAlgo::kNcclTree, bytes, wire_ratio));
+      t = PredictAllReduceUs(f, NcclChoice(f, bytes, wire_ratio), bytes, wire_ratio);
       break;
   }
   return t + codec_us;
 }
 
 double BusBwGbps(double bytes, int ranks, double time_us) {
-  if (ranks <= 1 || time_us <= 0) return 0.0;
+  if (ranks <= 1 || time_us <= 0 || !std::isfinite(time_us)) return 0.0;
   return bytes / (time_us * 1e3) * 2.0 * (ranks - 1) / ranks;
+}
+
+double CodecKernelGbps(const Topology& t) {
+  return t.device.memory_bw_gbps *
+         (t.intra.fabric == "shm" ? kCpuCodecKernelBwFraction : kGpuCodecKernelBwFraction);
 }
 
 }  // namespace ciuic

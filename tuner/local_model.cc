@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <iterator>
+#include <utility>
 #include <vector>
 
 #include "collectives/algorithms/allreduce.h"
@@ -66,9 +69,14 @@ bool CanPredictLocal(const Calibration& cal, const LocalAllReduce& a, std::strin
 
 namespace {
 
+// A kernel's time (kernel, codec, fp32 bytes) -> µs, in place of the calibration's curves.
+using KernelFn =
+    std::function<double(const std::string& kernel, const std::string& codec, double bytes)>;
+
 // The step-by-step cost of PredictLocalAllReduceUs; with kernels_only the link steps and uncompressed
-// adds count 0 and each rank has its own device (no sharing): the codec kernels of one rank.
-double Cost(const Calibration& cal, const LocalAllReduce& a, bool kernels_only) {
+// adds count 0 and each rank has its own device (no sharing): the codec kernels of one rank. With
+// `kernel_fn` (kernels_only) every kernel costs what it says instead of the calibration's curve.
+double Cost(const Calibration& cal, const LocalAllReduce& a, bool kernels_only, const KernelFn* kernel_fn = nullptr) {
   const int p = a.ranks;
   const double b = a.bytes;
   if (p <= 1 || b <= 0) return 0.0;
@@ -82,7 +90,9 @@ double Cost(const Calibration& cal, const LocalAllReduce& a, bool kernels_only) 
   // rounds (local_model.h).
   const double share =
       kernels_only ? 1.0 : std::max(1.0, std::ceil(static_cast<double>(p) / std::max(1, cal.concurrency)));
-  auto k = [&](const char* kernel, double bytes) { return share * cal.KernelUs(kernel, a.codec, bytes); };
+  auto k = [&](const char* kernel, double bytes) {
+    return kernel_fn ? (*kernel_fn)(kernel, a.codec, bytes) : share * cal.KernelUs(kernel, a.codec, bytes);
+  };
   auto add = [&](double bytes) { return kernels_only ? 0.0 : share * cal.KernelUs("add", "none", bytes); };
   auto step = [&](double bytes) { return kernels_only ? 0.0 : cal.SendRecvUs(p, bytes); };
   auto ring_none = [&](double bytes) {
@@ -114,7 +124,7 @@ double Cost(const Calibration& cal, const LocalAllReduce& a, bool kernels_only) 
     }
     case AllReduceAlgo::kSparse: {
       // Rank 0's wire decoded over the zeroed buffer, the other P-1 scattered into it.
-      const double acc = cal.kernels.count({"decode_acc", a.codec}) ? k("decode_acc", b) : 0.0;
+      const double acc = kernel_fn || cal.kernels.count({"decode_acc", a.codec}) ? k("decode_acc", b) : 0.0;
       return k(enc, b) + (p - 1) * step(wire(b)) + k("decode", b) + (p - 1) * acc;
     }
     case AllReduceAlgo::kTwoPhaseSign: {
@@ -131,6 +141,7 @@ double Cost(const Calibration& cal, const LocalAllReduce& a, bool kernels_only) 
     case AllReduceAlgo::kNative: {
       if (kernels_only) {
         if (a.precision == "fp32") return 0.0;
+        if (kernel_fn) return (*kernel_fn)("encode", a.precision, b) + (*kernel_fn)("decode", a.precision, b);
         return cal.KernelUs("encode", a.precision, b) + cal.KernelUs("decode", a.precision, b);
       }
       return cal.native_allreduce.at({p, a.precision}).Us(b);
@@ -168,6 +179,54 @@ double CodecKernelUs(const Calibration& cal, const LocalAllReduce& a) {
   LocalAllReduce x = a;
   if (ParseAlgo(x.algo) == AllReduceAlgo::kHierarchical) x.algo = "ring";
   return Cost(cal, x, true);
+}
+
+double KernelWorkFactor(const std::string& kernel, const CodecSpec& spec) {
+  // Measured on the H100 (bench/results/2026-11-22-h100-codecs/cuda-calibration.db) at 64 MiB as
+  // (time - kGpuKernelLaunchUs) × the streaming rate (kGpuCodecKernelBwFraction × 3350 GB/s) /
+  // bytes; tests/tuner/cost_model_test.cc derives them again and holds out 16 and 256 MiB and
+  // topk:0.001. The same relative cost is assumed on other devices.
+  if (spec.kind == CodecKind::kTopK) {
+    if (kernel == "encode_ef") return 9.38;  // sampled-threshold selection, then the residual update
+    if (kernel == "encode") return 3.65;
+  }
+  if (spec.kind == CodecKind::kPowerSgd) {
+    // Encode: the two matrix products and the orthonormalisation, by rank (linear between measured
+    // ranks, the last slope beyond); decode: one product, slower than streaming from rank 16 on.
+    static const std::pair<double, double> kEncode[] = {{1, 9.66}, {4, 12.15}, {16, 51.3}};
+    static const std::pair<double, double> kDecode[] = {{1, 1.0}, {4, 1.0}, {16, 2.16}};
+    const auto& table = kernel == "encode" ? kEncode : kDecode;
+    if (kernel != "encode" && kernel != "decode") return 1.0;
+    const double r = std::max(1.0, static_cast<double>(spec.rank));
+    size_t i = 1;
+    while (i + 1 < std::size(table) && r > table[i].first) ++i;
+    const auto [r0, f0] = table[i - 1];
+    const auto [r1, f1] = table[i];
+    return std::max(1.0, f0 + (f1 - f0) * (r - r0) / (r1 - r0));
+  }
+  return 1.0;
+}
+
+KernelWork CodecKernelWork(const LocalAllReduce& a) {
+  KernelWork w;
+  const CodecSpec spec = ParseCodec(a.codec);
+  const bool cast = ParseAlgo(a.algo) == AllReduceAlgo::kNative && a.precision != "fp32";
+  if ((spec.kind == CodecKind::kNone && !cast) || a.ranks <= 1 || a.bytes <= 0) return w;
+  LocalAllReduce x = a;
+  if (ParseAlgo(x.algo) == AllReduceAlgo::kHierarchical) x.algo = "ring";  // as CodecKernelUs costs it
+  const Codec codec(spec);
+  const Calibration none;
+  // Every kernel streams its fp32 bytes (times its work factor), except the sparse codecs'
+  // accumulation, which reads the wire (k values and indices), not the whole buffer.
+  const KernelFn passes = [&](const std::string& kernel, const std::string&, double bytes) {
+    if (kernel == "decode_acc" && (spec.kind == CodecKind::kTopK || spec.kind == CodecKind::kRandomK))
+      bytes = static_cast<double>(codec.WireBytes(static_cast<size_t>(std::max(1.0, bytes / 4))));
+    return KernelWorkFactor(kernel, spec) * bytes / a.bytes;
+  };
+  const KernelFn launches = [](const std::string&, const std::string&, double) { return 1.0; };
+  w.passes = Cost(none, x, true, &passes);
+  w.launches = Cost(none, x, true, &launches);
+  return w;
 }
 
 }  // namespace ciuic

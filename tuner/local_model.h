@@ -26,6 +26,7 @@
 // the numbers.
 #include <string>
 
+#include "kernels/codec_spec.h"
 #include "tuner/calibrate.h"
 
 namespace ciuic {
@@ -51,5 +52,22 @@ bool CanPredictLocal(const Calibration& cal, const LocalAllReduce& a, std::strin
 // nothing is encoded (codec none at fp32) or a kernel is missing from `cal`.
 bool HasCodecKernels(const Calibration& cal, const LocalAllReduce& a);
 double CodecKernelUs(const Calibration& cal, const LocalAllReduce& a);
+
+// A kernel's work in streaming passes over its fp32 bytes: 1 for the element codecs' kernels; the
+// top-k selection and PowerSGD's matrix products are not streaming kernels and count what they cost
+// relative to streaming on the H100 (local_model.cc names the measurement).
+double KernelWorkFactor(const std::string& kernel, const CodecSpec& spec);
+
+// The same kernel steps as CodecKernelUs counted rather than timed: passes over the fp32 bucket
+// (`a.bytes`, each kernel weighted by KernelWorkFactor) and kernel launches. Without a calibration
+// the tuner prices them at a streaming rate plus a fixed cost per GPU launch (cost_model.h), so the
+// estimate has the calibrated structure: error feedback's encode and decode of the whole bucket,
+// the ring's P-1 fused hops on chunks. Sparse codecs' accumulation counts the wire it reads. Zero
+// when nothing is encoded.
+struct KernelWork {
+  double passes = 0;
+  double launches = 0;
+};
+KernelWork CodecKernelWork(const LocalAllReduce& a);
 
 }  // namespace ciuic

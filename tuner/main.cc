@@ -1,6 +1,7 @@
 // ciuic-tune: the tuner's command line. Subcommands come from one table (which also makes the help).
 // run (the default), show, calibrate, validate, export, topologies (built-ins and the model against
-// published busbw) and model (predicted allreduce time and busbw per algorithm and size).
+// published nccl-tests figures, fitted and held-out apart) and model (predicted allreduce time and busbw
+// per algorithm and size).
 #include <cxxopts.hpp>
 #include <filesystem>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include "tuner/cost_model.h"
 #include "tuner/calibrate.h"
 #include "tuner/study.h"
+#include "tuner/published.h"
 #include "tuner/topology.h"
 #include "tuner/validate.h"
 
@@ -25,15 +27,22 @@ struct Subcommand {
   int (*run)(const cxxopts::ParseResult&);
 };
 
-// Predicted large-message busbw of NCCL's ring next to the topology's published figures.
+// The built-in topologies with the library's allreduce as the model predicts it (algorithm NCCL
+// would pick and busbw at 8 GiB), then the model against the published figures: the fitted
+// constants refitted from the fit figures, and the fit and held-out figures listed and summarised
+// apart.
 int Topologies(const cxxopts::ParseResult& r) {
   const int nodes = r["nodes"].as<int>();
-  std::cout << fmt::format("# {:<10} {:>5} {:>4} {:>9} {:>9} {:>9}  {:<34} {:>9} {:>9} {:>7}\n", "topology", "nodes",
-                           "dev", "intra", "nic", "mem", "device", "predicted", "published", "error");
-  std::cout << fmt::format("# {:<10} {:>5} {:>4} {:>9} {:>9} {:>9}  {:<34} {:>9} {:>9} {:>7}\n", "", "", "", "(GB/s)",
-                           "(Gb/s)", "(GB/s)", "", "busbw", "busbw", "");
+  const double big = 8.0 * (1u << 30);  // 8 GiB: the bandwidth-bound end of nccl-tests sweeps
+  std::cout << fmt::format(
+      "# {:<10} {:>5} {:>4} {:>7} {:>4} {:>6} {:>6}  {:<30} {:<13} {:>7} {:>8}\n", "topology",
+      "nodes", "dev", "intra", "nvls", "nic", "mem", "device", "nccl algo", "busbw", "8B time");
+  std::cout << fmt::format(
+      "# {:<10} {:>5} {:>4} {:>7} {:>4} {:>6} {:>6}  {:<30} {:<13} {:>7} {:>8}\n", "", "", "",
+      "(GB/s)", "", "(Gb/s)", "(GB/s)", "", "(8 GiB)", "(GB/s)", "(us)");
   for (const std::string& name : BuiltinTopologies()) {
-    const std::vector<int> node_counts = nodes > 0 ? std::vector<int>{nodes} : std::vector<int>{1, 2};
+    const std::vector<int> node_counts =
+        nodes > 0 ? std::vector<int>{nodes} : std::vector<int>{1, 2, 4};
     for (int n : node_counts) {
       Topology t;
       try {
@@ -43,21 +52,62 @@ int Topologies(const cxxopts::ParseResult& r) {
         throw;
       }
       const Fabric f = EffectiveFabric(t);
-      const double bytes = 8.0 * (1u << 30);  // 8 GiB: the bandwidth-bound end of nccl-tests sweeps
-      const double bus = BusBwGbps(bytes, t.ranks(), PredictAllReduceUs(f, ModelAlgo::kNcclRing, bytes));
-      const char* key = n > 1 ? "allreduce_busbw_inter_per_nic_gbps" : "allreduce_busbw_intra_gbps";
-      double published = -1;
-      if (auto it = t.published.find(key); it != t.published.end())
-        published = n > 1 ? it->second * t.nics.count : it->second;
-      std::cout << fmt::format("  {:<10} {:>5} {:>4} {:>9.1f} {:>9.0f} {:>9.0f}  {:<34} {:>9.1f} {:>9} {:>7}\n", t.name,
-                               t.nodes, t.devices_per_node, t.intra.bw_gbps, t.nics.gbps, t.device.memory_bw_gbps,
-                               t.device.name.substr(0, 34), bus,
-                               published > 0 ? fmt::format("{:.0f}", published) : "-",
-                               published > 0 ? fmt::format("{:+.1f}%", 100 * (bus / published - 1)) : "-");
+      const ModelAlgo algo = NcclChoice(f, big);
+      std::cout << fmt::format(
+          "  {:<10} {:>5} {:>4} {:>7.1f} {:>4} {:>6.0f} {:>6.0f}  {:<30} {:<13} {:>7.1f} "
+          "{:>8.1f}\n",
+          t.name, t.nodes, t.devices_per_node, t.intra.bw_gbps, t.intra.nvls ? "yes" : "no",
+          t.nics.gbps, t.device.memory_bw_gbps, t.device.name.substr(0, 30), ModelAlgoName(algo),
+          BusBwGbps(big, t.ranks(), PredictAllReduceUs(f, algo, big)),
+          PredictAllReduceUs(f, ModelAlgo::kNcclBest, 8));
     }
   }
-  std::cout << "# predicted: NCCL ring busbw at 8 GiB from the cost model; published: nccl-tests figures (sources in "
-               "each topology file; 2 nodes: per-NIC figure x NICs)\n";
+  const PublishedSet set = LoadPublished(r.count("published") ? r["published"].as<std::string>()
+                                                              : DefaultPublishedPath());
+  const ModelConstants refit = FitModelConstants(set);
+  std::cout << fmt::format(
+      "#\n# fitted constants (cost_model.h kFittedConstants, used above and below) and a refit on "
+      "the fit figures of {}:\n",
+      set.origin);
+  const std::pair<const char*, double ModelConstants::*> constants[] = {
+      {"nvlink_efficiency", &ModelConstants::nvlink_efficiency},
+      {"nvls_efficiency", &ModelConstants::nvls_efficiency},
+      {"nccl_launch_us", &ModelConstants::nccl_launch_us}};
+  for (const auto& [cname, member] : constants) {
+    int used = 0;
+    for (const auto& fig : set.figures)
+      used += fig.role == FigureRole::kFit && fig.fits == cname ? 1 : 0;
+    std::cout << fmt::format("#   {:<18} {:>9.4f}  refit {:>9.4f}  from {} fit figure(s)\n", cname,
+                             kFittedConstants.*member, refit.*member, used);
+  }
+  const auto rows = ComparePublished(set, kFittedConstants);
+  for (FigureRole role : {FigureRole::kFit, FigureRole::kHeldOut}) {
+    const bool fit = role == FigureRole::kFit;
+    std::cout
+        << (fit ? "#\n# fit figures (each determines the constant named; error after the fit):\n"
+                : "#\n# held-out figures (never used to fit):\n");
+    std::cout << fmt::format("# {:<28} {:<13} {:>5} {:>4} {:<13} {:>10} {:>10} {:>10} {:>7}  {}\n",
+                             "figure", "system", "nodes", "gpus", "model algo", "size (B)",
+                             "published", "predicted", "error", "source");
+    int count = 0;
+    for (const auto& row : rows) {
+      const PublishedFigure& fig = *row.figure;
+      if (fig.role != role) continue;
+      ++count;
+      const bool time = fig.metric == FigureMetric::kTimeUs;
+      std::cout << fmt::format(
+          "  {:<28} {:<13} {:>5} {:>4} {:<13} {:>10.0f} {:>7.1f}{:<3} {:>7.1f}{:<3} {:>+6.1f}%  "
+          "{}{}\n",
+          fig.id, fig.system, fig.nodes, fig.gpus_per_node, row.nccl_algo, fig.bytes, fig.value,
+          time ? "us" : "", row.predicted, time ? "us" : "", 100 * row.error, fig.source,
+          fit ? " [" + fig.fits + "]" : "");
+    }
+    const double median = MedianAbsError(rows, role);
+    std::cout << fmt::format("# {} median |error| {:.1f}% over {} figure(s)\n",
+                             fit ? "fit:     " : "held-out:", 100 * median, count);
+  }
+  std::cout << "# busbw as nccl-tests defines it (bytes / time x 2(P-1)/P); 'us' marks a time at "
+               "the figure's size. Figures and their sources: profiles/published/README.md\n";
   return 0;
 }
 
@@ -69,8 +119,10 @@ int Model(const cxxopts::ParseResult& r) {
   std::cout << fmt::format("# ciuic-tune model  topology {}  nodes {}  ranks {}  fingerprint {}\n", t.name, t.nodes,
                            t.ranks(), t.Fingerprint());
   std::cout << fmt::format("# effective links: intra {:.1f} GB/s {:.1f} us; inter {:.1f} GB/s/rank {:.1f} us; flat ring "
-                           "{:.1f} GB/s\n",
-                           f.intra.bw_gbps, f.intra.alpha_us, f.inter.bw_gbps, f.inter.alpha_us, f.flat_ring.bw_gbps);
+                           "{:.1f} GB/s; NVLS {}; NCCL call {:.1f} us, runtime step {:.1f} us\n",
+                           f.intra.bw_gbps, f.intra.alpha_us, f.inter.bw_gbps, f.inter.alpha_us, f.flat_ring.bw_gbps,
+                           f.nvls ? fmt::format("{:.1f} GB/s per port", f.nvls_gbps) : "no", f.nccl_launch_us,
+                           f.step_us);
   const ModelAlgo algos[] = {ModelAlgo::kNcclBest, ModelAlgo::kRing, ModelAlgo::kRecursiveDoubling,
                              ModelAlgo::kHierarchical};
   std::string head = fmt::format("#{:>12}", "size");
@@ -216,7 +268,7 @@ const Subcommand kSubcommands[] = {
     {"calibrate", "measure the model's primitives here: kernels (--device cpu|cuda, --sizes) and the link (--ranks) -> --db", Calibrate},
     {"validate", "the local model vs ciuic-bench on this machine (--ranks, --sizes, --codecs, --repeat)", Validate},
     {"export", "a profile for other tools: --profile FILE --format json|nccl-env|nccl-tuner|ddp|deepspeed|horovod", Export},
-    {"topologies", "built-in topologies, their numbers, and the model against published busbw", Topologies},
+    {"topologies", "built-in topologies, and the model against published nccl-tests figures (fit and held-out apart)", Topologies},
     {"model", "predicted uncompressed allreduce time and busbw per algorithm (--topology, --sizes)", Model},
 };
 
@@ -242,6 +294,7 @@ int Run(int argc, char** argv) {
       "gate-tolerance", "accuracy gate: allowed final-loss increase", cxxopts::value<double>()->default_value("0.01"))(
       "profile", "export: the profile to read", cxxopts::value<std::string>())(
       "format", "export format", cxxopts::value<std::string>()->default_value("json"))(
+      "published", "topologies: published figures (default profiles/published/nccl_tests.json)", cxxopts::value<std::string>())(
       "device", "calibrate: cpu | cuda", cxxopts::value<std::string>())(
       "ranks", "calibrate/validate: local rank counts, e.g. 2,3,4", cxxopts::value<std::string>())(
       "concurrency", "calibrate: kernel copies timed at once (0: cores)", cxxopts::value<int>()->default_value("0"))(

@@ -77,32 +77,23 @@ CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible, const Ca
   plan.wire_ratio = wire > 0 ? 4.0 * n / wire : 1.0;
   if (spec.kind == CodecKind::kTopK) plan.wire_ratio *= 2.0 / std::max(2, ranks);  // allgather moves (P-1)·W
   if (reduced) plan.wire_ratio = 2.0;  // 16-bit elements through the library's allreduce
-  // Passes of the codec kernels over the fp32 bucket (encode, per-hop decode-add-encode, final decode),
-  // from the kernels' structure (kernels/cpu, kernels/cuda).
-  switch (spec.kind) {
-    case CodecKind::kNone: plan.codec_passes = 0; break;
-    case CodecKind::kFp16:
-    case CodecKind::kBf16: plan.codec_passes = 3; break;
-    case CodecKind::kSign1: plan.codec_passes = 4; break;
-    case CodecKind::kTopK: plan.codec_passes = 3; break;
-    case CodecKind::kRandomK: plan.codec_passes = 2; break;
-    case CodecKind::kPowerSgd: plan.codec_passes = 6; break;
-    default: plan.codec_passes = 3.5; break;  // block-scaled: absmax pass + quantise
+  // "nccl" is the library's own allreduce: the runtime's native algorithm.
+  const LocalAllReduce a{c.codec, c.algo == "nccl" ? "native" : RuntimeAlgo(c), 0, ranks, spec.error_feedback,
+                         c.precision};
+  // The codec kernels the runtime runs for a bucket, counted in the same steps as a calibration
+  // prices them (error feedback included, as in training): what the estimate streams and launches.
+  {
+    LocalAllReduce at_bucket = a;
+    at_bucket.bytes = std::max(4.0, c.bucket_bytes);
+    const KernelWork work = CodecKernelWork(at_bucket);
+    plan.codec_passes = work.passes;
+    plan.codec_launches = static_cast<int>(std::lround(work.launches));
   }
-  if (reduced) plan.codec_passes = 2;  // the cast down and the cast back
-  // Launches: the ring's codecs encode once, run P-1 fused hops and decode (P+1; hier's inter-node ring
-  // has one hop per node); the others about one launch per pass.
-  const bool hop_ring = (c.algo == "ring" || c.algo == "hier") && RuntimeAlgo(c) == c.algo && codec.HasDecodeAddEncode();
-  plan.codec_launches = hop_ring ? (c.algo == "hier" ? t.nodes : ranks) + 1
-                                 : static_cast<int>(std::ceil(plan.codec_passes));
   if (!cal || !*feasible) return plan;
   // A calibration applies to the machine it was made on: a GPU's to GPU topologies, this CPU's to
   // cpu_local (the study loads only a matching one; this guards other callers).
   const bool local = t.name == "cpu_local";
   if (local == IsGpuCalibration(*cal)) return plan;
-  // "nccl" is the library's own allreduce: the runtime's native algorithm.
-  const LocalAllReduce a{c.codec, c.algo == "nccl" ? "native" : RuntimeAlgo(c), 0, ranks, spec.error_feedback,
-                         c.precision};
   // A function of the bucket size from a model of `a` at that size.
   auto at_size = [cal, a](double (*model)(const Calibration&, const LocalAllReduce&)) {
     return [cal, a, model](double bytes) {

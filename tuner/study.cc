@@ -101,237 +101,337 @@ class BucketMeter {
   std::map<std::string, double> cache_;
 };
 
-}  // namespace
+// One study, step by step: RunStudy below calls these in order; each step reads what the earlier
+// ones filled in.
+struct Study {
+  Study(const TuneOptions& options, std::ostream& progress) : o(options), log(progress) {}
 
-TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
-  if (o.mode != "model" && o.mode != "measure") throw UsageError(fmt::format("--mode {}: model | measure", o.mode));
-  if (o.budget < 1) throw UsageError(fmt::format("--budget {} must be at least 1", o.budget));
-  const Topology topo = LoadTopology(o.topology, o.nodes);
-  const Workload work = LoadWorkload(o.workload);
-  const SearchSpace space = AllReducePlanSpace(topo);
-  if (o.mode == "measure" && topo.name != "cpu_local")
-    throw UsageError(fmt::format("--mode measure runs on the target hardware: this machine is cpu_local, not {}", topo.name));
+  const TuneOptions& o;
+  std::ostream& log;
+  // LoadInputs
+  Topology topo;
+  Workload work;
+  SearchSpace space;
+  int batch = 1;
+  // StartMeter (--mode measure only)
   std::unique_ptr<BucketMeter> meter;
-  if (o.mode == "measure") meter = std::make_unique<BucketMeter>(std::min(topo.devices_per_node, 2), log);
+  // LoadCodecCosts
+  std::string cal_db;
+  Calibration cal;
+  const Calibration* calp = nullptr;
+  // LogCostModel, SetConstraints
+  std::string model_note;  // part of a study's settings: a resumed study used the same codec costs
+  std::string constraints;
+  // the gate, OpenOrResume, Search
+  std::map<std::string, bool> gate;
+  TuneResult res;
+  std::map<std::string, double> stored;  // a resumed study's trials: config -> score
+
+  static void CheckOptions(const TuneOptions& o) {
+    if (o.mode != "model" && o.mode != "measure") throw UsageError(fmt::format("--mode {}: model | measure", o.mode));
+    if (o.budget < 1) throw UsageError(fmt::format("--budget {} must be at least 1", o.budget));
+  }
+
+  // Topology, workload, and the space of plans the topology offers.
+  void LoadInputs() {
+    topo = LoadTopology(o.topology, o.nodes);
+    work = LoadWorkload(o.workload);
+    space = AllReducePlanSpace(topo);
+    batch = work.default_batch;
+  }
+
+  void StartMeter() {
+    if (o.mode == "measure" && topo.name != "cpu_local")
+      throw UsageError(
+          fmt::format("--mode measure runs on the target hardware: this machine is cpu_local, not {}", topo.name));
+    if (o.mode == "measure") meter = std::make_unique<BucketMeter>(std::min(topo.devices_per_node, 2), log);
+  }
+
   // Codec costs: this machine's calibration when tuning for it; on a GPU topology a calibration of its
   // GPU (calibrate --device cuda, here or in --calibration) when there is one; else memory bandwidth.
-  const std::string cal_db = o.calibration_db.empty() ? o.db : o.calibration_db;
-  if (!o.calibration_db.empty() && !std::filesystem::is_regular_file(o.calibration_db))
-    throw InputError(fmt::format("--calibration '{}': no such database file", o.calibration_db));
-  Calibration cal;
-  if (topo.name == "cpu_local") {
-    cal = LoadCalibration(cal_db, CalibrationDevice(false));
-  } else {
-    cal = LoadGpuCalibrationFor(cal_db, topo.device.name);
-  }
-  const Calibration* calp = cal.empty() ? nullptr : &cal;
-  Database db(o.db);
-  std::string model_note;  // part of a study's settings: a resumed study used the same codec costs
-  if (calp && topo.name == "cpu_local" && cal.HasLink(topo.ranks())) {
-    log << fmt::format("cost model: calibrated local model ({} values measured on {}; ciuic-tune validate checks it)\n",
-                       cal.values(), cal.device);
-  } else if (calp) {
-    log << fmt::format("cost model: alpha-beta transfers, codec kernels as calibrated on {} ({} values from {}){}\n",
-                       cal.device, cal.values(), cal_db,
-                       topo.name == "cpu_local"
-                           ? fmt::format("; the link at {} ranks is not calibrated (ciuic-tune calibrate --ranks {} "
-                                         "measures it)", topo.ranks(), topo.ranks())
-                           : "");
-    model_note = "codec_kernels=" + cal.device;
-  } else {
-    log << (topo.name == "cpu_local"
-                ? fmt::format("cost model: alpha-beta with codecs at the memory bandwidth (no calibration of {} ranks "
-                              "in {}: ciuic-tune calibrate --sizes 64K:64M:x4 --ranks {} measures one)\n",
-                              topo.ranks(), cal_db, topo.ranks())
-                : fmt::format("cost model: alpha-beta, codecs at the topology's memory bandwidth (no calibration of "
-                              "'{}' in {}: ciuic-tune calibrate --device cuda on that GPU makes one)\n",
-                              topo.device.name, cal_db));
-  }
-  log << fmt::format("study: topology {} ({} nodes x {} devices, fingerprint {}), workload {} ({} parameters), "
-                     "strategy {}, budget {}, seed {}\n",
-                     topo.name, topo.nodes, topo.devices_per_node, topo.Fingerprint(), work.name, work.parameters,
-                     o.strategy, o.budget, o.seed);
-  const auto gate = GateAll(db, space, o.gate_tolerance, log);
-
-  if (o.state_memory_gib < 0) throw UsageError("--state-memory must be >= 0 GiB (0: no limit)");
-  std::string constraints = o.state_memory_gib > 0 ? fmt::format("state_memory_gib={}", o.state_memory_gib) : "";
-  const bool memory_limit = !constraints.empty();
-  if (!model_note.empty()) constraints += (constraints.empty() ? "" : ";") + model_note;
-  if (memory_limit) log << fmt::format("constraint: communication state <= {} GiB per rank\n", o.state_memory_gib);
-  // Resume a study with the same settings (and constraints) that did not finish.
-  TuneResult res;
-  std::map<std::string, double> stored;
-  {
-    Statement q(db.handle(),
-                "SELECT id FROM studies WHERE topology_fingerprint = ? AND workload = ? AND strategy = ? AND budget = ? "
-                "AND seed = ? AND mode = ? AND constraints = ? AND status = 'running' ORDER BY id DESC LIMIT 1");
-    q.Bind(1, topo.Fingerprint()).Bind(2, work.name).Bind(3, o.strategy).Bind(4, int64_t{o.budget})
-        .Bind(5, static_cast<int64_t>(o.seed)).Bind(6, o.mode).Bind(7, constraints);
-    if (q.Step()) res.study_id = q.ColumnInt(0);
-  }
-  if (res.study_id) {
-    Statement t(db.handle(), "SELECT config, score_us FROM trials WHERE study_id = ?");
-    t.Bind(1, res.study_id);
-    while (t.Step())
-      stored[t.ColumnText(0)] = t.ColumnIsNull(1) ? std::numeric_limits<double>::infinity() : t.ColumnDouble(1);
-    log << fmt::format("study {}: resuming, {} trial(s) stored\n", res.study_id, stored.size());
-  } else {
-    Database::Transaction tx(db);
-    Statement ins(db.handle(),
-                  "INSERT INTO studies (created, tool_version, git_commit, topology, topology_fingerprint, nodes, "
-                  "workload, strategy, budget, seed, mode, constraints, status) VALUES (?,?,?,?,?,?,?,?,?,?,?,?, 'running')");
-    ins.Bind(1, IsoNow()).Bind(2, std::string(CIUIC_VERSION)).Bind(3, std::string(CIUIC_GIT_COMMIT)).Bind(4, topo.name)
-        .Bind(5, topo.Fingerprint()).Bind(6, int64_t{topo.nodes}).Bind(7, work.name).Bind(8, o.strategy)
-        .Bind(9, int64_t{o.budget}).Bind(10, static_cast<int64_t>(o.seed)).Bind(11, o.mode).Bind(12, constraints);
-    ins.Step();
-    res.study_id = db.LastInsertId();
-    tx.Commit();
-  }
-
-  const int batch = work.default_batch;
-  int evaluated = 0;
-  const Objective objective = [&](const Point& p) {
-    const std::string config = space.Describe(p);
-    if (auto it = stored.find(config); it != stored.end()) {
-      ++res.reused;
-      return it->second;
+  void LoadCodecCosts() {
+    cal_db = o.calibration_db.empty() ? o.db : o.calibration_db;
+    if (!o.calibration_db.empty() && !std::filesystem::is_regular_file(o.calibration_db))
+      throw InputError(fmt::format("--calibration '{}': no such database file", o.calibration_db));
+    if (topo.name == "cpu_local") {
+      cal = LoadCalibration(cal_db, CalibrationDevice(false));
+    } else {
+      cal = LoadGpuCalibrationFor(cal_db, topo.device.name);
     }
-    const double t0 = NowSeconds();
-    const PlanChoice c = ChoiceOf(space, p);
-    const bool ok = gate.at(GateName(c));  // the space proposes only offered combinations: all gated
-    const bool fits = !(o.state_memory_gib > 0) || CommStateBytes(c, work, topo.ranks()) <= o.state_memory_gib * (1 << 30);
-    double score = std::numeric_limits<double>::infinity();
-    if (ok && !fits) {
-      // over the memory budget: infeasible, never measured
-    } else if (ok && !meter) {
-      score = ModelStepUs(c, topo, work, batch, calp);
-    } else if (ok) {
-      bool feasible = false;
-      const CommPlan plan = PlanOf(c, topo, &feasible, calp);
-      if (feasible) {
-        // Measured bucket time at the nominal bucket size; partial buckets scale with their bytes.
-        const double full = meter->Us(c, static_cast<uint64_t>(c.bucket_bytes));
-        const StepTiming st = ScheduleStep(work, topo, plan, batch,
-                                           [&](double bytes) { return full * std::min(1.0, bytes / c.bucket_bytes); });
-        score = std::isfinite(full) ? StepScore(st) : full;
+    calp = cal.empty() ? nullptr : &cal;
+  }
+
+  // Says which cost model the study runs on; a calibrated kernel model becomes part of its settings.
+  void LogCostModel() {
+    if (calp && topo.name == "cpu_local" && cal.HasLink(topo.ranks())) {
+      log << fmt::format(
+          "cost model: calibrated local model ({} values measured on {}; ciuic-tune validate checks it)\n",
+          cal.values(), cal.device);
+    } else if (calp) {
+      log << fmt::format("cost model: alpha-beta transfers, codec kernels as calibrated on {} ({} values from {}){}\n",
+                         cal.device, cal.values(), cal_db,
+                         topo.name == "cpu_local"
+                             ? fmt::format("; the link at {} ranks is not calibrated (ciuic-tune calibrate --ranks {} "
+                                           "measures it)", topo.ranks(), topo.ranks())
+                             : "");
+      model_note = "codec_kernels=" + cal.device;
+    } else {
+      log << (topo.name == "cpu_local"
+                  ? fmt::format("cost model: alpha-beta with codecs at the memory bandwidth (no calibration of {} "
+                                "ranks in {}: ciuic-tune calibrate --sizes 64K:64M:x4 --ranks {} measures one)\n",
+                                topo.ranks(), cal_db, topo.ranks())
+                  : fmt::format("cost model: alpha-beta, codecs at the topology's memory bandwidth (no calibration of "
+                                "'{}' in {}: ciuic-tune calibrate --device cuda on that GPU makes one)\n",
+                                topo.device.name, cal_db));
+    }
+  }
+
+  void LogSettings() {
+    log << fmt::format("study: topology {} ({} nodes x {} devices, fingerprint {}), workload {} ({} parameters), "
+                       "strategy {}, budget {}, seed {}\n",
+                       topo.name, topo.nodes, topo.devices_per_node, topo.Fingerprint(), work.name, work.parameters,
+                       o.strategy, o.budget, o.seed);
+  }
+
+  // The state-memory limit and the model note: settings a resumed study must share.
+  void SetConstraints() {
+    if (o.state_memory_gib < 0) throw UsageError("--state-memory must be >= 0 GiB (0: no limit)");
+    constraints = o.state_memory_gib > 0 ? fmt::format("state_memory_gib={}", o.state_memory_gib) : "";
+    const bool memory_limit = !constraints.empty();
+    if (!model_note.empty()) constraints += (constraints.empty() ? "" : ";") + model_note;
+    if (memory_limit) log << fmt::format("constraint: communication state <= {} GiB per rank\n", o.state_memory_gib);
+  }
+
+  // Resume a study with the same settings (and constraints) that did not finish, or start one.
+  void OpenOrResume(Database& db) {
+    {
+      Statement q(db.handle(),
+                  "SELECT id FROM studies WHERE topology_fingerprint = ? AND workload = ? AND strategy = ? "
+                  "AND budget = ? AND seed = ? AND mode = ? AND constraints = ? AND status = 'running' "
+                  "ORDER BY id DESC LIMIT 1");
+      q.Bind(1, topo.Fingerprint()).Bind(2, work.name).Bind(3, o.strategy).Bind(4, int64_t{o.budget})
+          .Bind(5, static_cast<int64_t>(o.seed)).Bind(6, o.mode).Bind(7, constraints);
+      if (q.Step()) res.study_id = q.ColumnInt(0);
+    }
+    if (res.study_id) {
+      Statement t(db.handle(), "SELECT config, score_us FROM trials WHERE study_id = ?");
+      t.Bind(1, res.study_id);
+      while (t.Step())
+        stored[t.ColumnText(0)] = t.ColumnIsNull(1) ? std::numeric_limits<double>::infinity() : t.ColumnDouble(1);
+      log << fmt::format("study {}: resuming, {} trial(s) stored\n", res.study_id, stored.size());
+    } else {
+      Database::Transaction tx(db);
+      Statement ins(db.handle(),
+                    "INSERT INTO studies (created, tool_version, git_commit, topology, topology_fingerprint, nodes, "
+                    "workload, strategy, budget, seed, mode, constraints, status) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?, 'running')");
+      ins.Bind(1, IsoNow()).Bind(2, std::string(CIUIC_VERSION)).Bind(3, std::string(CIUIC_GIT_COMMIT))
+          .Bind(4, topo.name).Bind(5, topo.Fingerprint()).Bind(6, int64_t{topo.nodes}).Bind(7, work.name)
+          .Bind(8, o.strategy).Bind(9, int64_t{o.budget}).Bind(10, static_cast<int64_t>(o.seed)).Bind(11, o.mode)
+          .Bind(12, constraints);
+      ins.Step();
+      res.study_id = db.LastInsertId();
+      tx.Commit();
+    }
+  }
+
+  // The search over the space, every trial stored (a resumed study's stored trials are reused).
+  SearchResult SearchPlans(Database& db) {
+    int evaluated = 0;
+    const Objective objective = [&](const Point& p) {
+      const std::string config = space.Describe(p);
+      if (auto it = stored.find(config); it != stored.end()) {
+        ++res.reused;
+        return it->second;
       }
+      const double t0 = NowSeconds();
+      const PlanChoice c = ChoiceOf(space, p);
+      const bool ok = gate.at(GateName(c));  // the space proposes only offered combinations: all gated
+      const bool fits =
+          !(o.state_memory_gib > 0) || CommStateBytes(c, work, topo.ranks()) <= o.state_memory_gib * (1 << 30);
+      double score = std::numeric_limits<double>::infinity();
+      if (ok && !fits) {
+        // over the memory budget: infeasible, never measured
+      } else if (ok && !meter) {
+        score = ModelStepUs(c, topo, work, batch, calp);
+      } else if (ok) {
+        bool feasible = false;
+        const CommPlan plan = PlanOf(c, topo, &feasible, calp);
+        if (feasible) {
+          // Measured bucket time at the nominal bucket size; partial buckets scale with their bytes.
+          const double full = meter->Us(c, static_cast<uint64_t>(c.bucket_bytes));
+          const StepTiming st = ScheduleStep(
+              work, topo, plan, batch, [&](double bytes) { return full * std::min(1.0, bytes / c.bucket_bytes); });
+          score = std::isfinite(full) ? StepScore(st) : full;
+        }
+      }
+      Statement ins(db.handle(),
+                    "INSERT OR REPLACE INTO trials (study_id, idx, config, score_us, mode, status, elapsed_s) "
+                    "VALUES (?,?,?,?,?,?,?)");
+      ins.Bind(1, res.study_id).Bind(2, int64_t{evaluated}).Bind(3, config);
+      if (std::isfinite(score)) ins.Bind(4, score); else ins.BindNull(4);
+      ins.Bind(5, o.mode)
+          .Bind(6, std::string(!ok                    ? "gate-failed"
+                               : !fits                ? "over-memory"
+                               : std::isfinite(score) ? "ok"
+                                                      : "infeasible"))
+          .Bind(7, NowSeconds() - t0);
+      ins.Step();
+      ++evaluated;
+      return score;
+    };
+    SearchOptions so;
+    so.strategy = o.strategy;
+    so.budget = o.budget;
+    so.seed = o.seed;
+    so.patience = o.patience;
+    double best_so_far = std::numeric_limits<double>::infinity();
+    SearchResult sr = Search(space, objective, so, [&](const Trial& t) {
+      if (t.score < best_so_far) {
+        best_so_far = t.score;
+        log << fmt::format("trial {:>4}: {:>12.1f} us/step  best  {}\n", t.index + 1, t.score, space.Describe(t.point));
+      } else if ((t.index + 1) % 25 == 0) {
+        log << fmt::format("trial {:>4}: best so far {:.1f} us/step\n", t.index + 1, best_so_far);
+      }
+    });
+    res.evaluations = static_cast<int>(sr.trials.size());
+    return sr;
+  }
+
+  // The best trial's plan; refuses a study where nothing was feasible.
+  PlanChoice Best(const SearchResult& sr) {
+    if (!std::isfinite(sr.best.score))
+      throw InputError(fmt::format(
+          "no configuration is feasible (every trial failed the gate{}, or could not run)",
+          o.state_memory_gib > 0 ? fmt::format(", or needs more than --state-memory {} GiB", o.state_memory_gib) : ""));
+    const PlanChoice best = ChoiceOf(space, sr.best.point);
+    log << fmt::format("best: {} (communication state {:.2f} GiB per rank)\n", space.Describe(sr.best.point),
+                       CommStateBytes(best, work, topo.ranks()) / (1 << 30));
+    return best;
+  }
+
+  // The profile's provenance, the best step time and the uncompressed baseline's.
+  void DescribeProfile(const SearchResult& sr) {
+    Profile& prof = res.profile;
+    prof.topology = topo.name;
+    prof.fingerprint = topo.Fingerprint();
+    prof.nodes = topo.nodes;
+    prof.ranks = topo.ranks();
+    prof.workload = work.name;
+    prof.tool_version = CIUIC_VERSION;
+    prof.git_commit = CIUIC_GIT_COMMIT;
+    prof.created = IsoNow();
+    prof.study_id = res.study_id;
+    prof.mode = o.mode;
+    prof.strategy = o.strategy;
+    prof.seed = o.seed;
+    prof.budget = o.budget;
+    prof.step_us = sr.best.score;
+    const PlanChoice baseline{"none", 25.0 * (1 << 20), 1, "nccl"};
+    prof.baseline_step_us = ModelStepUs(baseline, topo, work, batch, calp);
+    if (meter) {  // measured like the trials: the library's own allreduce with 25 MiB buckets
+      bool feasible = false;
+      const CommPlan plan = PlanOf(baseline, topo, &feasible);
+      const double full = meter->Us(baseline, static_cast<uint64_t>(baseline.bucket_bytes));
+      prof.baseline_step_us = StepScore(ScheduleStep(work, topo, plan, batch, [&](double bytes) {
+        return full * std::min(1.0, bytes / baseline.bucket_bytes);
+      }));
     }
-    Statement ins(db.handle(), "INSERT OR REPLACE INTO trials (study_id, idx, config, score_us, mode, status, elapsed_s) "
-                               "VALUES (?,?,?,?,?,?,?)");
-    ins.Bind(1, res.study_id).Bind(2, int64_t{evaluated}).Bind(3, config);
-    if (std::isfinite(score)) ins.Bind(4, score); else ins.BindNull(4);
-    ins.Bind(5, o.mode)
-        .Bind(6, std::string(!ok ? "gate-failed" : !fits ? "over-memory" : std::isfinite(score) ? "ok" : "infeasible"))
-        .Bind(7, NowSeconds() - t0);
-    ins.Step();
-    ++evaluated;
-    return score;
-  };
-  SearchOptions so;
-  so.strategy = o.strategy;
-  so.budget = o.budget;
-  so.seed = o.seed;
-  so.patience = o.patience;
-  double best_so_far = std::numeric_limits<double>::infinity();
-  const SearchResult sr = Search(space, objective, so, [&](const Trial& t) {
-    if (t.score < best_so_far) {
-      best_so_far = t.score;
-      log << fmt::format("trial {:>4}: {:>12.1f} us/step  best  {}\n", t.index + 1, t.score, space.Describe(t.point));
-    } else if ((t.index + 1) % 25 == 0) {
-      log << fmt::format("trial {:>4}: best so far {:.1f} us/step\n", t.index + 1, best_so_far);
-    }
-  });
-  res.evaluations = static_cast<int>(sr.trials.size());
-  if (!std::isfinite(sr.best.score))
-    throw InputError(fmt::format("no configuration is feasible (every trial failed the gate{}, or could not run)",
-                                 o.state_memory_gib > 0 ? fmt::format(", or needs more than --state-memory {} GiB", o.state_memory_gib) : ""));
-  const PlanChoice best = ChoiceOf(space, sr.best.point);
-  log << fmt::format("best: {} (communication state {:.2f} GiB per rank)\n", space.Describe(sr.best.point),
-                     CommStateBytes(best, work, topo.ranks()) / (1 << 30));
+  }
 
   // Rules per size band: the best (codec that passed the gate, streams, algorithm) for one message of
   // the band's representative size, with the study's bucket size.
-  Profile& prof = res.profile;
-  prof.topology = topo.name;
-  prof.fingerprint = topo.Fingerprint();
-  prof.nodes = topo.nodes;
-  prof.ranks = topo.ranks();
-  prof.workload = work.name;
-  prof.tool_version = CIUIC_VERSION;
-  prof.git_commit = CIUIC_GIT_COMMIT;
-  prof.created = IsoNow();
-  prof.study_id = res.study_id;
-  prof.mode = o.mode;
-  prof.strategy = o.strategy;
-  prof.seed = o.seed;
-  prof.budget = o.budget;
-  prof.step_us = sr.best.score;
-  const PlanChoice baseline{"none", 25.0 * (1 << 20), 1, "nccl"};
-  prof.baseline_step_us = ModelStepUs(baseline, topo, work, batch, calp);
-  if (meter) {  // measured like the trials: the library's own allreduce with 25 MiB buckets
-    bool feasible = false;
-    const CommPlan plan = PlanOf(baseline, topo, &feasible);
-    const double full = meter->Us(baseline, static_cast<uint64_t>(baseline.bucket_bytes));
-    prof.baseline_step_us = StepScore(ScheduleStep(work, topo, plan, batch, [&](double bytes) {
-      return full * std::min(1.0, bytes / baseline.bucket_bytes);
-    }));
-  }
-  const Fabric fabric = EffectiveFabric(topo);
-  for (const auto& [lo, hi] : SizeBands()) {
-    const double size = hi ? std::sqrt(std::max<double>(lo, 4096) * static_cast<double>(hi)) : 4.0 * static_cast<double>(lo);
-    ProfileRule rule;
-    rule.min_bytes = lo;
-    rule.max_bytes = hi;
-    rule.bucket_bytes = static_cast<uint64_t>(best.bucket_bytes);
-    rule.predicted_us = std::numeric_limits<double>::infinity();
-    for (const auto& codec : space.dims[0].values) {
-      for (const auto& s : space.dims[2].values) {
-        for (const auto& algo : space.dims[3].values) {
-          for (const auto& prec : space.dims[4].values) {
-            PlanChoice c{codec, static_cast<double>(std::max<uint64_t>(rule.bucket_bytes, 1)), std::stoi(s), algo, prec};
-            if (auto v = gate.find(GateName(c)); v == gate.end() || !v->second) continue;
-            if (o.state_memory_gib > 0 && CommStateBytes(c, work, topo.ranks()) > o.state_memory_gib * (1 << 30))
-              continue;
-            bool feasible = false;
-            const CommPlan plan = PlanOf(c, topo, &feasible, calp);
-            if (!feasible) continue;
-            const double us = BucketUs(fabric, topo, plan, size);
-            if (us < rule.predicted_us) {
-              rule.predicted_us = us;
-              rule.codec = codec;
-              rule.streams = c.streams;
-              rule.algo = RuntimeAlgo(c);
-              rule.hierarchy_depth = algo == "hier" ? 2 : 1;
-              rule.precision = prec;
-              rule.gate = GateName(c) == "none" ? "n/a" : "passed";
+  void PickRules(const PlanChoice& best) {
+    const Fabric fabric = EffectiveFabric(topo);
+    for (const auto& [lo, hi] : SizeBands()) {
+      const double size =
+          hi ? std::sqrt(std::max<double>(lo, 4096) * static_cast<double>(hi)) : 4.0 * static_cast<double>(lo);
+      ProfileRule rule;
+      rule.min_bytes = lo;
+      rule.max_bytes = hi;
+      rule.bucket_bytes = static_cast<uint64_t>(best.bucket_bytes);
+      rule.predicted_us = std::numeric_limits<double>::infinity();
+      for (const auto& codec : space.dims[0].values) {
+        for (const auto& s : space.dims[2].values) {
+          for (const auto& algo : space.dims[3].values) {
+            for (const auto& prec : space.dims[4].values) {
+              PlanChoice c{codec, static_cast<double>(std::max<uint64_t>(rule.bucket_bytes, 1)), std::stoi(s), algo,
+                           prec};
+              if (auto v = gate.find(GateName(c)); v == gate.end() || !v->second) continue;
+              if (o.state_memory_gib > 0 && CommStateBytes(c, work, topo.ranks()) > o.state_memory_gib * (1 << 30))
+                continue;
+              bool feasible = false;
+              const CommPlan plan = PlanOf(c, topo, &feasible, calp);
+              if (!feasible) continue;
+              const double us = BucketUs(fabric, topo, plan, size);
+              if (us < rule.predicted_us) {
+                rule.predicted_us = us;
+                rule.codec = codec;
+                rule.streams = c.streams;
+                rule.algo = RuntimeAlgo(c);
+                rule.hierarchy_depth = algo == "hier" ? 2 : 1;
+                rule.precision = prec;
+                rule.gate = GateName(c) == "none" ? "n/a" : "passed";
+              }
             }
           }
         }
       }
+      res.profile.rules.push_back(rule);
     }
-    prof.rules.push_back(rule);
   }
-  res.profile_path = o.out.empty() ? (std::filesystem::path(ProfilesDir()) / (topo.name + ".profile.json")).string() : o.out;
-  WriteProfile(res.profile_path, prof);
 
-  Database::Transaction tx(db);
-  Statement done(db.handle(), "UPDATE studies SET status = 'done', best_score_us = ?, best_config = ?, profile_path = ? "
-                              "WHERE id = ?");
-  done.Bind(1, sr.best.score).Bind(2, space.Describe(sr.best.point)).Bind(3, res.profile_path).Bind(4, res.study_id);
-  done.Step();
-  for (const auto& r : prof.rules) {
-    Statement up(db.handle(),
-                 "INSERT OR REPLACE INTO best_configs (topology_fingerprint, op, min_bytes, max_bytes, config, "
-                 "predicted_us, measured_us, study_id, updated) VALUES (?,?,?,?,?,?,NULL,?,?)");
-    up.Bind(1, prof.fingerprint).Bind(2, r.op).Bind(3, static_cast<int64_t>(r.min_bytes))
-        .Bind(4, static_cast<int64_t>(r.max_bytes))
-        .Bind(5, fmt::format("algo={} codec={} precision={} streams={} bucket={}", r.algo, r.codec, r.precision,
-                             r.streams, r.bucket_bytes))
-        .Bind(6, r.predicted_us).Bind(7, res.study_id).Bind(8, IsoNow());
-    up.Step();
+  void WriteProfileFile() {
+    res.profile_path =
+        o.out.empty() ? (std::filesystem::path(ProfilesDir()) / (topo.name + ".profile.json")).string() : o.out;
+    WriteProfile(res.profile_path, res.profile);
   }
-  tx.Commit();
-  return res;
+
+  // Marks the study done and stores its rules as the topology's best configurations.
+  void Store(Database& db, const SearchResult& sr) {
+    const Profile& prof = res.profile;
+    Database::Transaction tx(db);
+    Statement done(db.handle(),
+                   "UPDATE studies SET status = 'done', best_score_us = ?, best_config = ?, profile_path = ? "
+                   "WHERE id = ?");
+    done.Bind(1, sr.best.score).Bind(2, space.Describe(sr.best.point)).Bind(3, res.profile_path).Bind(4, res.study_id);
+    done.Step();
+    for (const auto& r : prof.rules) {
+      Statement up(db.handle(),
+                   "INSERT OR REPLACE INTO best_configs (topology_fingerprint, op, min_bytes, max_bytes, config, "
+                   "predicted_us, measured_us, study_id, updated) VALUES (?,?,?,?,?,?,NULL,?,?)");
+      up.Bind(1, prof.fingerprint).Bind(2, r.op).Bind(3, static_cast<int64_t>(r.min_bytes))
+          .Bind(4, static_cast<int64_t>(r.max_bytes))
+          .Bind(5, fmt::format("algo={} codec={} precision={} streams={} bucket={}", r.algo, r.codec, r.precision,
+                               r.streams, r.bucket_bytes))
+          .Bind(6, r.predicted_us).Bind(7, res.study_id).Bind(8, IsoNow());
+      up.Step();
+    }
+    tx.Commit();
+  }
+};
+
+}  // namespace
+
+TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
+  Study::CheckOptions(o);
+  Study s(o, log);
+  s.LoadInputs();
+  s.StartMeter();
+  s.LoadCodecCosts();
+  Database db(o.db);
+  s.LogCostModel();
+  s.LogSettings();
+  s.gate = GateAll(db, s.space, o.gate_tolerance, log);
+  s.SetConstraints();
+  s.OpenOrResume(db);
+  const SearchResult sr = s.SearchPlans(db);
+  const PlanChoice best = s.Best(sr);
+  s.DescribeProfile(sr);
+  s.PickRules(best);
+  s.WriteProfileFile();
+  s.Store(db, sr);
+  return s.res;
 }
 
 void ShowStudies(const std::string& db_path, std::ostream& out) {

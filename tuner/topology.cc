@@ -112,8 +112,11 @@ Topology ParseTopology(const std::string& text, const std::string& origin) {
   } catch (const json::exception& e) {
     throw InputError(fmt::format("{}: not valid JSON ({})", origin, e.what()));
   }
-  OnlyKeys(j, {"schema", "name", "nodes", "devices_per_node", "device", "intra", "nics", "published", "sources"}, "",
-           origin);
+  if (j.is_object() && j.contains("published"))
+    throw InputError(fmt::format("{}: 'published' is no longer part of a topology: validation figures live in "
+                                 "profiles/published/nccl_tests.json (ciuic.published/1), apart from model inputs",
+                                 origin));
+  OnlyKeys(j, {"schema", "name", "nodes", "devices_per_node", "device", "intra", "nics", "sources"}, "", origin);
   const std::string schema = String(j, "schema", "", origin);
   if (schema != kSchema) {
     if (schema.rfind("ciuic.topology/", 0) == 0)
@@ -146,11 +149,6 @@ Topology ParseTopology(const std::string& text, const std::string& origin) {
   t.nics.gbps = Number(n, "gbps", "nics", origin, 0, 1e5);
   t.nics.latency_us = Number(n, "latency_us", "nics", origin, 0, 1e6);
   t.nics.rail_optimized = Bool(n, "rail_optimized", "nics", origin);
-  if (j.contains("published")) {
-    const json& p = j.at("published");
-    if (!p.is_object()) throw InputError(fmt::format("{}: 'published' must be an object", origin));
-    for (const auto& [k, v] : p.items()) t.published[k] = Number(p, k, "published", origin, 0, 1e7);
-  }
   const json& s = Field(j, "sources", "", origin);
   if (!s.is_object()) throw InputError(fmt::format("{}: 'sources' must be an object", origin));
   for (const auto& [k, v] : s.items()) {
@@ -161,11 +159,11 @@ Topology ParseTopology(const std::string& text, const std::string& origin) {
   // Every number the model reads carries its source.
   std::vector<std::string> need = {"device.memory_bw_gbps", "device.peak_tflops_bf16", "intra.bw_gbps_per_device",
                                    "intra.latency_us"};
+  if (t.intra.nvls) need.push_back("intra.nvls");  // NVLS changes the library's allreduce (cost_model.h)
   if (t.nics.count > 0) {
     need.push_back("nics.gbps");
     need.push_back("nics.latency_us");
   }
-  for (const auto& [k, v] : t.published) need.push_back("published." + k);
   for (const auto& k : need)
     if (!t.sources.count(k)) throw InputError(fmt::format("{}: no source for '{}' (add it to \"sources\")", origin, k));
   if (t.nodes > 1 && t.nics.count == 0)

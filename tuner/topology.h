@@ -1,6 +1,8 @@
 #pragma once
 // Topologies (`ciuic.topology/1`): the hardware the tuner models. Loaded strictly: unknown keys,
 // missing fields, out-of-range numbers, a newer schema and a number without a source are InputError.
+// Measured figures to validate the model against are not part of a topology: they live apart, in
+// profiles/published/nccl_tests.json (tuner/published.h), so no model input is taken from them.
 // `cpu_local` is detected (hwloc: sockets, cores, NUMA nodes) with a measured memcpy bandwidth.
 #include <cstdint>
 #include <map>
@@ -37,7 +39,6 @@ struct Topology {
   TopologyDevice device;
   TopologyLink intra;
   TopologyNics nics;
-  std::map<std::string, double> published;       // measured figures to validate against (never inputs)
   std::map<std::string, std::string> sources;    // field -> where the number comes from
   std::string origin;                            // file path or "detected"
 

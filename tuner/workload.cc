@@ -96,16 +96,13 @@ Workload LoadWorkload(const std::string& name_or_path) {
 
 double BucketUs(const Fabric& f, const Topology& t, const CommPlan& plan, double bytes) {
   if (plan.local_us) return plan.local_us(bytes);
-  // Codec kernels stream over the bucket at the device's memory bandwidth (85%: what a tuned
-  // elementwise kernel reaches, the target bench/results holds the kernels to).
-  // On a GPU each launch adds a fixed cost (cost_model.h); CPU kernels have none.
+  // Without a calibration the codec kernels stream their passes at CodecKernelGbps and, on a GPU,
+  // each launch adds its fixed cost (cost_model.h); CPU kernels have none.
   const double launches = t.intra.fabric == "shm" ? 0.0 : plan.codec_launches * kGpuKernelLaunchUs;
   const double codec_us = plan.codec_us ? plan.codec_us(bytes)
-                                        : launches + plan.codec_passes * bytes / (t.device.memory_bw_gbps * 0.85 * 1e3);
-  const double comm_us = PredictAllReduceUs(f, plan.algo, bytes, plan.wire_ratio, 0.0);
-  const int k = std::max(1, plan.streams);
-  // Pipelined pieces hide all but 1/K of the shorter of the two behind the longer.
-  return std::max(comm_us, codec_us) + std::min(comm_us, codec_us) / k;
+                                        : launches + plan.codec_passes * bytes / (CodecKernelGbps(t) * 1e3);
+  // No overlap credit: the runtime encodes, exchanges and decodes in sequence (workload.h).
+  return PredictAllReduceUs(f, plan.algo, bytes, plan.wire_ratio, codec_us);
 }
 
 StepTiming ScheduleStep(const Workload& w, const Topology& t, const Fabric& f, const CommPlan& plan, int batch) {

@@ -34,16 +34,16 @@ Workload ParseWorkload(const std::string& json_text, const std::string& origin);
 struct CommPlan {
   ModelAlgo algo = ModelAlgo::kNcclBest;
   double wire_ratio = 1.0;        // uncompressed / wire bytes
-  double codec_passes = 0.0;      // passes over the fp32 bucket the codec kernels make
+  double codec_passes = 0.0;      // passes over the fp32 bucket the codec kernels make (CodecKernelWork)
   int codec_launches = 0;         // kernel launches per bucket (each costs kGpuKernelLaunchUs on a GPU)
   // A bucket's allreduce time from the calibrated local model (local_model.h) when tuning for this
-  // machine; unset: the alpha-beta model with codec_passes at the device's memory bandwidth.
+  // machine; unset: the alpha-beta model with the codec kernels below.
   std::function<double(double bytes)> local_us;
   // The codec kernels' time for a bucket from a GPU calibration (local_model.h CodecKernelUs); unset:
-  // codec_passes at the device's memory bandwidth.
+  // codec_passes at CodecKernelGbps plus codec_launches fixed costs (cost_model.h).
   std::function<double(double bytes)> codec_us;
   double bucket_bytes = 25 << 20;
-  int streams = 1;                // pieces in flight: codec compute overlaps the transfer by (K-1)/K
+  int streams = 1;                // pieces in flight (CPU transports); no overlap of codec and transfer
   double model_efficiency = 0.4;  // achieved fraction of peak FLOPs in backward (MFU)
 };
 
@@ -62,7 +62,10 @@ StepTiming ScheduleStep(const Workload& w, const Topology& t, const Fabric& f, c
 StepTiming ScheduleStep(const Workload& w, const Topology& t, const CommPlan& plan, int batch,
                         const std::function<double(double bytes)>& bucket_us);
 
-// A bucket's allreduce time under a plan.
+// A bucket's allreduce time under a plan: transfer plus codec kernels, one after the other, as the
+// runtime runs them (no overlap is credited: the compressed ring waits for each exchange before its
+// fused hop, collectives/algorithms/ring.cc, and over NCCL every step is one grouped send/receive
+// on the same stream, hops.cc Exchange).
 double BucketUs(const Fabric& f, const Topology& t, const CommPlan& plan, double bytes);
 
 }  // namespace ciuic
