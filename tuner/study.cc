@@ -144,7 +144,13 @@ struct Study {
     if (o.mode == "measure" && topo.name != "cpu_local")
       throw UsageError(
           fmt::format("--mode measure runs on the target hardware: this machine is cpu_local, not {}", topo.name));
-    if (o.mode == "measure") meter = std::make_unique<BucketMeter>(std::min(topo.devices_per_node, 2), log);
+    if (o.mode != "measure") return;
+    // The ranks the study models, all of them on this host: a multi-node study cannot be timed here.
+    if (topo.nodes != 1)
+      throw UsageError(fmt::format("--mode measure times the study's ranks on this host: a {}-node study cannot "
+                                   "be measured here (--nodes 1, or --mode model)",
+                                   topo.nodes));
+    meter = std::make_unique<BucketMeter>(topo.ranks(), log);
   }
 
   // Codec costs: this machine's calibration when tuning for it; on a GPU topology a calibration of its
@@ -351,6 +357,7 @@ struct Study {
       rule.max_bytes = hi;
       rule.bucket_bytes = static_cast<uint64_t>(best.bucket_bytes);
       rule.predicted_us = std::numeric_limits<double>::infinity();
+      PlanChoice chosen;
       for (const auto& codec : space.dims[0].values) {
         for (const auto& s : space.dims[2].values) {
           for (const auto& algo : space.dims[3].values) {
@@ -365,6 +372,7 @@ struct Study {
               if (!feasible) continue;
               const double us = BucketUs(fabric, topo, plan, size);
               if (us < rule.predicted_us) {
+                chosen = c;
                 rule.predicted_us = us;
                 rule.codec = codec;
                 rule.streams = c.streams;
@@ -376,6 +384,11 @@ struct Study {
             }
           }
         }
+      }
+      // --mode measure: the chosen configuration timed at the band's representative size, as predicted.
+      if (meter && std::isfinite(rule.predicted_us)) {
+        const double us = meter->Us(chosen, static_cast<uint64_t>(size / 4) * 4);
+        if (std::isfinite(us)) rule.measured_us = us;
       }
       res.profile.rules.push_back(rule);
     }
@@ -399,12 +412,17 @@ struct Study {
     for (const auto& r : prof.rules) {
       Statement up(db.handle(),
                    "INSERT OR REPLACE INTO best_configs (topology_fingerprint, op, min_bytes, max_bytes, config, "
-                   "predicted_us, measured_us, study_id, updated) VALUES (?,?,?,?,?,?,NULL,?,?)");
+                   "predicted_us, measured_us, study_id, updated) VALUES (?,?,?,?,?,?,?,?,?)");
       up.Bind(1, prof.fingerprint).Bind(2, r.op).Bind(3, static_cast<int64_t>(r.min_bytes))
           .Bind(4, static_cast<int64_t>(r.max_bytes))
           .Bind(5, fmt::format("algo={} codec={} precision={} streams={} bucket={}", r.algo, r.codec, r.precision,
                                r.streams, r.bucket_bytes))
-          .Bind(6, r.predicted_us).Bind(7, res.study_id).Bind(8, IsoNow());
+          .Bind(6, r.predicted_us).Bind(8, res.study_id).Bind(9, IsoNow());
+      if (r.measured_us >= 0) {
+        up.Bind(7, r.measured_us);
+      } else {
+        up.BindNull(7);
+      }
       up.Step();
     }
     tx.Commit();
