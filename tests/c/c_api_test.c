@@ -6,22 +6,13 @@
 #include <string.h>
 
 #include "collectives/ciuic.h"
+#include "tests/c/check.h"
 
 #define N 1000
 #define RANKS 4
 
 static float results[RANKS][N];
-static int failures = 0;
 static const char* state_path = "ciuic_c_api_state.bin";
-
-#define CHECK(cond, ...)            \
-  do {                              \
-    if (!(cond)) {                  \
-      fprintf(stderr, __VA_ARGS__); \
-      fprintf(stderr, "\n");        \
-      ++failures;                   \
-    }                               \
-  } while (0)
 
 static void exact(ciuic_comm_t* comm, void* arg) {
   (void)arg;

@@ -8,19 +8,9 @@
 #include <stdio.h>
 
 #include "collectives/ciuic.h"
+#include "tests/c/check.h"
 
 #define N 4099
-
-static int failures = 0;
-
-#define CHECK(cond, ...)            \
-  do {                              \
-    if (!(cond)) {                  \
-      fprintf(stderr, __VA_ARGS__); \
-      fprintf(stderr, "\n");        \
-      ++failures;                   \
-    }                               \
-  } while (0)
 
 static float input(int i, int r) { return (float)((i * 7 + r * 13) % 17 - 8); }
 

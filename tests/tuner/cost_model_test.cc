@@ -5,6 +5,8 @@
 #include "tuner/cost_model.h"
 
 #include <gtest/gtest.h>
+
+#include "tests/tuner/replace_once.h"
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -74,12 +76,7 @@ TEST(Published, TheFileLoadsWithEveryConstantFittedAndMostFiguresHeldOut) {
 TEST(Published, StrictLoaderRefusesBadFiles) {
   const std::string ok = ReadText(DefaultPublishedPath());
   ASSERT_NO_THROW(ParsePublished(ok, "p.json"));
-  auto replace = [&](const std::string& from, const std::string& to) {
-    std::string s = ok;
-    const size_t at = s.find(from);
-    EXPECT_NE(at, std::string::npos) << from;
-    return s.replace(at, from.size(), to);
-  };
+  auto replace = [&](const std::string& from, const std::string& to) { return ReplaceOnce(ok, from, to); };
   const std::vector<std::string> bad = {
       "",
       "[]",
@@ -447,12 +444,7 @@ TEST(Topology, BuiltinsLoadAndCpuLocalIsDetected) {
 TEST(Topology, StrictLoaderRefusesBadFiles) {
   const std::string ok = Valid();
   ASSERT_NO_THROW(ParseTopology(ok, "t.json"));
-  auto replace = [&](const std::string& from, const std::string& to) {
-    std::string s = ok;
-    const size_t at = s.find(from);
-    EXPECT_NE(at, std::string::npos) << from;
-    return s.replace(at, from.size(), to);
-  };
+  auto replace = [&](const std::string& from, const std::string& to) { return ReplaceOnce(ok, from, to); };
   const std::vector<std::string> bad = {
       "",
       "{",

@@ -4,6 +4,8 @@
 // fast one no codec does.
 #include <gtest/gtest.h>
 
+#include "tests/tuner/replace_once.h"
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -156,12 +158,7 @@ TEST_F(Study, ProfilesAreReadStrictly) {
   s << f.rdbuf();
   const std::string ok = s.str();
   EXPECT_NO_THROW(ParseProfile(ok, "p.json"));
-  auto swap = [&](const std::string& from, const std::string& to) {
-    std::string t = ok;
-    const size_t at = t.find(from);
-    EXPECT_NE(at, std::string::npos) << from;
-    return t.replace(at, from.size(), to);
-  };
+  auto swap = [&](const std::string& from, const std::string& to) { return ReplaceOnce(ok, from, to); };
   for (const std::string& bad : {swap("ciuic.profile/1", "ciuic.profile/2"), swap("\"op\": \"allreduce\"", "\"op\": \"alltoall\""),
                                  swap("\"precision\": \"fp32\"", "\"precision\": \"fp64\""),
                                  swap("\"workload\":", "\"extra\": 1, \"workload\":"), std::string("{}"), std::string("")})
