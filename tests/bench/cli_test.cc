@@ -68,7 +68,7 @@ INSTANTIATE_TEST_SUITE_P(
                     "allreduce --timeout -1", "allreduce --expect 'speed>=3'", "allreduce --expect 'busbw>=x'",
                     "allreduce --codec int8", "allreduce --algo ring", "allreduce --no-such-flag",
                     "allreduce extra-arg", "broadcast --root -1", "allreduce --backend local --sizes 1P",
-                    "allreduce --backend local --out /no/such/dir/x.json", "allreduce --backend local --device cuda",
+                    "allreduce --backend local --out /no/such/dir/x.json", "allreduce --backend mpi --device cuda",
                     "allreduce --backend local --debug-corrupt x", "compress --codec int9", "compress --codec topk",
                     "compress --codec topk:2", "compress --codec powersgd:0", "compress --block 48",
                     "compress --rounding up", "compress --select best", "compress --sizes 2", "compress --sizes 0",
