@@ -214,19 +214,25 @@ class Runner {
     }
   }
 
+  // One timed op; each completed op counts as progress for the watchdog (its deadline is time
+  // without progress, so a long healthy row never expires).
   double TimeOne(const Placement& p, int slot) {
+    double us = 0;
     if (device_) {
       comm_.Barrier();
       timer_->Start();
       Launch(p, slot);
       timer_->Stop();
       comm_.Synchronize();
-      return timer_->ElapsedUs();
+      us = timer_->ElapsedUs();
+    } else {
+      comm_.Barrier();
+      const double t0 = NowSeconds();
+      Launch(p, slot);
+      us = (NowSeconds() - t0) * 1e6;
     }
-    comm_.Barrier();
-    const double t0 = NowSeconds();
-    Launch(p, slot);
-    return (NowSeconds() - t0) * 1e6;
+    if (o_.watchdog) o_.watchdog->Progress();
+    return us;
   }
 
   void MeasureInto(BenchRow& row, const CollCounts& counts, bool inplace) {

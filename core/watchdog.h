@@ -1,8 +1,11 @@
 #pragma once
-// A deadline for blocking work: Arm() before a step that could hang (a collective waiting on a dead
-// or stuck peer), Disarm() after. If a deadline passes, the handler runs on the watchdog's thread
-// with a description of the stuck step (it is expected to print one line and end the process).
+// A deadline for blocking work, measured as time without progress: Arm() before a step that could
+// hang (a collective waiting on a dead or stuck peer), Progress() whenever a piece of it completes
+// (an iteration, a message), Disarm() after. If timeout_s pass with no progress, the handler runs on
+// the watchdog's thread with a description of the stuck step (it is expected to print one line and
+// end the process). A long healthy phase never expires: each completed piece restarts the clock.
 #include <atomic>
+#include <cstdint>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -10,6 +13,10 @@
 #include <thread>
 
 namespace ciuic {
+
+// The default deadline of every tool: $CIUIC_TIMEOUT (seconds, >= 0; 0 is off) or 60 s. A malformed
+// value is a UsageError naming the variable.
+double DefaultTimeoutSeconds();
 
 class Watchdog {
  public:
@@ -21,6 +28,9 @@ class Watchdog {
 
   void Arm(std::string what);
   void Disarm();
+  // Cheap enough for every iteration of a timed loop (one relaxed atomic add; the watchdog's thread
+  // notices the change on its next poll).
+  void Progress() { progress_.fetch_add(1, std::memory_order_relaxed); }
   double timeout() const { return timeout_s_; }
 
  private:
@@ -32,6 +42,8 @@ class Watchdog {
   bool armed_ = false;
   bool stop_ = false;
   double deadline_ = 0;
+  std::atomic<uint64_t> progress_{0};
+  uint64_t seen_progress_ = 0;
   std::string what_;
   std::thread thread_;
 };
