@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -17,6 +18,35 @@ namespace ciuic {
 // The default deadline of every tool: $CIUIC_TIMEOUT (seconds, >= 0; 0 is off) or 60 s. A malformed
 // value is a UsageError naming the variable.
 double DefaultTimeoutSeconds();
+
+// A side channel between the processes of one job on one host that keeps working when a rank is
+// stopped: each rank's watchdog thread rewrites a small file (progress count, wall time, pid) in a
+// folder shared by the job on every poll; when a deadline expires the expiring rank reads the folder
+// and names the ranks that went silent (stopped, dead) or fell behind. The folder is
+// $CIUIC_HEARTBEAT_DIR (set by ciuic-bench's self-launch), else /dev/shm/ciuic-<launcher job id>
+// under mpiexec; nothing without a launcher.
+class Heartbeats {
+ public:
+  // From the launcher's environment (OMPI_COMM_WORLD_RANK/SIZE, PMIX_NAMESPACE); null outside one.
+  static std::unique_ptr<Heartbeats> FromEnvironment();
+  Heartbeats(std::string dir, int rank, int size);
+  ~Heartbeats();  // removes this rank's file (the folder too when it is the last)
+  Heartbeats(const Heartbeats&) = delete;
+  Heartbeats& operator=(const Heartbeats&) = delete;
+  void Beat(uint64_t progress);
+  // "rank 1 (pid 4242) is stopped; rank 2 silent for 3.1 s" — or "" when every rank looks alive.
+  std::string Describe() const;
+  const std::string& dir() const { return dir_; }
+  // For the launcher after the job ended abnormally: the rank whose heartbeats stopped first, well
+  // before the others' (the one that died or stopped; its peers were ended after it), as
+  // "rank 1 (pid 4242) went silent first, 1.2 s before the others"; "" when no rank stands out.
+  static std::string FirstSilent(const std::string& dir, int size);
+
+ private:
+  std::string dir_;
+  int rank_, size_;
+  int fd_ = -1;
+};
 
 class Watchdog {
  public:
@@ -31,6 +61,8 @@ class Watchdog {
   // Cheap enough for every iteration of a timed loop (one relaxed atomic add; the watchdog's thread
   // notices the change on its next poll).
   void Progress() { progress_.fetch_add(1, std::memory_order_relaxed); }
+  // Beats on every poll, and names silent or lagging peers in the expiry message.
+  void SetHeartbeats(std::unique_ptr<Heartbeats> hb);
   double timeout() const { return timeout_s_; }
 
  private:
@@ -45,6 +77,7 @@ class Watchdog {
   std::atomic<uint64_t> progress_{0};
   uint64_t seen_progress_ = 0;
   std::string what_;
+  std::unique_ptr<Heartbeats> heartbeats_;
   std::thread thread_;
 };
 
