@@ -1,9 +1,16 @@
 #include "bench/cli.h"
 
+#include "bench/cli_args.h"
 #include "bench/codec_bench.h"
 #include "kernels/codec_kernels.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include <cxxopts.hpp>
 #include <filesystem>
@@ -68,10 +75,12 @@ struct Cli {
   std::string db_path;
   int ranks = 0;  // 0: default
   bool ranks_given = false;
-  double timeout_s = 300;
+  double timeout_s = 60;
   bool expect = false;
   double expect_busbw = 0;
   uint64_t expect_size = 0;  // 0: the peak
+  bool profile_override = false;  // --profile-override: a profile tuned for another topology is applied anyway
+  std::string profile_path;
   std::vector<std::string> argv;
 };
 
@@ -90,6 +99,7 @@ cxxopts::Options MakeOptions() {
       ("streams", "ciuic: pieces in flight per direction (K)", cxxopts::value<int>()->default_value("4"))
       ("piece", "ciuic: pipelining piece bytes", cxxopts::value<std::string>()->default_value("1M"))
       ("profile", "ciuic: a tuned profile (ciuic.profile/1); each size uses its band's rule", cxxopts::value<std::string>())
+      ("profile-override", "ciuic: apply --profile to a run whose ranks or device differ from the topology it was tuned for")
       ("ranks-per-node", "ciuic hier: R (depth 2) or R,G (depth 3: G nodes per group); 0: nodes by host name", cxxopts::value<std::string>()->default_value("0"))
       ("device", "cpu | cuda (default: cuda when a GPU and NCCL are present)", cxxopts::value<std::string>())
       ("dtype", "fp32 fp64 fp16 bf16 fp8e4m3 fp8e5m2 int8 uint8 int32 int64", cxxopts::value<std::string>()->default_value("fp32"))
@@ -107,7 +117,7 @@ cxxopts::Options MakeOptions() {
       ("out", "write the --format output to FILE (the table still goes to stdout)", cxxopts::value<std::string>())
       ("db", "append the run to this SQLite database", cxxopts::value<std::string>())
       ("ranks", "ranks to start when not under a launcher (default: one per GPU, or 2 on CPU)", cxxopts::value<int>())
-      ("timeout", "seconds a collective may make no progress before the run fails (0: off)", cxxopts::value<double>()->default_value("300"))
+      ("timeout", "seconds without progress before the run fails with exit 2 (0: off; default: $CIUIC_TIMEOUT or 60)", cxxopts::value<double>())
       ("expect", "busbw>=GBPS[@SIZE]: exit 3 unless the peak (or SIZE's) busbw reaches GBPS", cxxopts::value<std::string>())
       ("seed", "input pattern seed", cxxopts::value<uint64_t>()->default_value("97"))
       ("debug-corrupt", "test hook RANK:INDEX: damage one received element", cxxopts::value<std::string>())
@@ -122,6 +132,22 @@ cxxopts::Options MakeOptions() {
 template <class T>
 T Get(const cxxopts::ParseResult& r, const char* key) {
   return r[key].as<T>();
+}
+
+// Limits of the counts on the command line: --ranks (and so --root), and iteration counts (1e7
+// iterations of the smallest message already take minutes).
+constexpr int kMaxRanks = 4096;
+constexpr int kMaxIterations = 10'000'000;
+
+// Parses option `key`'s text with `parse`, naming the option in a refusal: "--KEY TEXT: why".
+template <class F>
+auto Named(const cxxopts::ParseResult& r, const char* key, F parse) {
+  const std::string text = Get<std::string>(r, key);
+  try {
+    return parse(text);
+  } catch (const Error& e) {
+    throw BadOption(key, text, e.what());
+  }
 }
 
 void ParseExpect(const std::string& text, Cli& cli) {
@@ -148,7 +174,7 @@ cxxopts::ParseResult ParseArguments(cxxopts::Options& options, int argc, char** 
   try {
     r = options.parse(argc, argv);
   } catch (const cxxopts::exceptions::exception& e) {
-    throw UsageError(e.what());
+    throw FromCxxopts(e, argc, argv);
   }
   if (r.count("help")) {
     std::cout << options.help() << "\n";
@@ -173,22 +199,14 @@ void ParseSweep(const cxxopts::ParseResult& r, Cli& cli) {
   }
   BenchOptions& b = cli.bench;
   b.spec = spec;
-  b.sizes = ParseSizeList(Get<std::string>(r, "sizes"));
-  b.type = ParseDType(Get<std::string>(r, "dtype"));
-  b.op = ParseReduceOp(Get<std::string>(r, "op"));
-  b.root = Get<int>(r, "root");
-  if (b.root < 0) throw UsageError(fmt::format("--root {} must be a rank (>= 0)", b.root));
-  if (r.count("iters")) {
-    b.iters = Get<int>(r, "iters");
-    if (b.iters < 1) throw UsageError(fmt::format("--iters {} must be at least 1", b.iters));
-  }
-  if (r.count("warmup")) {
-    b.warmup = Get<int>(r, "warmup");
-    if (b.warmup < 0) throw UsageError(fmt::format("--warmup {} must be >= 0", b.warmup));
-  }
-  b.average = ParseAverage(Get<std::string>(r, "average"));
-  b.check = Get<int>(r, "check");
-  if (b.check < 0) throw UsageError(fmt::format("--check {} must be >= 0", b.check));
+  b.sizes = Named(r, "sizes", [](const std::string& v) { return ParseSizeList(v); });
+  b.type = Named(r, "dtype", [](const std::string& v) { return ParseDType(v); });
+  b.op = Named(r, "op", [](const std::string& v) { return ParseReduceOp(v); });
+  b.root = OptionInRange("root", Get<int>(r, "root"), 0, kMaxRanks - 1);
+  if (r.count("iters")) b.iters = OptionInRange("iters", Get<int>(r, "iters"), 1, kMaxIterations);
+  if (r.count("warmup")) b.warmup = OptionInRange("warmup", Get<int>(r, "warmup"), 0, kMaxIterations);
+  b.average = Named(r, "average", [](const std::string& v) { return ParseAverage(v); });
+  b.check = OptionInRange("check", Get<int>(r, "check"), 0, kMaxIterations);
   const std::string inplace = Get<std::string>(r, "inplace");
   if (inplace == "yes") {
     b.out_of_place = false;
@@ -204,10 +222,15 @@ bool CiuicBackend(const cxxopts::ParseResult& r) {
   return r.count("backend") && Get<std::string>(r, "backend") == "ciuic";
 }
 
-// --algo (other than the library's own), --precision and --codec belong to the bundled runtime.
+// --algo (other than the library's own), --precision, --codec and the runtime's knobs belong to the
+// bundled runtime: given to another backend they are refused, never silently ignored.
 void RequireCiuicForRuntimeOptions(const cxxopts::ParseResult& r) {
   const std::string algo = Get<std::string>(r, "algo");
   const std::string codec = Get<std::string>(r, "codec");
+  for (const char* knob : {"block", "rounding", "prescale", "bucket", "streams", "piece", "profile", "profile-override",
+                           "ranks-per-node"}) {
+    if (r.count(knob)) throw UsageError(fmt::format("--{}: applies to --backend ciuic (the bundled runtime) only", knob));
+  }
   if (algo != "auto" && algo != "native") {
     throw UsageError(fmt::format("--algo {}: the mpi, nccl and local backends run their own algorithm; use --backend ciuic", algo));
   }
@@ -218,7 +241,7 @@ void RequireCiuicForRuntimeOptions(const cxxopts::ParseResult& r) {
   }
 }
 
-// --ranks-per-node R or R,G (hier depth 2 or 3).
+// --ranks-per-node R or R,G (hier depth 2 or 3); whether they divide the world: CheckWorld.
 void ParseRanksPerNode(const std::string& rpn, AlgoConfig& a) {
   const size_t comma = rpn.find(',');
   try {
@@ -227,12 +250,33 @@ void ParseRanksPerNode(const std::string& rpn, AlgoConfig& a) {
     if (used != rpn.substr(0, comma).size()) throw std::invalid_argument(rpn);
     if (comma != std::string::npos) {
       a.nodes_per_group = std::stoi(rpn.substr(comma + 1), &used);
-      if (used != rpn.size() - comma - 1 || a.nodes_per_group < 1) throw std::invalid_argument(rpn);
+      if (used != rpn.size() - comma - 1) throw std::invalid_argument(rpn);
     }
   } catch (const std::exception&) {
-    throw UsageError(fmt::format("bad --ranks-per-node '{}': use R or R,G", rpn));
+    throw BadOption("ranks-per-node", rpn, "use R or R,G (whole numbers)");
   }
-  if (a.ranks_per_node < 0) throw UsageError("--ranks-per-node must be >= 0");
+  if (a.ranks_per_node < 0 || a.ranks_per_node > kMaxRanks)
+    throw BadOption("ranks-per-node", rpn, fmt::format("R must be in 0..{} (0: nodes by host name)", kMaxRanks));
+  if (comma != std::string::npos && (a.ranks_per_node == 0 || a.nodes_per_group < 1 || a.nodes_per_group > kMaxRanks))
+    throw BadOption("ranks-per-node", rpn, fmt::format("R,G needs R in 1..{} and G in 1..{}", kMaxRanks, kMaxRanks));
+}
+
+// The runtime's knobs: each value checked against its range.
+void ParseRuntimeKnobs(const cxxopts::ParseResult& r, Cli& cli) {
+  AlgoConfig& a = cli.runtime.algo;
+  a.codec.block = Get<uint32_t>(r, "block");
+  if (a.codec.block < 32 || a.codec.block > 65536 || a.codec.block % 32 != 0)
+    throw BadOption("block", std::to_string(a.codec.block), "must be a multiple of 32 in 32..65536");
+  a.codec.rounding = Named(r, "rounding", [](const std::string& v) { return ParseRounding(v); });
+  a.codec.prescale = Get<float>(r, "prescale");
+  if (!(a.codec.prescale > 0) || !std::isfinite(a.codec.prescale))
+    throw BadOption("prescale", fmt::format("{}", a.codec.prescale), "must be a positive finite number");
+  a.in_flight = OptionInRange("streams", Get<int>(r, "streams"), 1, kMaxStreams);
+  a.piece_bytes = SizeOption("piece", Get<std::string>(r, "piece"), 4096, kMaxBucketBytes);
+  ParseRanksPerNode(Get<std::string>(r, "ranks-per-node"), a);
+  const std::string bucket = Get<std::string>(r, "bucket");
+  cli.runtime.bucket_bytes = bucket == "0" ? 0 : SizeOption("bucket", bucket, kMinBucketBytes, kMaxBucketBytes);
+  cli.profile_override = r.count("profile-override") > 0;
 }
 
 // --backend ciuic: codec, algorithm, precision, pipelining, hierarchy, profile and bucket of the
@@ -242,31 +286,23 @@ void ParseRuntime(const cxxopts::ParseResult& r, Cli& cli) {
   const std::string algo = Get<std::string>(r, "algo");
   const std::string codec = Get<std::string>(r, "codec");
   AlgoConfig& a = cli.runtime.algo;
-  a.codec = ParseCodec(codec);
-  a.codec.block = Get<uint32_t>(r, "block");
-  a.codec.rounding = ParseRounding(Get<std::string>(r, "rounding"));
+  a.codec = Named(r, "codec", [](const std::string& v) { return ParseCodec(v); });
+  ParseRuntimeKnobs(r, cli);
   a.codec.error_feedback = false;  // rows report the one-shot error; timing loops must not feed it
-  a.codec.prescale = Get<float>(r, "prescale");
-  a.algo = ParseAlgo(algo);
-  a.precision = ParsePrecision(Get<std::string>(r, "precision"));
+  a.algo = Named(r, "algo", [](const std::string& v) { return ParseAlgo(v); });
+  a.precision = Named(r, "precision", [](const std::string& v) { return ParsePrecision(v); });
   if (a.precision != DType::kFloat32 && a.algo != AllReduceAlgo::kNative)
     throw UsageError(fmt::format("--precision {}: a 16-bit reduction is --algo native's (the runtime's own "
                                  "algorithms accumulate in fp32; 16-bit wires: --codec fp16|bf16)",
                                  Get<std::string>(r, "precision")));
-  a.in_flight = Get<int>(r, "streams");
-  if (a.in_flight < 1 || a.in_flight > 64) throw UsageError(fmt::format("--streams {} must be in 1..64", a.in_flight));
-  a.piece_bytes = ParseSize(Get<std::string>(r, "piece"));
-  if (a.piece_bytes < 4096) throw UsageError("--piece must be at least 4K");
-  ParseRanksPerNode(Get<std::string>(r, "ranks-per-node"), a);
   if (r.count("profile")) {
-    cli.runtime.profile = std::make_shared<Profile>(LoadProfile(Get<std::string>(r, "profile")));
+    cli.profile_path = Get<std::string>(r, "profile");
+    cli.runtime.profile = std::make_shared<Profile>(LoadProfile(cli.profile_path));
     if (algo != "auto" || codec != "none")
       throw UsageError("--profile chooses algorithm and codec per size: drop --algo/--codec");
     if (Get<std::string>(r, "precision") != "fp32") throw UsageError("--profile chooses the precision per size: drop --precision");
     for (const auto& rule : cli.runtime.profile->rules) b.lossy |= rule.codec != "none" || rule.precision != "fp32";
   }
-  const std::string bucket = Get<std::string>(r, "bucket");
-  cli.runtime.bucket_bytes = bucket == "0" ? 0 : ParseSize(bucket);
   Codec check(a.codec);  // validates block and parameters now, not on every rank later
   (void)check;
   if (b.spec != &kAllReduceSpec) throw UsageError("--backend ciuic runs allreduce (the bundled runtime)");
@@ -288,11 +324,11 @@ void ParseOutputs(const cxxopts::ParseResult& r, Cli& cli) {
 // How the run is started and judged: --ranks, --timeout, --expect, --debug-corrupt.
 void ParseRunControls(const cxxopts::ParseResult& r, Cli& cli) {
   if (r.count("ranks")) {
-    cli.ranks = Get<int>(r, "ranks");
+    cli.ranks = OptionInRange("ranks", Get<int>(r, "ranks"), 1, kMaxRanks);
     cli.ranks_given = true;
-    if (cli.ranks < 1 || cli.ranks > 4096) throw UsageError(fmt::format("--ranks {} must be in 1..4096", cli.ranks));
   }
-  cli.timeout_s = Get<double>(r, "timeout");
+  cli.timeout_s = DefaultTimeoutSeconds();
+  if (r.count("timeout")) cli.timeout_s = Get<double>(r, "timeout");
   if (!(cli.timeout_s >= 0) || !std::isfinite(cli.timeout_s)) {
     throw UsageError("--timeout must be a non-negative number of seconds");
   }
@@ -359,6 +395,7 @@ Cli ParseCli(int argc, char** argv) {
   if (CiuicBackend(r)) {
     ParseRuntime(r, cli);
   } else {
+    ParseRuntimeKnobs(r, cli);  // a bad value is refused as such before "not this backend's"
     RequireCiuicForRuntimeOptions(r);
   }
   ParseOutputs(r, cli);
@@ -370,22 +407,44 @@ Cli ParseCli(int argc, char** argv) {
 // Opens (and closes) the output file and database once before any rank starts, so a bad path or
 // a foreign database is one clear error instead of a failure after the run.
 void ValidateOutputs(const Cli& cli) {
-  if (!cli.out_path.empty()) {
-    const auto parent = std::filesystem::path(cli.out_path).parent_path();
-    std::error_code ec;
-    if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
-      throw InputError(fmt::format("--out '{}': directory '{}' does not exist", cli.out_path, parent.string()));
-    }
-    if (std::filesystem::is_directory(cli.out_path, ec)) throw InputError(fmt::format("--out '{}' is a directory", cli.out_path));
-  }
+  if (!cli.out_path.empty()) CheckWritableOutput(cli.out_path, "--out");
   if (!cli.db_path.empty()) {
-    const auto parent = std::filesystem::path(cli.db_path).parent_path();
-    std::error_code ec;
-    if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
-      throw InputError(fmt::format("--db '{}': directory '{}' does not exist", cli.db_path, parent.string()));
-    }
+    CheckWritableOutput(cli.db_path, "--db", /*regular_file_only=*/true);
     Database probe(cli.db_path);
   }
+}
+
+// What can only be judged once the world size is known: the root, the hierarchy's groups and a
+// profile's topology. UsageError naming the option.
+void CheckWorld(const Cli& cli, int world) {
+  const BenchOptions& b = cli.bench;
+  if (b.spec && b.spec->rooted && b.root >= world)
+    throw BadOption("root", std::to_string(b.root), fmt::format("must be in 0..{} (a rank of {})", world - 1, world));
+  if (cli.backend != "ciuic") return;
+  const AlgoConfig& a = cli.runtime.algo;
+  const std::string rpn = a.nodes_per_group > 0 ? fmt::format("{},{}", a.ranks_per_node, a.nodes_per_group)
+                                                : std::to_string(a.ranks_per_node);
+  if (a.ranks_per_node > 0 && (a.ranks_per_node > world || world % a.ranks_per_node != 0))
+    throw BadOption("ranks-per-node", rpn,
+                    fmt::format("{} ranks do not split into nodes of {} (R must divide the rank count)", world,
+                                a.ranks_per_node));
+  if (a.ranks_per_node > 0 && a.nodes_per_group > 0 && (world / a.ranks_per_node) % a.nodes_per_group != 0)
+    throw BadOption("ranks-per-node", rpn,
+                    fmt::format("{} nodes do not split into groups of {} (G must divide the node count)",
+                                world / a.ranks_per_node, a.nodes_per_group));
+  const Profile* p = cli.runtime.profile.get();
+  if (!p || cli.profile_override) return;
+  // A profile's rules were chosen for its topology: applied to another, they are somebody else's answer.
+  const bool cpu_profile = p->topology == "cpu_local";
+  std::string why;
+  if (p->ranks != world) {
+    why = fmt::format("tuned for {} ({} rank(s) on {} node(s)), this run has {} rank(s)", p->topology, p->ranks, p->nodes,
+                      world);
+  } else if (cpu_profile != (cli.device == "cpu")) {
+    why = fmt::format("tuned for {} ({}), this run is on {}", p->topology, cpu_profile ? "CPU ranks" : "GPUs",
+                      cli.device);
+  }
+  if (!why.empty()) throw UsageError(fmt::format("--profile {}: {}; --profile-override applies it anyway", cli.profile_path, why));
 }
 
 int DefaultRanks(const Cli& cli) {
@@ -400,6 +459,28 @@ bool NeedsMpiLaunch(const Cli& cli) {
 
 // Replaces this process with `mpiexec -n N <self> args` (root-safe, --oversubscribe when N exceeds
 // the cores). Returns only on failure.
+pid_t g_launcher_child = 0;
+extern "C" void ForwardToLauncherChild(int sig) {
+  if (g_launcher_child > 0) kill(g_launcher_child, sig);
+}
+
+// The launcher's exit code: mpiexec's own when it is one of ours (0 ok, 1 input, 2 runtime, 3
+// verification: every rank exits with the same code), otherwise 2 (a rank died, was killed, or
+// mpiexec itself failed) with one line naming what happened.
+int LauncherExitCode(const std::string& mpiexec, int status) {
+  if (WIFEXITED(status)) {
+    const int code = WEXITSTATUS(status);
+    if (code <= 3) return code;
+    LogInfo("{} exited {}: a rank ended abnormally; exit 2", mpiexec, code);
+    return 2;
+  }
+  if (WIFSIGNALED(status)) {
+    LogInfo("{} ended by signal {} ({}); exit 2", mpiexec, WTERMSIG(status), strsignal(WTERMSIG(status)));
+    return 2;
+  }
+  return 2;
+}
+
 [[noreturn]] void Relaunch(const Cli& cli, int ranks) {
   std::string mpiexec = CIUIC_MPIEXEC;
   if (mpiexec.empty() || access(mpiexec.c_str(), X_OK) != 0) mpiexec = "mpiexec";
@@ -420,8 +501,32 @@ bool NeedsMpiLaunch(const Cli& cli) {
   std::vector<char*> cargs;
   for (auto& a : args) cargs.push_back(a.data());
   cargs.push_back(nullptr);
-  execvp(cargs[0], cargs.data());
-  throw RuntimeError(fmt::format("cannot start {}: {}", mpiexec, std::strerror(errno)));
+  // mpiexec runs as a child so its ending maps onto the documented exit codes: a rank that died or
+  // was killed makes mpiexec exit 137 or similar, which is exit 2 here, with a line saying so.
+  // The ranks' heartbeat folder (core/watchdog.h): a timeout names the rank that went silent.
+  char hb_template[] = "/dev/shm/ciuic-hb-XXXXXX";
+  const char* hb = mkdtemp(hb_template);
+  if (hb) setenv("CIUIC_HEARTBEAT_DIR", hb, 1);
+  const pid_t child = fork();
+  if (child < 0) throw RuntimeError(fmt::format("cannot start {}: {}", mpiexec, std::strerror(errno)));
+  if (child == 0) {
+    execvp(cargs[0], cargs.data());
+    std::fprintf(stderr, "ciuic-bench: cannot start %s: %s\n", mpiexec.c_str(), std::strerror(errno));
+    std::_Exit(2);
+  }
+  g_launcher_child = child;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, ForwardToLauncherChild);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  const int code = LauncherExitCode(mpiexec, status);
+  if (hb) {
+    if (code == 2) {
+      if (const std::string who = Heartbeats::FirstSilent(hb, ranks); !who.empty()) LogInfo("{}", who);
+    }
+    std::filesystem::remove_all(hb, ec);  // what killed ranks left behind
+  }
+  std::exit(code);
 }
 
 int ListBuild() {
@@ -516,7 +621,7 @@ int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* wat
 }
 
 void OnTimeout(const std::string& what, double timeout_s) {
-  LogInfo("timeout: {} made no progress in {:.0f} s", what, timeout_s);
+  LogInfo("timeout: no progress in {:.0f} s: {}", timeout_s, what);
 #if CIUIC_HAVE_MPI
   if (MpiSession::Active()) MpiSession::Abort(2);
 #endif
@@ -542,6 +647,7 @@ int Run(int argc, char** argv) {
               cli.device == "cuda" ? "one per GPU" : "CPU-only machine");
     }
     // Everything a rank could reject is checked here, once, before any rank starts.
+    CheckWorld(cli, ranks);
     ValidateOutputs(cli);
     BenchOptions o = cli.bench;
     o.local_ranks = ranks;
@@ -552,6 +658,7 @@ int Run(int argc, char** argv) {
   const bool local_transport = cli.backend == "local" || (cli.backend == "ciuic" && cli.transport == "local");
   if (local_transport) {
     const int ranks = cli.ranks_given ? cli.ranks : 2;
+    CheckWorld(cli, ranks);
     ValidateOutputs(cli);
     SetParallelThreads(std::max(1u, std::thread::hardware_concurrency() / ranks));
     Watchdog watchdog(cli.timeout_s, OnTimeout);
@@ -572,6 +679,11 @@ int Run(int argc, char** argv) {
   }
 
 #if CIUIC_HAVE_MPI
+  // Armed before MPI_Init: a rank that never arrives (stopped, killed, unreachable) fails the
+  // start-up within the timeout instead of hanging every rank.
+  Watchdog watchdog(cli.timeout_s, OnTimeout);
+  watchdog.SetHeartbeats(Heartbeats::FromEnvironment());
+  watchdog.Arm("MPI start-up (MPI_Init, the world's first exchanges)");
   MpiSession mpi(&argc, &argv);
   auto world = MakeMpiWorld();
   if (cli.ranks_given && launched && cli.ranks != world->Size()) {
@@ -580,17 +692,24 @@ int Run(int argc, char** argv) {
     }
     return 1;
   }
+  try {
+    CheckWorld(cli, world->Size());  // the same verdict on every rank: one line, from rank 0
+  } catch (const UsageError& e) {
+    if (world->Rank() == 0) LogInfo("{}", e.what());
+    return 1;
+  }
   if (!launched || world->Rank() == 0) ValidateOutputs(cli);
   const auto hosts = GatherHostnames(*world);
   const int local = static_cast<int>(std::count(hosts.begin(), hosts.end(), hosts[world->Rank()]));
   SetParallelThreads(std::max(1u, std::thread::hardware_concurrency() / local));
-  Watchdog watchdog(cli.timeout_s, OnTimeout);
   std::unique_ptr<Communicator> comm;
   if (cli.backend == "nccl" || (cli.backend == "ciuic" && cli.transport == "nccl")) {
+    watchdog.Arm("NCCL communicator start-up");
     comm = MakeNcclWorld(std::move(world));
   } else {
     comm = std::move(world);
   }
+  watchdog.Disarm();
   if (cli.backend == "ciuic") comm = MakeRuntimeCommunicator(std::move(comm), cli.runtime);
   const int code = RunOnComm(*comm, cli, local, &watchdog);
   comm.reset();
@@ -600,6 +719,7 @@ int Run(int argc, char** argv) {
   if (cli.ranks_given && cli.ranks != 1) {
     throw UsageError(fmt::format("--ranks {}: this build has no MPI, so the nccl backend runs one rank", cli.ranks));
   }
+  CheckWorld(cli, 1);
   ValidateOutputs(cli);
   auto control = MakeLocalWorld(1);
   std::unique_ptr<Communicator> comm = MakeNcclWorld(std::move(control[0]));

@@ -1,5 +1,7 @@
 #include "bench/codec_bench.h"
 
+#include "bench/cli_args.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -179,7 +181,7 @@ Options Parse(int argc, char** argv) {
   try {
     r = opts.parse(argc, argv);
   } catch (const cxxopts::exceptions::exception& e) {
-    throw UsageError(e.what());
+    throw FromCxxopts(e, argc, argv);
   }
   if (r.count("help")) {
     std::cout << opts.help() << "\n";
@@ -206,7 +208,11 @@ Options Parse(int argc, char** argv) {
   const std::string ef = r["ef"].as<std::string>();
   if (ef != "yes" && ef != "no") throw UsageError(fmt::format("--ef '{}': yes | no", ef));
   o.ef = ef == "yes";
-  o.sizes = ParseSizeList(r["sizes"].as<std::string>());
+  try {
+    o.sizes = ParseSizeList(r["sizes"].as<std::string>());
+  } catch (const Error& e) {
+    throw BadOption("sizes", r["sizes"].as<std::string>(), e.what());
+  }
   for (uint64_t s : o.sizes)
     if (s < 4) throw InputError(fmt::format("size {} B holds no fp32 element", s));
   o.data = r["data"].as<std::string>();
@@ -499,11 +505,7 @@ std::vector<Row> RunKernels(const Options& o, const Timing& tm) {
 
 int Run(int argc, char** argv) {
   const Options o = Parse(argc, argv);
-  if (!o.out_path.empty()) {
-    const auto parent = std::filesystem::path(o.out_path).parent_path();
-    if (!parent.empty() && !std::filesystem::is_directory(parent))
-      throw InputError(fmt::format("--out '{}': folder '{}' does not exist", o.out_path, parent.string()));
-  }
+  if (!o.out_path.empty()) CheckWritableOutput(o.out_path, "--out");
   for (uint64_t s : o.sizes) {
     const uint64_t need = s * 4;  // input, output, accumulator, wire
     const uint64_t have = o.device ? DeviceMemoryAvailable() : HostMemoryAvailable();

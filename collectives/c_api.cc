@@ -132,8 +132,9 @@ ciuic_status_t ciuic_runtime_save(ciuic_runtime_t* rt, const char* path) {
 ciuic_status_t ciuic_runtime_load(ciuic_runtime_t* rt, const char* path) {
   return Guard([&] {
     Require(rt, "runtime");
-    Require(path, "path");
-    rt->rt->Load(path);
+    // Load is collective: a rank without a path still takes part (and fails), so its peers fail
+    // with it instead of waiting for it.
+    rt->rt->Load(path ? path : "");
   });
 }
 

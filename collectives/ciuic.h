@@ -38,9 +38,18 @@ int ciuic_comm_size(const ciuic_comm_t* comm);
 ciuic_status_t ciuic_runtime_create(ciuic_comm_t* comm, const char* algo, const char* codec, size_t bucket_bytes,
                                     ciuic_runtime_t** out);
 void ciuic_runtime_destroy(ciuic_runtime_t* rt);
-/* Sum (average != 0: mean) of data[0, n) over all ranks, in place; tensor_id keys error feedback. */
+/* Sum (average != 0: mean) of data[0, n) over all ranks, in place; tensor_id keys error feedback.
+ * Collective: every rank makes the same calls in the same order. NaN/Inf on any rank, or a call or
+ * codec state that differs from the other ranks', fails every rank together (CIUIC_ERR_INPUT, or
+ * CIUIC_ERR_USAGE for differing calls) with a message naming the ranks; nothing is reduced. */
 ciuic_status_t ciuic_allreduce(ciuic_runtime_t* rt, float* data, size_t n, uint64_t tensor_id, int average);
+/* This rank's error-feedback state to its own file (written aside, then renamed into place). */
 ciuic_status_t ciuic_runtime_save(ciuic_runtime_t* rt, const char* path);
+/* Collective: each rank loads the file its own save wrote. Every length in the file is checked
+ * against the file size and this runtime (world size, rank, codec, bucket size, the buffers the codec
+ * keeps) before anything is allocated, and loaded values must be finite. Unless every rank read a good
+ * file and all hold the same tensors, counts and steps, every rank returns CIUIC_ERR_INPUT naming the
+ * failing ranks and no rank's state changes. A null path fails like an unreadable file. */
 ciuic_status_t ciuic_runtime_load(ciuic_runtime_t* rt, const char* path);
 /* Bytes this rank sent and fp32 bytes reduced so far. */
 ciuic_status_t ciuic_runtime_counters(const ciuic_runtime_t* rt, double* wire_bytes, double* raw_bytes);

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "core/json_reader.h"
 #include "kernels/codec_spec.h"
 
 namespace ciuic {
@@ -17,24 +18,6 @@ namespace {
 
 using nlohmann::json;
 constexpr const char* kSchema = "ciuic.profile/1";
-const std::set<std::string> kAlgos = {"ring", "rd", "hier", "sparse", "sign2", "powersgd", "nccl"};
-const std::set<std::string> kGates = {"passed", "failed", "n/a"};
-
-template <class T>
-T Get(const json& j, const char* key, const std::string& origin) {
-  if (!j.contains(key)) throw InputError(fmt::format("{}: missing '{}'", origin, key));
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
-    throw InputError(fmt::format("{}: '{}' has the wrong type", origin, key));
-  }
-}
-
-void OnlyKeys(const json& j, std::initializer_list<const char*> keys, const std::string& where) {
-  for (const auto& [k, v] : j.items())
-    if (std::find_if(keys.begin(), keys.end(), [&](const char* x) { return k == x; }) == keys.end())
-      throw InputError(fmt::format("{}: unknown key '{}'", where, k));
-}
 
 }  // namespace
 
@@ -76,91 +59,91 @@ std::string ProfileToJson(const Profile& p) {
 }
 
 Profile ParseProfile(const std::string& text, const std::string& origin) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    throw InputError(fmt::format("{}: not valid JSON ({})", origin, e.what()));
-  }
-  if (!j.is_object()) throw InputError(fmt::format("{}: a profile is a JSON object", origin));
-  OnlyKeys(j, {"schema", "topology", "workload", "provenance", "step", "rules"}, origin);
-  const auto schema = Get<std::string>(j, "schema", origin);
-  if (schema != kSchema)
-    throw InputError(schema.rfind("ciuic.profile/", 0) == 0
-                         ? fmt::format("{}: schema '{}' is newer than this build reads ({})", origin, schema, kSchema)
-                         : fmt::format("{}: schema '{}' is not a ciuic profile", origin, schema));
+  const JsonDocument doc(text, "profile", origin);
+  const JsonValue j = doc.Root();
+  j.OnlyKeys({"schema", "topology", "workload", "provenance", "step", "rules"});
+  const JsonValue schema = j["schema"];
+  if (schema.String() != kSchema)
+    schema.Fail(schema.String().rfind("ciuic.profile/", 0) == 0
+                    ? fmt::format("{} is newer than this build reads ({})", schema.Text(), kSchema)
+                    : fmt::format("{} is not a ciuic profile ({})", schema.Text(), kSchema));
   Profile p;
-  const json& t = j.at("topology");
-  OnlyKeys(t, {"name", "fingerprint", "nodes", "ranks"}, origin + " topology");
-  p.topology = Get<std::string>(t, "name", origin);
-  p.fingerprint = Get<std::string>(t, "fingerprint", origin);
-  p.nodes = Get<int>(t, "nodes", origin);
-  p.ranks = Get<int>(t, "ranks", origin);
-  p.workload = Get<std::string>(j, "workload", origin);
-  const json& v = Get<json>(j, "provenance", origin);
-  OnlyKeys(v, {"tool_version", "git_commit", "created", "study_id", "mode", "strategy", "seed", "budget"},
-           origin + " provenance");
-  p.tool_version = Get<std::string>(v, "tool_version", origin);
-  p.git_commit = Get<std::string>(v, "git_commit", origin);
-  p.created = Get<std::string>(v, "created", origin);
-  p.study_id = Get<int64_t>(v, "study_id", origin);
-  p.mode = Get<std::string>(v, "mode", origin);
-  if (p.mode != "model" && p.mode != "measure") throw InputError(fmt::format("{}: mode '{}' is not model|measure", origin, p.mode));
-  p.strategy = Get<std::string>(v, "strategy", origin);
-  p.seed = Get<uint64_t>(v, "seed", origin);
-  p.budget = Get<int>(v, "budget", origin);
-  const json& s = Get<json>(j, "step", origin);
-  OnlyKeys(s, {"predicted_us", "baseline_us"}, origin + " step");
-  p.step_us = Get<double>(s, "predicted_us", origin);
-  p.baseline_step_us = Get<double>(s, "baseline_us", origin);
-  for (const auto& r : Get<json>(j, "rules", origin)) {
-    OnlyKeys(r, {"op", "min_bytes", "max_bytes", "algo", "codec", "streams", "bucket_bytes", "hierarchy_depth",
-                 "precision", "predicted_us", "measured_us", "gate"},
-             origin + " rule");
+  const JsonValue t = j["topology"];
+  t.OnlyKeys({"name", "fingerprint", "nodes", "ranks"});
+  p.topology = t["name"].NonEmptyString();
+  p.fingerprint = t["fingerprint"].NonEmptyString();
+  p.nodes = static_cast<int>(t["nodes"].Integer(1, kMaxProfileNodes));
+  p.ranks = static_cast<int>(t["ranks"].Integer(1, kMaxProfileRanks));
+  if (p.ranks % p.nodes != 0)
+    t["ranks"].Fail(fmt::format("{} ranks do not divide into {} nodes", p.ranks, p.nodes));
+  p.workload = j["workload"].NonEmptyString();
+  const JsonValue v = j["provenance"];
+  v.OnlyKeys({"tool_version", "git_commit", "created", "study_id", "mode", "strategy", "seed", "budget"});
+  p.tool_version = v["tool_version"].String();
+  p.git_commit = v["git_commit"].String();
+  p.created = v["created"].String();
+  p.study_id = v["study_id"].Integer(0, INT64_MAX);
+  p.mode = v["mode"].OneOf({"model", "measure"});
+  p.strategy = v["strategy"].OneOf({"grid", "random", "cd", "bayes"});
+  p.seed = v["seed"].Unsigned(0, UINT64_MAX);
+  p.budget = static_cast<int>(v["budget"].Integer(0, INT32_MAX));
+  const JsonValue s = j["step"];
+  s.OnlyKeys({"predicted_us", "baseline_us"});
+  p.step_us = s["predicted_us"].Number(0, kMaxProfileUs);
+  p.baseline_step_us = s["baseline_us"].Number(0, kMaxProfileUs);
+  const std::vector<JsonValue> rules = j["rules"].Elements();
+  if (rules.empty()) j["rules"].Fail("a profile needs at least one rule");
+  for (const JsonValue& r : rules) {
+    r.OnlyKeys({"op", "min_bytes", "max_bytes", "algo", "codec", "streams", "bucket_bytes", "hierarchy_depth",
+                "precision", "predicted_us", "measured_us", "gate"});
     ProfileRule x;
-    x.op = Get<std::string>(r, "op", origin);
-    if (x.op != "allreduce") throw InputError(fmt::format("{}: unknown op '{}'", origin, x.op));
-    x.min_bytes = Get<uint64_t>(r, "min_bytes", origin);
-    x.max_bytes = Get<uint64_t>(r, "max_bytes", origin);
+    x.op = r["op"].OneOf({"allreduce"});
+    x.min_bytes = r["min_bytes"].Size(0, kMaxProfileBandBytes);
+    x.max_bytes = r["max_bytes"].Size(0, kMaxProfileBandBytes);
     if (x.max_bytes != 0 && x.max_bytes <= x.min_bytes)
-      throw InputError(fmt::format("{}: a rule's max_bytes {} is not above min_bytes {}", origin, x.max_bytes, x.min_bytes));
-    x.algo = Get<std::string>(r, "algo", origin);
-    if (!kAlgos.count(x.algo)) throw InputError(fmt::format("{}: unknown algo '{}'", origin, x.algo));
-    x.codec = Get<std::string>(r, "codec", origin);
+      r["max_bytes"].Fail(fmt::format("{} is not above min_bytes {} (0: no upper bound)", x.max_bytes, x.min_bytes));
+    x.algo = r["algo"].OneOf({"ring", "rd", "hier", "sparse", "sign2", "powersgd", "nccl"});
+    const JsonValue codec = r["codec"];
+    x.codec = codec.String();
     try {
       ParseCodec(x.codec);
     } catch (const Error& e) {
-      throw InputError(fmt::format("{}: {}", origin, e.what()));
+      codec.Fail(e.what());
     }
-    x.streams = Get<int>(r, "streams", origin);
-    x.bucket_bytes = Get<uint64_t>(r, "bucket_bytes", origin);
-    x.hierarchy_depth = Get<int>(r, "hierarchy_depth", origin);
-    if (x.streams < 1 || x.streams > 64 || x.hierarchy_depth < 1 || x.hierarchy_depth > 3)
-      throw InputError(fmt::format("{}: streams or hierarchy_depth out of range", origin));
-    x.precision = Get<std::string>(r, "precision", origin);
-    if (x.precision != "fp32" && x.precision != "bf16" && x.precision != "fp16")
-      throw InputError(fmt::format("{}: unknown precision '{}' (fp32 bf16 fp16)", origin, x.precision));
+    x.streams = static_cast<int>(r["streams"].Integer(1, kMaxStreams));
+    x.bucket_bytes = r["bucket_bytes"].Size(kMinBucketBytes, kMaxBucketBytes);
+    x.hierarchy_depth = static_cast<int>(r["hierarchy_depth"].Integer(1, 3));
+    if ((x.hierarchy_depth > 1) != (x.algo == "hier"))
+      r["hierarchy_depth"].Fail(fmt::format("{} does not fit algo {} (depth 2 or 3 is hier's, 1 every other's)",
+                                            x.hierarchy_depth, x.algo));
+    const JsonValue precision = r["precision"];
+    x.precision = precision.OneOf({"fp32", "bf16", "fp16"});
     if (x.precision != "fp32" && (x.algo != "nccl" || x.codec != "none"))
-      throw InputError(fmt::format("{}: precision {} applies to algo nccl with codec none (the library's own "
-                                   "allreduce); the runtime's algorithms accumulate in fp32",
-                                   origin, x.precision));
-    x.predicted_us = Get<double>(r, "predicted_us", origin);
-    x.measured_us = r.at("measured_us").is_null() ? -1 : Get<double>(r, "measured_us", origin);
-    x.gate = Get<std::string>(r, "gate", origin);
-    if (!kGates.count(x.gate)) throw InputError(fmt::format("{}: unknown gate verdict '{}'", origin, x.gate));
+      precision.Fail(fmt::format("{} applies to algo nccl with codec none (the library's own allreduce); the "
+                                 "runtime's algorithms accumulate in fp32",
+                                 x.precision));
+    x.predicted_us = r["predicted_us"].Number(0, kMaxProfileUs);
+    const JsonValue measured = r["measured_us"];
+    x.measured_us = measured.IsNull() ? -1 : measured.Number(0, kMaxProfileUs);
+    x.gate = r["gate"].OneOf({"passed", "failed", "n/a"});
     p.rules.push_back(x);
   }
-  if (p.rules.empty()) throw InputError(fmt::format("{}: a profile needs at least one rule", origin));
+  // Bands of one op may not overlap: a message size has exactly one rule.
+  for (size_t a = 0; a < p.rules.size(); ++a) {
+    for (size_t b = 0; b < a; ++b) {
+      const ProfileRule &x = p.rules[a], &y = p.rules[b];
+      const bool below = x.max_bytes != 0 && x.max_bytes <= y.min_bytes;
+      const bool above = y.max_bytes != 0 && y.max_bytes <= x.min_bytes;
+      if (x.op == y.op && !below && !above)
+        rules[a].Fail(fmt::format("band [{}, {}) overlaps profile.rules[{}]'s [{}, {})", x.min_bytes,
+                                  x.max_bytes ? std::to_string(x.max_bytes) : "inf", b, y.min_bytes,
+                                  y.max_bytes ? std::to_string(y.max_bytes) : "inf"));
+    }
+  }
   return p;
 }
 
-Profile LoadProfile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(fmt::format("cannot read profile '{}'", path));
-  std::stringstream s;
-  s << f.rdbuf();
-  return ParseProfile(s.str(), path);
-}
+Profile LoadProfile(const std::string& path) { return ParseProfile(ReadTextFile(path, "profile"), path); }
 
 void WriteProfile(const std::string& path, const Profile& p) { WriteFileAtomically(path, ProfileToJson(p)); }
 

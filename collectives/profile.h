@@ -12,6 +12,18 @@
 
 namespace ciuic {
 
+// What a profile (and the runtime's command line) may ask for. Streams: pieces in flight per direction
+// (the runtime's limit). Buckets: at least one 4 KiB piece, at most 1 TiB (more than any device holds).
+constexpr int kMaxStreams = 64;
+constexpr uint64_t kMinBucketBytes = 4096;
+constexpr uint64_t kMaxBucketBytes = uint64_t{1} << 40;
+// Limits of the other profile fields: the topology loader's (100000 nodes x 4096 devices), band
+// edges up to 1 PiB, times up to 1e12 us (11.6 days).
+constexpr int64_t kMaxProfileNodes = 100000;
+constexpr int64_t kMaxProfileRanks = kMaxProfileNodes * 4096;
+constexpr uint64_t kMaxProfileBandBytes = uint64_t{1} << 50;
+constexpr double kMaxProfileUs = 1e12;
+
 struct ProfileRule {
   std::string op = "allreduce";
   uint64_t min_bytes = 0;

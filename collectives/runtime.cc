@@ -1,9 +1,14 @@
 #include "collectives/runtime.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
+#include <vector>
 
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -14,6 +19,59 @@ namespace {
 
 constexpr char kMagic[8] = {'C', 'I', 'U', 'I', 'C', 'E', 'F', 'S'};
 constexpr uint32_t kStateVersion = 1;
+// Format 1: magic, u32 version, u32 world size, u32 rank, u64 codec-name length + name, u64 record
+// count, then per record u64 tensor id, bucket, step, count and three buffers (residual, server
+// residual, Q), each a u64 float count + the floats. Native byte order, records in ascending key order.
+constexpr uint64_t kMinRecordBytes = 7 * 8;  // a record whose three buffers are empty
+constexpr uint64_t kMaxCodecName = 256;
+
+using StateMap = std::map<std::pair<uint64_t, uint64_t>, CodecState>;
+
+// Bits of a rank's verdict on one bucket before the exchange.
+constexpr uint32_t kNonFinite = 1, kStateSize = 2;
+
+// FNV-1a: fingerprints of calls and loaded states the ranks compare.
+class Digest {
+ public:
+  Digest& Add(uint64_t v) {
+    for (int i = 0; i < 8; ++i) Byte(static_cast<uint8_t>(v >> (8 * i)));
+    return *this;
+  }
+  Digest& Add(std::string_view s) {
+    Add(s.size());
+    for (char c : s) Byte(static_cast<uint8_t>(c));
+    return *this;
+  }
+  uint64_t value() const { return h_; }
+
+ private:
+  void Byte(uint8_t b) { h_ = (h_ ^ b) * 0x100000001b3ull; }
+  uint64_t h_ = 0xcbf29ce484222325ull;
+};
+
+std::string RankList(const std::vector<int>& ranks) {
+  return fmt::format("rank{} {}", ranks.size() == 1 ? "" : "s", fmt::join(ranks, ", "));
+}
+
+// Buckets of AllReduce are numbered; a bucket of several tensors is keyed by its tensor count with
+// the top bit set (AllReduceTensors).
+std::string BucketName(uint64_t bucket) {
+  if (bucket >> 63) return fmt::format("a bucket of {} tensors", bucket & ~(uint64_t{1} << 63));
+  return fmt::format("bucket {}", bucket);
+}
+
+// A name read from a file, safe to print: bytes outside printable ASCII as \xNN.
+std::string Printable(std::string_view text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+    }
+  }
+  return out;
+}
 
 void PutBuffer(std::ostream& out, const Buffer& b, size_t floats) {
   const uint64_t n = b.bytes() ? floats : 0;
@@ -24,50 +82,236 @@ void PutBuffer(std::ostream& out, const Buffer& b, size_t floats) {
   out.write(reinterpret_cast<const char*>(host.data()), static_cast<std::streamsize>(n * 4));
 }
 
-template <class T>
-T Get(std::istream& in, const std::string& path) {
-  T v{};
-  in.read(reinterpret_cast<char*>(&v), sizeof(T));
-  if (!in) throw InputError(fmt::format("state file '{}' is truncated", path));
-  return v;
-}
+// Sequential reads of one state file. Every read is held to the bytes left first, so no length
+// field can make us allocate or read past the end; failures name the file, the field and its offset.
+class StateReader {
+ public:
+  explicit StateReader(const std::string& path) : path_(path) {
+    std::error_code ec;
+    const auto status = std::filesystem::status(path, ec);
+    if (ec || !std::filesystem::exists(status))
+      throw InputError(fmt::format("cannot read state file '{}': {}", path, ec ? ec.message() : "no such file"));
+    if (!std::filesystem::is_regular_file(status))
+      throw InputError(fmt::format("state file '{}' is not a regular file", path));
+    size_ = std::filesystem::file_size(path, ec);
+    in_.open(path, std::ios::binary);
+    if (ec || !in_) throw InputError(fmt::format("cannot read state file '{}'", path));
+  }
 
-Buffer GetBuffer(std::istream& in, MemoryKind kind, const std::string& path) {
-  const auto n = Get<uint64_t>(in, path);
+  uint64_t left() const { return size_ - pos_; }
+  [[noreturn]] void Fail(const std::string& what) const {
+    throw InputError(fmt::format("state file '{}': {}", path_, what));
+  }
+  void Read(void* dst, uint64_t bytes, std::string_view field) {
+    if (bytes > left())
+      Fail(fmt::format("truncated: {} needs {} bytes at offset {}, {} are left", field, bytes, pos_, left()));
+    in_.read(static_cast<char*>(dst), static_cast<std::streamsize>(bytes));
+    if (!in_) Fail(fmt::format("read error in {} at offset {}", field, pos_));
+    pos_ += bytes;
+  }
+  template <class T>
+  T Get(std::string_view field) {
+    T v{};
+    Read(&v, sizeof v, field);
+    return v;
+  }
+
+ private:
+  std::string path_;
+  std::ifstream in_;
+  uint64_t size_ = 0, pos_ = 0;
+};
+
+// What a state file must match: the runtime it is loaded into.
+struct StateExpect {
+  int world, rank;
+  std::string codec;
+  size_t max_count;  // elements in one bucket
+  const AllReduceEngine& engine;
+  MemoryKind kind;
+};
+
+// One buffer of a record: empty (made fresh on first use) or exactly the floats the codec keeps
+// for the record's count, all finite.
+Buffer ReadBuffer(StateReader& in, const std::string& field, size_t expected, uint64_t count, const StateExpect& want) {
+  const auto n = in.Get<uint64_t>(field + " length");
   if (n == 0) return Buffer();
-  if (n > (uint64_t{1} << 34)) throw InputError(fmt::format("state file '{}' is corrupt (a buffer of {} floats)", path, n));
+  if (n != expected) {
+    if (expected == 0)
+      in.Fail(fmt::format("{} holds {} floats where codec {} with algorithm {} keeps none for a state of {} elements",
+                          field, n, want.codec, AlgoName(want.engine.algo()), count));
+    in.Fail(fmt::format("{} holds {} floats where codec {} keeps {} for a state of {} elements on rank {} of {}",
+                        field, n, want.codec, expected, count, want.rank, want.world));
+  }
+  if (n > in.left() / 4)
+    in.Fail(fmt::format("truncated: {} claims {} floats, {} bytes are left", field, n, in.left()));
   std::vector<float> host(n);
-  in.read(reinterpret_cast<char*>(host.data()), static_cast<std::streamsize>(n * 4));
-  if (!in) throw InputError(fmt::format("state file '{}' is truncated", path));
-  Buffer b(n * 4, kind);
-  CopyBytes(b.data(), kind, host.data(), MemoryKind::kHost, n * 4);
+  in.Read(host.data(), n * 4, field);
+  for (size_t i = 0; i < host.size(); ++i)
+    if (!std::isfinite(host[i])) in.Fail(fmt::format("{}[{}] is {}: a loaded state must be finite", field, i, host[i]));
+  Buffer b(n * 4, want.kind);
+  CopyBytes(b.data(), want.kind, host.data(), MemoryKind::kHost, n * 4);
   return b;
 }
+
+StateMap ParseStateFile(const std::string& path, const StateExpect& want) {
+  StateReader in(path);
+  char magic[8];
+  if (in.left() < sizeof magic) throw InputError(fmt::format("'{}' is not a ciuic state file", path));
+  in.Read(magic, sizeof magic, "magic");
+  if (std::memcmp(magic, kMagic, sizeof magic) != 0)
+    throw InputError(fmt::format("'{}' is not a ciuic state file", path));
+  const auto version = in.Get<uint32_t>("format version");
+  if (version == 0) in.Fail("format version 0 does not exist (the first is 1): the file is corrupt");
+  if (version > kStateVersion)
+    in.Fail(fmt::format("format {} is newer than this build reads (up to {})", version, kStateVersion));
+  const auto size = in.Get<uint32_t>("world size"), rank = in.Get<uint32_t>("rank");
+  if (size != static_cast<uint32_t>(want.world))
+    in.Fail(fmt::format("saved by {} ranks; the world now has {}: error-feedback state cannot be carried across "
+                        "world sizes",
+                        size, want.world));
+  if (rank != static_cast<uint32_t>(want.rank))
+    in.Fail(fmt::format("belongs to rank {}, not rank {}", rank, want.rank));
+  const auto len = in.Get<uint64_t>("codec name length");
+  if (len > kMaxCodecName) in.Fail(fmt::format("codec name length {} exceeds {}", len, kMaxCodecName));
+  std::string codec(len, '\0');
+  in.Read(codec.data(), len, "codec name");
+  if (codec != want.codec) in.Fail(fmt::format("is for codec {}, the runtime uses {}", Printable(codec), want.codec));
+  const auto records = in.Get<uint64_t>("record count");
+  if (records > in.left() / kMinRecordBytes)
+    in.Fail(fmt::format("record count {} cannot fit in the {} bytes left ({} bytes per record at least)", records,
+                        in.left(), kMinRecordBytes));
+  StateMap loaded;
+  for (uint64_t i = 0; i < records; ++i) {
+    const std::string rec = fmt::format("record {}", i);
+    const auto id = in.Get<uint64_t>(rec + " tensor id"), bucket = in.Get<uint64_t>(rec + " bucket");
+    const std::pair<uint64_t, uint64_t> key{id, bucket};
+    const std::string name = fmt::format("{} (tensor {}, {})", rec, id, BucketName(bucket));
+    if (!loaded.empty() && !(loaded.rbegin()->first < key))
+      in.Fail(fmt::format("{} does not follow tensor {}, {}: records are saved once each, in ascending order", name,
+                          loaded.rbegin()->first.first, BucketName(loaded.rbegin()->first.second)));
+    CodecState st;
+    st.step = in.Get<uint64_t>(name + " step");
+    const auto count = in.Get<uint64_t>(name + " count");
+    if (count > want.max_count)
+      in.Fail(fmt::format("{} count {} exceeds this runtime's bucket of {} elements (saved with a larger bucket "
+                          "size?)",
+                          name, count, want.max_count));
+    st.count = count;
+    const AllReduceEngine::StateShape shape = want.engine.ShapeOf(count);
+    st.residual = ReadBuffer(in, name + " residual", shape.residual, count, want);
+    st.server_residual = ReadBuffer(in, name + " server residual", shape.server_residual, count, want);
+    st.q = ReadBuffer(in, name + " Q", shape.q, count, want);
+    loaded.emplace_hint(loaded.end(), key, std::move(st));
+  }
+  if (in.left() != 0)
+    in.Fail(fmt::format("{} byte{} follow the last of {} records", in.left(), in.left() == 1 ? "" : "s", records));
+  return loaded;
+}
+
+// What the ranks must hold alike after a load: keys, counts, steps and which buffers exist (server
+// residuals differ in length across ranks by design).
+uint64_t StateDigest(const StateMap& states) {
+  Digest d;
+  d.Add(states.size());
+  for (const auto& [key, st] : states)
+    d.Add(key.first).Add(key.second).Add(st.step).Add(st.count).Add(
+        (st.residual.bytes() ? 1u : 0u) | (st.server_residual.bytes() ? 2u : 0u) | (st.q.bytes() ? 4u : 0u));
+  return d.value();
+}
+
+// One rank's result of reading its state file, gathered by all (control plane, fixed size).
+struct LoadVote {
+  uint32_t status;  // 0 ok, 1 a bad file (InputError), 2 another failure (memory, device)
+  uint32_t unused;
+  uint64_t digest;
+  char message[240];  // the start of the failure's message
+};
+
+// One rank's view of a bucket, gathered only when some rank refuses it.
+struct CallVote {
+  uint32_t bad, average;
+  uint64_t seq, id, bucket, n, config, state_count;
+};
 
 }  // namespace
 
 Runtime::Runtime(Communicator& comm, const RuntimeConfig& config)
     : comm_(comm), config_(config), engine_(comm, config.algo) {
   if (config.bucket_bytes < 4) throw UsageError("bucket bytes must hold at least one fp32 element");
+  config_digest_ = Digest().Add(engine_.codec().Name()).Add(AlgoName(engine_.algo())).Add(config.bucket_bytes).value();
   flag_ = Buffer(4, comm.BufferKind());
   SetBytes(flag_.data(), comm.BufferKind(), 0, 4, comm.Stream());
 }
 
 void Runtime::Reduce(float* data, size_t n, uint64_t key_id, uint64_t key_bucket, bool average) {
+  const uint64_t seq = calls_++;
+  const auto found = states_.find({key_id, key_bucket});
+  const CodecState* state = found == states_.end() ? nullptr : &found->second;
+  // A state of another size would throw inside the engine, on this rank only, once peers are waiting.
+  uint32_t bad = state && state->count != 0 && state->count != n ? kStateSize : 0;
   if (config_.check_finite) {
-    // Every rank learns whether any rank's gradient holds NaN/Inf, so all fail together (none hangs).
     UnscaleCheckNorm(data, n, 1.0f, flag_.as<uint32_t>(), nullptr, comm_.Stream());
     uint32_t flag = 0;
     CopyBytes(&flag, MemoryKind::kHost, flag_.data(), flag_.kind(), 4, comm_.Stream());  // after the check kernel
-    double any = flag;
-    comm_.HostAllReduce(&any, 1, ReduceOp::kMax);
-    if (any != 0) {
+    if (flag) {
+      bad |= kNonFinite;
       SetBytes(flag_.data(), flag_.kind(), 0, 4, comm_.Stream());
-      throw InputError(fmt::format("tensor {} bucket {}: a gradient holds NaN or Inf on {} (nothing was reduced)",
-                                   key_id, key_bucket, flag ? "this rank" : "another rank"));
     }
+    // One host allreduce: any rank's verdict, and max/min of the call's fingerprint (52 bits, exact
+    // in a double) so that ranks making different calls or running another codec are caught too.
+    const auto call = static_cast<double>(
+        Digest().Add(seq).Add(key_id).Add(key_bucket).Add(n).Add(average).Add(config_digest_).value() >> 12);
+    double agree[3] = {static_cast<double>(bad), call, -call};
+    comm_.HostAllReduce(agree, 3, ReduceOp::kMax);
+    if (agree[0] != 0 || agree[1] != -agree[2]) FailTogether(bad, n, key_id, key_bucket, seq, average, state);
+  } else if (bad) {
+    throw InputError(fmt::format("tensor {} {}: its codec state was made for {} elements, not {} (nothing was reduced)",
+                                 key_id, BucketName(key_bucket), state->count, n));
   }
   engine_.Run(data, n, &states_[{key_id, key_bucket}], average);
+}
+
+void Runtime::FailTogether(uint32_t bad, size_t n, uint64_t key_id, uint64_t key_bucket, uint64_t seq, bool average,
+                           const CodecState* state) {
+  // Every rank comes here (the verdict was agreed), so this gather cannot hang; all ranks throw the
+  // same message, built from rank 0's view of the call.
+  const CallVote mine{bad, average ? 1u : 0u, seq, key_id, key_bucket, n, config_digest_, state ? state->count : 0};
+  std::vector<CallVote> all(static_cast<size_t>(comm_.Size()));
+  comm_.HostAllGather(&mine, all.data(), sizeof mine);
+  const CallVote& ref = all[0];
+  std::vector<int> non_finite, state_size, config, call;
+  for (int r = 0; r < comm_.Size(); ++r) {
+    const CallVote& v = all[static_cast<size_t>(r)];
+    if (v.bad & kNonFinite) non_finite.push_back(r);
+    if (v.bad & kStateSize) state_size.push_back(r);
+    if (v.config != ref.config) config.push_back(r);
+    if (v.seq != ref.seq || v.id != ref.id || v.bucket != ref.bucket || v.n != ref.n || v.average != ref.average)
+      call.push_back(r);
+  }
+  const std::string what = fmt::format("tensor {} {}", ref.id, BucketName(ref.bucket));
+  std::vector<std::string> parts;
+  if (!config.empty())
+    parts.push_back(fmt::format("{} run another codec, algorithm or bucket size than rank 0", RankList(config)));
+  if (!call.empty()) {
+    const CallVote& v = all[static_cast<size_t>(call[0])];
+    parts.push_back(fmt::format("call {} differs across ranks: rank 0 reduces {} ({} elements{}), rank {} tensor {} {} "
+                                "({} elements{}) as its call {}{}; every rank must make the same calls in order",
+                                ref.seq, what, ref.n, ref.average ? ", averaged" : "", call[0], v.id,
+                                BucketName(v.bucket), v.n, v.average ? ", averaged" : "", v.seq,
+                                call.size() > 1 ? fmt::format(" (also {})", RankList(call)) : ""));
+  }
+  if (!state_size.empty()) {
+    const CallVote& v = all[static_cast<size_t>(state_size[0])];
+    parts.push_back(fmt::format("the codec state of tensor {} {} on {} was made for {} elements, not {} (a state "
+                                "file of another model?)",
+                                v.id, BucketName(v.bucket), RankList(state_size), v.state_count, v.n));
+  }
+  if (!non_finite.empty())
+    parts.push_back(fmt::format("{}: a gradient holds NaN or Inf on {}", what, RankList(non_finite)));
+  const std::string message = fmt::format("{} (nothing was reduced on any rank)", fmt::join(parts, "; "));
+  if (!config.empty() || !call.empty()) throw UsageError(message);
+  throw InputError(message);
 }
 
 void Runtime::AllReduce(float* data, size_t n, uint64_t tensor_id, bool average) {
@@ -101,7 +345,7 @@ void Runtime::AllReduceTensors(const std::vector<TensorRef>& tensors, const std:
 
 void Runtime::Save(const std::string& path) const {
   const std::string tmp = fmt::format("{}.tmp.{}.{}", path, getpid(), comm_.Rank());
-  {
+  try {
     std::ofstream out(tmp, std::ios::binary);
     if (!out) throw InputError(fmt::format("cannot write state file '{}'", tmp));
     out.write(kMagic, 8);
@@ -121,48 +365,74 @@ void Runtime::Save(const std::string& path) const {
     }
     out.flush();
     if (!out) throw RuntimeError(fmt::format("cannot write state file '{}'", tmp));
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    throw;
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) throw RuntimeError(fmt::format("cannot write state file '{}': {}", path, ec.message()));
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    throw RuntimeError(fmt::format("cannot write state file '{}': {}", path, ec.message()));
+  }
 }
 
 void Runtime::Load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("cannot read state file '{}'", path));
-  char magic[8];
-  in.read(magic, 8);
-  if (!in || std::memcmp(magic, kMagic, 8) != 0) throw InputError(fmt::format("'{}' is not a ciuic state file", path));
-  const auto version = Get<uint32_t>(in, path), size = Get<uint32_t>(in, path), rank = Get<uint32_t>(in, path);
-  if (version > kStateVersion)
-    throw InputError(fmt::format("state file '{}' has format {} (this build reads up to {})", path, version, kStateVersion));
-  if (size != static_cast<uint32_t>(comm_.Size()))
-    throw InputError(fmt::format("state file '{}' was saved by {} ranks; the world now has {}: error-feedback state "
-                                 "cannot be carried across world sizes",
-                                 path, size, comm_.Size()));
-  if (rank != static_cast<uint32_t>(comm_.Rank()))
-    throw InputError(fmt::format("state file '{}' belongs to rank {}, not rank {}", path, rank, comm_.Rank()));
-  const auto len = Get<uint64_t>(in, path);
-  if (len > 256) throw InputError(fmt::format("state file '{}' is corrupt", path));
-  std::string codec(len, '\0');
-  in.read(codec.data(), static_cast<std::streamsize>(len));
-  if (codec != engine_.codec().Name())
-    throw InputError(fmt::format("state file '{}' is for codec {}, the runtime uses {}", path, codec,
-                                 engine_.codec().Name()));
-  const auto count = Get<uint64_t>(in, path);
-  std::map<std::pair<uint64_t, uint64_t>, CodecState> loaded;
-  const MemoryKind kind = comm_.BufferKind();
-  for (uint64_t i = 0; i < count; ++i) {
-    const auto id = Get<uint64_t>(in, path), bucket = Get<uint64_t>(in, path);
-    CodecState st;
-    st.step = Get<uint64_t>(in, path);
-    st.count = Get<uint64_t>(in, path);
-    st.residual = GetBuffer(in, kind, path);
-    st.server_residual = GetBuffer(in, kind, path);
-    st.q = GetBuffer(in, kind, path);
-    loaded[{id, bucket}] = std::move(st);
+  LoadVote mine{};
+  std::string error;
+  StateMap loaded;
+  try {
+    loaded = ParseStateFile(path, {comm_.Size(), comm_.Rank(), engine_.codec().Name(),
+                                   std::max<size_t>(config_.bucket_bytes / 4, 1), engine_, comm_.BufferKind()});
+    mine.digest = StateDigest(loaded);
+  } catch (const InputError& e) {
+    mine.status = 1;
+    error = e.what();
+  } catch (const std::exception& e) {
+    mine.status = 2;
+    error = fmt::format("state file '{}': {}", path, e.what());
   }
-  states_ = std::move(loaded);  // only now: a bad file leaves the old state untouched
+  error.copy(mine.message, sizeof mine.message - 1);
+  // Nobody commits before everybody has read a good file: a rank that refused alone would leave its
+  // peers waiting in the next allreduce with a state it does not have.
+  std::vector<LoadVote> votes(static_cast<size_t>(comm_.Size()));
+  comm_.HostAllGather(&mine, votes.data(), sizeof mine);
+  std::vector<int> failed, differ;
+  bool runtime = false;
+  for (int r = 0; r < comm_.Size(); ++r) {
+    const LoadVote& v = votes[static_cast<size_t>(r)];
+    if (v.status != 0) failed.push_back(r);
+    if (v.status == 2) runtime = true;
+    if (v.digest != votes[0].digest) differ.push_back(r);
+  }
+  if (!failed.empty()) {
+    if (comm_.Size() == 1) {
+      if (runtime) throw RuntimeError(error);
+      throw InputError(error);
+    }
+    std::vector<std::string> details;
+    for (int r : failed) {
+      if (details.size() == 4) {
+        details.push_back(fmt::format("{} more", failed.size() - 4));
+        break;
+      }
+      const char* m = votes[static_cast<size_t>(r)].message;
+      details.push_back(fmt::format("rank {}: {}", r,
+                                    r == comm_.Rank() ? error : std::string(m, strnlen(m, sizeof mine.message))));
+    }
+    const std::string message =
+        fmt::format("loading error-feedback state failed on {} of {}, so no rank loaded any: {}", RankList(failed),
+                    comm_.Size(), fmt::join(details, "; "));
+    if (runtime) throw RuntimeError(message);
+    throw InputError(message);
+  }
+  if (!differ.empty())
+    throw InputError(fmt::format("state files disagree across ranks: {} hold other tensors, element counts or steps "
+                                 "than rank 0 (this rank read '{}'), so no rank loaded any: files of different "
+                                 "checkpoints?",
+                                 RankList(differ), path));
+  states_ = std::move(loaded);
 }
 
 }  // namespace ciuic

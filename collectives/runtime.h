@@ -3,7 +3,9 @@
 // config (algorithm, codec, bucket bytes), allreduces a flat buffer or a list of tensors (assembled
 // into buckets in list order with one flatten launch per bucket), keeps error-feedback state per
 // (tensor id, bucket) with save/load, refuses NaN/Inf on every rank at once, and counts bytes on the
-// wire and time per phase.
+// wire and time per phase. Every failure one rank can see before the exchange (NaN/Inf, a codec state
+// of another size, a call or configuration that differs from the other ranks', a bad state file) is
+// agreed over the control plane first, so all ranks throw it together, naming the ranks at fault.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -19,7 +21,10 @@ namespace ciuic {
 struct RuntimeConfig {
   AlgoConfig algo;
   size_t bucket_bytes = 25u << 20;  // DDP's default bucket_cap_mb
-  bool check_finite = true;          // one fused pass + a one-word allreduce per bucket
+  // One fused NaN/Inf pass + a three-word host allreduce per bucket that also agrees on the call
+  // (sequence number, tensor id, bucket, count, codec) and the state's shape. Off: neither; a state
+  // of another size then throws on every rank alike only if the ranks make the same calls.
+  bool check_finite = true;
 };
 
 class Runtime {
@@ -32,8 +37,12 @@ class Runtime {
   void AllReduceTensors(const std::vector<TensorRef>& tensors, const std::vector<uint64_t>& ids,
                         bool average = false);
 
-  // Error-feedback state (residuals, PowerSGD Q, steps) to a file and back. Load refuses a file of
-  // another world size, rank, codec or format version with InputError and leaves the state as it was.
+  // Error-feedback state (residuals, PowerSGD Q, steps) to a file and back, one file per rank.
+  // Load is collective: every rank reads its own file, holds each length to the bytes left and to
+  // this runtime's shape (world size, rank, codec, counts within a bucket, buffer sizes the codec
+  // keeps, finite values) before allocating, and the ranks then agree that all files were good and
+  // hold the same tensors, counts and steps. Otherwise every rank throws InputError naming the
+  // failing ranks (RuntimeError for a failure that was not the file's) and no rank's state changes.
   void Save(const std::string& path) const;
   void Load(const std::string& path);
 
@@ -43,9 +52,13 @@ class Runtime {
 
  private:
   void Reduce(float* data, size_t n, uint64_t key_id, uint64_t key_bucket, bool average);
+  [[noreturn]] void FailTogether(uint32_t bad, size_t n, uint64_t key_id, uint64_t key_bucket, uint64_t seq,
+                                 bool average, const CodecState* state);
   Communicator& comm_;
   RuntimeConfig config_;
   AllReduceEngine engine_;
+  uint64_t config_digest_ = 0;  // codec, algorithm and bucket size: the same on every rank
+  uint64_t calls_ = 0;          // Reduce calls so far: the sequence number the ranks agree on
   std::map<std::pair<uint64_t, uint64_t>, CodecState> states_;
   Buffer flag_, bucket_;
 };

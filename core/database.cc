@@ -2,7 +2,16 @@
 
 #include <sqlite3.h>
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <map>
+#include <set>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -24,7 +33,7 @@ namespace {
 // migrations[v] takes a database at schema version v to v + 1 (v = 0 is a new file).
 const std::vector<const char*> kMigrations = {
     R"sql(
-CREATE TABLE bench_runs (
+CREATE TABLE IF NOT EXISTS bench_runs (
   id INTEGER PRIMARY KEY,
   start_time TEXT NOT NULL,
   tool_version TEXT NOT NULL,
@@ -42,7 +51,7 @@ CREATE TABLE bench_runs (
   peak_busbw_gbps REAL,
   total_wrong INTEGER
 );
-CREATE TABLE bench_rows (
+CREATE TABLE IF NOT EXISTS bench_rows (
   run_id INTEGER NOT NULL REFERENCES bench_runs(id) ON DELETE CASCADE,
   size_bytes INTEGER NOT NULL,
   count INTEGER NOT NULL,
@@ -57,11 +66,11 @@ CREATE TABLE bench_rows (
   wrong INTEGER,
   error TEXT
 );
-CREATE INDEX bench_rows_run ON bench_rows(run_id);
+CREATE INDEX IF NOT EXISTS bench_rows_run ON bench_rows(run_id);
 )sql",
     // v2: ciuic-tune studies, their trials, the best configuration per (topology, op, size band).
     R"sql(
-CREATE TABLE studies (
+CREATE TABLE IF NOT EXISTS studies (
   id INTEGER PRIMARY KEY,
   created TEXT NOT NULL,
   tool_version TEXT NOT NULL,
@@ -79,7 +88,7 @@ CREATE TABLE studies (
   best_config TEXT,
   profile_path TEXT
 );
-CREATE TABLE trials (
+CREATE TABLE IF NOT EXISTS trials (
   study_id INTEGER NOT NULL REFERENCES studies(id) ON DELETE CASCADE,
   idx INTEGER NOT NULL,
   config TEXT NOT NULL,
@@ -89,7 +98,7 @@ CREATE TABLE trials (
   elapsed_s REAL NOT NULL,
   PRIMARY KEY (study_id, idx)
 );
-CREATE TABLE best_configs (
+CREATE TABLE IF NOT EXISTS best_configs (
   topology_fingerprint TEXT NOT NULL,
   op TEXT NOT NULL,
   min_bytes INTEGER NOT NULL,
@@ -101,7 +110,7 @@ CREATE TABLE best_configs (
   updated TEXT NOT NULL,
   PRIMARY KEY (topology_fingerprint, op, min_bytes)
 );
-CREATE TABLE calibrations (
+CREATE TABLE IF NOT EXISTS calibrations (
   id INTEGER PRIMARY KEY,
   created TEXT NOT NULL,
   device TEXT NOT NULL,
@@ -109,7 +118,7 @@ CREATE TABLE calibrations (
   codec TEXT NOT NULL,
   gbps REAL NOT NULL
 );
-CREATE TABLE gate_results (
+CREATE TABLE IF NOT EXISTS gate_results (
   codec TEXT NOT NULL,
   config TEXT NOT NULL,
   final_loss REAL NOT NULL,
@@ -124,7 +133,7 @@ CREATE TABLE gate_results (
 ALTER TABLE calibrations ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE calibrations ADD COLUMN ranks INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE studies ADD COLUMN constraints TEXT NOT NULL DEFAULT '';
-CREATE TABLE validations (
+CREATE TABLE IF NOT EXISTS validations (
   id INTEGER PRIMARY KEY,
   created TEXT NOT NULL,
   device TEXT NOT NULL,
@@ -135,6 +144,10 @@ CREATE TABLE validations (
   measured_us REAL NOT NULL,
   predicted_us REAL NOT NULL
 );
+)sql",
+    // v4: why a trial failed (a measurement whose ciuic-bench died: its exit or signal and last line).
+    R"sql(
+ALTER TABLE trials ADD COLUMN reason TEXT NOT NULL DEFAULT '';
 )sql",
 };
 
@@ -184,64 +197,259 @@ std::string Statement::ColumnText(int c) const {
   return t ? reinterpret_cast<const char*>(t) : "";
 }
 
-Database::Database(const std::string& path) : path_(path) {
-  const bool fresh = IsEmptyFile(path);
-  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
-    const std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
-    sqlite3_close(db_);
-    db_ = nullptr;
-    throw InputError(fmt::format("cannot open database '{}': {}", path, msg));
+namespace {
+
+// Every table and its columns, as SQLite reports them.
+std::map<std::string, std::set<std::string>> TableColumns(sqlite3* db) {
+  std::map<std::string, std::set<std::string>> out;
+  Statement tables(db, "SELECT name FROM sqlite_master WHERE type = 'table'");
+  while (tables.Step()) {
+    const std::string name = tables.ColumnText(0);
+    Statement cols(db, "SELECT name FROM pragma_table_info(?)");
+    cols.Bind(1, name);
+    auto& set = out[name];
+    while (cols.Step()) set.insert(cols.ColumnText(0));
   }
-  sqlite3_busy_timeout(db_, 10000);
-  int32_t app_id = 0;
-  int version = 0;
-  int64_t tables = 0;
+  return out;
+}
+
+// What a ciuic file at `version` lacks of the schema the migrations up to that version make ("" if
+// nothing): one clear refusal instead of a raw SQL error in the middle of a run.
+std::string SchemaProblem(sqlite3* db, int version) {
+  if (version <= 0) return "";
+  sqlite3* ref = nullptr;
+  if (sqlite3_open(":memory:", &ref) != SQLITE_OK) {
+    sqlite3_close(ref);
+    throw RuntimeError("cannot open an in-memory database");
+  }
+  std::map<std::string, std::set<std::string>> expected;
   try {
-    Statement q(db_, "PRAGMA application_id");
-    if (q.Step()) app_id = static_cast<int32_t>(q.ColumnInt(0));
-    Statement v(db_, "PRAGMA user_version");
-    if (v.Step()) version = static_cast<int>(v.ColumnInt(0));
-    Statement t(db_, "SELECT count(*) FROM sqlite_master");
-    if (t.Step()) tables = t.ColumnInt(0);
-  } catch (const Error&) {
+    for (int v = 0; v < version; ++v) CIUIC_SQLITE_CHECK(ref, sqlite3_exec(ref, kMigrations[v], nullptr, nullptr, nullptr));
+    expected = TableColumns(ref);
+  } catch (...) {
+    sqlite3_close(ref);
+    throw;
+  }
+  sqlite3_close(ref);
+  const auto actual = TableColumns(db);
+  for (const auto& [table, columns] : expected) {
+    const auto it = actual.find(table);
+    if (it == actual.end()) return fmt::format("table '{}' is missing", table);
+    for (const auto& c : columns)
+      if (!it->second.count(c)) return fmt::format("table '{}' has no column '{}'", table, c);
+  }
+  return "";
+}
+
+}  // namespace
+
+Database::Database(const std::string& path) : path_(path) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (std::filesystem::exists(st) && !std::filesystem::is_regular_file(st))
+    throw InputError(fmt::format("refusing database '{}': not a regular file (left unchanged)", path));
+  try {
+    // Everything that can refuse the file is decided on a read-only connection, so a refused file is
+    // left byte-identical (a read-write open may rewrite the header: WAL flag, change counter).
+    if (!IsEmptyFile(path)) {
+      CheckFileHeader();
+      // A read-only connection to a WAL-mode file creates its -wal and -shm files: removed again
+      // (when this connection made them and the log is empty) if the file is refused as corrupt or
+      // inconsistent, which no other ciuic is using.
+      std::vector<std::string> made;
+      for (const char* suffix : {"-wal", "-shm"})
+        if (!std::filesystem::exists(path + suffix, ec)) made.push_back(path + suffix);
+      Open(SQLITE_OPEN_READONLY);
+      try {
+        Inspect();
+      } catch (const InputError&) {
+        sqlite3_close(db_);
+        db_ = nullptr;
+        if (std::filesystem::file_size(path + "-wal", ec) == 0 && !ec)
+          for (const auto& f : made) std::filesystem::remove(f, ec);
+        throw;
+      }
+      sqlite3_close(db_);
+      db_ = nullptr;
+    }
+    Open(SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    CreateOrMigrate();
+    UseWal();
+    Exec("PRAGMA foreign_keys=ON");
+  } catch (...) {
     sqlite3_close(db_);
     db_ = nullptr;
-    throw InputError(fmt::format("'{}' is not a SQLite database (left unchanged)", path));
+    throw;
   }
-  auto refuse = [&](const std::string& why) {
-    sqlite3_close(db_);
-    db_ = nullptr;
-    throw InputError(fmt::format("refusing database '{}': {} (left unchanged)", path, why));
-  };
-  if (app_id != kDatabaseApplicationId && !(app_id == 0 && (fresh || tables == 0))) {
-    refuse("it was not written by ciuic");
-  }
-  if (version > kDatabaseSchemaVersion) {
-    refuse(fmt::format("schema version {} is newer than this ciuic ({})", version, kDatabaseSchemaVersion));
-  }
-  Exec("PRAGMA journal_mode=WAL");
-  Exec("PRAGMA foreign_keys=ON");
-  if (version < kDatabaseSchemaVersion) Migrate(version);
 }
 
 Database::~Database() {
   if (db_) sqlite3_close(db_);
 }
 
-void Database::Migrate(int from) {
-  if (from > 0) {
-    // Keep the old file before touching its schema.
-    Exec("PRAGMA wal_checkpoint(TRUNCATE)");
-    const std::string backup = fmt::format("{}.v{}.bak", path_, from);
-    std::error_code ec;
-    std::filesystem::copy_file(path_, backup, std::filesystem::copy_options::overwrite_existing, ec);
-    if (ec) throw RuntimeError(fmt::format("cannot back up '{}' before migrating: {}", path_, ec.message()));
+void Database::Open(int flags) {
+  if (sqlite3_open_v2(path_.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+    const std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw InputError(fmt::format("cannot open database '{}': {}", path_, msg));
   }
+  // Before anything else: every later statement may meet another writer's lock.
+  sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+}
+
+void Database::Refuse(const std::string& why) const {
+  throw InputError(fmt::format("refusing database '{}': {} (left unchanged)", path_, why));
+}
+
+Database::Header Database::ReadHeader() const {
+  Header h;
+  Statement q(db_, "PRAGMA application_id");
+  if (q.Step()) h.app_id = static_cast<int32_t>(q.ColumnInt(0));
+  Statement v(db_, "PRAGMA user_version");
+  if (v.Step()) h.version = static_cast<int>(v.ColumnInt(0));
+  Statement t(db_, "SELECT count(*) FROM sqlite_master");
+  if (t.Step()) h.tables = t.ColumnInt(0);
+  return h;
+}
+
+void Database::CheckHeader(const Header& h) const {
+  if (h.app_id != kDatabaseApplicationId && !(h.app_id == 0 && h.tables == 0)) Refuse("it was not written by ciuic");
+  if (h.version > kDatabaseSchemaVersion) {
+    Refuse(fmt::format("schema version {} is newer than this ciuic ({})", h.version, kDatabaseSchemaVersion));
+  }
+  if (h.app_id == kDatabaseApplicationId) {
+    const std::string problem = SchemaProblem(db_, h.version);
+    if (!problem.empty()) Refuse(fmt::format("its schema does not match version {}: {}", h.version, problem));
+  }
+}
+
+// The SQLite header (sqlite.org/fileformat.html, "The Database Header") read as bytes: a file that is
+// not SQLite or that another application marked as its own is refused before SQLite opens it, since
+// even a read-only connection creates -wal/-shm files beside a WAL-mode file. ciuic writes its
+// application_id with the schema, before switching a new file to WAL, so it is in the main file.
+void Database::CheckFileHeader() const {
+  unsigned char h[108] = {};
+  size_t got = 0;
+  std::FILE* f = std::fopen(path_.c_str(), "rb");
+  if (!f) throw InputError(fmt::format("cannot open database '{}': {}", path_, std::strerror(errno)));
+  got = std::fread(h, 1, sizeof h, f);
+  std::fclose(f);
+  if (got < 100 || std::memcmp(h, "SQLite format 3", 16) != 0)
+    throw InputError(fmt::format("'{}' is not a SQLite database (left unchanged)", path_));
+  auto be32 = [&](int at) {
+    return static_cast<int32_t>(uint32_t{h[at]} << 24 | uint32_t{h[at + 1]} << 16 | uint32_t{h[at + 2]} << 8 | h[at + 3]);
+  };
+  const int32_t app_id = be32(68), version = be32(60);
+  // Page 1's b-tree header follows at byte 100: an interior page (5) or a leaf with cells means the
+  // schema holds tables, which a file ciuic may adopt (application_id 0) must not.
+  const bool has_tables = got == sizeof h && (h[100] == 0x05 || (h[103] | h[104]) != 0);
+  if (app_id != kDatabaseApplicationId && (app_id != 0 || has_tables)) Refuse("it was not written by ciuic");
+  // A newer ciuic may be using the file right now: its -wal and -shm are left alone.
+  if (app_id == kDatabaseApplicationId && version > kDatabaseSchemaVersion)
+    Refuse(fmt::format("schema version {} is newer than this ciuic ({})", version, kDatabaseSchemaVersion));
+}
+
+void Database::Inspect() {
+  Header h;
+  std::string integrity;
+  try {
+    h = ReadHeader();
+    CheckHeader(h);
+    Statement check(db_, "PRAGMA quick_check");
+    if (check.Step()) integrity = check.ColumnText(0);
+  } catch (const InputError&) {
+    throw;
+  } catch (const Error& e) {
+    // The code is read from the message too: statements finalized while unwinding reset errcode.
+    const std::string what = e.what();
+    const int rc = sqlite3_errcode(db_);
+    auto said = [&](int code) { return rc == code || what.find(sqlite3_errstr(code)) != std::string::npos; };
+    if (said(SQLITE_NOTADB)) throw InputError(fmt::format("'{}' is not a SQLite database (left unchanged)", path_));
+    if (said(SQLITE_CORRUPT)) Refuse(fmt::format("it is corrupt: {}", sqlite3_errstr(SQLITE_CORRUPT)));
+    throw RuntimeError(fmt::format("cannot read database '{}': {}", path_, e.what()));
+  }
+  if (integrity != "ok") {
+    integrity = integrity.substr(0, 200);
+    for (char& c : integrity)
+      if (c == '\n') c = ' ';
+    Refuse(fmt::format("it fails PRAGMA quick_check ({})", integrity));
+  }
+}
+
+void Database::CreateOrMigrate() {
+  // A file made by an older ciuic is copied first (outside the transaction: a checkpoint cannot run
+  // inside one); the copy is kept only if this connection is the one that migrates.
+  std::string copy;
+  {
+    const Header h = ReadHeader();
+    if (h.app_id == kDatabaseApplicationId && h.version > 0 && h.version < kDatabaseSchemaVersion) {
+      try {
+        Exec("PRAGMA wal_checkpoint(TRUNCATE)");
+      } catch (const Error&) {  // another connection is reading: the backup below is consistent anyway
+      }
+      copy = fmt::format("{}.v{}.bak.tmp.{}", path_, h.version, getpid());
+      BackupTo(copy);
+    }
+  }
+  // The version is read and the schema created in one write transaction: concurrent openers of a new
+  // file wait here, and all but the first find the schema in place.
   Transaction tx(*this);
-  for (int v = from; v < kDatabaseSchemaVersion; ++v) Exec(kMigrations[v]);
-  Exec(fmt::format("PRAGMA application_id={}", kDatabaseApplicationId));
-  Exec(fmt::format("PRAGMA user_version={}", kDatabaseSchemaVersion));
+  const Header h = ReadHeader();
+  CheckHeader(h);
+  if (h.version < kDatabaseSchemaVersion) {
+    if (h.version > 0) {
+      const std::string backup = fmt::format("{}.v{}.bak", path_, h.version);
+      if (copy.empty() || std::rename(copy.c_str(), backup.c_str()) != 0)
+        throw RuntimeError(fmt::format("cannot back up '{}' before migrating it to '{}'", path_, backup));
+      copy.clear();
+    }
+    for (int v = h.version; v < kDatabaseSchemaVersion; ++v) Exec(kMigrations[v]);
+    Exec(fmt::format("PRAGMA application_id={}", kDatabaseApplicationId));
+    Exec(fmt::format("PRAGMA user_version={}", kDatabaseSchemaVersion));
+  }
   tx.Commit();
+  if (!copy.empty()) std::remove(copy.c_str());
+}
+
+// A page-by-page copy through SQLite, consistent even while other connections write.
+void Database::BackupTo(const std::string& file) {
+  sqlite3* dst = nullptr;
+  if (sqlite3_open_v2(file.c_str(), &dst, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
+    sqlite3_close(dst);
+    throw RuntimeError(fmt::format("cannot back up '{}' to '{}'", path_, file));
+  }
+  sqlite3_backup* b = sqlite3_backup_init(dst, "main", db_, "main");
+  const int rc = b ? sqlite3_backup_step(b, -1) : SQLITE_ERROR;
+  if (b) sqlite3_backup_finish(b);
+  const std::string msg = sqlite3_errmsg(dst);
+  sqlite3_close(dst);
+  if (rc != SQLITE_DONE) {
+    std::remove(file.c_str());
+    throw RuntimeError(fmt::format("cannot back up '{}' to '{}': {}", path_, file, msg));
+  }
+}
+
+// WAL lets readers run beside the one writer. Changing the mode needs the file to itself for a moment,
+// and SQLite may answer "database is locked" without waiting when other connections hold it, so the
+// change is retried until the busy timeout; once a file is in WAL it stays there.
+void Database::UseWal() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  std::string last;
+  for (;;) {
+    try {
+      Statement mode(db_, "PRAGMA journal_mode=WAL");
+      if (mode.Step() && mode.ColumnText(0) == "wal") return;
+      last = "journal_mode stayed " + mode.ColumnText(0);
+    } catch (const RuntimeError& e) {
+      const int rc = sqlite3_errcode(db_);
+      if (rc != SQLITE_BUSY && rc != SQLITE_LOCKED) throw;
+      last = e.what();
+    }
+    if (std::chrono::steady_clock::now() > deadline)
+      throw RuntimeError(fmt::format("database '{}': cannot switch to WAL: {}", path_, last));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 void Database::Exec(std::string_view sql) {

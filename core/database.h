@@ -1,8 +1,10 @@
 #pragma once
 // The project's SQLite database (results/ciuic.db by default): one versioned schema shared by
-// ciuic-bench (runs, rows) and ciuic-tune. Opening checks PRAGMA application_id and user_version:
-// a foreign or corrupt file and a newer schema are refused without writing to them; an older schema
-// is migrated after a byte copy of the file is kept beside it. WAL, busy_timeout, BEGIN IMMEDIATE.
+// ciuic-bench (runs, rows) and ciuic-tune. An existing file is first inspected read-only
+// (application_id, user_version, the tables that version has, PRAGMA quick_check): a foreign, corrupt
+// or inconsistent file and a newer schema are refused and left byte-identical. Then, in one BEGIN
+// IMMEDIATE transaction, a new file gets its schema and an older one is migrated after a copy of it is
+// kept beside it (name.vN.bak), so concurrent first openers wait instead of racing. WAL, busy_timeout.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -13,7 +15,8 @@ struct sqlite3_stmt;
 namespace ciuic {
 
 constexpr int32_t kDatabaseApplicationId = 0x43495543;  // "CIUC"
-constexpr int kDatabaseSchemaVersion = 3;  // 1: bench runs; 2: tuner studies; 3: sized calibrations, validations
+// 1: bench runs; 2: tuner studies; 3: sized calibrations, validations; 4: failed trials' reasons
+constexpr int kDatabaseSchemaVersion = 4;
 
 class Statement {
  public:
@@ -40,7 +43,8 @@ class Statement {
 
 class Database {
  public:
-  // Opens or creates path. Throws InputError for files that are not ciuic databases or are newer.
+  // Opens or creates path. Throws InputError for files that are not ciuic databases, are corrupt, or are
+  // newer, without writing to them.
   explicit Database(const std::string& path);
   ~Database();
   Database(const Database&) = delete;
@@ -65,7 +69,22 @@ class Database {
   };
 
  private:
-  void Migrate(int from_version);
+  // Long enough for 8 concurrent writers each storing a run: a wait is a wait, not a lost run.
+  static constexpr int kBusyTimeoutMs = 30000;
+  struct Header {
+    int32_t app_id = 0;
+    int version = 0;
+    int64_t tables = 0;
+  };
+  void Open(int flags);
+  [[noreturn]] void Refuse(const std::string& why) const;
+  Header ReadHeader() const;
+  void CheckHeader(const Header& h) const;
+  void CheckFileHeader() const;
+  void Inspect();
+  void CreateOrMigrate();
+  void BackupTo(const std::string& file);
+  void UseWal();
   sqlite3* db_ = nullptr;
   std::string path_;
 };

@@ -1,28 +1,178 @@
 #include "core/files.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
+#include <iostream>
 
 #include "core/error.h"
 
 namespace ciuic {
 
-void WriteFileAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f << text;
-    f.flush();
-    if (!f) throw RuntimeError(fmt::format("cannot write '{}'", tmp));
+namespace {
+
+// The descriptor a path names by convention (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N),
+// else -1. Opening such a path again would start a new file offset at 0 (and with O_TRUNC erase what
+// the shell's redirection already holds), so these are written through the descriptor itself.
+int DescriptorAlias(const std::string& path) {
+  if (path == "/dev/stdout") return 1;
+  if (path == "/dev/stderr") return 2;
+  for (std::string_view prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    if (path.rfind(prefix, 0) != 0) continue;
+    const std::string digits = path.substr(prefix.size());
+    if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+    return std::stoi(digits);
   }
+  return -1;
+}
+
+std::string Errno() { return std::strerror(errno); }
+
+void WriteAll(int fd, const std::string& text, const std::string& path) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw RuntimeError(fmt::format("cannot write '{}': {}", path, n < 0 ? Errno() : "short write"));
+    done += static_cast<size_t>(n);
+  }
+}
+
+// A name beside `target` that no other thread or process of ours uses at the same time.
+std::string TempNameFor(const std::string& target) {
+  static std::atomic<unsigned> counter{0};
+  return fmt::format("{}.tmp.{}.{}", target, getpid(), counter.fetch_add(1));
+}
+
+// A symlink to an existing file is followed, so the link stays and its target is replaced.
+std::string ResolveLink(const std::string& path) {
+  struct stat lst;
+  if (::lstat(path.c_str(), &lst) != 0 || !S_ISLNK(lst.st_mode)) return path;
   std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw RuntimeError(fmt::format("cannot write '{}'", path));
+  const auto real = std::filesystem::canonical(path, ec);
+  return ec ? path : real.string();
+}
+
+std::string FolderOf(const std::string& path) {
+  const auto parent = std::filesystem::path(path).parent_path();
+  return parent.empty() ? "." : parent.string();
+}
+
+void WriteInPlace(const std::string& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) throw RuntimeError(fmt::format("cannot write '{}': {}", path, Errno()));
+  try {
+    WriteAll(fd, text, path);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  if (::close(fd) != 0) throw RuntimeError(fmt::format("cannot write '{}': {}", path, Errno()));
+}
+
+void ReplaceAtomically(const std::string& target, const std::string& text, const struct stat* old) {
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
+    tmp = TempNameFor(target);
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) throw RuntimeError(fmt::format("cannot write '{}': cannot create '{}': {}", target, tmp, Errno()));
+  try {
+    if (old) (void)::fchmod(fd, old->st_mode & 07777);  // a replaced file keeps its permissions
+    WriteAll(fd, text, tmp);
+    if (::fsync(fd) != 0) throw RuntimeError(fmt::format("cannot write '{}': fsync: {}", tmp, Errno()));
+    if (::close(fd) != 0) {
+      fd = -1;
+      throw RuntimeError(fmt::format("cannot write '{}': {}", tmp, Errno()));
+    }
+    fd = -1;
+    if (::rename(tmp.c_str(), target.c_str()) != 0)
+      throw RuntimeError(fmt::format("cannot write '{}': {}", target, Errno()));
+  } catch (...) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  // The rename is durable once the folder's entry is; a file system without directory fsync still
+  // has the file.
+  const int dir = ::open(FolderOf(target).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    (void)::fsync(dir);
+    ::close(dir);
+  }
+}
+
+}  // namespace
+
+void WriteFileAtomically(const std::string& path, const std::string& text) {
+  if (const int fd = DescriptorAlias(path); fd >= 0) {
+    if (fd == 1) std::cout.flush();
+    if (fd == 2) std::cerr.flush();
+    WriteAll(fd, text, path);
+    return;
+  }
+  struct stat st;
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (exists && S_ISDIR(st.st_mode)) throw RuntimeError(fmt::format("cannot write '{}': it is a directory", path));
+  if (exists && !S_ISREG(st.st_mode)) {
+    WriteInPlace(path, text);
+    return;
+  }
+  ReplaceAtomically(ResolveLink(path), text, exists ? &st : nullptr);
+}
+
+void CheckWritableOutput(const std::string& path, std::string_view what, bool regular_file_only) {
+  if (path.empty()) throw InputError(fmt::format("{}: an empty path", what));
+  if (const int fd = DescriptorAlias(path); fd >= 0) {
+    if (regular_file_only) throw InputError(fmt::format("{} '{}' is not a regular file", what, path));
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY)
+      throw InputError(fmt::format("{} '{}': descriptor {} is not open for writing", what, path, fd));
+    return;
+  }
+  struct stat st;
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (!exists && errno != ENOENT) throw InputError(fmt::format("{} '{}': {}", what, path, Errno()));
+  if (exists && S_ISDIR(st.st_mode)) throw InputError(fmt::format("{} '{}' is a directory", what, path));
+  if (exists && !S_ISREG(st.st_mode)) {
+    if (regular_file_only) throw InputError(fmt::format("{} '{}' is not a regular file", what, path));
+    if (::access(path.c_str(), W_OK) != 0)
+      throw InputError(fmt::format("{} '{}' is not writable: {}", what, path, Errno()));
+    return;
+  }
+  const std::string target = ResolveLink(path);
+  const std::string folder = FolderOf(target);
+  struct stat fst;
+  if (::stat(folder.c_str(), &fst) != 0 || !S_ISDIR(fst.st_mode))
+    throw InputError(fmt::format("{} '{}': directory '{}' does not exist", what, path, folder));
+  if (exists && ::access(path.c_str(), W_OK) != 0)
+    throw InputError(fmt::format("{} '{}' is not writable: {}", what, path, Errno()));
+  // The write creates a temporary file (SQLite: its -wal and -shm files) in the folder: try one.
+  const std::string probe = TempNameFor(target);
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) throw InputError(fmt::format("{} '{}': cannot create files in '{}': {}", what, path, folder, Errno()));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+void CheckFileNameComponent(const std::string& name, std::string_view what) {
+  const bool ok = !name.empty() && name.size() <= 128 && name[0] != '.' &&
+                  name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+                      std::string::npos;
+  if (!ok) {
+    std::string shown = name.substr(0, 160);  // the message stays one printable line
+    for (char& c : shown)
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    throw InputError(fmt::format("{} '{}' cannot be a file name: 1-128 of A-Z a-z 0-9 . _ - and not starting with '.'",
+                                 what, shown));
   }
 }
 

@@ -1,12 +1,27 @@
 #pragma once
-// Small file and time helpers shared by the tools: atomic text writes and ISO 8601 UTC stamps.
+// Small file and time helpers shared by the tools: output writes that never replace what the user
+// pointed at (a device, a FIFO, a symlink), writability checks made before a run, file-name checks
+// for names read from JSON, and ISO 8601 UTC stamps.
 #include <string>
+#include <string_view>
 
 namespace ciuic {
 
-// Writes text to a temporary file next to `path`, then renames it over `path` (readers never see a
-// half-written file). Throws RuntimeError naming the path on failure.
+// Writes text to `path`. A regular file (or a new one) is replaced atomically: a temporary file next
+// to it is written, fsync'd and renamed over it, so readers never see a half-written file; a symlink
+// to a regular file keeps its link and has its target replaced. Anything else (/dev/null, /dev/full,
+// a FIFO, a terminal) is written in place, and /dev/stdout, /dev/stderr and /dev/fd/N write to that
+// descriptor. Throws RuntimeError naming the path on failure.
 void WriteFileAtomically(const std::string& path, const std::string& text);
+
+// Throws InputError ("{what} '{path}': ...") unless `path` can be written by WriteFileAtomically (or,
+// with regular_file_only, by SQLite): not a directory, its folder exists and accepts new files, an
+// existing file is writable. Creates nothing that outlives the call; never opens a FIFO.
+void CheckWritableOutput(const std::string& path, std::string_view what, bool regular_file_only = false);
+
+// Throws InputError unless `name` (read from a file, used as a file name) is 1-128 characters of
+// [A-Za-z0-9._-] not starting with '.': no '/', no "..", nothing hidden.
+void CheckFileNameComponent(const std::string& name, std::string_view what);
 
 // "2026-11-22T17:48:19Z".
 std::string IsoNow();

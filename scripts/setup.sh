@@ -9,7 +9,8 @@ packages=(
   libopenmpi-dev openmpi-bin
   libfmt-dev libcxxopts-dev libsqlite3-dev nlohmann-json3-dev libhwloc-dev
   libgtest-dev libbenchmark-dev
-  iproute2 python3
+  iproute2 python3 bc procps   # bc, procps: tests/scripts/fault_matrix.sh
+  clang   # libFuzzer harnesses (scripts/fuzz.sh, the sanitizer stage of scripts/test.sh)
   python3-torch   # tests/python/ddp_export_test.py runs the DDP export under PyTorch (gloo)
 )
 

@@ -1,15 +1,25 @@
 #!/usr/bin/env bash
-# Fresh machine to green: installs packages, builds, and runs every test (unit, mpi, gpu). Non-zero on
-# any failure. A label whose tests all skipped (gpu without a device) is reported as skipped, never as
-# passed; the closing line lists each label's outcome.
+# Fresh machine to green: installs packages, builds, and runs every test: the unit, mpi, fault and gpu
+# labels, then the sanitizer stage (unit tests under ASan+UBSan, the thread-backend tests under TSan,
+# each fuzzer for a short while). Non-zero on any failure. A label whose tests all skipped (gpu without
+# a device) is reported as skipped, never as passed; the closing lines list each stage's outcome.
+#   scripts/test.sh              everything (what CI runs)
+#   scripts/test.sh --sanitize   only the sanitizer stage
+#   scripts/test.sh --quick      everything but the sanitizer stage
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=all
+case "${1:-}" in
+  "") ;;
+  --sanitize) mode=sanitize ;;
+  --quick) mode=quick ;;
+  *) echo "usage: scripts/test.sh [--sanitize|--quick]" >&2; exit 1 ;;
+esac
 scripts/setup.sh
-scripts/build.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-cd build
-
+root=$(pwd)
 summary=()
+
 # run_label LABEL WHY-SKIPPED [ctest args...]: runs one label, records "label: N passed, K skipped".
 run_label() {
   local label=$1 why=$2
@@ -37,7 +47,44 @@ run_label() {
   fi
 }
 
-run_label unit "nothing to run" -j "$(nproc)"
-run_label mpi "no MPI in this build"
-run_label gpu "no device"
+# sanitized BUILD_DIR FLAGS TARGET...: a CPU-only Debug build instrumented with FLAGS.
+sanitized() {
+  local dir=$1 flags=$2
+  shift 2
+  cmake -S "$root" -B "$dir" -DCIUIC_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
+    -DCMAKE_C_FLAGS_DEBUG="-O1 -g" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
+    -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
+  cmake --build "$dir" -j "$(nproc)" --target "$@" >/dev/null
+}
+
+if [ "$mode" != sanitize ]; then
+  scripts/build.sh
+  cd build
+  run_label unit "nothing to run" -j "$(nproc)"
+  run_label mpi "no MPI in this build"
+  run_label fault "no MPI in this build"
+  run_label gpu "no device"
+  cd "$root"
+fi
+
+if [ "$mode" != quick ]; then
+  # ASan + UBSan: the unit binaries of the core, kernel, collective and bench layers and the C API.
+  asan="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+  sanitized build-asan "$asan" test_core test_kernels test_collectives test_bench test_c_api
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+  for t in test_core test_kernels test_collectives test_bench; do
+    build-asan/tests/$t --gtest_brief=1 >"build-asan/$t.log" 2>&1 || { tail -n 40 "build-asan/$t.log"; echo "test: asan $t failed" >&2; exit 1; }
+  done
+  (cd build-asan/tests && ./test_c_api >../test_c_api.log 2>&1) || { tail -n 40 build-asan/test_c_api.log; echo "test: asan test_c_api failed" >&2; exit 1; }
+  summary+=("asan+ubsan: test_core test_kernels test_collectives test_bench test_c_api clean")
+  unset ASAN_OPTIONS UBSAN_OPTIONS
+  # TSan: the thread backend (ranks as threads) and every algorithm over it.
+  sanitized build-tsan "-fsanitize=thread -fno-omit-frame-pointer" test_collectives
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/tests/test_collectives --gtest_brief=1 \
+    >build-tsan/test_collectives.log 2>&1 || { tail -n 60 build-tsan/test_collectives.log; echo "test: tsan failed" >&2; exit 1; }
+  summary+=("tsan: test_collectives clean")
+  # Each fuzzer for a short while from its seed corpus (scripts/fuzz.sh SECONDS for longer runs).
+  scripts/fuzz.sh "${CIUIC_FUZZ_SECONDS:-20}"
+  summary+=("fuzz: 5 harnesses x ${CIUIC_FUZZ_SECONDS:-20} s, no finding")
+fi
 printf 'test: %s\n' "${summary[@]}"

@@ -1,6 +1,11 @@
 #include "tuner/bench_runner.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
 
 #include <atomic>
 #include <cstdlib>
@@ -13,6 +18,10 @@
 namespace ciuic {
 
 std::string BenchExecutable() {
+  if (const char* env = std::getenv("CIUIC_BENCH_EXE"); env && *env) {
+    if (access(env, X_OK) != 0) throw RuntimeError(fmt::format("CIUIC_BENCH_EXE '{}' is not an executable", env));
+    return env;
+  }
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   const std::string bench = (ec ? std::filesystem::path("ciuic-bench") : self.parent_path() / "ciuic-bench").string();
@@ -30,11 +39,25 @@ std::string LocalMpiSetting() {
   return fmt::format("{}={}", kSingleCopyVar, v ? v : "");
 }
 
+std::string DescribeExit(int status) {
+  if (status == -1) return fmt::format("could not be started ({})", std::strerror(errno));
+  if (WIFSIGNALED(status)) return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  if (WIFEXITED(status)) {
+    const int code = WEXITSTATUS(status);
+    // The shell's: a child it ran that died by a signal reports 128 + the signal.
+    if (code > 128 && code < 128 + NSIG) return fmt::format("killed by signal {} ({})", code - 128, strsignal(code - 128));
+    return fmt::format("exit {}", code);
+  }
+  return fmt::format("status {}", status);
+}
+
 nlohmann::json RunBenchJson(const std::string& args) {
   LocalMpiSetting();
   static std::atomic<int> serial{0};
-  const auto out = std::filesystem::temp_directory_path() / fmt::format("ciuic_tune_{}_{}.json", getpid(), serial++);
-  const std::string cmd = fmt::format("{} {} --format json --out {} >/dev/null 2>&1", BenchExecutable(), args, out.string());
+  const auto base = std::filesystem::temp_directory_path() / fmt::format("ciuic_tune_{}_{}", getpid(), serial++);
+  const std::string out = base.string() + ".json", err = base.string() + ".err";
+  const std::string cmd =
+      fmt::format("{} {} --format json --out {} >/dev/null 2>{}", BenchExecutable(), args, out, err);
   const int rc = std::system(cmd.c_str());
   nlohmann::json doc;
   bool ok = false;
@@ -46,10 +69,19 @@ nlohmann::json RunBenchJson(const std::string& args) {
     }
   } catch (const std::exception&) {
   }
+  // The child's last line on stderr says why it failed (its one-line error, or mpiexec's).
+  std::string last;
+  {
+    std::ifstream f(err);
+    for (std::string line; std::getline(f, line);)
+      if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  }
   std::error_code ec;
   std::filesystem::remove(out, ec);
+  std::filesystem::remove(err, ec);
   if (rc != 0 || !ok)
-    throw RuntimeError(fmt::format("ciuic-bench {} failed (exit status {}{})", args, rc, ok ? "" : ", no results"));
+    throw RuntimeError(fmt::format("ciuic-bench {}: {}{}{}", args, rc == 0 ? "exit 0" : DescribeExit(rc),
+                                   ok ? "" : ", no results", last.empty() ? "" : ": " + last.substr(0, 300)));
   return doc;
 }
 

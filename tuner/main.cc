@@ -2,19 +2,26 @@
 // run (the default), show, calibrate, validate, export, topologies (built-ins and the model against
 // published nccl-tests figures, fitted and held-out apart) and model (predicted allreduce time and busbw
 // per algorithm and size).
+#include <algorithm>
 #include <cxxopts.hpp>
 #include <filesystem>
 #include <iostream>
 #include <vector>
 
+#include "bench/cli_args.h"
+#include "collectives/profile.h"
 #include "core/config.h"
+#include "core/database.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "core/log.h"
 #include "core/sizes.h"
+#include "kernels/codec_spec.h"
 #include "tuner/cost_model.h"
 #include "tuner/calibrate.h"
 #include "tuner/study.h"
 #include "tuner/published.h"
+#include "tuner/search.h"
 #include "tuner/topology.h"
 #include "tuner/validate.h"
 
@@ -26,6 +33,28 @@ struct Subcommand {
   const char* summary;
   int (*run)(const cxxopts::ParseResult&);
 };
+
+// Most evaluations a study may ask for (and most without improvement before it stops).
+constexpr int kMaxBudget = 1'000'000;
+
+// `value` when it is one of `known`; else "--OPTION VALUE: use A, B or C".
+void OneOfOption(const char* option, const std::string& value, const std::vector<std::string>& known) {
+  if (std::find(known.begin(), known.end(), value) != known.end()) return;
+  std::string list;
+  for (size_t i = 0; i < known.size(); ++i)
+    list += (i == 0 ? "" : i + 1 == known.size() ? " or " : ", ") + known[i];
+  throw BadOption(option, value, "use " + list);
+}
+
+// A size list option (core/sizes.h grammar), `fallback` when not given.
+std::vector<uint64_t> SizeListOption(const cxxopts::ParseResult& r, const char* option, const std::string& fallback) {
+  const std::string text = r.count(option) || fallback.empty() ? r[option].as<std::string>() : fallback;
+  try {
+    return ParseSizeList(text);
+  } catch (const Error& e) {
+    throw BadOption(option, text, e.what());
+  }
+}
 
 // The built-in topologies with the library's allreduce as the model predicts it (algorithm NCCL
 // would pick and busbw at 8 GiB), then the model against the published figures: the fitted
@@ -115,7 +144,7 @@ int Model(const cxxopts::ParseResult& r) {
   if (!r.count("topology")) throw UsageError("model: --topology NAME|FILE is required");
   const Topology t = LoadTopology(r["topology"].as<std::string>(), r["nodes"].as<int>());
   const Fabric f = EffectiveFabric(t);
-  const auto sizes = ParseSizeList(r["sizes"].as<std::string>());
+  const auto sizes = SizeListOption(r, "sizes", "1K:8G:x8");
   std::cout << fmt::format("# ciuic-tune model  topology {}  nodes {}  ranks {}  fingerprint {}\n", t.name, t.nodes,
                            t.ranks(), t.Fingerprint());
   std::cout << fmt::format("# effective links: intra {:.1f} GB/s {:.1f} us; inter {:.1f} GB/s/rank {:.1f} us; flat ring "
@@ -153,10 +182,12 @@ int RunTune(const cxxopts::ParseResult& r) {
   o.db = r["db"].as<std::string>();
   if (r.count("out")) o.out = r["out"].as<std::string>();
   if (r.count("calibration")) o.calibration_db = r["calibration"].as<std::string>();
-  o.gate_tolerance = r["gate-tolerance"].as<double>();
-  o.state_memory_gib = r["state-memory"].as<double>();
-  if (!(o.gate_tolerance >= 0) || o.gate_tolerance > 1) throw UsageError("--gate-tolerance must be in 0..1");
-  if (o.patience < 0) throw UsageError("--patience must be >= 0");
+  o.gate_tolerance = OptionInRange("gate-tolerance", r["gate-tolerance"].as<double>(), 0.0, 1.0);
+  o.state_memory_gib = OptionInRange("state-memory", r["state-memory"].as<double>(), 0.0, 1e6);
+  o.budget = OptionInRange("budget", o.budget, 1, kMaxBudget);
+  o.patience = OptionInRange("patience", o.patience, 0, kMaxBudget);
+  OneOfOption("strategy", o.strategy, SearchStrategies());
+  OneOfOption("mode", o.mode, {"model", "measure"});
   const auto db_dir = std::filesystem::path(o.db).parent_path();
   if (!db_dir.empty() && !std::filesystem::is_directory(db_dir))
     throw InputError(fmt::format("--db '{}': folder '{}' does not exist", o.db, db_dir.string()));
@@ -198,30 +229,27 @@ std::vector<int> ParseRanks(const std::string& text) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != item.size()) throw UsageError(fmt::format("--ranks '{}': a comma list of integers", text));
-    out.push_back(v);
+    if (used != item.size()) throw BadOption("ranks", text, "a comma list of whole numbers");
+    out.push_back(OptionInRange("ranks", v, 2, 4096));
   }
   return out;
 }
 
 std::string CheckedDb(const cxxopts::ParseResult& r) {
   const std::string db = r["db"].as<std::string>();
-  const auto db_dir = std::filesystem::path(db).parent_path();
-  if (!db_dir.empty() && !std::filesystem::is_directory(db_dir))
-    throw InputError(fmt::format("--db '{}': folder '{}' does not exist", db, db_dir.string()));
+  CheckWritableOutput(db, "--db", /*regular_file_only=*/true);
+  Database probe(db);  // a refused database is one line before the measurements, not after them
   return db;
 }
 
 int Calibrate(const cxxopts::ParseResult& r) {
   const std::string device = r.count("device") ? r["device"].as<std::string>() : "cpu";
-  if (device != "cpu" && device != "cuda") throw UsageError(fmt::format("--device '{}': cpu | cuda", device));
+  OneOfOption("device", device, {"cpu", "cuda"});
   CalibrateOptions o;
   o.cuda = device == "cuda";
-  o.sizes = ParseSizeList(r.count("sizes") ? r["sizes"].as<std::string>() : "64K:64M:x4");
-  o.concurrency = r["concurrency"].as<int>();
-  if (o.concurrency < 0) throw UsageError("--concurrency must be >= 0 (0: this machine's cores)");
-  o.rounds = r["rounds"].as<int>();
-  if (o.rounds < 1 || o.rounds > 99) throw UsageError(fmt::format("--rounds {} must be in 1..99", o.rounds));
+  o.sizes = SizeListOption(r, "sizes", "64K:64M:x4");
+  o.concurrency = OptionInRange("concurrency", r["concurrency"].as<int>(), 0, 4096);  // 0: this machine's cores
+  o.rounds = OptionInRange("rounds", r["rounds"].as<int>(), 1, 99);
   if (r.count("ranks")) o.link_ranks = ParseRanks(r["ranks"].as<std::string>());
   RunCalibration(CheckedDb(r), o, std::cout);
   return 0;
@@ -231,17 +259,24 @@ int Validate(const cxxopts::ParseResult& r) {
   ValidateOptions o;
   o.db = CheckedDb(r);
   if (r.count("ranks")) o.ranks = ParseRanks(r["ranks"].as<std::string>());
-  o.sizes = ParseSizeList(r.count("sizes") ? r["sizes"].as<std::string>() : "256K:64M:x4");
+  o.sizes = SizeListOption(r, "sizes", "256K:64M:x4");
   o.codecs = ParseList(r["codecs"].as<std::string>());
-  o.repeat = r["repeat"].as<int>();
+  for (const auto& codec : o.codecs) {
+    try {
+      ParseCodec(codec);
+    } catch (const Error& e) {
+      throw BadOption("codecs", r["codecs"].as<std::string>(), e.what());
+    }
+  }
+  o.repeat = OptionInRange("repeat", r["repeat"].as<int>(), 1, 20);
   o.kernel_sizes = r["kernel-sizes"].as<std::string>();
   const std::string kernels = r["kernels"].as<std::string>();
-  if (kernels != "timed" && kernels != "stored")
-    throw UsageError(fmt::format("--kernels '{}': timed (in the passes) | stored", kernels));
+  OneOfOption("kernels", kernels, {"timed", "stored"});  // timed in the passes | the database's
   o.stored_kernels = kernels == "stored";
-  ParseSizeList(o.kernel_sizes);  // InputError now rather than after the measurements
+  SizeListOption(r, "kernel-sizes", "");  // refused now rather than after the measurements
+  // A fraction (0.25: 25%); 0 never fails. Checked before the measurements, not after.
+  const double limit = OptionInRange("max-error", r["max-error"].as<double>(), 0.0, 100.0);
   const ValidationResult res = RunValidation(o, std::cout);
-  const double limit = r["max-error"].as<double>();
   if (limit > 0 && res.median_abs_error > limit) {
     std::cerr << fmt::format("ciuic-tune: validate: median |error| {:.1f}% is above --max-error {:.1f}%\n",
                              100 * res.median_abs_error, 100 * limit);
@@ -257,6 +292,7 @@ int Show(const cxxopts::ParseResult& r) {
 
 int Export(const cxxopts::ParseResult& r) {
   if (!r.count("profile")) throw UsageError("export: --profile FILE is required");
+  OneOfOption("format", r["format"].as<std::string>(), ExportFormats());
   const Profile p = LoadProfile(r["profile"].as<std::string>());
   std::cout << ExportProfile(p, r["format"].as<std::string>());
   return 0;
@@ -310,7 +346,7 @@ int Run(int argc, char** argv) {
   try {
     r = opts.parse(argc, argv);
   } catch (const cxxopts::exceptions::exception& e) {
-    throw UsageError(e.what());
+    throw FromCxxopts(e, argc, argv);
   }
   if (r.count("help")) {
     std::cout << opts.help() << "\n";
@@ -321,7 +357,7 @@ int Run(int argc, char** argv) {
     return 0;
   }
   if (!r.unmatched().empty()) throw UsageError(fmt::format("unexpected argument '{}'", r.unmatched().front()));
-  if (r["nodes"].as<int>() < 0) throw UsageError("--nodes must be >= 1");
+  if (r.count("nodes")) OptionInRange("nodes", r["nodes"].as<int>(), 1, kMaxNodes);
   // `ciuic-tune --topology dgx_a100` is `ciuic-tune run --topology dgx_a100`.
   const std::string cmd = r.count("command") ? r["command"].as<std::string>() : (r.count("topology") ? "run" : "");
   for (const auto& s : kSubcommands)

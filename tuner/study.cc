@@ -66,16 +66,20 @@ std::map<std::string, bool> GateAll(Database& db, const SearchSpace& space, doub
 }
 
 // --mode measure: one bucket allreduce timed by ciuic-bench on real local MPI ranks (in-place, median of
-// its iterations), cached per configuration. Returns +inf when the run fails.
+// its iterations), cached per configuration. Returns +inf when the run fails, with why in `failure`
+// (the child's exit or signal and its last line): the trial is stored as failed and the study goes on.
 class BucketMeter {
  public:
   BucketMeter(int ranks, std::ostream& log) : ranks_(ranks), log_(log) {
     BenchExecutable();
     log_ << fmt::format("measure: ciuic-bench on {} local MPI ranks ({})\n", ranks_, LocalMpiSetting());
   }
-  double Us(const PlanChoice& c, uint64_t bytes) {
+  double Us(const PlanChoice& c, uint64_t bytes, std::string* failure = nullptr) {
     const std::string key = fmt::format("{}|{}|{}|{}|{}", c.codec, c.algo, c.streams, c.precision, bytes);
-    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    if (auto it = cache_.find(key); it != cache_.end()) {
+      if (failure) *failure = it->second.second;
+      return it->second.first;
+    }
     std::string args = fmt::format("allreduce --sizes {} --ranks {} --inplace yes --iters 5 --warmup 2", bytes, ranks_);
     if (c.algo == "nccl" && c.precision != "fp32") {
       args += fmt::format(" --backend ciuic --algo native --precision {}", c.precision);  // casts around MPI's sum
@@ -86,19 +90,23 @@ class BucketMeter {
       if (c.algo == "hier") args += " --ranks-per-node 1";
     }
     double us = std::numeric_limits<double>::infinity();
+    std::string why;
     try {
       us = BenchP50Us(RunBenchJson(args), static_cast<double>(bytes));
-    } catch (const RuntimeError& e) {
-      log_ << fmt::format("measure: {} failed: {}\n", key, e.what());
+      if (!std::isfinite(us)) why = fmt::format("ciuic-bench {}: no row of {} bytes in its results", args, bytes);
+    } catch (const Error& e) {  // the child died, exited nonzero or wrote no document
+      why = e.what();
     }
-    cache_[key] = us;
+    if (!why.empty()) log_ << fmt::format("measure: {} failed (stored as a failed trial; the study goes on): {}\n", key, why);
+    cache_[key] = {us, why};
+    if (failure) *failure = why;
     return us;
   }
 
  private:
   int ranks_;
   std::ostream& log_;
-  std::map<std::string, double> cache_;
+  std::map<std::string, std::pair<double, std::string>> cache_;  // key -> (us, why it failed)
 };
 
 // One study, step by step: RunStudy below calls these in order; each step reads what the earlier
@@ -126,6 +134,7 @@ struct Study {
   std::map<std::string, bool> gate;
   TuneResult res;
   std::map<std::string, double> stored;  // a resumed study's trials: config -> score
+  int64_t next_idx = 0;                  // the index the next stored trial takes
 
   static void CheckOptions(const TuneOptions& o) {
     if (o.mode != "model" && o.mode != "measure") throw UsageError(fmt::format("--mode {}: model | measure", o.mode));
@@ -138,6 +147,20 @@ struct Study {
     work = LoadWorkload(o.workload);
     space = AllReducePlanSpace(topo);
     batch = work.default_batch;
+  }
+
+  // Where the profile and the study go, checked before any trial runs. The default profile path takes
+  // the topology's name, read from its JSON file: only a plain file name, never "../x".
+  void CheckOutputs() {
+    if (o.out.empty()) {
+      CheckFileNameComponent(topo.name, fmt::format("{}: name", o.topology));
+      res.profile_path = (std::filesystem::path(ProfilesDir()) / (topo.name + ".profile.json")).string();
+      CheckWritableOutput(res.profile_path, "profile");
+    } else {
+      res.profile_path = o.out;
+      CheckWritableOutput(res.profile_path, "--out");
+    }
+    CheckWritableOutput(o.db, "--db", /*regular_file_only=*/true);
   }
 
   void StartMeter() {
@@ -220,10 +243,14 @@ struct Study {
       if (q.Step()) res.study_id = q.ColumnInt(0);
     }
     if (res.study_id) {
-      Statement t(db.handle(), "SELECT config, score_us FROM trials WHERE study_id = ?");
+      // A failed trial (its ciuic-bench died) is run again: the failure may not repeat.
+      Statement t(db.handle(), "SELECT config, score_us FROM trials WHERE study_id = ? AND status != 'failed'");
       t.Bind(1, res.study_id);
       while (t.Step())
         stored[t.ColumnText(0)] = t.ColumnIsNull(1) ? std::numeric_limits<double>::infinity() : t.ColumnDouble(1);
+      Statement n(db.handle(), "SELECT COALESCE(MAX(idx) + 1, 0) FROM trials WHERE study_id = ?");
+      n.Bind(1, res.study_id);
+      if (n.Step()) next_idx = n.ColumnInt(0);
       log << fmt::format("study {}: resuming, {} trial(s) stored\n", res.study_id, stored.size());
     } else {
       Database::Transaction tx(db);
@@ -243,7 +270,7 @@ struct Study {
 
   // The search over the space, every trial stored (a resumed study's stored trials are reused).
   SearchResult SearchPlans(Database& db) {
-    int evaluated = 0;
+    int64_t evaluated = next_idx;  // a resumed study appends after its stored trials
     const Objective objective = [&](const Point& p) {
       const std::string config = space.Describe(p);
       if (auto it = stored.find(config); it != stored.end()) {
@@ -256,6 +283,7 @@ struct Study {
       const bool fits =
           !(o.state_memory_gib > 0) || CommStateBytes(c, work, topo.ranks()) <= o.state_memory_gib * (1 << 30);
       double score = std::numeric_limits<double>::infinity();
+      std::string failure;  // why a measurement failed
       if (ok && !fits) {
         // over the memory budget: infeasible, never measured
       } else if (ok && !meter) {
@@ -265,23 +293,25 @@ struct Study {
         const CommPlan plan = PlanOf(c, topo, &feasible, calp);
         if (feasible) {
           // Measured bucket time at the nominal bucket size; partial buckets scale with their bytes.
-          const double full = meter->Us(c, static_cast<uint64_t>(c.bucket_bytes));
+          const double full = meter->Us(c, static_cast<uint64_t>(c.bucket_bytes), &failure);
           const StepTiming st = ScheduleStep(
               work, topo, plan, batch, [&](double bytes) { return full * std::min(1.0, bytes / c.bucket_bytes); });
           score = std::isfinite(full) ? StepScore(st) : full;
         }
       }
       Statement ins(db.handle(),
-                    "INSERT OR REPLACE INTO trials (study_id, idx, config, score_us, mode, status, elapsed_s) "
-                    "VALUES (?,?,?,?,?,?,?)");
-      ins.Bind(1, res.study_id).Bind(2, int64_t{evaluated}).Bind(3, config);
+                    "INSERT OR REPLACE INTO trials (study_id, idx, config, score_us, mode, status, elapsed_s, "
+                    "reason) VALUES (?,?,?,?,?,?,?,?)");
+      ins.Bind(1, res.study_id).Bind(2, evaluated).Bind(3, config);
       if (std::isfinite(score)) ins.Bind(4, score); else ins.BindNull(4);
       ins.Bind(5, o.mode)
           .Bind(6, std::string(!ok                    ? "gate-failed"
                                : !fits                ? "over-memory"
+                               : !failure.empty()     ? "failed"
                                : std::isfinite(score) ? "ok"
                                                       : "infeasible"))
-          .Bind(7, NowSeconds() - t0);
+          .Bind(7, NowSeconds() - t0)
+          .Bind(8, failure);
       ins.Step();
       ++evaluated;
       return score;
@@ -394,11 +424,7 @@ struct Study {
     }
   }
 
-  void WriteProfileFile() {
-    res.profile_path =
-        o.out.empty() ? (std::filesystem::path(ProfilesDir()) / (topo.name + ".profile.json")).string() : o.out;
-    WriteProfile(res.profile_path, res.profile);
-  }
+  void WriteProfileFile() { WriteProfile(res.profile_path, res.profile); }
 
   // Marks the study done and stores its rules as the topology's best configurations.
   void Store(Database& db, const SearchResult& sr) {
@@ -435,6 +461,7 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
   Study::CheckOptions(o);
   Study s(o, log);
   s.LoadInputs();
+  s.CheckOutputs();
   s.StartMeter();
   s.LoadCodecCosts();
   Database db(o.db);

@@ -6,10 +6,15 @@
 // `cpu_local` is detected (hwloc: sockets, cores, NUMA nodes) with a measured memcpy bandwidth.
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace ciuic {
+
+// Limits of a topology's counts (and of --nodes).
+constexpr int kMaxNodes = 100000;
+constexpr int kMaxDevicesPerNode = 4096;
 
 struct TopologyDevice {
   std::string name;
@@ -41,9 +46,11 @@ struct Topology {
   TopologyNics nics;
   std::map<std::string, std::string> sources;    // field -> where the number comes from
   std::string origin;                            // file path or "detected"
+  std::set<std::string> live;                    // fields measured when loaded (cpu_local): not fingerprinted
 
   int ranks() const { return nodes * devices_per_node; }
-  // Stable hash of everything the model reads (not names or sources): keys stored results.
+  // Stable hash of what defines the topology (counts, device name, fabric, NICs and the figures a file
+  // gives; not sources, nor `live` measurements): keys stored results and resumed studies.
   std::string Fingerprint() const;
 };
 

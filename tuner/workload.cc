@@ -6,15 +6,15 @@
 #include <fstream>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
 #include "core/error.h"
+#include "core/json_reader.h"
 
 namespace ciuic {
 
 namespace {
-using nlohmann::json;
 constexpr const char* kSchema = "ciuic.workload/1";
+// 1e13 parameters: far above any model, and small enough that a workload's sum cannot overflow.
+constexpr uint64_t kMaxParameters = 10'000'000'000'000ull;
 }  // namespace
 
 std::vector<std::string> BuiltinWorkloads() {
@@ -27,53 +27,46 @@ std::vector<std::string> BuiltinWorkloads() {
 }
 
 Workload ParseWorkload(const std::string& text, const std::string& origin) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    throw InputError(fmt::format("{}: not valid JSON ({})", origin, e.what()));
-  }
-  if (!j.is_object()) throw InputError(fmt::format("{}: a workload is a JSON object", origin));
-  static const char* kKeys[] = {"schema", "name", "source", "flops_note", "dtype", "parameters",
-                                "forward_flops_per_sample", "default_batch_per_device", "order", "tensors"};
-  for (const auto& [k, v] : j.items())
-    if (std::find(std::begin(kKeys), std::end(kKeys), k) == std::end(kKeys))
-      throw InputError(fmt::format("{}: unknown key '{}'", origin, k));
-  const std::string schema = j.value("schema", "");
-  if (schema != kSchema) {
-    throw InputError(schema.rfind("ciuic.workload/", 0) == 0
-                         ? fmt::format("{}: schema '{}' is newer than this build reads ({})", origin, schema, kSchema)
-                         : fmt::format("{}: schema '{}' is not a ciuic workload ({})", origin, schema, kSchema));
-  }
-  if (j.value("order", "") != "backward") throw InputError(fmt::format("{}: tensors must be in backward order", origin));
-  if (j.value("dtype", "") != "fp32") throw InputError(fmt::format("{}: dtype must be fp32", origin));
+  const JsonDocument doc(text, "workload", origin);
+  const JsonValue j = doc.Root();
+  j.OnlyKeys({"schema", "name", "source", "flops_note", "dtype", "parameters", "forward_flops_per_sample",
+              "default_batch_per_device", "order", "tensors"});
+  const JsonValue schema = j["schema"];
+  if (schema.String() != kSchema)
+    schema.Fail(schema.String().rfind("ciuic.workload/", 0) == 0
+                    ? fmt::format("{} is newer than this build reads ({})", schema.Text(), kSchema)
+                    : fmt::format("{} is not a ciuic workload ({})", schema.Text(), kSchema));
+  j["order"].OneOf({"backward"});
+  j["dtype"].OneOf({"fp32"});
+  for (const char* note : {"source", "flops_note"})
+    if (j.Has(note)) j[note].String();
   Workload w;
   w.origin = origin;
-  try {
-    w.name = j.at("name").get<std::string>();
-    w.parameters = j.at("parameters").get<uint64_t>();
-    w.default_batch = j.at("default_batch_per_device").get<int>();
-    for (const auto& t : j.at("tensors")) {
-      WorkloadTensor x;
-      x.name = t.at("name").get<std::string>();
-      x.elements = 1;
-      for (const auto& d : t.at("shape")) {
-        const int64_t v = d.get<int64_t>();
-        if (v < 1) throw InputError(fmt::format("{}: tensor {} has a dimension {}", origin, x.name, v));
-        x.elements *= static_cast<uint64_t>(v);
-      }
-      x.forward_flops = t.at("forward_flops").get<double>();
-      if (!(x.forward_flops >= 0)) throw InputError(fmt::format("{}: tensor {} has negative FLOPs", origin, x.name));
-      w.tensors.push_back(x);
+  w.name = j["name"].NonEmptyString();
+  w.parameters = j["parameters"].Unsigned(1, kMaxParameters);
+  if (j.Has("forward_flops_per_sample")) j["forward_flops_per_sample"].Number(0, 1e18);
+  w.default_batch = static_cast<int>(j["default_batch_per_device"].Integer(1, 1 << 20));
+  const JsonValue tensors = j["tensors"];
+  for (const JsonValue& t : tensors.Elements()) {
+    t.OnlyKeys({"name", "shape", "forward_flops"});
+    WorkloadTensor x;
+    x.name = t["name"].NonEmptyString();
+    x.elements = 1;
+    const std::vector<JsonValue> shape = t["shape"].Elements();
+    if (shape.empty()) t["shape"].Fail("a tensor needs at least one dimension");
+    for (const JsonValue& d : shape) {
+      const uint64_t v = d.Unsigned(1, kMaxParameters);
+      if (x.elements > kMaxParameters / v) t["shape"].Fail(fmt::format("more than {} elements", kMaxParameters));
+      x.elements *= v;
     }
-  } catch (const json::exception& e) {
-    throw InputError(fmt::format("{}: {}", origin, e.what()));
+    x.forward_flops = t["forward_flops"].Number(0, 1e18);
+    w.tensors.push_back(x);
   }
+  if (w.tensors.empty()) tensors.Fail("a workload needs at least one tensor");
   uint64_t total = 0;
-  for (const auto& t : w.tensors) total += t.elements;
+  for (const auto& t : w.tensors) total += t.elements;  // each <= kMaxParameters: no overflow in practice
   if (total != w.parameters)
-    throw InputError(fmt::format("{}: tensors hold {} parameters but 'parameters' says {}", origin, total, w.parameters));
-  if (w.tensors.empty() || w.default_batch < 1) throw InputError(fmt::format("{}: no tensors or no batch", origin));
+    j["parameters"].Fail(fmt::format("{} but the tensors hold {} parameters", w.parameters, total));
   return w;
 }
 
@@ -87,11 +80,7 @@ Workload LoadWorkload(const std::string& name_or_path) {
       throw InputError(fmt::format("unknown workload '{}' (built-in: {}; or a path to a JSON file)", name_or_path, known));
     }
   }
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(fmt::format("cannot read workload '{}'", path));
-  std::stringstream s;
-  s << f.rdbuf();
-  return ParseWorkload(s.str(), path);
+  return ParseWorkload(ReadTextFile(path, "workload"), path);
 }
 
 double BucketUs(const Fabric& f, const Topology& t, const CommPlan& plan, double bytes) {

@@ -92,6 +92,19 @@ AllReduceEngine::AllReduceEngine(Communicator& comm, const AlgoConfig& config)
 
 AllReduceEngine::~AllReduceEngine() = default;
 
+AllReduceEngine::StateShape AllReduceEngine::ShapeOf(size_t n) const {
+  // Mirrors what Codec::Prepare, TwoPhaseSign and PowerSgd allocate on first use.
+  StateShape s;
+  if (n == 0) return s;
+  const CodecSpec& spec = codec_.spec();
+  const bool sign2 = algo_ == AllReduceAlgo::kTwoPhaseSign;
+  if (CodecHasResidual(spec) || sign2) s.residual = n;
+  if (sign2) s.server_residual = std::max<size_t>(hops::ChunkOf(n, comm_.Size(), comm_.Rank(), spec.block).size(), 1);
+  if (spec.kind == CodecKind::kPowerSgd)
+    s.q = std::max<size_t>(PowerSgdView(n).cols * static_cast<size_t>(spec.rank), 1);
+  return s;
+}
+
 void AllReduceEngine::Run(float* data, size_t n, CodecState* state, bool average) {
   const double t0 = NowSeconds();
   const CodecKind k = config_.codec.kind;

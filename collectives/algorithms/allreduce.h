@@ -75,6 +75,13 @@ class AllReduceEngine {
   // (required for lossy codecs with error feedback, PowerSGD and two-phase sign1).
   void Run(float* data, size_t n, CodecState* state, bool average);
 
+  // The floats of each codec-state buffer this engine keeps for a tensor of n elements on this rank
+  // (0: the buffer stays empty). Runtime::Load holds a loaded state to it before allocating.
+  struct StateShape {
+    size_t residual = 0, server_residual = 0, q = 0;
+  };
+  StateShape ShapeOf(size_t n) const;
+
   AllReduceAlgo algo() const { return algo_; }
   const Codec& codec() const { return codec_; }
   const Counters& counters() const { return counters_; }

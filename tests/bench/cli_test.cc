@@ -1,6 +1,7 @@
 // ciuic-bench as users run it: bad input gives one line on stderr and exit 1; verification failures
 // and missed expectations exit 3; outputs land where asked. CliMpi* tests start real MPI ranks.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <array>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "collectives/profile.h"
 #include "core/buffer.h"
 
 namespace ciuic {
@@ -75,7 +77,172 @@ INSTANTIATE_TEST_SUITE_P(
                     "compress --prescale 0", "compress --ef maybe", "compress --data zeros", "compress --iters 0",
                     "compress --format xml", "compress --device tpu", "compress extra", "kernel", "kernel bogus",
                     "kernel a --tensors 0", "kernel ef-quantize --codec topk:0.1 --sizes 4K",
-                    "compress --sizes 64K --out /no/such/dir/x.json", "compress --sizes 1P"));
+                    "compress --sizes 64K --out /no/such/dir/x.json", "compress --sizes 1P",
+                    // unwritable outputs are refused before the run (nothing on stdout)
+                    "allreduce --backend local --out /proc/nonexistent/x.json",
+                    "allreduce --backend local --out /proc/ciuic_cli.json", "allreduce --backend local --db /dev/null",
+                    "allreduce --backend local --db /proc/ciuic_cli.db", "allreduce --backend local --out /tmp",
+                    "compress --sizes 64K --out /proc/ciuic_cli.json"));
+
+// Every value is checked against its range, whatever the backend, and refused in one format naming
+// the option and the value: "--OPTION VALUE: PROBLEM" (or the JSON path of a profile's field).
+struct BadValueCase {
+  std::string args;
+  std::string message;  // what stderr starts with after "ciuic-bench: "
+};
+
+class BadValue : public testing::TestWithParam<BadValueCase> {};
+
+TEST_P(BadValue, OneLineNamingTheOptionAndExitOne) {
+  const BadValueCase& c = GetParam();
+  const Result r = RunBenchCli(c.args);
+  EXPECT_EQ(r.code, 1) << c.args << "\n" << r.err;
+  EXPECT_EQ(CountLines(r.err), 1) << c.args << "\n" << r.err;
+  EXPECT_EQ(r.err.rfind("ciuic-bench: " + c.message, 0), 0u) << c.args << "\n" << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+const std::string kCiuic = "allreduce --backend ciuic --transport local --ranks 2 --sizes 1K ";
+
+INSTANTIATE_TEST_SUITE_P(
+    Cli, BadValue,
+    testing::Values(
+        BadValueCase{"allreduce --bucket abc", "--bucket abc: expected a number"},
+        BadValueCase{kCiuic + "--bucket abc", "--bucket abc: expected a number"},
+        BadValueCase{kCiuic + "--bucket 1", "--bucket 1: must be in 4K..1T bytes"},
+        BadValueCase{kCiuic + "--bucket 2T", "--bucket 2T: must be in 4K..1T bytes"},
+        BadValueCase{kCiuic + "--bucket=-5", "--bucket -5: negative"},
+        BadValueCase{"allreduce --streams -1", "--streams -1: must be in 1..64"},
+        BadValueCase{kCiuic + "--streams -1", "--streams -1: must be in 1..64"},
+        BadValueCase{kCiuic + "--streams 65", "--streams 65: must be in 1..64"},
+        BadValueCase{kCiuic + "--streams 1.5", "--streams 1.5: out of range for this option"},
+        BadValueCase{"allreduce --backend local --streams 4", "--streams: applies to --backend ciuic"},
+        BadValueCase{"allreduce --backend local --bucket 1M", "--bucket: applies to --backend ciuic"},
+        BadValueCase{"allreduce --backend local --ranks-per-node 2", "--ranks-per-node: applies to --backend ciuic"},
+        BadValueCase{kCiuic + "--piece 1K", "--piece 1K: must be in 4K..1T bytes"},
+        BadValueCase{kCiuic + "--block 48", "--block 48: must be a multiple of 32 in 32..65536"},
+        BadValueCase{"allreduce --block -1", "--block -1: out of range for this option"},
+        BadValueCase{kCiuic + "--prescale 0", "--prescale 0: must be a positive finite number"},
+        BadValueCase{kCiuic + "--rounding up", "--rounding up: "},
+        BadValueCase{kCiuic + "--codec int9", "--codec int9: unknown codec 'int9'"},
+        BadValueCase{kCiuic + "--algo hier --ranks-per-node 3",
+                     "--ranks-per-node 3: 2 ranks do not split into nodes of 3"},
+        BadValueCase{"allreduce --backend ciuic --transport local --ranks 6 --sizes 1K --algo hier --ranks-per-node 4",
+                     "--ranks-per-node 4: 6 ranks do not split into nodes of 4"},
+        BadValueCase{"allreduce --backend ciuic --transport local --ranks 6 --sizes 1K --algo hier --ranks-per-node 2,2",
+                     "--ranks-per-node 2,2: 3 nodes do not split into groups of 2"},
+        BadValueCase{kCiuic + "--ranks-per-node -1", "--ranks-per-node -1: R must be in 0..4096"},
+        BadValueCase{kCiuic + "--ranks-per-node 2,x", "--ranks-per-node 2,x: use R or R,G"},
+        BadValueCase{"allreduce --iters abc", "--iters abc: not a number"},
+        BadValueCase{"allreduce --iters 0", "--iters 0: must be in 1..10000000"},
+        BadValueCase{"allreduce --iters 99999999999", "--iters 99999999999: out of range for this option"},
+        BadValueCase{"allreduce --warmup -1", "--warmup -1: must be in 0..10000000"},
+        BadValueCase{"allreduce --check -2", "--check -2: must be in 0..10000000"},
+        BadValueCase{"allreduce --ranks 0", "--ranks 0: must be in 1..4096"},
+        BadValueCase{"allreduce --ranks 100000", "--ranks 100000: must be in 1..4096"},
+        BadValueCase{"broadcast --root -1", "--root -1: must be in 0..4095"},
+        BadValueCase{"broadcast --backend local --ranks 2 --sizes 1K --root 2", "--root 2: must be in 0..1 (a rank of 2)"},
+        BadValueCase{"allreduce --seed -1", "--seed -1: out of range for this option"},
+        BadValueCase{"allreduce --sizes 0", "--sizes 0: bad size '0': must be positive"},
+        BadValueCase{"allreduce --dtype fp4", "--dtype fp4: unknown dtype 'fp4'"},
+        BadValueCase{"allreduce --op xor", "--op xor: "},
+        BadValueCase{"allreduce --average mean", "--average mean: "},
+        BadValueCase{"allreduce --no-such-flag", "--no-such-flag: unknown option"},
+        BadValueCase{"allreduce --iters", "--iters: needs a value"},
+        BadValueCase{"compress --iters abc", "--iters abc: not a number"},
+        BadValueCase{"compress --sizes 1X", "--sizes 1X: bad size '1X'"},
+        BadValueCase{"kernel all --tensors abc", "--tensors abc: not a number"}));
+
+// Profiles: a bad field is named by its JSON path; a profile tuned for another topology is refused
+// unless --profile-override says to apply it anyway.
+class ProfileCli : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("ciuic_cli_prof_" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+    Profile p;
+    p.topology = "cpu_local";
+    p.fingerprint = "0123456789abcdef";
+    p.nodes = 1;
+    p.ranks = 2;
+    p.workload = "resnet50";
+    p.mode = "model";
+    p.strategy = "random";
+    for (const auto& [lo, hi] : SizeBands()) {
+      ProfileRule r;
+      r.min_bytes = lo;
+      r.max_bytes = hi;
+      r.algo = "ring";
+      r.codec = "none";
+      r.streams = 2;
+      r.bucket_bytes = 1 << 20;
+      r.predicted_us = 10;
+      p.rules.push_back(r);
+    }
+    good_ = nlohmann::json::parse(ProfileToJson(p));
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Write(const nlohmann::json& j, const std::string& name) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path) << j.dump(1);
+    return path;
+  }
+  std::filesystem::path dir_;
+  nlohmann::json good_;
+};
+
+TEST_F(ProfileCli, BadFieldsAreNamedByTheirJsonPath) {
+  const std::string run = "allreduce --backend ciuic --transport local --ranks 2 --sizes 1K,1M --iters 2 --profile ";
+  const Result ok = RunBenchCli(run + Write(good_, "good.json"));
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  struct Case {
+    const char* name;
+    void (*edit)(nlohmann::json&);
+    const char* message;
+  };
+  const Case cases[] = {
+      {"neg", [](nlohmann::json& j) { j["rules"][2]["bucket_bytes"] = -5; },
+       "profile.rules[2].bucket_bytes: -5 is not a positive size"},
+      {"huge", [](nlohmann::json& j) { j["rules"][2]["bucket_bytes"] = 1e19; },
+       "profile.rules[2].bucket_bytes: 1e+19 is above the largest allowed size, 1099511627776 (1T)"},
+      {"float", [](nlohmann::json& j) { j["rules"][0]["streams"] = 2.5; },
+       "profile.rules[0].streams: 2.5 is not a whole number"},
+      {"overlap", [](nlohmann::json& j) { j["rules"][1]["max_bytes"] = 2 << 20; },
+       "profile.rules[2]: band [1048576, 16777216) overlaps profile.rules[1]'s [65536, 2097152)"},
+      {"missing", [](nlohmann::json& j) { j["rules"][3].erase("algo"); }, "profile.rules[3].algo: required but missing"},
+      {"type", [](nlohmann::json& j) { j["topology"]["ranks"] = "2"; },
+       "profile.topology.ranks: \"2\" is a string, not a whole number"},
+  };
+  for (const auto& c : cases) {
+    nlohmann::json j = good_;
+    c.edit(j);
+    const std::string path = Write(j, std::string(c.name) + ".json");
+    const Result r = RunBenchCli(run + path);
+    EXPECT_EQ(r.code, 1) << c.name << "\n" << r.err;
+    EXPECT_EQ(r.err, "ciuic-bench: " + path + ": " + c.message + "\n") << c.name;
+  }
+}
+
+TEST_F(ProfileCli, AProfileOfAnotherTopologyNeedsTheOverride) {
+  nlohmann::json h100 = good_;  // dgx_h100's profile: 8 GPUs
+  h100["topology"]["name"] = "dgx_h100";
+  h100["topology"]["ranks"] = 8;
+  const std::string path = Write(h100, "h100.json");
+  const std::string run = "allreduce --backend ciuic --transport local --ranks 2 --sizes 1K --iters 2 --profile " + path;
+  const Result r = RunBenchCli(run);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_EQ(r.err, "ciuic-bench: --profile " + path +
+                       ": tuned for dgx_h100 (8 rank(s) on 1 node(s)), this run has 2 rank(s); --profile-override "
+                       "applies it anyway\n");
+  h100["topology"]["ranks"] = 2;  // the rank count matches, the device does not
+  Write(h100, "h100.json");
+  const Result device = RunBenchCli(run);
+  EXPECT_EQ(device.code, 1) << device.err;
+  EXPECT_NE(device.err.find("tuned for dgx_h100 (GPUs), this run is on cpu"), std::string::npos) << device.err;
+  const Result forced = RunBenchCli(run + " --profile-override");
+  EXPECT_EQ(forced.code, 0) << forced.err;
+  EXPECT_NE(forced.out.find("# wrong elements: 0 OK"), std::string::npos) << forced.out;
+}
 
 TEST(Cli, CompressJsonCarriesEveryFieldAndSaneNumbers) {
   const auto dir = std::filesystem::temp_directory_path() / ("ciuic_cmp_" + std::to_string(getpid()));
@@ -181,6 +348,21 @@ TEST(Cli, MissedExpectationExitsThree) {
   EXPECT_EQ(r.code, 3) << r.err;
   EXPECT_NE(r.err.find("expectation missed"), std::string::npos) << r.err;
   EXPECT_EQ(RunBenchCli("allreduce --backend local --sizes 4K --iters 2 --expect 'busbw>=0.000001@4K'").code, 0);
+}
+
+// The device node stays a device: the output is written into it, not renamed over it.
+TEST(Cli, OutToDevNullKeepsTheDevice) {
+  struct stat before, after;
+  ASSERT_EQ(::stat("/dev/null", &before), 0);
+  for (const char* format : {"json", "csv", "table"}) {
+    const Result r = RunBenchCli(std::string("allreduce --backend local --sizes 1K --iters 2 --format ") + format +
+                                 " --out /dev/null");
+    EXPECT_EQ(r.code, 0) << r.err;
+    ASSERT_EQ(::stat("/dev/null", &after), 0);
+    EXPECT_TRUE(S_ISCHR(after.st_mode)) << format;
+    EXPECT_EQ(after.st_rdev, before.st_rdev) << format;
+    EXPECT_EQ(after.st_ino, before.st_ino) << format;
+  }
 }
 
 TEST(Cli, ForeignDatabaseIsRefusedAndKept) {

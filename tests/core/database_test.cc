@@ -1,8 +1,12 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "core/database.h"
@@ -112,6 +116,147 @@ TEST_F(DatabaseTest, RefusesNewerSchema) {
 
 TEST_F(DatabaseTest, RefusesMissingDirectory) { EXPECT_THROW(Database db(Path("no/such/dir/x.db")), InputError); }
 
+void InsertRun(Database& db, const std::string& tag, int context_bytes = 2) {
+  Database::Transaction tx(db);
+  Statement run(db.handle(),
+                "INSERT INTO bench_runs(start_time, tool_version, git_commit, collective, backend, device, world_size, "
+                "dtype, redop, codec, algo, hostnames, context_json) VALUES(?,'v','c','allreduce','mpi','cpu',2,"
+                "'fp32','sum','none','native','h',?)");
+  run.Bind(1, tag).Bind(2, std::string(context_bytes, 'x'));
+  run.Step();
+  tx.Commit();
+}
+
+std::string RefusalOf(const std::string& path) {
+  try {
+    Database db(path);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A foreign file in WAL mode: a read-write open would have rewritten its header before refusing it.
+TEST_F(DatabaseTest, RefusedWalFileIsByteIdenticalAndGetsNoCompanions) {
+  const auto p = Path("foreign_wal.db");
+  RawExec(p, "PRAGMA journal_mode=WAL; CREATE TABLE users(id INTEGER); INSERT INTO users VALUES(1);");
+  const std::string before = Slurp(p);
+  const auto entries_before = std::distance(std::filesystem::directory_iterator(dir_), {});
+  EXPECT_NE(RefusalOf(p).find("not written by ciuic"), std::string::npos);
+  EXPECT_EQ(Slurp(p), before);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_), {}), entries_before);
+}
+
+TEST_F(DatabaseTest, QuickCheckFailureIsRefusedAndLeftByteIdentical) {
+  const auto p = Path("corrupt.db");
+  {
+    Database db(p);
+    for (int i = 0; i < 200; ++i) InsertRun(db, "run" + std::to_string(i), 1500);
+  }  // the last connection checkpoints: everything is in the main file now
+  std::string bytes = Slurp(p);
+  const size_t page = (static_cast<unsigned char>(bytes[16]) << 8) | static_cast<unsigned char>(bytes[17]);
+  ASSERT_GE(bytes.size() / page, 50u);
+  // A page in the middle of bench_runs' tree (fresh inserts: no free pages) becomes garbage; page 1
+  // (header, schema) stays valid so only the integrity check can tell.
+  const size_t victim = bytes.size() / page / 2;
+  for (size_t i = 0; i < page; ++i) bytes[victim * page + i] = static_cast<char>(0xA5 ^ (i * 131));
+  {
+    std::ofstream f(p, std::ios::binary | std::ios::trunc);
+    f << bytes;
+  }
+  const std::string why = RefusalOf(p);
+  EXPECT_TRUE(why.find("quick_check") != std::string::npos || why.find("corrupt") != std::string::npos) << why;
+  EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+  EXPECT_TRUE(Slurp(p) == bytes);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_), {}), 1);  // no -wal, -shm left behind
+  // The schema page itself garbled after the header: refused as corrupt, not a raw SQL error.
+  for (size_t i = 100; i < page; ++i) bytes[i] = static_cast<char>(i * 37);
+  {
+    std::ofstream f(p, std::ios::binary | std::ios::trunc);
+    f << bytes;
+  }
+  EXPECT_NE(RefusalOf(p).find("it is corrupt"), std::string::npos) << RefusalOf(p);
+  EXPECT_TRUE(Slurp(p) == bytes);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_), {}), 1);
+}
+
+TEST_F(DatabaseTest, InconsistentSchemaIsRefusedNamingTheTable) {
+  const auto p = Path("inconsistent.db");
+  { Database db(p); }
+  RawExec(p, "DROP TABLE bench_rows;");
+  const std::string before = Slurp(p);
+  const std::string why = RefusalOf(p);
+  EXPECT_NE(why.find("table 'bench_rows' is missing"), std::string::npos) << why;
+  EXPECT_EQ(Slurp(p), before);
+  const auto q = Path("missing_column.db");
+  { Database db(q); }
+  RawExec(q, "ALTER TABLE studies DROP COLUMN constraints;");
+  EXPECT_NE(RefusalOf(q).find("table 'studies' has no column 'constraints'"), std::string::npos) << RefusalOf(q);
+}
+
+TEST_F(DatabaseTest, RefusesNonRegularFiles) {
+  EXPECT_NE(RefusalOf("/dev/null").find("not a regular file"), std::string::npos);
+  EXPECT_NE(RefusalOf(dir_.string()).find("not a regular file"), std::string::npos);
+}
+
+// 8 processes open a database that does not exist yet at the same moment, each storing its runs:
+// every one succeeds and every run is there (before: "table bench_runs already exists", "database is
+// locked").
+TEST_F(DatabaseTest, ConcurrentWritersOnAFreshFileLoseNothing) {
+  constexpr int kWriters = 8, kRuns = 25, kRounds = 4;
+  for (int round = 0; round < kRounds; ++round) {
+    const auto p = Path(("fresh" + std::to_string(round) + ".db").c_str());
+    int go[2];
+    ASSERT_EQ(::pipe(go), 0);
+    std::vector<pid_t> pids;
+    for (int w = 0; w < kWriters; ++w) {
+      const pid_t pid = ::fork();
+      ASSERT_GE(pid, 0);
+      if (pid == 0) {
+        ::close(go[1]);
+        char c;
+        (void)!::read(go[0], &c, 1);  // all start together when the parent closes the pipe
+        int code = 0;
+        try {
+          Database db(p);
+          for (int k = 0; k < kRuns; ++k) InsertRun(db, fmt::format("w{}-{}", w, k));
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "writer %d: %s\n", w, e.what());
+          code = 2;
+        }
+        ::_exit(code);
+      }
+      pids.push_back(pid);
+    }
+    ::close(go[0]);
+    const auto t0 = std::chrono::steady_clock::now();
+    ::close(go[1]);
+    int failed = 0;
+    for (pid_t pid : pids) {
+      int status = 0;
+      ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+      failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(failed, 0) << "round " << round;
+    Database db(p);
+    std::set<std::string> tags;
+    Statement q(db.handle(), "SELECT start_time FROM bench_runs");
+    while (q.Step()) tags.insert(q.ColumnText(0));
+    EXPECT_EQ(tags.size(), size_t{kWriters * kRuns}) << "round " << round;
+    for (int w = 0; w < kWriters; ++w)
+      for (int k = 0; k < kRuns; ++k) EXPECT_TRUE(tags.count(fmt::format("w{}-{}", w, k))) << w << "-" << k;
+    Statement check(db.handle(), "PRAGMA integrity_check");
+    ASSERT_TRUE(check.Step());
+    EXPECT_EQ(check.ColumnText(0), "ok");
+    Statement mode(db.handle(), "PRAGMA journal_mode");
+    ASSERT_TRUE(mode.Step());
+    EXPECT_EQ(mode.ColumnText(0), "wal");
+    std::printf("round %d: %d writers x %d runs in %.2f s, %d failed, %zu runs stored\n", round, kWriters, kRuns, s,
+                failed, tags.size());
+  }
+}
+
 }  // namespace
 }  // namespace ciuic
 
@@ -149,6 +294,7 @@ TEST(DatabaseMigrationTest, VersionTwoCalibrationsKeepTheirValuesAsSizeFreeRows)
   {
     Database db(path);  // today's schema, turned back into version 2 with one calibration row
     db.Exec("DROP TABLE validations; DROP TABLE calibrations; ALTER TABLE studies DROP COLUMN constraints; "
+            "ALTER TABLE trials DROP COLUMN reason; "
             "CREATE TABLE calibrations (id INTEGER PRIMARY KEY, created TEXT NOT NULL, device TEXT NOT NULL, "
             "kernel TEXT NOT NULL, codec TEXT NOT NULL, gbps REAL NOT NULL); "
             "INSERT INTO calibrations (created, device, kernel, codec, gbps) VALUES ('t', 'cpu:x', 'encode', 'int8', 12.5); "

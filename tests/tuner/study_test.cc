@@ -151,6 +151,40 @@ TEST_F(Study, ReducedPrecisionIsGatedStoredAndExportedAsWhatFrameworksCallIt) {
   EXPECT_THROW(ParseProfile(ProfileToJson(p), "p.json"), InputError);
 }
 
+// A topology's name comes from its JSON file: it names the default profile only as one plain file
+// name, and every output is checked before the first trial.
+TEST_F(Study, OutputsAreCheckedBeforeTheStudyAndNamesNeverBecomePaths) {
+  std::ifstream f(ProfilesDir() + "/topologies/dgx_a100.json");
+  nlohmann::json j = nlohmann::json::parse(f);
+  const std::string escape = "../../ciuic_escape_" + std::to_string(getpid());
+  const auto escaped = std::filesystem::path(ProfilesDir()) / (escape + ".profile.json");
+  for (const std::string& name : std::vector<std::string>{escape, "../x", ".hidden", "a/b"}) {
+    j["name"] = name;
+    const std::string path = (dir_ / "evil.json").string();
+    std::ofstream(path) << j.dump(2);
+    TuneOptions o = Options("dgx_a100", 1);
+    o.topology = path;
+    o.out.clear();  // the default: profiles/<name>.profile.json
+    o.db = (dir_ / "evil.db").string();
+    try {
+      RunStudy(o, log_);
+      ADD_FAILURE() << "accepted the name '" << name << "'";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("name '" + name + "' cannot be a file name"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(std::filesystem::exists(o.db)) << "a study started before the name was checked";
+  }
+  EXPECT_FALSE(std::filesystem::exists(escaped));
+  std::filesystem::remove(escaped);
+  TuneOptions o = Options("dgx_a100", 1);
+  o.out = "/proc/nonexistent/p.json";
+  EXPECT_THROW(RunStudy(o, log_), InputError);
+  o = Options("dgx_a100", 1);
+  o.db = "/proc/ciuic_study.db";
+  EXPECT_THROW(RunStudy(o, log_), InputError);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "tune.db"));
+}
+
 TEST_F(Study, ProfilesAreReadStrictly) {
   const TuneResult a = RunStudy(Options("dgx_h100", 1), log_);
   std::ifstream f(a.profile_path);

@@ -1,0 +1,100 @@
+#pragma once
+// One message format for a bad command-line value, shared by ciuic-bench and ciuic-tune:
+// "--OPTION VALUE: PROBLEM" (`--streams -1: must be in 1..64`), exit 1. cxxopts' own refusals are
+// turned into it here, so the library's text never reaches the user.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <cxxopts.hpp>
+#include <string>
+#include <string_view>
+
+#include "core/error.h"
+#include "core/sizes.h"
+
+namespace ciuic {
+
+inline UsageError BadOption(std::string_view option, std::string_view value,
+                            std::string_view problem) {
+  return UsageError(fmt::format("--{} {}: {}", option, value, problem));
+}
+
+// `v` when lo <= v <= hi; else "--OPTION V: must be in LO..HI".
+template <class T>
+T OptionInRange(std::string_view option, T v, T lo, T hi) {
+  if (!(v >= lo && v <= hi))
+    throw BadOption(option, fmt::format("{}", v), fmt::format("must be in {}..{}", lo, hi));
+  return v;
+}
+
+// A size option (core/sizes.h grammar) in lo..hi, naming the option when it is refused.
+inline uint64_t SizeOption(std::string_view option, const std::string& text, uint64_t lo,
+                           uint64_t hi) {
+  uint64_t v = 0;
+  try {
+    v = ParseSize(text);
+  } catch (const Error& e) {
+    std::string why = e.what();
+    const size_t colon = why.find("': ");
+    throw BadOption(option, text, colon == std::string::npos ? why : why.substr(colon + 3));
+  }
+  if (v < lo || v > hi)
+    throw BadOption(option, text,
+                    fmt::format("must be in {}..{} bytes", FormatSize(lo), FormatSize(hi)));
+  return v;
+}
+
+namespace cli_detail {
+
+// The first quoted name in a cxxopts message (‘name’).
+inline std::string Quoted(const std::string& what) {
+  static const std::string kLeft = "\xE2\x80\x98", kRight = "\xE2\x80\x99";
+  const size_t a = what.find(kLeft);
+  if (a == std::string::npos) return "";
+  const size_t b = what.find(kRight, a + kLeft.size());
+  return b == std::string::npos ? "" : what.substr(a + kLeft.size(), b - a - kLeft.size());
+}
+
+inline std::string Dashed(const std::string& name) {
+  return (name.size() == 1 ? "-" : "--") + name;
+}
+
+}  // namespace cli_detail
+
+// cxxopts' exception as one of our lines, naming the option (found in argv for a bad value).
+inline UsageError FromCxxopts(const cxxopts::exceptions::exception& e, int argc, char** argv) {
+  using cli_detail::Dashed;
+  const std::string name = cli_detail::Quoted(e.what());
+  if (dynamic_cast<const cxxopts::exceptions::no_such_option*>(&e))
+    return UsageError(fmt::format("{}: unknown option (try --help)", Dashed(name)));
+  if (dynamic_cast<const cxxopts::exceptions::missing_argument*>(&e) ||
+      dynamic_cast<const cxxopts::exceptions::option_requires_argument*>(&e))
+    return UsageError(fmt::format("{}: needs a value", Dashed(name)));
+  if (dynamic_cast<const cxxopts::exceptions::gratuitous_argument_for_option*>(&e))
+    return UsageError(fmt::format("{}: takes no value", Dashed(name)));
+  if (dynamic_cast<const cxxopts::exceptions::incorrect_argument_type*>(&e)) {
+    // The option whose value this is: `--opt value` or `--opt=value`.
+    std::string option;
+    for (int i = 1; i < argc && option.empty(); ++i) {
+      const std::string_view a = argv[i];
+      if (a.rfind("--", 0) != 0) continue;
+      const size_t eq = a.find('=');
+      if (eq != std::string_view::npos && a.substr(eq + 1) == name)
+        option = std::string(a.substr(2, eq - 2));
+      else if (eq == std::string_view::npos && i + 1 < argc && name == argv[i + 1])
+        option = std::string(a.substr(2));
+    }
+    char* end = nullptr;
+    std::strtod(name.c_str(), &end);
+    const bool number = !name.empty() && end && *end == '\0';
+    const std::string why = number ? "out of range for this option (see --help)" : "not a number";
+    return option.empty() ? UsageError(fmt::format("'{}': {}", name, why))
+                          : BadOption(option, name, why);
+  }
+  if (dynamic_cast<const cxxopts::exceptions::invalid_option_syntax*>(&e))
+    return UsageError(
+        fmt::format("'{}': not an option (options are --NAME VALUE or --NAME=VALUE)", name));
+  return UsageError(fmt::format("bad command line ({})", name.empty() ? "see --help" : name));
+}
+
+}  // namespace ciuic

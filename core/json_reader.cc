@@ -1,0 +1,236 @@
+#include "core/json_reader.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/sizes.h"
+
+namespace ciuic {
+
+namespace {
+
+using nlohmann::json;
+
+bool PlainKey(const std::string& key) {
+  return !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
+std::string MemberPath(const std::string& parent, const std::string& key) {
+  if (PlainKey(key)) return parent + "." + key;
+  return parent + "[" + json(key).dump(-1, ' ', false, json::error_handler_t::replace) + "]";
+}
+
+std::string SizeText(uint64_t bytes) {
+  const std::string short_form = FormatSize(bytes);
+  return short_form == std::to_string(bytes) ? short_form
+                                             : fmt::format("{} ({})", bytes, short_form);
+}
+
+}  // namespace
+
+void JsonValue::Fail(const std::string& problem) const {
+  throw InputError(fmt::format("{}: {}: {}", *origin_, path_, problem));
+}
+
+std::string JsonValue::Text() const {
+  std::string s = j_->dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+const char* JsonValue::TypeName() const {
+  switch (j_->type()) {
+    case json::value_t::null:
+      return "null";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::boolean:
+      return "a boolean";
+    default:
+      return "a number";
+  }
+}
+
+void JsonValue::Require(bool ok, const char* what) const {
+  if (!ok) Fail(fmt::format("{} is {}, not {}", Text(), TypeName(), what));
+}
+
+bool JsonValue::IsNull() const { return j_->is_null(); }
+
+bool JsonValue::Has(const std::string& key) const { return j_->is_object() && j_->contains(key); }
+
+JsonValue JsonValue::operator[](const std::string& key) const {
+  Require(j_->is_object(), "an object");
+  const auto it = j_->find(key);
+  const std::string path = MemberPath(path_, key);
+  if (it == j_->end())
+    throw InputError(fmt::format("{}: {}: required but missing", *origin_, path));
+  return JsonValue(&*it, path, origin_);
+}
+
+std::vector<JsonValue> JsonValue::Elements() const {
+  Require(j_->is_array(), "an array");
+  std::vector<JsonValue> out;
+  for (size_t i = 0; i < j_->size(); ++i)
+    out.push_back(JsonValue(&(*j_)[i], fmt::format("{}[{}]", path_, i), origin_));
+  return out;
+}
+
+std::vector<std::pair<std::string, JsonValue>> JsonValue::Members() const {
+  Require(j_->is_object(), "an object");
+  std::vector<std::pair<std::string, JsonValue>> out;
+  for (auto it = j_->begin(); it != j_->end(); ++it)
+    out.emplace_back(it.key(), JsonValue(&it.value(), MemberPath(path_, it.key()), origin_));
+  return out;
+}
+
+void JsonValue::OnlyKeys(std::initializer_list<const char*> keys) const {
+  Require(j_->is_object(), "an object");
+  for (auto it = j_->begin(); it != j_->end(); ++it) {
+    if (std::find_if(keys.begin(), keys.end(), [&](const char* k) { return it.key() == k; }) !=
+        keys.end())
+      continue;
+    std::string known;
+    for (const char* k : keys) known += (known.empty() ? "" : " ") + std::string(k);
+    throw InputError(fmt::format("{}: {}: unknown key (known: {})", *origin_,
+                                 MemberPath(path_, it.key()), known));
+  }
+}
+
+std::string JsonValue::String() const {
+  Require(j_->is_string(), "a string");
+  return j_->get<std::string>();
+}
+
+std::string JsonValue::NonEmptyString() const {
+  std::string s = String();
+  if (s.empty()) Fail("an empty string is not allowed here");
+  return s;
+}
+
+std::string JsonValue::OneOf(std::initializer_list<const char*> values) const {
+  const std::string s = String();
+  std::string known;
+  for (const char* v : values) {
+    if (s == v) return s;
+    known += (known.empty() ? "" : " ") + std::string(v);
+  }
+  Fail(fmt::format("{} is not one of {}", Text(), known));
+}
+
+bool JsonValue::Bool() const {
+  Require(j_->is_boolean(), "true or false");
+  return j_->get<bool>();
+}
+
+double JsonValue::Number(double lo, double hi) const {
+  Require(j_->is_number(), "a number");
+  const double x = j_->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi)
+    Fail(fmt::format("{} is not in {}..{}", Text(), lo, hi));
+  return x;
+}
+
+int64_t JsonValue::Integer(int64_t lo, int64_t hi) const {
+  Require(j_->is_number(), "a whole number");
+  if (j_->is_number_unsigned()) {
+    const uint64_t u = j_->get<uint64_t>();
+    if (hi < 0 || u > static_cast<uint64_t>(hi) || static_cast<int64_t>(u) < lo)
+      Fail(fmt::format("{} is not in {}..{}", Text(), lo, hi));
+    return static_cast<int64_t>(u);
+  }
+  if (j_->is_number_integer()) {
+    const int64_t v = j_->get<int64_t>();
+    if (v < lo || v > hi) Fail(fmt::format("{} is not in {}..{}", Text(), lo, hi));
+    return v;
+  }
+  const double d = j_->get<double>();
+  if (!std::isfinite(d) || d != std::floor(d))
+    Fail(fmt::format("{} is not a whole number", Text()));
+  if (d < static_cast<double>(lo) || d > static_cast<double>(hi))
+    Fail(fmt::format("{} is not in {}..{}", Text(), lo, hi));
+  return static_cast<int64_t>(d);
+}
+
+uint64_t JsonValue::Unsigned(uint64_t lo, uint64_t hi) const {
+  Require(j_->is_number(), "a whole number");
+  if (j_->is_number_unsigned()) {
+    const uint64_t u = j_->get<uint64_t>();
+    if (u < lo || u > hi) Fail(fmt::format("{} is not in {}..{}", Text(), lo, hi));
+    return u;
+  }
+  if (j_->is_number_integer())
+    Fail(fmt::format("{} is not in {}..{}", Text(), lo, hi));  // negative
+  const double d = j_->get<double>();
+  if (!std::isfinite(d) || d != std::floor(d))
+    Fail(fmt::format("{} is not a whole number", Text()));
+  if (d < static_cast<double>(lo) || d > static_cast<double>(hi))
+    Fail(fmt::format("{} is not in {}..{}", Text(), lo, hi));
+  return static_cast<uint64_t>(d);
+}
+
+uint64_t JsonValue::Size(uint64_t lo, uint64_t hi) const {
+  Require(j_->is_number(), "a size in bytes");
+  bool negative = false, whole = true;
+  uint64_t v = 0;
+  if (j_->is_number_unsigned()) {
+    v = j_->get<uint64_t>();
+  } else if (j_->is_number_integer()) {
+    negative = j_->get<int64_t>() < 0;
+    v = negative ? 0 : static_cast<uint64_t>(j_->get<int64_t>());
+  } else {
+    const double d = j_->get<double>();
+    whole = std::isfinite(d) && d == std::floor(d);
+    negative = d < 0;
+    v = !whole || negative ? 0 : d >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(d);
+  }
+  if (!whole) Fail(fmt::format("{} is not a whole number of bytes", Text()));
+  if (negative || (v == 0 && lo > 0))
+    Fail(lo > 0 ? fmt::format("{} is not a positive size", Text())
+                : fmt::format("{} is not a size (a byte count >= 0)", Text()));
+  if (v < lo) Fail(fmt::format("{} is below the smallest allowed size, {}", Text(), SizeText(lo)));
+  if (v > hi) Fail(fmt::format("{} is above the largest allowed size, {}", Text(), SizeText(hi)));
+  return v;
+}
+
+JsonDocument::JsonDocument(const std::string& text, std::string root, std::string origin)
+    : json_(std::make_unique<json>()), root_(std::move(root)), origin_(std::move(origin)) {
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw InputError(fmt::format("{}: not valid JSON (the file is empty)", origin_));
+  try {
+    *json_ = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw InputError(fmt::format("{}: not valid JSON (syntax error at byte {})", origin_, e.byte));
+  } catch (const json::exception&) {
+    throw InputError(fmt::format("{}: not valid JSON", origin_));
+  }
+}
+
+JsonDocument::~JsonDocument() = default;
+
+JsonValue JsonDocument::Root() const {
+  JsonValue v(json_.get(), root_, &origin_);
+  v.Require(json_->is_object(), "an object");
+  return v;
+}
+
+std::string ReadTextFile(const std::string& path, const std::string& what) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError(fmt::format("cannot read {} '{}'", what, path));
+  std::stringstream s;
+  s << f.rdbuf();
+  if (f.bad()) throw InputError(fmt::format("cannot read {} '{}'", what, path));
+  return s.str();
+}
+
+}  // namespace ciuic

@@ -1,0 +1,38 @@
+// Writes the seed corpus of state_load_fuzz: one valid 1-rank state file per shape of
+// state_shapes.h after three steps, plus one with no records. Usage: state_corpus_gen DIR
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "collectives/backends/local/communicator.h"
+#include "collectives/runtime.h"
+#include "fuzz/state_shapes.h"
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
+    return 1;
+  }
+  const std::string dir = argv[1];
+  ciuic::RunLocalRanks(1, [&](ciuic::Communicator& comm) {
+    std::mt19937_64 rng(1);
+    std::normal_distribution<float> normal(0.0f, 1e-2f);
+    for (const auto& shape : ciuic::fuzz::kStateShapes) {
+      ciuic::Runtime rt(comm, ciuic::fuzz::ConfigOf(shape));
+      if (shape.codec == std::string("int8")) rt.Save(dir + "/empty.state");
+      for (int step = 0; step < 3; ++step) {
+        std::vector<float> g(ciuic::fuzz::kTensorFloats);
+        for (float& x : g) x = normal(rng);
+        rt.AllReduce(g.data(), g.size(), ciuic::fuzz::kTensorId);
+      }
+      if (shape.codec == std::string("topk:0.1")) {
+        // A bucket of several tensors too (its key has the top bit set).
+        std::vector<float> a(30, 0.01f), b(40, -0.02f);
+        rt.AllReduceTensors({{a.data(), a.size()}, {b.data(), b.size()}}, {20, 21});
+      }
+      rt.Save(dir + "/" + shape.name + ".state");
+    }
+  });
+  return 0;
+}

@@ -1,0 +1,35 @@
+#pragma once
+// The 1-rank runtimes the state-file fuzzer loads into and its seed corpus is saved from: one per
+// kind of buffer a state file can hold (residual; residual and Q; residual and server residual;
+// topk over a tensor list, whose bucket keys carry the top bit).
+#include "collectives/runtime.h"
+
+namespace ciuic::fuzz {
+
+struct StateShape {
+  const char* name;
+  const char* algo;
+  const char* codec;
+};
+
+inline constexpr StateShape kStateShapes[] = {
+    {"int8", "ring", "int8"},
+    {"powersgd", "powersgd", "powersgd:2"},
+    {"sign2", "sign2", "sign1"},
+    {"topk", "sparse", "topk:0.1"},
+};
+
+inline constexpr size_t kBucketFloats = 100;  // the corpus tensor of 250 spans buckets of 100, 100, 50
+inline constexpr size_t kTensorFloats = 250;
+inline constexpr uint64_t kTensorId = 7;
+
+inline RuntimeConfig ConfigOf(const StateShape& s) {
+  RuntimeConfig c;
+  c.algo.algo = ParseAlgo(s.algo);
+  c.algo.codec = ParseCodec(s.codec);
+  c.algo.codec.block = 32;
+  c.bucket_bytes = kBucketFloats * 4;
+  return c;
+}
+
+}  // namespace ciuic::fuzz

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harnesses (clang, ASan + UBSan, CUDA and MPI off) into build-fuzz/ and runs
+# each for SECONDS (default 60) from its seed corpus in fuzz/corpus/<name>/ (new inputs go to a
+# temporary folder; the committed seeds are never modified). A crash, leak, sanitizer report or
+# uncaught non-ciuic exception is a finding: its input is kept in build-fuzz/findings/ and the script
+# exits 1. Prints per harness: executions, seconds, corpus size, verdict.
+# Usage: scripts/fuzz.sh [SECONDS] [HARNESS...]   (harnesses: sizes profile topology workload state_load)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-60}
+shift || true
+harnesses=("$@")
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(sizes profile topology workload state_load)
+command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (scripts/setup.sh installs clang)" >&2; exit 1; }
+cmake -S . -B build-fuzz -DCIUIC_FUZZ=ON -DCIUIC_CUDA=OFF -DCIUIC_MPI=OFF -DCIUIC_TESTS=OFF \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+targets=()
+for h in "${harnesses[@]}"; do targets+=("${h}_fuzz"); done
+cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]}" >/dev/null
+mkdir -p build-fuzz/findings
+failed=0
+printf '%-11s %10s %7s %7s %s\n' harness execs seconds corpus verdict
+for h in "${harnesses[@]}"; do
+  work=$(mktemp -d)
+  log="$work/log"
+  rc=0
+  (cd "$work" && ASAN_OPTIONS=detect_leaks=1 "$OLDPWD/build-fuzz/fuzz/${h}_fuzz" -max_total_time="$secs" \
+     -print_final_stats=1 -timeout=10 -rss_limit_mb=4096 "$work" "$OLDPWD/fuzz/corpus/$h" >"$log" 2>&1) || rc=$?
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+  corpus=$(find "$work" -maxdepth 1 -type f ! -name log ! -name 'crash-*' ! -name 'leak-*' ! -name 'timeout-*' ! -name 'oom-*' | wc -l)
+  verdict="no finding"
+  if [ "$rc" -ne 0 ]; then
+    verdict="FINDING (exit $rc): see build-fuzz/findings/$h-*"
+    failed=1
+    for f in "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-*; do
+      [ -e "$f" ] && cp "$f" "build-fuzz/findings/$h-$(basename "$f")"
+    done
+    cp "$log" "build-fuzz/findings/$h.log"
+    grep -m 3 -E "ERROR|runtime error|terminate called|what\(\)" "$log" | sed 's/^/    /' || true
+  fi
+  printf '%-11s %10s %7s %7s %s\n' "$h" "${execs:-?}" "$secs" "$corpus" "$verdict"
+  rm -rf "$work"
+done
+exit "$failed"
