@@ -138,6 +138,13 @@ ciuic_status_t ciuic_runtime_load(ciuic_runtime_t* rt, const char* path) {
   });
 }
 
+ciuic_status_t ciuic_runtime_set_timeout(ciuic_runtime_t* rt, double seconds) {
+  return Guard([&] {
+    Require(rt, "runtime");
+    rt->rt->SetTimeout(seconds);
+  });
+}
+
 ciuic_status_t ciuic_runtime_counters(const ciuic_runtime_t* rt, double* wire_bytes, double* raw_bytes) {
   return Guard([&] {
     Require(rt, "runtime");

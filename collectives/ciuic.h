@@ -52,6 +52,10 @@ ciuic_status_t ciuic_runtime_save(ciuic_runtime_t* rt, const char* path);
  * failing ranks and no rank's state changes. A null path fails like an unreadable file. */
 ciuic_status_t ciuic_runtime_load(ciuic_runtime_t* rt, const char* path);
 /* Bytes this rank sent and fp32 bytes reduced so far. */
+/* Seconds an allreduce or load may go without progress before the runtime prints one line naming
+ * the stuck call (and, under mpiexec, the peer that went silent) and ends the process with exit 2;
+ * 0 turns the deadline off. Default: $CIUIC_TIMEOUT or 60 s. Negative or NaN: CIUIC_ERR_USAGE. */
+ciuic_status_t ciuic_runtime_set_timeout(ciuic_runtime_t* rt, double seconds);
 ciuic_status_t ciuic_runtime_counters(const ciuic_runtime_t* rt, double* wire_bytes, double* raw_bytes);
 
 #ifdef __cplusplus

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -242,10 +244,55 @@ Runtime::Runtime(Communicator& comm, const RuntimeConfig& config)
   config_digest_ = Digest().Add(engine_.codec().Name()).Add(AlgoName(engine_.algo())).Add(config.bucket_bytes).value();
   flag_ = Buffer(4, comm.BufferKind());
   SetBytes(flag_.data(), comm.BufferKind(), 0, 4, comm.Stream());
+  SetTimeout(config.timeout_s < 0 ? DefaultTimeoutSeconds() : config.timeout_s);
+}
+
+namespace {
+
+// Arms a runtime's watchdog for one collective step (agreement, exchange); leaving the step counts as
+// progress. The description is only formatted when there is a watchdog.
+class Armed {
+ public:
+  template <class Describe>
+  Armed(Watchdog* w, Describe&& describe) : w_(w) {
+    if (w_) w_->Arm(describe());
+  }
+  ~Armed() {
+    if (w_) {
+      w_->Progress();
+      w_->Disarm();
+    }
+  }
+  Armed(const Armed&) = delete;
+  Armed& operator=(const Armed&) = delete;
+
+ private:
+  Watchdog* w_;
+};
+
+}  // namespace
+
+void Runtime::SetTimeout(double seconds) {
+  if (!(seconds >= 0) || !std::isfinite(seconds))
+    throw UsageError(fmt::format("runtime timeout {}: expected a non-negative number of seconds", seconds));
+  watchdog_.reset();
+  if (seconds == 0) return;
+  const int rank = comm_.Rank();
+  watchdog_ = std::make_unique<Watchdog>(seconds, [rank](const std::string& what, double t) {
+    std::fprintf(stderr, "ciuic runtime: rank %d: no progress in %.0f s: %s; exiting with 2\n", rank, t, what.c_str());
+    std::fflush(stderr);
+    std::_Exit(2);
+  });
+  // Ranks of one host launched by mpiexec name a silent peer in that line (core/watchdog.h).
+  watchdog_->SetHeartbeats(Heartbeats::FromEnvironment());
 }
 
 void Runtime::Reduce(float* data, size_t n, uint64_t key_id, uint64_t key_bucket, bool average) {
   const uint64_t seq = calls_++;
+  // Armed for the whole bucket (agreement and exchange); each finished bucket is progress.
+  const Armed armed(watchdog_.get(), [&] {
+    return fmt::format("allreduce call {} (tensor {} {}, {} floats)", seq, key_id, BucketName(key_bucket), n);
+  });
   const auto found = states_.find({key_id, key_bucket});
   const CodecState* state = found == states_.end() ? nullptr : &found->second;
   // A state of another size would throw inside the engine, on this rank only, once peers are waiting.
@@ -379,6 +426,7 @@ void Runtime::Save(const std::string& path) const {
 }
 
 void Runtime::Load(const std::string& path) {
+  const Armed armed(watchdog_.get(), [&] { return fmt::format("loading state file '{}' (the ranks' agreement)", path); });
   LoadVote mine{};
   std::string error;
   StateMap loaded;

@@ -14,6 +14,7 @@
 
 #include "collectives/algorithms/allreduce.h"
 #include "collectives/communicator.h"
+#include "core/watchdog.h"
 #include "kernels/codec.h"
 
 namespace ciuic {
@@ -25,6 +26,11 @@ struct RuntimeConfig {
   // (sequence number, tensor id, bucket, count, codec) and the state's shape. Off: neither; a state
   // of another size then throws on every rank alike only if the ranks make the same calls.
   bool check_finite = true;
+  // Seconds an allreduce, Load or Save may go without progress (no bucket finished) before the
+  // runtime prints one line naming the stuck call and the peers that went silent, and ends the
+  // process with exit 2 (a rank blocked inside MPI cannot be unblocked otherwise; PyTorch's NCCL
+  // watchdog does the same). Negative: $CIUIC_TIMEOUT or 60 s; 0: off.
+  double timeout_s = -1;
 };
 
 class Runtime {
@@ -46,6 +52,10 @@ class Runtime {
   void Save(const std::string& path) const;
   void Load(const std::string& path);
 
+  // Changes the deadline (seconds without progress; 0 turns it off).
+  void SetTimeout(double seconds);
+  double timeout() const { return watchdog_ ? watchdog_->timeout() : 0.0; }
+
   const Counters& counters() const { return engine_.counters(); }
   const AllReduceEngine& engine() const { return engine_; }
   size_t StateCount() const { return states_.size(); }
@@ -61,6 +71,7 @@ class Runtime {
   uint64_t calls_ = 0;          // Reduce calls so far: the sequence number the ranks agree on
   std::map<std::pair<uint64_t, uint64_t>, CodecState> states_;
   Buffer flag_, bucket_;
+  std::unique_ptr<Watchdog> watchdog_;  // null when the deadline is off
 };
 
 }  // namespace ciuic

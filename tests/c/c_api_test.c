@@ -64,6 +64,10 @@ static void bad_args(ciuic_comm_t* comm, void* arg) {
   CHECK(ciuic_runtime_create(comm, "tree", "none", 0, &rt) == CIUIC_ERR_USAGE, "bad algo accepted");
   CHECK(ciuic_allreduce(NULL, NULL, 1, 0, 0) == CIUIC_ERR_USAGE, "null runtime accepted");
   CHECK(ciuic_runtime_create(comm, "ring", "none", 0, &rt) == CIUIC_OK, "create");
+  CHECK(ciuic_runtime_set_timeout(rt, -1) == CIUIC_ERR_USAGE, "negative timeout accepted");
+  CHECK(ciuic_runtime_set_timeout(rt, NAN) == CIUIC_ERR_USAGE, "NaN timeout accepted");
+  CHECK(ciuic_runtime_set_timeout(NULL, 5) == CIUIC_ERR_USAGE, "null runtime accepted");
+  CHECK(ciuic_runtime_set_timeout(rt, 5) == CIUIC_OK, "timeout 5: %s", ciuic_last_error());
   float bad[4] = {1, 2, NAN, 4};
   CHECK(ciuic_allreduce(rt, bad, 4, 3, 0) == CIUIC_ERR_INPUT, "NaN accepted");
   ciuic_runtime_destroy(rt);
