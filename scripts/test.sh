@@ -51,7 +51,9 @@ run_label() {
 sanitized() {
   local dir=$1 flags=$2
   shift 2
+  # Tests are listed when ctest runs (PRE_TEST), not by running each binary right after linking.
   cmake -S "$root" -B "$dir" -DCIUIC_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
+    -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST \
     -DCMAKE_C_FLAGS_DEBUG="-O1 -g" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
     -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
   cmake --build "$dir" -j "$(nproc)" --target "$@" >/dev/null

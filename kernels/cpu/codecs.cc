@@ -15,7 +15,9 @@
 #include "kernels/codec_kernels.h"
 #include "kernels/quant_math.h"
 
-#if defined(__x86_64__) && !defined(__clang__)
+// Not under ThreadSanitizer: GCC instruments the ifunc resolvers of the clones, which the dynamic
+// loader runs before TSan's runtime is up (a crash at start-up).
+#if defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define CIUIC_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define CIUIC_CPU_CLONES
