@@ -129,12 +129,15 @@ CIUIC_HD uint8_t FloatToFp8Rne(float x, Fp8 fmt) {
   const uint32_t rounded = a + ((1u << (shift - 1)) - 1) + ((a >> shift) & 1u);
   const int32_t normal = static_cast<int32_t>(rounded >> shift) - (e4 ? (120 << 3) : (112 << 2));
   const float sub_scale = e4 ? 512.0f : 65536.0f;  // 1 / smallest subnormal
-#if defined(__CUDA_ARCH__)
-  const int32_t sub = __float2int_rn(Float(a) * sub_scale);
-#else
-  const int32_t sub = static_cast<int32_t>(__builtin_nearbyintf(Float(a) * sub_scale));
-#endif
   const uint32_t min_normal = e4 ? 0x3c800000u : 0x38800000u;  // 2^-6, 2^-14
+  // The subnormal code, computed branch-free for every input but only used below min_normal: its
+  // argument is clamped there so a large |x| never converts an out-of-range float to int (UB).
+  const float sub_arg = Float(a < min_normal ? a : min_normal) * sub_scale;
+#if defined(__CUDA_ARCH__)
+  const int32_t sub = __float2int_rn(sub_arg);
+#else
+  const int32_t sub = static_cast<int32_t>(__builtin_nearbyintf(sub_arg));
+#endif
   int32_t code = a < min_normal ? sub : normal;
   const int32_t max_code = e4 ? 0x7e : 0x7b;
   code = code > max_code ? max_code : code;

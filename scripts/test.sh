@@ -70,14 +70,16 @@ if [ "$mode" != sanitize ]; then
 fi
 
 if [ "$mode" != quick ]; then
-  # ASan + UBSan: the unit binaries of the core, kernel, collective and bench layers and the C API.
-  asan="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-  sanitized build-asan "$asan" test_core test_kernels test_collectives test_bench test_c_api
+  # ASan + UBSan (clang, with libFuzzer's coverage: the tree scripts/fuzz.sh fuzzes): the unit
+  # binaries of the core, kernel, collective and bench layers and the C API.
+  cmake -S "$root" -B build-fuzz -DCIUIC_FUZZ=ON -DCIUIC_CUDA=OFF -DCIUIC_MPI=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST >/dev/null
+  cmake --build build-fuzz -j "$(nproc)" --target test_core test_kernels test_collectives test_bench test_c_api >/dev/null
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
   for t in test_core test_kernels test_collectives test_bench; do
-    build-asan/tests/$t --gtest_brief=1 >"build-asan/$t.log" 2>&1 || { tail -n 40 "build-asan/$t.log"; echo "test: asan $t failed" >&2; exit 1; }
+    build-fuzz/tests/$t --gtest_brief=1 >"build-fuzz/$t.log" 2>&1 || { tail -n 40 "build-fuzz/$t.log"; echo "test: asan $t failed" >&2; exit 1; }
   done
-  (cd build-asan/tests && ./test_c_api >../test_c_api.log 2>&1) || { tail -n 40 build-asan/test_c_api.log; echo "test: asan test_c_api failed" >&2; exit 1; }
+  (cd build-fuzz/tests && ./test_c_api >../test_c_api.log 2>&1) || { tail -n 40 build-fuzz/test_c_api.log; echo "test: asan test_c_api failed" >&2; exit 1; }
   summary+=("asan+ubsan: test_core test_kernels test_collectives test_bench test_c_api clean")
   unset ASAN_OPTIONS UBSAN_OPTIONS
   # TSan: the thread backend (ranks as threads) and every algorithm over it.
