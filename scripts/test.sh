@@ -19,6 +19,8 @@ scripts/setup.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 root=$(pwd)
 summary=()
+passed_all=0
+skipped_all=0
 
 # run_label LABEL WHY-SKIPPED [ctest args...]: runs one label, records "label: N passed, K skipped".
 run_label() {
@@ -32,6 +34,8 @@ run_label() {
   total=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$log" | tail -n 1)
   skipped=$(grep -c '(Skipped)$' "$log" || true)
   rm -f "$log"
+  passed_all=$((passed_all + ${total:-0} - skipped))
+  skipped_all=$((skipped_all + skipped))
   if [ "$rc" -ne 0 ]; then
     echo "test: ${label} failed" >&2
     exit 1
@@ -92,3 +96,5 @@ if [ "$mode" != quick ]; then
   summary+=("fuzz: 5 harnesses x ${CIUIC_FUZZ_SECONDS:-20} s, no finding")
 fi
 printf 'test: %s\n' "${summary[@]}"
+# The closing line: every ctest test that ran, over all labels (a failure exited above).
+echo "ciuic: ${passed_all} passed, 0 failed, ${skipped_all} skipped"
