@@ -28,6 +28,7 @@
 #include "core/config.h"
 #include "core/database.h"
 #include "core/error.h"
+#include "core/fault.h"
 #include "core/files.h"
 #include "core/log.h"
 #include "core/parallel.h"
@@ -519,8 +520,14 @@ int LauncherExitCode(const std::string& mpiexec, int status) {
   int status = 0;
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
-  const int code = LauncherExitCode(mpiexec, status);
+  int code = LauncherExitCode(mpiexec, status);
   if (hb) {
+    // Exit 1 means every rank refused the input together, each ending cleanly; a rank that did
+    // not end cleanly (exit() mid-run, killed) makes it a runtime failure.
+    if (code == 1 && Heartbeats::AnyLeft(hb, ranks)) {
+      LogInfo("{} exited 1 but a rank did not end cleanly; exit 2", mpiexec);
+      code = 2;
+    }
     if (code == 2) {
       if (const std::string who = Heartbeats::FirstSilent(hb, ranks); !who.empty()) LogInfo("{}", who);
     }
@@ -557,7 +564,9 @@ int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* wat
   BenchOptions o = cli.bench;
   o.local_ranks = local_ranks;
   o.watchdog = watchdog;
+  if (watchdog) watchdog->Arm(fmt::format("the context exchange (host names) on rank {}", comm.Rank()));
   BenchContext ctx = MakeContext(comm, o);
+  if (watchdog) watchdog->Disarm();
   for (const auto& a : cli.argv) ctx.command_line += (ctx.command_line.empty() ? "" : " ") + a;
   if (cli.backend == "nccl" || cli.transport == "nccl") ctx.library_versions["nccl-build"] = NcclBuildVersion();
   if (cli.backend == "ciuic") {
@@ -584,8 +593,15 @@ int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* wat
     if (cli.format == "table" && !cli.out_path.empty()) reporters.Add(MakeTableReporter(file_text));
     if (!cli.db_path.empty()) reporters.Add(MakeSqliteReporter(cli.db_path));
   }
-  // Reporters are only written by rank 0; others pass none.
-  const BenchSummary s = RunBench(comm, o, lead ? &reporters : nullptr, ctx);
+  // Reporters are only written by rank 0; others pass none. A usage error found by the ranks
+  // together (their agreement before each row) is the same on every rank: rank 0 says it.
+  BenchSummary s;
+  try {
+    s = RunBench(comm, o, lead ? &reporters : nullptr, ctx);
+  } catch (const UsageError& e) {
+    if (lead) LogInfo("{}", e.what());
+    return 1;
+  }
   if (!lead) return s.total_wrong > 0 ? 3 : 0;
   if (!cli.out_path.empty()) {
     WriteFileAtomically(cli.out_path, file_text.str());
@@ -683,7 +699,9 @@ int Run(int argc, char** argv) {
   // start-up within the timeout instead of hanging every rank.
   Watchdog watchdog(cli.timeout_s, OnTimeout);
   watchdog.SetHeartbeats(Heartbeats::FromEnvironment());
+  Heartbeats::TreatExitAsFailure();
   watchdog.Arm("MPI start-up (MPI_Init, the world's first exchanges)");
+  FaultPoint("startup", 0);
   MpiSession mpi(&argc, &argv);
   auto world = MakeMpiWorld();
   if (cli.ranks_given && launched && cli.ranks != world->Size()) {
@@ -712,6 +730,8 @@ int Run(int argc, char** argv) {
   watchdog.Disarm();
   if (cli.backend == "ciuic") comm = MakeRuntimeCommunicator(std::move(comm), cli.runtime);
   const int code = RunOnComm(*comm, cli, local, &watchdog);
+  // MPI_Finalize waits for every rank: one that is gone or stopped must not hang the others here.
+  watchdog.Arm(fmt::format("shut-down (MPI_Finalize) on rank {}", comm->Rank()));
   comm.reset();
   return code;
 #else

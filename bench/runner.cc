@@ -12,6 +12,7 @@
 #include "core/buffer.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/fault.h"
 #include "core/log.h"
 #include "core/sizes.h"
 #include "core/timer.h"
@@ -134,7 +135,11 @@ uint64_t LargestBufferBytes(const BenchOptions& o, int nranks) {
 
 class Runner {
  public:
-  Runner(Communicator& comm, const BenchOptions& o) : comm_(comm), o_(o) {
+  Runner(Communicator& comm, const BenchOptions& o, const BenchContext& context) : comm_(comm), o_(o) {
+    setup_hash_ = Fnv({context.codec, context.algo, context.dtype, context.redop});
+    timing_hash_ = Fnv({std::to_string(o.iters), std::to_string(o.warmup), std::to_string(o.check),
+                        AverageName(o.average), std::to_string(o.seed), std::to_string(o.row_budget_s),
+                        std::to_string(o.lossy)});
     args_.rank = comm.Rank();
     args_.nranks = comm.Size();
     args_.root = o.spec->rooted ? o.root : -1;
@@ -151,6 +156,52 @@ class Runner {
       const uint64_t largest = LargestBufferBytes(o, comm.Size());
       staging_ = Buffer(largest, MemoryKind::kHost);
       readback_ = Buffer(largest, MemoryKind::kHost);
+    }
+  }
+
+  // Before each row every rank checks that all ranks are about to run the same thing: a rank
+  // launched with other options (an MPMD launch, a mixed installation) would otherwise hang in a
+  // mismatched collective or report a meaningless row. A mismatch is the same UsageError on every
+  // rank (each sees the whole table), naming the ranks and the field.
+  void Agree(uint64_t seq, uint64_t size, bool inplace) {
+    const size_t es = DTypeSize(o_.type);
+    const CollCounts counts = o_.spec->counts(size, es, args_);
+    const uint64_t mine[kAgreed] = {seq,
+                                    o_.sizes.size(),
+                                    Fnv({o_.spec->name}),
+                                    static_cast<uint64_t>(o_.type),
+                                    static_cast<uint64_t>(o_.op),
+                                    counts.Larger(),
+                                    static_cast<uint64_t>(args_.root + 1),
+                                    inplace ? 1u : 0u,
+                                    setup_hash_,
+                                    timing_hash_};
+    std::vector<uint64_t> all(static_cast<size_t>(kAgreed) * comm_.Size());
+    Arm("the agreement before", size, inplace);
+    FaultPoint("control", comm_.Rank());
+    comm_.HostAllGather(mine, all.data(), sizeof(mine));
+    Disarm();
+    static constexpr const char* kNames[kAgreed] = {
+        "row number",      "number of sizes", "collective", "dtype", "op", "element count", "root",
+        "in-place choice", "backend setup (algorithm, codec, dtype, op)", "timing options (iters, warmup, check, "
+        "average, seed)"};
+    for (int f = 0; f < kAgreed; ++f) {
+      std::string differ;
+      for (int r = 1; r < comm_.Size(); ++r) {
+        if (all[static_cast<size_t>(r) * kAgreed + f] != all[f]) differ += (differ.empty() ? "" : ", ") + std::to_string(r);
+      }
+      if (differ.empty()) continue;
+      const bool shown = f == 1 || f == 5 || f == 6;  // plain numbers; the rest are codes or hashes
+      const auto value = [&](int r) {
+        const uint64_t v = all[static_cast<size_t>(r) * kAgreed + f];
+        return f == 6 ? std::to_string(static_cast<int64_t>(v) - 1) : std::to_string(v);
+      };
+      throw UsageError(fmt::format(
+          "the ranks disagree before row {}: rank(s) {} have another {}{} than rank 0{}; launch every rank with "
+          "the same options",
+          seq + 1, differ, kNames[f],
+          shown ? fmt::format(" ({})", value(std::stoi(differ.substr(0, differ.find(','))))) : "",
+          shown ? fmt::format(" ({})", value(0)) : ""));
     }
   }
 
@@ -181,8 +232,10 @@ class Runner {
       row.error = e.what();
     }
     // A row is good only if every rank says so.
+    Arm("the verdict exchange after", row.size_bytes, inplace);
     double bad = row.ok() ? 0 : 1;
     comm_.HostAllReduce(&bad, 1, ReduceOp::kMax);
+    Disarm();
     if (bad > 0 && row.ok()) row.error = "failed on another rank";
     return row;
   }
@@ -226,6 +279,7 @@ class Runner {
       comm_.Synchronize();
       us = timer_->ElapsedUs();
     } else {
+      FaultPoint("collective", comm_.Rank());
       comm_.Barrier();
       const double t0 = NowSeconds();
       Launch(p, slot);
@@ -280,7 +334,9 @@ class Runner {
     std::vector<double> times(iters);
     for (int i = 0; i < iters; ++i) times[i] = TimeOne(p, i % p.slots);
     if (!device_) comm_.Barrier();
-    Disarm();
+    // The control plane (results, verification, verdicts) stays under the deadline, outside the
+    // timed window.
+    Arm("the results exchange of", row.size_bytes, inplace);
 
     // The row's time combines each rank's mean as --average says; its p50/p99 are over the
     // iterations' times combined across ranks the same way.
@@ -311,7 +367,7 @@ class Runner {
       comm_.Barrier();
       Launch(p, 0);
       comm_.Synchronize();
-      Disarm();
+      Arm("the check exchange of", row.size_bytes, inplace);
       if (kind == MemoryKind::kHost) {
         host_out = p.Recv(0);
       } else {
@@ -331,6 +387,7 @@ class Runner {
     double w = static_cast<double>(wrong);
     comm_.HostAllReduce(&w, 1, ReduceOp::kSum);
     row.wrong = static_cast<int64_t>(w);
+    if (o_.watchdog) o_.watchdog->Progress();
   }
 
   // Lossy codecs: error against the exact result (fp32 data), max over ranks; returns on rank 0 the
@@ -385,8 +442,19 @@ class Runner {
     e[es - 1] ^= 0x40;
   }
 
+  static constexpr int kAgreed = 10;
+  static uint64_t Fnv(std::initializer_list<std::string> parts) {
+    uint64_t h = 1469598103934665603ull;
+    for (const auto& p : parts) {
+      for (unsigned char c : p) h = (h ^ c) * 1099511628211ull;
+      h = (h ^ 0xFF) * 1099511628211ull;  // a separator, so ("ab","c") differs from ("a","bc")
+    }
+    return h;
+  }
+
   Communicator& comm_;
   const BenchOptions& o_;
+  uint64_t setup_hash_ = 0, timing_hash_ = 0;
   CollArgs args_;
   bool device_ = false;
   std::unique_ptr<DeviceEventTimer> timer_;
@@ -472,12 +540,16 @@ BenchSummary RunBench(Communicator& comm, const BenchOptions& o, Reporter* repor
   }
   CheckSizesFit(o, comm.Size(), comm.BufferKind());
   if (reporter) reporter->Begin(context);
-  Runner runner(comm, o);
+  Runner runner(comm, o, context);
   BenchSummary summary;
+  uint64_t seq = 0;
   for (uint64_t size : o.sizes) {
     std::vector<BenchRow> rows;
-    if (o.out_of_place) rows.push_back(runner.Measure(size, false));
-    if (o.in_place) rows.push_back(runner.Measure(size, true));
+    for (const bool inplace : {false, true}) {
+      if (!(inplace ? o.in_place : o.out_of_place)) continue;
+      runner.Agree(seq++, size, inplace);
+      rows.push_back(runner.Measure(size, inplace));
+    }
     for (const auto& r : rows) {
       ++summary.rows;
       summary.all_rows.push_back(r);

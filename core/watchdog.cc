@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/timer.h"
 
 namespace ciuic {
@@ -36,7 +38,30 @@ struct BeatRecord {
   uint64_t progress;
   double wall;  // CLOCK_MONOTONIC (NowSeconds): one clock for every process of the host
   int64_t pid;
+  int64_t exited;  // 1: the process called exit() in the middle of the run (its file was never removed)
 };
+
+// The process's heartbeat file, for the exit() hook: a rank that calls exit() mid-run (a library's
+// error path) marks its record, so the launcher can tell it from the peers it took down with it.
+std::atomic<int> g_beat_fd{-1};
+std::atomic<int> g_beat_rank{-1};
+std::atomic<bool> g_exit_is_failure{false};
+
+void MarkExited() {
+  const int fd = g_beat_fd.load();
+  if (fd < 0) return;
+  BeatRecord b{};
+  if (pread(fd, &b, sizeof(b), 0) == static_cast<ssize_t>(sizeof(b))) {
+    b.exited = 1;
+    b.wall = NowSeconds();
+    if (pwrite(fd, &b, sizeof(b), 0) != static_cast<ssize_t>(sizeof(b))) b.exited = 0;
+  }
+  if (g_exit_is_failure.load()) {
+    LogInfo("rank {} (pid {}) called exit() in the middle of the run; exit 2", g_beat_rank.load(),
+            static_cast<long>(getpid()));
+    _exit(2);
+  }
+}
 
 std::string RankFile(const std::string& dir, int rank) { return dir + "/rank-" + std::to_string(rank); }
 
@@ -78,11 +103,18 @@ std::unique_ptr<Heartbeats> Heartbeats::FromEnvironment() {
 
 Heartbeats::Heartbeats(std::string dir, int rank, int size) : dir_(std::move(dir)), rank_(rank), size_(size) {
   mkdir(dir_.c_str(), 0700);
-  fd_ = open(RankFile(dir_, rank_).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+  fd_ = open(RankFile(dir_, rank_).c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
   Beat(0);
+  static const bool hooked = std::atexit(MarkExited) == 0;
+  (void)hooked;
+  g_beat_rank.store(rank_);
+  g_beat_fd.store(fd_);
 }
 
+void Heartbeats::TreatExitAsFailure() { g_exit_is_failure.store(true); }
+
 Heartbeats::~Heartbeats() {
+  g_beat_fd.store(-1);
   if (fd_ >= 0) close(fd_);
   unlink(RankFile(dir_, rank_).c_str());
   rmdir(dir_.c_str());  // fails while another rank's file is there: the last one out removes it
@@ -90,7 +122,7 @@ Heartbeats::~Heartbeats() {
 
 void Heartbeats::Beat(uint64_t progress) {
   if (fd_ < 0) return;
-  const BeatRecord b{progress, NowSeconds(), static_cast<int64_t>(getpid())};
+  const BeatRecord b{progress, NowSeconds(), static_cast<int64_t>(getpid()), 0};
   if (pwrite(fd_, &b, sizeof(b), 0) != static_cast<ssize_t>(sizeof(b))) return;
 }
 
@@ -129,7 +161,21 @@ std::string Heartbeats::Describe() const {
   return out;
 }
 
+bool Heartbeats::AnyLeft(const std::string& dir, int size) {
+  for (int r = 0; r < size; ++r) {
+    if (access(RankFile(dir, r).c_str(), F_OK) == 0) return true;
+  }
+  return false;
+}
+
 std::string Heartbeats::FirstSilent(const std::string& dir, int size) {
+  // A rank that called exit() mid-run is the culprit whatever the clocks say.
+  for (int r = 0; r < size; ++r) {
+    BeatRecord e{};
+    std::ifstream in(RankFile(dir, r), std::ios::binary);
+    if (in.read(reinterpret_cast<char*>(&e), sizeof(e)) && e.exited == 1)
+      return fmt::format("rank {} (pid {}) exited in the middle of the run", r, e.pid);
+  }
   int first = -1;
   BeatRecord oldest{}, b{};
   double next = 0;  // the second-oldest last beat
@@ -191,9 +237,16 @@ void Watchdog::Disarm() {
 
 void Watchdog::Loop() {
   std::unique_lock lock(mu_);
+  const double poll = std::min(0.1, timeout_s_ / 10);
+  double last_poll = NowSeconds();
   while (!stop_) {
     // Polls at most every 100 ms (and 10 times per timeout), so a timeout expires within 1.1x.
-    cv_.wait_for(lock, std::chrono::duration<double>(std::min(0.1, timeout_s_ / 10)));
+    cv_.wait_for(lock, std::chrono::duration<double>(poll));
+    const double now = NowSeconds();
+    // A gap of many polls means this process itself was stopped (SIGSTOP, a debugger) and has just
+    // been resumed: its peers were not silent, it was; the deadline starts again.
+    if (now - last_poll > std::max(1.0, 10 * poll)) deadline_ = std::max(deadline_, now + timeout_s_);
+    last_poll = now;
     if (const uint64_t p = progress_.load(std::memory_order_relaxed); p != seen_progress_) {
       seen_progress_ = p;
       deadline_ = NowSeconds() + timeout_s_;

@@ -41,6 +41,15 @@ class Heartbeats {
   // before the others' (the one that died or stopped; its peers were ended after it), as
   // "rank 1 (pid 4242) went silent first, 1.2 s before the others"; "" when no rank stands out.
   static std::string FirstSilent(const std::string& dir, int size);
+  // Whether any rank's file is still there: some rank did not end cleanly (died, was killed, or
+  // called exit() mid-run), so an exit code of 1 is no verdict on the input.
+  static bool AnyLeft(const std::string& dir, int size);
+  // For a program whose ranks only ever end by returning from main (ciuic-bench): a call of exit()
+  // while this process's heartbeat file is open (a library's error path mid-run) prints one line
+  // naming the rank and ends the process with exit code 2, the code of a runtime failure, so any
+  // launcher reports 2. Without it exit() only marks the record (the runtime inside a user's job,
+  // whose own exit codes are the user's).
+  static void TreatExitAsFailure();
 
  private:
   std::string dir_;

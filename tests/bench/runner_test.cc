@@ -170,3 +170,44 @@ TEST(Runner, SmallMessagesGetManyTimedIterations) {
 
 }  // namespace
 }  // namespace ciuic
+
+namespace ciuic {
+namespace {
+
+// Ranks launched with different options (an MPMD launch) agree before each row, and every rank
+// fails with the same usage error naming the field and the ranks instead of hanging.
+TEST(Runner, RanksWithOtherOptionsFailTogetherBeforeTheRow) {
+  struct Case {
+    const char* field;
+    void (*change)(BenchOptions&);
+  };
+  const Case cases[] = {
+      {"element count", [](BenchOptions& o) { o.sizes = {128, 1000, 4096, 65536 + 8}; }},
+      {"number of sizes", [](BenchOptions& o) { o.sizes.push_back(1 << 20); }},
+      {"dtype", [](BenchOptions& o) { o.type = DType::kInt32; }},
+      {"op", [](BenchOptions& o) { o.op = ReduceOp::kMax; }},
+      {"timing options", [](BenchOptions& o) { o.iters = 3; }},
+      {"collective", [](BenchOptions& o) { o.spec = &kReduceScatterSpec; }},
+  };
+  for (const Case& k : cases) {
+    std::vector<std::string> errors(3);
+    RunLocalRanks(3, [&](Communicator& c) {
+      BenchOptions o = Small(&kAllReduceSpec, DType::kFloat32, ReduceOp::kSum);
+      if (c.Rank() == 2) k.change(o);
+      const BenchContext ctx = MakeContext(c, o);
+      try {
+        RunBench(c, o, nullptr, ctx);
+      } catch (const UsageError& e) {
+        errors[c.Rank()] = e.what();
+      }
+    });
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_NE(errors[r].find(k.field), std::string::npos) << k.field << " on rank " << r << ": " << errors[r];
+      EXPECT_NE(errors[r].find("rank(s) 2 have"), std::string::npos) << errors[r];
+      EXPECT_EQ(errors[r], errors[0]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ciuic

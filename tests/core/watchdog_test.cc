@@ -1,6 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <filesystem>
 #include <thread>
 
 #include "core/timer.h"
@@ -57,6 +63,59 @@ TEST(Watchdog, ZeroTimeoutIsOff) {
   w.Arm("x");
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_EQ(fired.load(), 0);
+}
+
+// A rank that calls exit() mid-run leaves its record marked: the launcher names it (not the peers
+// it took down), and a program that asked for it ends with the runtime-failure code 2.
+TEST(Heartbeats, ExitMidRunIsNamedAndCanBeAFailure) {
+  char tmpl[] = "/tmp/ciuic-hb-test-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  for (const bool failure : {false, true}) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      static Heartbeats* hb = new Heartbeats(dir, 1, 2);  // never destroyed: an exit mid-run
+      (void)hb;
+      if (failure) Heartbeats::TreatExitAsFailure();
+      exit(1);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), failure ? 2 : 1);
+    EXPECT_TRUE(Heartbeats::AnyLeft(dir, 2));
+    EXPECT_EQ(Heartbeats::FirstSilent(dir, 2),
+              "rank 1 (pid " + std::to_string(child) + ") exited in the middle of the run");
+    std::filesystem::remove(dir + "/rank-1");
+  }
+  // A rank that ends cleanly leaves nothing behind.
+  { Heartbeats clean(dir, 0, 2); }
+  EXPECT_FALSE(Heartbeats::AnyLeft(dir, 2));
+  std::filesystem::remove_all(dir);
+}
+
+// A process that was itself stopped and resumed does not expire on the time it spent stopped.
+TEST(Watchdog, ItsOwnStopIsNotSilenceOfThePeers) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    Watchdog w(1.5, [](const std::string&, double) { _exit(9); });
+    w.Arm("a step");
+    for (int i = 0; i < 10; ++i) {  // progress every 0.1 s, then stopped for 3 s by the parent
+      w.Progress();
+      usleep(100000);
+    }
+    usleep(500000);  // resumed: less than the timeout of silence after the stop
+    _exit(0);
+  }
+  usleep(500000);
+  kill(child, SIGSTOP);
+  usleep(3000000);
+  kill(child, SIGCONT);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the watchdog expired on its own stop";
 }
 
 }  // namespace

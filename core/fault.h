@@ -1,0 +1,21 @@
+#pragma once
+// Fault injection for the fault tests (tests/scripts/fault_matrix.sh): $CIUIC_FAULT names one rank
+// that fails at one point of a run, so every phase (start-up, the control plane, the collective
+// itself) can be tested without racing an outside kill against it. Unset, it costs one branch.
+//
+//   CIUIC_FAULT=PHASE:RANK:ACTION[:AFTER]
+//     PHASE   startup (before the launcher's start-up exchanges), control (a control-plane
+//             exchange between rows), collective (a timed iteration)
+//     RANK    the world rank that fails (OMPI_COMM_WORLD_RANK under a launcher, else the caller's)
+//     ACTION  stop (SIGSTOP to itself), kill (SIGKILL to itself), exit (exit(1) without clean-up
+//             of the run: what a library's abort looks like to its peers)
+//     AFTER   fail at the AFTER-th time the rank reaches the point (default 1)
+// A malformed value is a UsageError naming the variable.
+#include <string_view>
+
+namespace ciuic {
+
+// Fails here if $CIUIC_FAULT names this phase and rank and this is the AFTER-th visit.
+void FaultPoint(std::string_view phase, int rank);
+
+}  // namespace ciuic
