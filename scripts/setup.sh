@@ -11,7 +11,8 @@ packages=(
   libgtest-dev libbenchmark-dev
   iproute2 python3 bc procps   # bc, procps: tests/scripts/fault_matrix.sh
   clang   # libFuzzer harnesses (scripts/fuzz.sh, the sanitizer stage of scripts/test.sh)
-  python3-torch   # tests/python/ddp_export_test.py runs the DDP export under PyTorch (gloo)
+  python3-torch   # tests/python: DDP export and the ciuic comm hook under PyTorch (gloo)
+  python3-sklearn python3-matplotlib   # the digits time-to-accuracy run (bench/results) and its plot
 )
 
 missing=()
