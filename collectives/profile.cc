@@ -1,6 +1,7 @@
 #include "collectives/profile.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/json_reader.h"
+#include "core/sizes.h"
 #include "kernels/codec_spec.h"
 
 namespace ciuic {
@@ -143,9 +145,31 @@ Profile ParseProfile(const std::string& text, const std::string& origin) {
   return p;
 }
 
-Profile LoadProfile(const std::string& path) { return ParseProfile(ReadTextFile(path, "profile"), path); }
+Profile LoadProfile(const std::string& path) {
+  Profile p = ParseProfile(ReadTextFile(path, "profile"), path);
+  p.path = path;
+  return p;
+}
 
 void WriteProfile(const std::string& path, const Profile& p) { WriteFileAtomically(path, ProfileToJson(p)); }
+
+NcclTunerChoice NcclTunerChoiceFor(const ProfileRule& r, int nodes) {
+  // A rule is ciuic's runtime's choice; NCCL can take its algorithm family, nothing else: codecs
+  // and ciuic's own algorithms do not exist in NCCL, and no rule says which protocol or how many
+  // channels (streams count ciuic's pieces in flight, not NCCL's CTAs).
+  if (r.algo == "nccl")
+    return {"", r.precision == "fp32" ? "the profile keeps NCCL's own allreduce here"
+                                      : fmt::format("the profile keeps NCCL's own allreduce here, in {}; the framework "
+                                                    "casts (ciuic-tune export --format ddp or deepspeed)",
+                                                    r.precision)};
+  if (r.codec != "none")
+    return {"", fmt::format("codec {} is ciuic's own; NCCL cannot compress, the ciuic runtime applies it", r.codec)};
+  if (r.algo == "ring") return {"Ring", "ciuic's ring is NCCL's Ring"};
+  if (r.algo == "hier" && nodes > 1)
+    return {"Tree", "NCCL's two-level algorithm, chains inside nodes and a tree across them, is the nearest to hier"};
+  if (r.algo == "rd") return {"", "recursive doubling has no NCCL counterpart; NCCL's Tree is a chain inside a node"};
+  return {"", fmt::format("{} over {} node(s) has no NCCL counterpart", r.algo, nodes)};
+}
 
 std::vector<std::string> ExportFormats() { return {"json", "nccl-env", "nccl-tuner", "ddp", "deepspeed", "horovod"}; }
 
@@ -172,12 +196,41 @@ std::string ExportProfile(const Profile& p, const std::string& format) {
     return out;
   }
   if (format == "nccl-tuner") {
-    std::string out = "# ciuic nccl-tuner rules v1\n# " + head + "\n# op min_bytes max_bytes algo proto channels\n";
+    // The environment that makes NCCL load the ciuic tuner plugin with this profile (the library is
+    // built into lib/ beside this tool's bin/), and what the plugin does with each band: the same
+    // NcclTunerChoiceFor the plugin calls.
+    namespace fs = std::filesystem;
+    const auto shell_word = [](const std::string& s) {
+      if (!s.empty() && s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./+,:@%=-") ==
+                            std::string::npos)
+        return s;
+      std::string q = "'";
+      for (const char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      return q + "'";
+    };
+    std::error_code ec;
+    fs::path lib = "libnccl-tuner-ciuic.so";
+    if (const fs::path self = fs::read_symlink("/proc/self/exe", ec); !ec)
+      lib = (self.parent_path() / ".." / "lib" / lib).lexically_normal();
+    fs::path profile = p.path.empty() ? fs::path("PROFILE.json") : fs::absolute(p.path, ec);
+    if (ec) profile = p.path;
+    std::string out = "# " + head + "\n";
+    out += "# NCCL (2.19 or later) loads the ciuic tuner plugin, which reads the profile named here:\n";
+    out += "export NCCL_TUNER_PLUGIN=" + shell_word(lib.string()) + "\n";
+    if (!fs::exists(lib, ec)) out += "#   (not built yet: cmake --build build --target nccl-tuner-ciuic)\n";
+    out += "export CIUIC_PROFILE=" + shell_word(profile.lexically_normal().string()) + "\n";
+    out += fmt::format("# It acts on communicators of {} ranks on {} node(s) and needs NCCL 2.22 or later (its cost\n"
+                       "# table); other communicators, and NCCL 2.19-2.21, keep NCCL's own choices. Per size band it\n"
+                       "# prefers an algorithm; NCCL still picks that algorithm's protocol and the channel count:\n",
+                       p.ranks, p.nodes);
     for (const auto& r : p.rules) {
-      const bool small = r.max_bytes != 0 && r.max_bytes <= (1u << 20);
-      out += fmt::format("{} {} {} {} {} {}\n", r.op, r.min_bytes, r.max_bytes, r.algo == "rd" ? "tree" : "ring",
-                         small ? "ll128" : "simple", std::max(2, r.streams * 2));
+      const NcclTunerChoice c = NcclTunerChoiceFor(r, p.nodes);
+      out += fmt::format("#   {} [{}, {}) {}, codec {}, {} -> {}: {}\n", r.op, FormatSize(r.min_bytes),
+                         r.max_bytes ? FormatSize(r.max_bytes) : "inf", r.algo, r.codec, r.precision,
+                         c.algo.empty() ? "left to NCCL" : "prefers NCCL's " + c.algo, c.why);
     }
+    out += "#   allgather, reducescatter, broadcast, reduce -> left to NCCL: the profile has allreduce rules only\n";
+    out += "# To see it in NCCL's log: NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING\n";
     return out;
   }
   if (format == "ddp") {

@@ -49,6 +49,7 @@ struct Profile {
   int budget = 0;
   double step_us = 0, baseline_step_us = 0;  // predicted step time, tuned vs NCCL uncompressed defaults
   std::vector<ProfileRule> rules;
+  std::string path;  // the file LoadProfile read it from; empty for a profile made in memory
 
   // The rule for a message of `bytes` (the band containing it); throws InputError when none does.
   const ProfileRule& RuleFor(uint64_t bytes, const std::string& op = "allreduce") const;
@@ -61,6 +62,16 @@ std::string ProfileToJson(const Profile& p);
 Profile ParseProfile(const std::string& text, const std::string& origin);
 Profile LoadProfile(const std::string& path);
 void WriteProfile(const std::string& path, const Profile& p);
+
+// What NCCL's tuner plugin (plugins/nccl_tuner, libnccl-tuner-ciuic.so) takes from a rule, for a
+// communicator spanning `nodes` nodes: `algo` names the NCCL algorithm it prefers ("Ring", "Tree"),
+// empty when the rule is left to NCCL's own model; `why` says why, for the plugin's log and the
+// nccl-tuner export alike. NCCL's protocol and channel count are never taken from a profile.
+struct NcclTunerChoice {
+  std::string algo;
+  std::string why;
+};
+NcclTunerChoice NcclTunerChoiceFor(const ProfileRule& r, int nodes);
 
 // json | nccl-env | nccl-tuner | ddp | deepspeed | horovod
 std::vector<std::string> ExportFormats();
