@@ -27,6 +27,15 @@ T OptionInRange(std::string_view option, T v, T lo, T hi) {
   return v;
 }
 
+// A number option given as text (one with a word alternative, e.g. "auto"): the whole text must be a
+// finite number, else "--OPTION TEXT: not a number".
+inline double NumberOption(std::string_view option, const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v)) throw BadOption(option, text, "not a number");
+  return v;
+}
+
 // A size option (core/sizes.h grammar) in lo..hi, naming the option when it is refused.
 inline uint64_t SizeOption(std::string_view option, const std::string& text, uint64_t lo,
                            uint64_t hi) {

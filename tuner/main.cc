@@ -183,7 +183,10 @@ int RunTune(const cxxopts::ParseResult& r) {
   if (r.count("out")) o.out = r["out"].as<std::string>();
   if (r.count("calibration")) o.calibration_db = r["calibration"].as<std::string>();
   o.gate_tolerance = OptionInRange("gate-tolerance", r["gate-tolerance"].as<double>(), 0.0, 1.0);
-  o.state_memory_gib = OptionInRange("state-memory", r["state-memory"].as<double>(), 0.0, 1e6);
+  if (const std::string m = r["state-memory"].as<std::string>(); m != "auto") {
+    o.state_memory_gib = OptionInRange("state-memory", NumberOption("state-memory", m), 0.0, 1e6);
+  }
+  o.min_gain = OptionInRange("min-gain", r["min-gain"].as<double>(), 0.0, 0.99);
   o.budget = OptionInRange("budget", o.budget, 1, kMaxBudget);
   o.patience = OptionInRange("patience", o.patience, 0, kMaxBudget);
   OneOfOption("strategy", o.strategy, SearchStrategies());
@@ -325,8 +328,10 @@ int Run(int argc, char** argv) {
       "calibration", "run: database to read calibrations from (default --db), e.g. one made by calibrate --device cuda on the target GPU",
       cxxopts::value<std::string>())(
       "out", "profile path (default profiles/<topology>.profile.json)", cxxopts::value<std::string>())(
-      "state-memory", "run: GiB per rank the runtime may keep (EF residuals, PowerSGD state, buckets); 0: no limit",
-      cxxopts::value<double>()->default_value("0"))(
+      "state-memory", "run: GiB per rank the runtime may keep (EF residuals, PowerSGD state, buckets); 0: no limit; "
+      "auto: a quarter of the topology's device memory", cxxopts::value<std::string>()->default_value("auto"))(
+      "min-gain", "run: a lossy codec must predict a step (and a band) this fraction faster than the best lossless "
+      "configuration", cxxopts::value<double>()->default_value("0.05"))(
       "gate-tolerance", "accuracy gate: allowed final-loss increase", cxxopts::value<double>()->default_value("0.01"))(
       "profile", "export: the profile to read", cxxopts::value<std::string>())(
       "format", "export format", cxxopts::value<std::string>()->default_value("json"))(

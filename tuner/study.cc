@@ -1,5 +1,6 @@
 #include "tuner/study.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -8,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +18,7 @@
 #include "core/database.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "core/sizes.h"
 #include "core/timer.h"
 #include "kernels/codec_spec.h"
 #include "tuner/bench_runner.h"
@@ -130,11 +133,14 @@ struct Study {
   // LogCostModel, SetConstraints
   std::string model_note;  // part of a study's settings: a resumed study used the same codec costs
   std::string constraints;
+  double state_limit_gib = 0;  // 0: no limit
   // the gate, OpenOrResume, Search
   std::map<std::string, bool> gate;
   TuneResult res;
   std::map<std::string, double> stored;  // a resumed study's trials: config -> score
   int64_t next_idx = 0;                  // the index the next stored trial takes
+  int64_t evaluated = 0;                 // trials stored so far
+  Objective objective;                   // scores (and stores) one point of the space
 
   static void CheckOptions(const TuneOptions& o) {
     if (o.mode != "model" && o.mode != "measure") throw UsageError(fmt::format("--mode {}: model | measure", o.mode));
@@ -222,13 +228,32 @@ struct Study {
                        o.strategy, o.budget, o.seed);
   }
 
-  // The state-memory limit and the model note: settings a resumed study must share.
+  // The state-memory limit, the lossy-gain threshold and the model note: settings a resumed study
+  // must share.
   void SetConstraints() {
-    if (o.state_memory_gib < 0) throw UsageError("--state-memory must be >= 0 GiB (0: no limit)");
-    constraints = o.state_memory_gib > 0 ? fmt::format("state_memory_gib={}", o.state_memory_gib) : "";
-    const bool memory_limit = !constraints.empty();
+    if (o.state_memory_gib < 0 && o.state_memory_gib != TuneOptions::kAutoStateMemory)
+      throw UsageError("--state-memory must be >= 0 GiB (0: no limit) or auto");
+    if (!(o.min_gain >= 0 && o.min_gain < 1)) throw UsageError("--min-gain must be in [0, 1)");
+    std::string why;
+    if (o.state_memory_gib > 0) {
+      state_limit_gib = o.state_memory_gib;
+      why = "--state-memory";
+    } else if (o.state_memory_gib < 0 && topo.device.memory_gib > 0) {
+      state_limit_gib = topo.device.memory_gib / 4;
+      why = fmt::format("auto: a quarter of the {} GiB of a {}", topo.device.memory_gib, topo.device.name);
+    }
+    constraints = state_limit_gib > 0 ? fmt::format("state_memory_gib={}", state_limit_gib) : "";
+    if (o.min_gain != 0.05) constraints += (constraints.empty() ? "" : ";") + fmt::format("min_gain={}", o.min_gain);
     if (!model_note.empty()) constraints += (constraints.empty() ? "" : ";") + model_note;
-    if (memory_limit) log << fmt::format("constraint: communication state <= {} GiB per rank\n", o.state_memory_gib);
+    if (state_limit_gib > 0)
+      log << fmt::format("constraint: communication state <= {:.4g} GiB per rank ({})\n", state_limit_gib, why);
+    log << fmt::format("constraint: a lossy codec must be >= {:.0f}% faster than the best lossless configuration "
+                       "(--min-gain)\n",
+                       100 * o.min_gain);
+  }
+
+  bool StateFits(const PlanChoice& c) const {
+    return !(state_limit_gib > 0) || CommStateBytes(c, work, topo.ranks()) <= state_limit_gib * (1 << 30);
   }
 
   // Resume a study with the same settings (and constraints) that did not finish, or start one.
@@ -270,8 +295,8 @@ struct Study {
 
   // The search over the space, every trial stored (a resumed study's stored trials are reused).
   SearchResult SearchPlans(Database& db) {
-    int64_t evaluated = next_idx;  // a resumed study appends after its stored trials
-    const Objective objective = [&](const Point& p) {
+    evaluated = next_idx;  // a resumed study appends after its stored trials
+    objective = [this, &db](const Point& p) {
       const std::string config = space.Describe(p);
       if (auto it = stored.find(config); it != stored.end()) {
         ++res.reused;
@@ -280,8 +305,7 @@ struct Study {
       const double t0 = NowSeconds();
       const PlanChoice c = ChoiceOf(space, p);
       const bool ok = gate.at(GateName(c));  // the space proposes only offered combinations: all gated
-      const bool fits =
-          !(o.state_memory_gib > 0) || CommStateBytes(c, work, topo.ranks()) <= o.state_memory_gib * (1 << 30);
+      const bool fits = StateFits(c);
       double score = std::numeric_limits<double>::infinity();
       std::string failure;  // why a measurement failed
       if (ok && !fits) {
@@ -334,12 +358,72 @@ struct Study {
     return sr;
   }
 
-  // The best trial's plan; refuses a study where nothing was feasible.
-  PlanChoice Best(const SearchResult& sr) {
+  static bool Lossless(const PlanChoice& c) { return GateName(c) == "none"; }
+
+  // Whether a lossy plan at lossy_us beats the best lossless one at lossless_us by --min-gain; says why
+  // in the log either way.
+  bool LossyPays(const std::string& what, const std::string& lossy, double lossy_us, const std::string& lossless,
+                 double lossless_us) {
+    if (!std::isfinite(lossless_us)) {
+      log << fmt::format("{}: lossy {} chosen: no lossless configuration is feasible\n", what, lossy);
+      return true;
+    }
+    const double gain = (lossless_us - lossy_us) / lossless_us;
+    const bool pays = gain >= o.min_gain;
+    log << fmt::format("{}: lossy {} at {:.1f} us is {:.1f}% faster than lossless {} at {:.1f} us: {} --min-gain "
+                       "{:.0f}%, {} chosen\n",
+                       what, lossy, lossy_us, 100 * gain, lossless, lossless_us, pays ? ">=" : "<",
+                       100 * o.min_gain, pays ? "lossy" : "lossless");
+    return pays;
+  }
+
+  // The best trial's plan; refuses a study where nothing was feasible. A lossy best must beat the
+  // best lossless trial by --min-gain (that trial is scored here if the search never visited one).
+  PlanChoice Best(SearchResult& sr) {
+    if (std::isfinite(sr.best.score) && !Lossless(ChoiceOf(space, sr.best.point))) {
+      std::optional<Trial> lossless;
+      // The best's lossless twins (its bucket and streams, codec none at fp32, with its algorithm and
+      // with the library's own allreduce), so the comparison is never against a lossless point the
+      // search happened to miss.
+      const auto index_of = [&](int dim, const std::string& v) {
+        const auto& vals = space.dims[static_cast<size_t>(dim)].values;
+        const auto it = std::find(vals.begin(), vals.end(), v);
+        return it == vals.end() ? -1 : static_cast<int>(it - vals.begin());
+      };
+      const int none = index_of(0, "none"), fp32 = index_of(4, "fp32"), nccl = index_of(3, "nccl");
+      if (none >= 0 && fp32 >= 0) {
+        Point twin = sr.best.point;
+        twin[0] = none;
+        twin[4] = fp32;
+        std::vector<Point> twins = {twin};
+        if (nccl >= 0 && twin[3] != nccl) {
+          twins.push_back(twin);
+          twins.back()[3] = nccl;
+        }
+        for (const Point& p : twins) {
+          const std::string config = space.Describe(p);
+          if (std::any_of(sr.trials.begin(), sr.trials.end(),
+                          [&](const Trial& t) { return space.Describe(t.point) == config; }))
+            continue;
+          const Trial t{static_cast<int>(sr.trials.size()), p, objective(p)};
+          sr.trials.push_back(t);
+          log << fmt::format("trial {:>4}: {:>12.1f} us/step  a lossless twin of the best  {}\n", t.index + 1, t.score,
+                             config);
+        }
+      }
+      for (const Trial& t : sr.trials) {
+        if (Lossless(ChoiceOf(space, t.point)) && (!lossless || t.score < lossless->score)) lossless = t;
+      }
+      if (lossless && !LossyPays("step", space.Describe(sr.best.point), sr.best.score, space.Describe(lossless->point),
+                                 lossless->score)) {
+        sr.best = *lossless;
+      }
+    }
     if (!std::isfinite(sr.best.score))
       throw InputError(fmt::format(
           "no configuration is feasible (every trial failed the gate{}, or could not run)",
-          o.state_memory_gib > 0 ? fmt::format(", or needs more than --state-memory {} GiB", o.state_memory_gib) : ""));
+          state_limit_gib > 0 ? fmt::format(", or needs more than {:.4g} GiB of state (--state-memory)", state_limit_gib)
+                              : ""));
     const PlanChoice best = ChoiceOf(space, sr.best.point);
     log << fmt::format("best: {} (communication state {:.2f} GiB per rank)\n", space.Describe(sr.best.point),
                        CommStateBytes(best, work, topo.ranks()) / (1 << 30));
@@ -387,7 +471,8 @@ struct Study {
       rule.max_bytes = hi;
       rule.bucket_bytes = static_cast<uint64_t>(best.bucket_bytes);
       rule.predicted_us = std::numeric_limits<double>::infinity();
-      PlanChoice chosen;
+      PlanChoice chosen, chosen_lossless;
+      ProfileRule lossless_rule = rule;
       for (const auto& codec : space.dims[0].values) {
         for (const auto& s : space.dims[2].values) {
           for (const auto& algo : space.dims[3].values) {
@@ -395,25 +480,34 @@ struct Study {
               PlanChoice c{codec, static_cast<double>(std::max<uint64_t>(rule.bucket_bytes, 1)), std::stoi(s), algo,
                            prec};
               if (auto v = gate.find(GateName(c)); v == gate.end() || !v->second) continue;
-              if (o.state_memory_gib > 0 && CommStateBytes(c, work, topo.ranks()) > o.state_memory_gib * (1 << 30))
-                continue;
+              if (!StateFits(c)) continue;
               bool feasible = false;
               const CommPlan plan = PlanOf(c, topo, &feasible, calp);
               if (!feasible) continue;
               const double us = BucketUs(fabric, topo, plan, size);
-              if (us < rule.predicted_us) {
-                chosen = c;
-                rule.predicted_us = us;
-                rule.codec = codec;
-                rule.streams = c.streams;
-                rule.algo = RuntimeAlgo(c);
-                rule.hierarchy_depth = algo == "hier" ? 2 : 1;
-                rule.precision = prec;
-                rule.gate = GateName(c) == "none" ? "n/a" : "passed";
-              }
+              const auto take = [&](ProfileRule& r, PlanChoice& into) {
+                into = c;
+                r.predicted_us = us;
+                r.codec = codec;
+                r.streams = c.streams;
+                r.algo = RuntimeAlgo(c);
+                r.hierarchy_depth = algo == "hier" ? 2 : 1;
+                r.precision = prec;
+                r.gate = Lossless(c) ? "n/a" : "passed";
+              };
+              if (us < rule.predicted_us) take(rule, chosen);
+              if (Lossless(c) && us < lossless_rule.predicted_us) take(lossless_rule, chosen_lossless);
             }
           }
         }
+      }
+      // The band's lossy choice must pay for its error by --min-gain over the band's best lossless one.
+      if (std::isfinite(rule.predicted_us) && !Lossless(chosen) &&
+          !LossyPays(fmt::format("band [{}, {})", FormatSize(lo), hi ? FormatSize(hi) : "inf"),
+                     GateName(chosen) + " " + rule.algo, rule.predicted_us,
+                     GateName(chosen_lossless) + " " + lossless_rule.algo, lossless_rule.predicted_us)) {
+        rule = lossless_rule;
+        chosen = chosen_lossless;
       }
       // --mode measure: the chosen configuration timed at the band's representative size, as predicted.
       if (meter && std::isfinite(rule.predicted_us)) {
@@ -470,7 +564,7 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
   s.gate = GateAll(db, s.space, o.gate_tolerance, log);
   s.SetConstraints();
   s.OpenOrResume(db);
-  const SearchResult sr = s.SearchPlans(db);
+  SearchResult sr = s.SearchPlans(db);
   const PlanChoice best = s.Best(sr);
   s.DescribeProfile(sr);
   s.PickRules(best);

@@ -24,7 +24,14 @@ struct TuneOptions {
   std::string calibration_db;  // where calibrations are read (empty: db), e.g. one made on a GPU machine
   std::string out;  // profile path; default profiles/<topology>.profile.json
   double gate_tolerance = 0.01;
-  double state_memory_gib = 0;  // > 0: configurations whose CommStateBytes exceed it are infeasible
+  // > 0: configurations whose CommStateBytes exceed it are infeasible; 0: no limit; kAutoStateMemory:
+  // a quarter of the topology's device memory (what a training job can spare beside weights,
+  // gradients and optimizer state), no limit where the topology names none.
+  double state_memory_gib = kAutoStateMemory;
+  static constexpr double kAutoStateMemory = -1;
+  // A lossy configuration is chosen over the best lossless one (codec none at fp32) only when its
+  // predicted time is lower by at least this fraction: 0.05 = 5% faster.
+  double min_gain = 0.05;
 };
 
 struct TuneResult {

@@ -103,7 +103,7 @@ TEST_F(Study, AStateMemoryLimitKeepsErrorFeedbackCodecsOutEvenOverASlowLink) {
   EXPECT_GT(q.ColumnInt(0), 0);
   o.state_memory_gib = 1e-3;  // not even one bucket fits
   EXPECT_THROW(RunStudy(o, log_), InputError);
-  o.state_memory_gib = -1;
+  o.state_memory_gib = -5;
   EXPECT_THROW(RunStudy(o, log_), UsageError);
 }
 
@@ -292,6 +292,31 @@ TEST_F(Study, AGpuCalibrationDrivesTheCodecCostsOfItsTopology) {
   EXPECT_NE(other.str().find("codecs at the topology's memory bandwidth"), std::string::npos) << other.str();
   o.calibration_db = (dir_ / "missing.db").string();
   EXPECT_THROW(RunStudy(o, other), InputError);
+}
+
+}  // namespace
+}  // namespace ciuic
+
+namespace ciuic {
+namespace {
+
+// --min-gain: a lossy codec that wins over a slow link is chosen while its predicted gain over the
+// best lossless configuration reaches the threshold; above its gain the lossless one is, and the log
+// says why each time.
+TEST_F(Study, ALossyCodecMustBeatLosslessByTheMinimumGain) {
+  TuneOptions o = Options(WithNics(1.0), 4);
+  o.min_gain = 0;
+  const TuneResult lossy = RunStudy(o, log_);
+  EXPECT_NE(lossy.profile.RuleFor(uint64_t{1} << 30).codec, "none");
+  o.min_gain = 0.999;  // no codec is 1000x faster
+  std::ostringstream why;
+  const TuneResult lossless = RunStudy(o, why);
+  for (const auto& rule : lossless.profile.rules) {
+    EXPECT_EQ(rule.codec, "none") << rule.min_bytes;
+    EXPECT_EQ(rule.precision, "fp32") << rule.min_bytes;
+  }
+  EXPECT_NE(why.str().find("< --min-gain 100%, lossless chosen"), std::string::npos) << why.str();
+  EXPECT_LE(lossy.profile.step_us, lossless.profile.step_us);
 }
 
 }  // namespace
