@@ -260,6 +260,7 @@ Database::Database(const std::string& path) : path_(path) {
       for (const char* suffix : {"-wal", "-shm"})
         if (!std::filesystem::exists(path + suffix, ec)) made.push_back(path + suffix);
       Open(SQLITE_OPEN_READONLY);
+      RollBackHotJournal();
       try {
         Inspect();
       } catch (const InputError&) {
@@ -296,6 +297,24 @@ void Database::Open(int flags) {
   }
   // Before anything else: every later statement may meet another writer's lock.
   sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+}
+
+// ciuic writes outside WAL only while giving a new file its schema and switching it to WAL. A ciuic
+// killed then leaves a hot rollback journal, which a read-only connection cannot roll back
+// (SQLITE_READONLY_ROLLBACK): every later open would fail. The first read on a read-write connection
+// restores the file's last committed state (for a new file: empty), as any SQLite opener would; the
+// raw header was already checked, so only a file that claims to be ciuic's gets here.
+void Database::RollBackHotJournal() {
+  if (sqlite3_exec(db_, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr) == SQLITE_OK ||
+      sqlite3_extended_errcode(db_) != SQLITE_READONLY_ROLLBACK)
+    return;  // other errors are Inspect's to name
+  sqlite3_close(db_);
+  db_ = nullptr;
+  Open(SQLITE_OPEN_READWRITE);
+  Exec("SELECT count(*) FROM sqlite_master");
+  sqlite3_close(db_);
+  db_ = nullptr;
+  Open(SQLITE_OPEN_READONLY);
 }
 
 void Database::Refuse(const std::string& why) const {

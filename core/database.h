@@ -5,6 +5,8 @@
 // or inconsistent file and a newer schema are refused and left byte-identical. Then, in one BEGIN
 // IMMEDIATE transaction, a new file gets its schema and an older one is migrated after a copy of it is
 // kept beside it (name.vN.bak), so concurrent first openers wait instead of racing. WAL, busy_timeout.
+// A hot rollback journal (a ciuic killed while creating the file) is rolled back before the
+// inspection, which a read-only connection cannot do.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -77,6 +79,7 @@ class Database {
     int64_t tables = 0;
   };
   void Open(int flags);
+  void RollBackHotJournal();
   [[noreturn]] void Refuse(const std::string& why) const;
   Header ReadHeader() const;
   void CheckHeader(const Header& h) const;
