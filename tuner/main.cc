@@ -187,6 +187,8 @@ int RunTune(const cxxopts::ParseResult& r) {
     o.state_memory_gib = OptionInRange("state-memory", NumberOption("state-memory", m), 0.0, 1e6);
   }
   o.min_gain = OptionInRange("min-gain", r["min-gain"].as<double>(), 0.0, 0.99);
+  o.target = r["target"].as<std::string>();
+  OneOfOption("target", o.target, TuneTargets());
   o.budget = OptionInRange("budget", o.budget, 1, kMaxBudget);
   o.patience = OptionInRange("patience", o.patience, 0, kMaxBudget);
   OneOfOption("strategy", o.strategy, SearchStrategies());
@@ -330,6 +332,8 @@ int Run(int argc, char** argv) {
       "out", "profile path (default profiles/<topology>.profile.json)", cxxopts::value<std::string>())(
       "state-memory", "run: GiB per rank the runtime may keep (EF residuals, PowerSGD state, buckets); 0: no limit; "
       "auto: a quarter of the topology's device memory", cxxopts::value<std::string>()->default_value("auto"))(
+      "target", "run: the consumer to tune for: ciuic | ddp | nccl | deepspeed | horovod (only what it can run)",
+      cxxopts::value<std::string>()->default_value("ciuic"))(
       "min-gain", "run: a lossy codec must predict a step (and a band) this fraction faster than the best lossless "
       "configuration", cxxopts::value<double>()->default_value("0.05"))(
       "gate-tolerance", "accuracy gate: allowed final-loss increase", cxxopts::value<double>()->default_value("0.01"))(

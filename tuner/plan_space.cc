@@ -137,4 +137,18 @@ double ModelStepUs(const PlanChoice& c, const Topology& t, const Workload& w, in
   return StepScore(ScheduleStep(w, t, EffectiveFabric(t), plan, batch));
 }
 
+std::vector<std::string> TuneTargets() { return {"ciuic", "ddp", "nccl", "deepspeed", "horovod"}; }
+
+bool TargetRuns(const std::string& target, const PlanChoice& c) {
+  const CodecKind k = ParseCodec(c.codec).kind;
+  if (target == "ciuic") return true;
+  if (c.streams != 1) return false;  // no other consumer runs several ciuic streams
+  if (target == "ddp") return c.algo == "nccl" || c.algo == "ring";
+  if (target == "nccl") return c.algo == "nccl" && k == CodecKind::kNone && c.precision == "fp32";
+  if (target == "deepspeed")
+    return (c.algo == "nccl" && k == CodecKind::kNone) || (c.algo == "ring" && k == CodecKind::kSign1);
+  if (target == "horovod") return c.algo == "nccl" && k == CodecKind::kNone && c.precision != "bf16";
+  return false;
+}
+
 }  // namespace ciuic

@@ -56,4 +56,15 @@ double CommStateBytes(const PlanChoice& c, const Workload& w, int ranks);
 double ModelStepUs(const PlanChoice& c, const Topology& t, const Workload& w, int batch,
                    const Calibration* cal = nullptr);
 
+// Consumers a study can tune for (ciuic-tune run --target): the configurations each can run.
+//   ciuic      the ciuic runtime: everything the topology offers
+//   ddp        PyTorch DDP with ciuic's comm hook (python/ciuic): any codec over the process group
+//              (the library's allreduce, or the ring pattern of encoded payloads), one stream
+//   nccl       NCCL alone (environment, tuner plugin): its own uncompressed allreduce at fp32
+//   deepspeed  its allreduce with communication_data_type fp32/fp16/bf16, or 1-bit Adam (sign1 with
+//              the two-phase error-compensated exchange), one stream
+//   horovod    its allreduce at fp32, or fp16 (hvd.Compression.fp16), one stream
+std::vector<std::string> TuneTargets();
+bool TargetRuns(const std::string& target, const PlanChoice& c);
+
 }  // namespace ciuic

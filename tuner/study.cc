@@ -145,6 +145,9 @@ struct Study {
   static void CheckOptions(const TuneOptions& o) {
     if (o.mode != "model" && o.mode != "measure") throw UsageError(fmt::format("--mode {}: model | measure", o.mode));
     if (o.budget < 1) throw UsageError(fmt::format("--budget {} must be at least 1", o.budget));
+    const auto targets = TuneTargets();
+    if (std::find(targets.begin(), targets.end(), o.target) == targets.end())
+      throw UsageError(fmt::format("--target {}: ciuic | ddp | nccl | deepspeed | horovod", o.target));
   }
 
   // Topology, workload, and the space of plans the topology offers.
@@ -152,6 +155,11 @@ struct Study {
     topo = LoadTopology(o.topology, o.nodes);
     work = LoadWorkload(o.workload);
     space = AllReducePlanSpace(topo);
+    if (o.target != "ciuic") {
+      space.valid = [plain = space, target = o.target](const Point& p) {
+        return plain.Valid(p) && TargetRuns(target, ChoiceOf(plain, p));
+      };
+    }
     batch = work.default_batch;
   }
 
@@ -243,6 +251,10 @@ struct Study {
       why = fmt::format("auto: a quarter of the {} GiB of a {}", topo.device.memory_gib, topo.device.name);
     }
     constraints = state_limit_gib > 0 ? fmt::format("state_memory_gib={}", state_limit_gib) : "";
+    if (o.target != "ciuic") {
+      constraints += std::string(constraints.empty() ? "" : ";") + "target=" + o.target;
+      log << fmt::format("constraint: only configurations {} can run (--target {})\n", o.target, o.target);
+    }
     if (o.min_gain != 0.05) constraints += (constraints.empty() ? "" : ";") + fmt::format("min_gain={}", o.min_gain);
     if (!model_note.empty()) constraints += (constraints.empty() ? "" : ";") + model_note;
     if (state_limit_gib > 0)
@@ -402,7 +414,7 @@ struct Study {
         }
         for (const Point& p : twins) {
           const std::string config = space.Describe(p);
-          if (std::any_of(sr.trials.begin(), sr.trials.end(),
+          if (!space.Valid(p) || std::any_of(sr.trials.begin(), sr.trials.end(),
                           [&](const Trial& t) { return space.Describe(t.point) == config; }))
             continue;
           const Trial t{static_cast<int>(sr.trials.size()), p, objective(p)};
@@ -463,6 +475,11 @@ struct Study {
   // the band's representative size, with the study's bucket size.
   void PickRules(const PlanChoice& best) {
     const Fabric fabric = EffectiveFabric(topo);
+    // A band may go lossy only when the step does: per message a codec can win while the step,
+    // its communication hidden behind compute, gains less than --min-gain from it.
+    const bool lossy_allowed = !Lossless(best);
+    if (!lossy_allowed)
+      log << "bands: lossless only (the step's best is lossless: no lossy codec pays --min-gain per step)\n";
     for (const auto& [lo, hi] : SizeBands()) {
       const double size =
           hi ? std::sqrt(std::max<double>(lo, 4096) * static_cast<double>(hi)) : 4.0 * static_cast<double>(lo);
@@ -480,7 +497,8 @@ struct Study {
               PlanChoice c{codec, static_cast<double>(std::max<uint64_t>(rule.bucket_bytes, 1)), std::stoi(s), algo,
                            prec};
               if (auto v = gate.find(GateName(c)); v == gate.end() || !v->second) continue;
-              if (!StateFits(c)) continue;
+              if (!StateFits(c) || !TargetRuns(o.target, c)) continue;
+              if (!lossy_allowed && !Lossless(c)) continue;
               bool feasible = false;
               const CommPlan plan = PlanOf(c, topo, &feasible, calp);
               if (!feasible) continue;

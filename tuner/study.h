@@ -32,6 +32,7 @@ struct TuneOptions {
   // A lossy configuration is chosen over the best lossless one (codec none at fp32) only when its
   // predicted time is lower by at least this fraction: 0.05 = 5% faster.
   double min_gain = 0.05;
+  std::string target = "ciuic";  // TuneTargets(): search only what that consumer can run
 };
 
 struct TuneResult {

@@ -321,3 +321,29 @@ TEST_F(Study, ALossyCodecMustBeatLosslessByTheMinimumGain) {
 
 }  // namespace
 }  // namespace ciuic
+
+namespace ciuic {
+namespace {
+
+// --target: the profile is the best one for that consumer, never a choice it cannot run.
+TEST_F(Study, ATargetOnlyGetsWhatItsConsumerCanRun) {
+  for (const std::string target : {"nccl", "horovod", "deepspeed", "ddp"}) {
+    TuneOptions o = Options(WithNics(1.0), 4);
+    o.target = target;
+    o.min_gain = 0;
+    const TuneResult r = RunStudy(o, log_);
+    for (const auto& rule : r.profile.rules) {
+      PlanChoice c{rule.codec, static_cast<double>(rule.bucket_bytes), rule.streams,
+                   rule.algo == "sign2" || rule.algo == "sparse" || rule.algo == "powersgd" ? "ring" : rule.algo,
+                   rule.precision};
+      EXPECT_TRUE(TargetRuns(target, c)) << target << ": " << rule.min_bytes << " " << GateName(c) << " " << rule.algo;
+    }
+    if (target == "nccl") EXPECT_EQ(r.profile.RuleFor(uint64_t{1} << 30).codec, "none");
+  }
+  TuneOptions bad = Options(WithNics(1.0), 4);
+  bad.target = "mxnet";
+  EXPECT_THROW(RunStudy(bad, log_), UsageError);
+}
+
+}  // namespace
+}  // namespace ciuic
