@@ -173,7 +173,98 @@ NcclTunerChoice NcclTunerChoiceFor(const ProfileRule& r, int nodes) {
 
 std::vector<std::string> ExportFormats() { return {"json", "nccl-env", "nccl-tuner", "ddp", "deepspeed", "horovod"}; }
 
+namespace {
+
+std::string BandName(const ProfileRule& r) {
+  return fmt::format("band [{}, {})", FormatSize(r.min_bytes), r.max_bytes ? FormatSize(r.max_bytes) : "inf");
+}
+
+std::string ExportBody(const Profile& p, const std::string& format);
+
+}  // namespace
+
+std::vector<std::string> UnexpressedChoices(const Profile& p, const std::string& format) {
+  std::vector<std::string> out;
+  if (format == "json" || p.rules.empty()) return out;
+  const ProfileRule& big = p.rules.back();
+  const auto same = [](const ProfileRule& a, const ProfileRule& b) {
+    return a.algo == b.algo && a.codec == b.codec && a.precision == b.precision;
+  };
+  if (format == "nccl-tuner") {
+    // Per band; only the bands whose choice is more than NCCL's own uncompressed allreduce are lost.
+    for (const auto& r : p.rules) {
+      const NcclTunerChoice c = NcclTunerChoiceFor(r, p.nodes);
+      if (c.algo.empty() && (r.codec != "none" || r.precision != "fp32" || r.algo != "nccl"))
+        out.push_back(fmt::format("{}: {} {} {}: {}", BandName(r), r.algo, r.codec, r.precision, c.why));
+    }
+    return out;
+  }
+  // The other formats set global values: the largest band's choice (what gradient buckets look like).
+  for (const auto& r : p.rules) {
+    if (&r == &big || same(r, big)) continue;
+    out.push_back(fmt::format("{}: {} codec {} in {}: {} settings are global; the largest band's choice ({} codec {} "
+                              "in {}) applies to every size",
+                              BandName(r), r.algo, r.codec, r.precision, format, big.algo, big.codec, big.precision));
+  }
+  const CodecKind k = ParseCodec(big.codec).kind;
+  const std::string band = BandName(big);
+  const bool dedicated_algo = big.algo != "nccl" && big.algo != "ring" && big.algo != "rd";
+  if (format == "nccl-env") {
+    if (k != CodecKind::kNone)
+      out.push_back(fmt::format("{}: codec {}: NCCL cannot compress (the ciuic runtime or its DDP hook runs it)", band,
+                                big.codec));
+    if (big.precision != "fp32")
+      out.push_back(fmt::format("{}: reduction in {}: NCCL has no variable for it (the framework casts)", band,
+                                big.precision));
+    if (dedicated_algo)
+      out.push_back(fmt::format("{}: algorithm {} is ciuic's; NCCL_ALGO=Ring stands in", band, big.algo));
+  } else if (format == "ddp") {
+    const bool builtin = k == CodecKind::kNone || k == CodecKind::kFp16 || k == CodecKind::kBf16 ||
+                         k == CodecKind::kPowerSgd;
+    if (!builtin)
+      out.push_back(fmt::format("{}: codec {}: PyTorch has no built-in hook for it (python/ciuic's comm_hook runs "
+                                "it: ciuic.torch.comm_hook(profile))",
+                                band, big.codec));
+    if (big.algo == "rd" || big.algo == "hier")
+      out.push_back(fmt::format("{}: algorithm {}: DDP's process group runs its own allreduce", band, big.algo));
+  } else if (format == "deepspeed") {
+    if (k != CodecKind::kNone && k != CodecKind::kSign1 && k != CodecKind::kFp16 && k != CodecKind::kBf16)
+      out.push_back(fmt::format("{}: codec {}: DeepSpeed has no such gradient compression", band, big.codec));
+    if (big.algo == "rd" || big.algo == "hier" || big.algo == "sparse" || big.algo == "powersgd")
+      out.push_back(fmt::format("{}: algorithm {}: DeepSpeed's allreduce is NCCL's", band, big.algo));
+  } else if (format == "horovod") {
+    if (big.precision == "bf16" || k == CodecKind::kBf16)
+      out.push_back(fmt::format("{}: bf16: Horovod's built-in compression has fp16 only", band));
+    else if (k != CodecKind::kNone && k != CodecKind::kFp16)
+      out.push_back(fmt::format("{}: codec {}: Horovod has no such compression", band, big.codec));
+    if (dedicated_algo && big.algo != "hier")
+      out.push_back(fmt::format("{}: algorithm {} is ciuic's; Horovod runs its own allreduce", band, big.algo));
+  }
+  if (!out.empty() && k != CodecKind::kNone && format != "nccl-tuner")
+    out.push_back(fmt::format("{}: the bucket size (and Horovod's cycle time) were tuned with codec {}: ciuic-tune run "
+                              "--target {} tunes them for what {} can run",
+                              band, big.codec, format == "nccl-env" ? "nccl" : format, format));
+  return out;
+}
+
 std::string ExportProfile(const Profile& p, const std::string& format) {
+  std::string body = ExportBody(p, format);
+  const std::vector<std::string> lost = UnexpressedChoices(p, format);
+  if (lost.empty()) return body;
+  if (format == "deepspeed") {
+    json j = json::parse(body);
+    j["_ciuic_not_expressed"] = lost;
+    return j.dump(2) + "\n";
+  }
+  body += fmt::format("# not expressed by {} ({} choice(s) of the profile; ciuic-tune export --strict refuses):\n",
+                      format, lost.size());
+  for (const auto& l : lost) body += "#   " + l + "\n";
+  return body;
+}
+
+namespace {
+
+std::string ExportBody(const Profile& p, const std::string& format) {
   const ProfileRule& big = p.rules.back();  // the largest band: what gradient buckets look like
   const CodecSpec codec = ParseCodec(big.codec);
   const std::string head = fmt::format("ciuic-tune export {}: topology {} ({}), workload {}, study {}, {} mode", format,
@@ -305,5 +396,7 @@ std::string ExportProfile(const Profile& p, const std::string& format) {
   for (const auto& f : ExportFormats()) known += (known.empty() ? "" : " ") + f;
   throw UsageError(fmt::format("unknown export format '{}' ({})", format, known));
 }
+
+}  // namespace
 
 }  // namespace ciuic

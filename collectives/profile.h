@@ -75,6 +75,10 @@ NcclTunerChoice NcclTunerChoiceFor(const ProfileRule& r, int nodes);
 
 // json | nccl-env | nccl-tuner | ddp | deepspeed | horovod
 std::vector<std::string> ExportFormats();
+// The export text. Every choice of the profile the format's consumer cannot express is listed in it
+// (comments; a "_ciuic_not_expressed" list in deepspeed's JSON) and returned by UnexpressedChoices,
+// one line each ("band [256M, inf): codec sign1: ..."), never dropped silently.
 std::string ExportProfile(const Profile& p, const std::string& format);
+std::vector<std::string> UnexpressedChoices(const Profile& p, const std::string& format);
 
 }  // namespace ciuic

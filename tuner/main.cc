@@ -299,7 +299,16 @@ int Export(const cxxopts::ParseResult& r) {
   if (!r.count("profile")) throw UsageError("export: --profile FILE is required");
   OneOfOption("format", r["format"].as<std::string>(), ExportFormats());
   const Profile p = LoadProfile(r["profile"].as<std::string>());
-  std::cout << ExportProfile(p, r["format"].as<std::string>());
+  const std::string format = r["format"].as<std::string>();
+  const std::vector<std::string> lost = UnexpressedChoices(p, format);
+  if (!lost.empty() && r["strict"].as<bool>()) {
+    std::string all;
+    for (const auto& l : lost) all += (all.empty() ? "" : "; ") + l;
+    throw InputError(fmt::format("export --strict: {} cannot express {} choice(s) of {}: {}", format, lost.size(),
+                                 r["profile"].as<std::string>(), all));
+  }
+  std::cout << ExportProfile(p, format);
+  for (const auto& l : lost) LogInfo("export {}: not expressed: {}", format, l);
   return 0;
 }
 
@@ -339,6 +348,8 @@ int Run(int argc, char** argv) {
       "gate-tolerance", "accuracy gate: allowed final-loss increase", cxxopts::value<double>()->default_value("0.01"))(
       "profile", "export: the profile to read", cxxopts::value<std::string>())(
       "format", "export format", cxxopts::value<std::string>()->default_value("json"))(
+      "strict", "export: exit 1 when the format cannot express a choice of the profile (default: listed, exit 0)",
+      cxxopts::value<bool>()->default_value("false"))(
       "published", "topologies: published figures (default profiles/published/nccl_tests.json)", cxxopts::value<std::string>())(
       "device", "calibrate: cpu | cuda", cxxopts::value<std::string>())(
       "ranks", "calibrate/validate: local rank counts, e.g. 2,3,4", cxxopts::value<std::string>())(

@@ -347,3 +347,42 @@ TEST_F(Study, ATargetOnlyGetsWhatItsConsumerCanRun) {
 
 }  // namespace
 }  // namespace ciuic
+
+namespace ciuic {
+namespace {
+
+// Exports say what they do: each choice a format cannot express is listed in the export itself (and
+// returned for stderr / --strict), never dropped; a profile a format can express fully lists none.
+TEST(Exports, WhatAFormatCannotExpressIsListedNotDropped) {
+  const Profile p = LoadProfile(ProfilesDir() + "/dgx_a100.profile.json");  // bf16 band, sign1 above 256M
+  for (const auto& format : ExportFormats()) {
+    const auto lost = UnexpressedChoices(p, format);
+    const std::string text = ExportProfile(p, format);
+    if (format == "json") {
+      EXPECT_TRUE(lost.empty());
+      continue;
+    }
+    EXPECT_FALSE(lost.empty()) << format;
+    for (const auto& l : lost) {
+      // deepspeed's JSON escapes nothing in these lines; the others carry them as comments
+      EXPECT_NE(text.find(l), std::string::npos) << format << ": " << l;
+    }
+    if (format != "nccl-tuner") {
+      EXPECT_NE(std::find_if(lost.begin(), lost.end(),
+                             [](const std::string& l) { return l.find("[16M, 256M)") != std::string::npos; }),
+                lost.end())
+          << format << ": the bf16 band must be listed";
+    }
+  }
+  // A profile of NCCL's uncompressed allreduce in every band: every consumer expresses it.
+  Profile plain = p;
+  for (auto& r : plain.rules) {
+    r.algo = "nccl";
+    r.codec = "none";
+    r.precision = "fp32";
+  }
+  for (const auto& format : ExportFormats()) EXPECT_TRUE(UnexpressedChoices(plain, format).empty()) << format;
+}
+
+}  // namespace
+}  // namespace ciuic
