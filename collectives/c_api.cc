@@ -1,14 +1,27 @@
-// The C API (ciuic.h) over ciuic::Runtime: exceptions become status codes and a per-thread message.
+// The C API (ciuic.h) over ciuic::Runtime, the codecs and the profile reader: exceptions become
+// status codes and a per-thread message. Built into the static ciuic_collectives and, with only the
+// ciuic_* symbols exported, into libciuic.so (the Python package loads that through ctypes).
 #include "collectives/ciuic.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "collectives/algorithms/hops.h"
 #include "collectives/backends/local/communicator.h"
+#include "collectives/profile.h"
 #include "collectives/runtime.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "kernels/codec.h"
+#include "kernels/codec_kernels.h"
 #if CIUIC_HAVE_MPI
+#include <mpi.h>
+
 #include "collectives/backends/mpi/communicator.h"
 #endif
 
@@ -18,6 +31,17 @@ struct ciuic_comm {
 };
 struct ciuic_runtime {
   std::unique_ptr<ciuic::Runtime> rt;
+};
+struct ciuic_codec {
+  ciuic::Codec codec;
+};
+struct ciuic_codec_state {
+  ciuic::Codec codec;  // the codec it was made for (its name and buffer shapes are checked on use)
+  size_t n;
+  ciuic::CodecState st;
+};
+struct ciuic_profile {
+  ciuic::Profile profile;
 };
 
 namespace {
@@ -45,6 +69,182 @@ ciuic_status_t Guard(F&& f) {
 void Require(const void* p, const char* what) {
   if (!p) throw ciuic::UsageError(std::string(what) + " is null");
 }
+
+// ---- codec state bytes --------------------------------------------------------------------------
+constexpr char kStateMagic[8] = {'C', 'I', 'U', 'I', 'C', 'C', 'S', 'T'};
+constexpr uint32_t kStateVersion = 1;
+constexpr uint64_t kMaxCodecName = 256;
+
+// The floats of each buffer a codec state keeps for n elements (what Codec::Prepare makes).
+struct StateShape {
+  size_t residual, q;
+};
+StateShape ShapeOf(const ciuic::Codec& codec, size_t n) {
+  StateShape s{0, 0};
+  if (n == 0) return s;
+  if (ciuic::CodecHasResidual(codec.spec())) s.residual = n;
+  if (codec.spec().kind == ciuic::CodecKind::kPowerSgd)
+    s.q = std::max<size_t>(ciuic::PowerSgdView(n).cols * static_cast<size_t>(codec.spec().rank), 1);
+  return s;
+}
+
+void Put(std::vector<uint8_t>& out, const void* p, size_t bytes) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  out.insert(out.end(), b, b + bytes);
+}
+
+// `floats` of the buffer, or none when it was never made.
+void PutBuffer(std::vector<uint8_t>& out, const ciuic::Buffer& b, size_t floats) {
+  const uint64_t n = b.bytes() && b.bytes() >= floats * 4 ? floats : 0;
+  Put(out, &n, 8);
+  if (!n) return;
+  const size_t at = out.size();
+  out.resize(at + n * 4);
+  ciuic::CopyBytes(out.data() + at, ciuic::MemoryKind::kHost, b.data(), b.kind(), n * 4);
+}
+
+std::vector<uint8_t> SaveState(const ciuic_codec_state& s) {
+  std::vector<uint8_t> out;
+  Put(out, kStateMagic, 8);
+  const uint32_t head[2] = {kStateVersion, 0};
+  Put(out, head, sizeof head);
+  const std::string name = s.codec.Name();
+  const uint64_t len = name.size(), rec[2] = {s.n, s.st.step};
+  Put(out, &len, 8);
+  Put(out, name.data(), name.size());
+  Put(out, rec, sizeof rec);
+  const StateShape shape = ShapeOf(s.codec, s.n);
+  PutBuffer(out, s.st.residual, shape.residual);
+  PutBuffer(out, s.st.q, shape.q);
+  return out;
+}
+
+// Sequential reads of saved state bytes; every read is held to the bytes left first, failures name
+// the field and its offset.
+class StateBytes {
+ public:
+  StateBytes(const void* data, size_t size) : p_(static_cast<const uint8_t*>(data)), size_(size) {}
+  size_t left() const { return size_ - pos_; }
+  [[noreturn]] void Fail(const std::string& what) const {
+    throw ciuic::InputError(fmt::format("codec state bytes: {}", what));
+  }
+  void Read(void* dst, size_t bytes, std::string_view field) {
+    if (bytes > left())
+      Fail(fmt::format("truncated: {} needs {} bytes at offset {}, {} are left", field, bytes, pos_, left()));
+    std::memcpy(dst, p_ + pos_, bytes);
+    pos_ += bytes;
+  }
+  template <class T>
+  T Get(std::string_view field) {
+    T v{};
+    Read(&v, sizeof v, field);
+    return v;
+  }
+
+ private:
+  const uint8_t* p_;
+  size_t size_, pos_ = 0;
+};
+
+ciuic::Buffer ReadFloats(StateBytes& in, const char* field, size_t expected, const ciuic_codec_state& s) {
+  const auto n = in.Get<uint64_t>(std::string(field) + " length");
+  if (n == 0) return ciuic::Buffer();
+  if (n != expected)
+    in.Fail(fmt::format("{} holds {} floats where codec {} keeps {} for a state of {} elements", field, n,
+                        s.codec.Name(), expected, s.n));
+  if (n > in.left() / 4) in.Fail(fmt::format("truncated: {} claims {} floats, {} bytes are left", field, n, in.left()));
+  std::vector<float> host(n);
+  in.Read(host.data(), n * 4, field);
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(host[i])) in.Fail(fmt::format("{}[{}] is {}: a loaded state must be finite", field, i, host[i]));
+  ciuic::Buffer b(n * 4, ciuic::MemoryKind::kHost);
+  std::memcpy(b.data(), host.data(), n * 4);
+  return b;
+}
+
+ciuic::CodecState LoadState(const ciuic_codec_state& s, const void* data, size_t size) {
+  StateBytes in(data, size);
+  char magic[8];
+  if (in.left() < sizeof magic) throw ciuic::InputError("codec state bytes: too short to be a ciuic codec state");
+  in.Read(magic, sizeof magic, "magic");
+  if (std::memcmp(magic, kStateMagic, sizeof magic) != 0)
+    throw ciuic::InputError("codec state bytes: not a ciuic codec state (magic)");
+  const auto version = in.Get<uint32_t>("format version");
+  if (version == 0) in.Fail("format version 0 does not exist (the first is 1): the bytes are corrupt");
+  if (version > kStateVersion)
+    in.Fail(fmt::format("format {} is newer than this build reads (up to {})", version, kStateVersion));
+  if (in.Get<uint32_t>("reserved word") != 0) in.Fail("the reserved word after the version is not 0");
+  const auto len = in.Get<uint64_t>("codec name length");
+  if (len > kMaxCodecName) in.Fail(fmt::format("codec name length {} exceeds {}", len, kMaxCodecName));
+  std::string name(len, '\0');
+  in.Read(name.data(), len, "codec name");
+  if (name != s.codec.Name()) {
+    std::string printable;
+    for (const unsigned char c : name) printable += c >= 0x20 && c < 0x7f ? std::string(1, static_cast<char>(c))
+                                                                          : fmt::format("\\x{:02x}", c);
+    in.Fail(fmt::format("saved for codec {}, this state is for {}", printable, s.codec.Name()));
+  }
+  const auto count = in.Get<uint64_t>("count");
+  if (count != s.n)
+    in.Fail(fmt::format("saved for {} elements, this state is for {} (another bucket layout or model?)", count, s.n));
+  ciuic::CodecState st;
+  st.step = in.Get<uint64_t>("step");
+  st.count = count;
+  const StateShape shape = ShapeOf(s.codec, s.n);
+  st.residual = ReadFloats(in, "residual", shape.residual, s);
+  st.q = ReadFloats(in, "Q", shape.q, s);
+  if (in.left() != 0) in.Fail(fmt::format("{} byte{} follow the state", in.left(), in.left() == 1 ? "" : "s"));
+  return st;
+}
+
+void CheckState(const ciuic_codec* codec, const ciuic_codec_state* state, size_t n) {
+  if (!state) return;
+  if (state->codec.Name() != codec->codec.Name())
+    throw ciuic::UsageError(fmt::format("the codec state was made for codec {}, not {}", state->codec.Name(),
+                                        codec->codec.Name()));
+  if (state->n != n)
+    throw ciuic::UsageError(fmt::format("the codec state was made for {} elements, not {}", state->n, n));
+}
+
+void CheckWire(const ciuic_codec* codec, size_t n, size_t wire_bytes, const char* what) {
+  const size_t want = codec->codec.WireBytes(n);
+  if (wire_bytes != want)
+    throw ciuic::UsageError(fmt::format("{}: {} bytes given, codec {} encodes {} elements in {}", what, wire_bytes,
+                                        codec->codec.Name(), n, want));
+}
+
+size_t ChunkAlign(const ciuic::Codec& c) {
+  const ciuic::CodecKind k = c.spec().kind;
+  return ciuic::CodecIsBlockScaled(k) || k == ciuic::CodecKind::kSign1 ? c.spec().block : 1;
+}
+
+void CopyOut(char* dst, size_t cap, const std::string& s, const char* field) {
+  if (s.size() + 1 > cap)
+    throw ciuic::InputError(fmt::format("profile rule {} '{}' is longer than the {} bytes ciuic_rule_t holds", field, s,
+                                        cap - 1));
+  std::memcpy(dst, s.c_str(), s.size() + 1);
+}
+
+void FillRule(const ciuic::ProfileRule& r, ciuic_rule_t* out) {
+  ciuic_rule_t x{};
+  CopyOut(x.op, sizeof x.op, r.op, "op");
+  CopyOut(x.algo, sizeof x.algo, r.algo, "algo");
+  CopyOut(x.codec, sizeof x.codec, ciuic::CodecName(ciuic::ParseCodec(r.codec)), "codec");
+  CopyOut(x.precision, sizeof x.precision, r.precision, "precision");
+  CopyOut(x.gate, sizeof x.gate, r.gate, "gate");
+  x.min_bytes = r.min_bytes;
+  x.max_bytes = r.max_bytes;
+  x.bucket_bytes = r.bucket_bytes;
+  x.streams = r.streams;
+  x.hierarchy_depth = r.hierarchy_depth;
+  x.predicted_us = r.predicted_us;
+  x.measured_us = r.measured_us;
+  *out = x;
+}
+
+#if CIUIC_HAVE_MPI
+bool g_mpi_ours = false;  // ciuic_mpi_init initialised MPI (so ciuic_mpi_finalize ends it)
+#endif
 
 }  // namespace
 
@@ -150,6 +350,319 @@ ciuic_status_t ciuic_runtime_counters(const ciuic_runtime_t* rt, double* wire_by
     Require(rt, "runtime");
     if (wire_bytes) *wire_bytes = rt->rt->counters().wire_bytes;
     if (raw_bytes) *raw_bytes = rt->rt->counters().raw_bytes;
+  });
+}
+
+#if CIUIC_HAVE_MPI
+ciuic_status_t ciuic_mpi_init(int* provided) {
+  return Guard([&] {
+    int inited = 0, finalized = 0, level = MPI_THREAD_SINGLE;
+    MPI_Finalized(&finalized);
+    if (finalized) throw ciuic::RuntimeError("MPI was already finalized in this process");
+    MPI_Initialized(&inited);
+    if (!inited) {
+      // MULTIPLE: a framework may reduce from a thread other than the one that initialised MPI.
+      if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &level) != MPI_SUCCESS)
+        throw ciuic::RuntimeError("MPI_Init_thread failed");
+      g_mpi_ours = true;
+    } else {
+      MPI_Query_thread(&level);
+    }
+    if (provided) *provided = level;
+  });
+}
+
+ciuic_status_t ciuic_mpi_finalize(void) {
+  return Guard([&] {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (g_mpi_ours && !finalized) MPI_Finalize();
+    g_mpi_ours = false;
+  });
+}
+#else
+ciuic_status_t ciuic_mpi_init(int*) {
+  return Guard([] { throw ciuic::UsageError("this build has no MPI"); });
+}
+ciuic_status_t ciuic_mpi_finalize(void) {
+  return Guard([] { throw ciuic::UsageError("this build has no MPI"); });
+}
+#endif
+
+// ---- codecs ---------------------------------------------------------------------------------------
+
+ciuic_status_t ciuic_codec_create(const char* spec, ciuic_codec_t** out) {
+  return Guard([&] {
+    Require(spec, "spec");
+    Require(out, "out");
+    *out = new ciuic_codec{ciuic::Codec(ciuic::ParseCodec(spec))};
+  });
+}
+
+void ciuic_codec_destroy(ciuic_codec_t* codec) { delete codec; }
+
+ciuic_status_t ciuic_codec_name(const ciuic_codec_t* codec, char* buf, size_t cap) {
+  return Guard([&] {
+    Require(codec, "codec");
+    Require(buf, "buf");
+    const std::string name = codec->codec.Name();
+    if (name.size() + 1 > cap)
+      throw ciuic::UsageError(fmt::format("codec name '{}' needs {} bytes, {} given", name, name.size() + 1, cap));
+    std::memcpy(buf, name.c_str(), name.size() + 1);
+  });
+}
+
+ciuic_status_t ciuic_codec_flags(const ciuic_codec_t* codec, uint32_t* flags) {
+  return Guard([&] {
+    Require(codec, "codec");
+    Require(flags, "flags");
+    const ciuic::Codec& c = codec->codec;
+    const auto bit = [](bool on, int flag) { return on ? static_cast<uint32_t>(flag) : 0u; };
+    *flags = bit(ciuic::CodecIsLossless(c.spec().kind), CIUIC_CODEC_LOSSLESS) |
+             bit(c.Summable(), CIUIC_CODEC_SUMMABLE) | bit(c.Stateful(), CIUIC_CODEC_STATEFUL) |
+             bit(c.HasDecodeAddEncode(), CIUIC_CODEC_DECODE_ADD_ENCODE);
+  });
+}
+
+ciuic_status_t ciuic_codec_wire_bytes(const ciuic_codec_t* codec, size_t n, size_t* bytes) {
+  return Guard([&] {
+    Require(codec, "codec");
+    Require(bytes, "bytes");
+    *bytes = codec->codec.WireBytes(n);
+  });
+}
+
+ciuic_status_t ciuic_codec_chunk(const ciuic_codec_t* codec, size_t n, int parts, int index, size_t* begin,
+                                 size_t* end) {
+  return Guard([&] {
+    Require(codec, "codec");
+    Require(begin, "begin");
+    Require(end, "end");
+    if (parts < 1 || index < 0 || index >= parts)
+      throw ciuic::UsageError(fmt::format("chunk {} of {}: expected 0 <= index < parts", index, parts));
+    const ciuic::hops::Range r = ciuic::hops::ChunkOf(n, parts, index, ChunkAlign(codec->codec));
+    *begin = r.begin;
+    *end = r.end;
+  });
+}
+
+ciuic_status_t ciuic_codec_state_create(const ciuic_codec_t* codec, size_t n, ciuic_codec_state_t** out) {
+  return Guard([&] {
+    Require(codec, "codec");
+    Require(out, "out");
+    codec->codec.WireBytes(n);  // refuses counts the codec cannot address (topk's int32 indices)
+    *out = new ciuic_codec_state{codec->codec, n, {}};
+  });
+}
+
+void ciuic_codec_state_destroy(ciuic_codec_state_t* state) { delete state; }
+
+ciuic_status_t ciuic_codec_state_info(const ciuic_codec_state_t* state, size_t* n, uint64_t* step) {
+  return Guard([&] {
+    Require(state, "state");
+    if (n) *n = state->n;
+    if (step) *step = state->st.step;
+  });
+}
+
+ciuic_status_t ciuic_codec_state_residual(const ciuic_codec_state_t* state, float* out, size_t n) {
+  return Guard([&] {
+    Require(state, "state");
+    if (n != state->n)
+      throw ciuic::UsageError(fmt::format("the codec state holds {} elements, not {}", state->n, n));
+    if (n) Require(out, "out");
+    const ciuic::Buffer& r = state->st.residual;
+    if (r.bytes() >= n * 4 && n) {
+      ciuic::CopyBytes(out, ciuic::MemoryKind::kHost, r.data(), r.kind(), n * 4);
+    } else if (n) {
+      std::fill(out, out + n, 0.0f);
+    }
+  });
+}
+
+ciuic_status_t ciuic_codec_state_set_residual(ciuic_codec_state_t* state, const float* in, size_t n) {
+  return Guard([&] {
+    Require(state, "state");
+    if (n != state->n)
+      throw ciuic::UsageError(fmt::format("the codec state holds {} elements, not {}", state->n, n));
+    if (n) Require(in, "in");
+    if (ShapeOf(state->codec, n).residual == 0)
+      throw ciuic::UsageError(fmt::format("codec {} keeps no residual", state->codec.Name()));
+    for (size_t i = 0; i < n; ++i)
+      if (!std::isfinite(in[i])) throw ciuic::InputError(fmt::format("residual[{}] is {}: it must be finite", i, in[i]));
+    ciuic::Buffer b(n * 4, ciuic::MemoryKind::kHost);
+    std::memcpy(b.data(), in, n * 4);
+    state->st.residual = std::move(b);
+    state->st.count = n;
+  });
+}
+
+ciuic_status_t ciuic_codec_state_save(const ciuic_codec_state_t* state, void* buf, size_t cap, size_t* size) {
+  return Guard([&] {
+    Require(state, "state");
+    Require(size, "size");
+    const std::vector<uint8_t> bytes = SaveState(*state);
+    *size = bytes.size();
+    if (!buf) return;
+    if (cap < bytes.size())
+      throw ciuic::UsageError(fmt::format("the codec state needs {} bytes, {} given", bytes.size(), cap));
+    std::memcpy(buf, bytes.data(), bytes.size());
+  });
+}
+
+ciuic_status_t ciuic_codec_state_load(ciuic_codec_state_t* state, const void* buf, size_t size) {
+  return Guard([&] {
+    Require(state, "state");
+    if (size) Require(buf, "buf");
+    state->st = LoadState(*state, buf, size);
+  });
+}
+
+ciuic_status_t ciuic_codec_encode(const ciuic_codec_t* codec, ciuic_codec_state_t* state, const float* in, size_t n,
+                                  void* wire, size_t wire_bytes, uint64_t* step) {
+  return Guard([&] {
+    Require(codec, "codec");
+    CheckState(codec, state, n);
+    CheckWire(codec, n, wire_bytes, "wire");
+    if (n) {
+      Require(in, "in");
+      Require(wire, "wire");
+    }
+    if (step) *step = state ? state->st.step : 0;
+    codec->codec.Encode(in, n, wire, state ? &state->st : nullptr);
+  });
+}
+
+ciuic_status_t ciuic_codec_encode_chunks(const ciuic_codec_t* codec, ciuic_codec_state_t* state, const float* in,
+                                         size_t n, int parts, void* wire, size_t wire_bytes, uint64_t* step) {
+  return Guard([&] {
+    Require(codec, "codec");
+    const ciuic::Codec& c = codec->codec;
+    if (parts < 1) throw ciuic::UsageError(fmt::format("parts {} must be at least 1", parts));
+    if (parts > 1 && !c.HasDecodeAddEncode())
+      throw ciuic::UsageError(fmt::format("codec {} encodes a tensor whole (no per-chunk encode)", c.Name()));
+    CheckState(codec, state, n);
+    std::vector<ciuic::hops::Range> chunks;
+    size_t total = 0;
+    for (int i = 0; i < parts; ++i) {
+      chunks.push_back(ciuic::hops::ChunkOf(n, parts, i, ChunkAlign(c)));
+      total += c.WireBytes(chunks.back().size());
+    }
+    if (wire_bytes != total)
+      throw ciuic::UsageError(fmt::format("wire: {} bytes given, codec {} encodes {} elements in {} chunks in {}",
+                                          wire_bytes, c.Name(), n, parts, total));
+    if (n) {
+      Require(in, "in");
+      Require(wire, "wire");
+    }
+    if (step) *step = state ? state->st.step : 0;
+    if (parts == 1) {
+      c.Encode(in, n, wire, state ? &state->st : nullptr);
+      return;
+    }
+    // The worker side of sign2 (collectives/algorithms/sign2.cc): one step, the residual sliced.
+    ciuic::CodecState local;
+    ciuic::CodecState& st = state ? state->st : local;
+    c.Prepare(st, n, ciuic::MemoryKind::kHost);
+    float* residual = state && st.residual.bytes() ? st.residual.as<float>() : nullptr;
+    const ciuic::QuantArgs a = c.Args(st.step++);
+    auto* w = static_cast<uint8_t*>(wire);
+    size_t off = 0;
+    for (const ciuic::hops::Range& ch : chunks) {
+      ciuic::QuantEncode(a, in + ch.begin, residual ? residual + ch.begin : nullptr, ch.size(), w + off,
+                         st.flag.as<uint32_t>(), nullptr);
+      off += c.WireBytes(ch.size());
+    }
+    c.CheckFlag(st);
+  });
+}
+
+ciuic_status_t ciuic_codec_decode(const ciuic_codec_t* codec, const void* wire, size_t wire_bytes, size_t n,
+                                  uint64_t step, float* out) {
+  return Guard([&] {
+    Require(codec, "codec");
+    CheckWire(codec, n, wire_bytes, "wire");
+    if (n) {
+      Require(wire, "wire");
+      Require(out, "out");
+    }
+    codec->codec.Decode(wire, n, out, step);
+  });
+}
+
+ciuic_status_t ciuic_codec_decode_accumulate(const ciuic_codec_t* codec, const void* wire, size_t wire_bytes,
+                                             size_t n, uint64_t step, float* acc) {
+  return Guard([&] {
+    Require(codec, "codec");
+    CheckWire(codec, n, wire_bytes, "wire");
+    if (n) {
+      Require(wire, "wire");
+      Require(acc, "acc");
+    }
+    codec->codec.DecodeAccumulate(wire, n, acc, step);
+  });
+}
+
+ciuic_status_t ciuic_codec_decode_add_encode(const ciuic_codec_t* codec, const void* wire_in, const float* local,
+                                             size_t n, uint64_t step, void* wire_out, size_t wire_bytes) {
+  return Guard([&] {
+    Require(codec, "codec");
+    CheckWire(codec, n, wire_bytes, "wire_out");
+    if (n) {
+      Require(wire_in, "wire_in");
+      Require(local, "local");
+      Require(wire_out, "wire_out");
+    }
+    codec->codec.DecodeAddEncode(wire_in, local, n, wire_out, step);
+  });
+}
+
+// ---- profiles -------------------------------------------------------------------------------------
+
+ciuic_status_t ciuic_profile_load(const char* path, ciuic_profile_t** out) {
+  return Guard([&] {
+    Require(path, "path");
+    Require(out, "out");
+    *out = new ciuic_profile{ciuic::LoadProfile(path)};
+  });
+}
+
+ciuic_status_t ciuic_profile_parse(const char* json, const char* origin, ciuic_profile_t** out) {
+  return Guard([&] {
+    Require(json, "json");
+    Require(out, "out");
+    *out = new ciuic_profile{ciuic::ParseProfile(json, origin ? origin : "<profile text>")};
+  });
+}
+
+void ciuic_profile_destroy(ciuic_profile_t* profile) { delete profile; }
+
+ciuic_status_t ciuic_profile_info(const ciuic_profile_t* profile, int* nodes, int* ranks, size_t* rules) {
+  return Guard([&] {
+    Require(profile, "profile");
+    if (nodes) *nodes = profile->profile.nodes;
+    if (ranks) *ranks = profile->profile.ranks;
+    if (rules) *rules = profile->profile.rules.size();
+  });
+}
+
+ciuic_status_t ciuic_profile_rule_at(const ciuic_profile_t* profile, size_t index, ciuic_rule_t* out) {
+  return Guard([&] {
+    Require(profile, "profile");
+    Require(out, "out");
+    if (index >= profile->profile.rules.size())
+      throw ciuic::UsageError(
+          fmt::format("rule {} of a profile with {} rules", index, profile->profile.rules.size()));
+    FillRule(profile->profile.rules[index], out);
+  });
+}
+
+ciuic_status_t ciuic_profile_rule_for(const ciuic_profile_t* profile, const char* op, uint64_t bytes,
+                                      ciuic_rule_t* out) {
+  return Guard([&] {
+    Require(profile, "profile");
+    Require(out, "out");
+    FillRule(profile->profile.RuleFor(bytes, op ? op : "allreduce"), out);
   });
 }
 

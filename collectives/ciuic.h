@@ -57,6 +57,108 @@ ciuic_status_t ciuic_runtime_load(ciuic_runtime_t* rt, const char* path);
  * 0 turns the deadline off. Default: $CIUIC_TIMEOUT or 60 s. Negative or NaN: CIUIC_ERR_USAGE. */
 ciuic_status_t ciuic_runtime_set_timeout(ciuic_runtime_t* rt, double seconds);
 ciuic_status_t ciuic_runtime_counters(const ciuic_runtime_t* rt, double* wire_bytes, double* raw_bytes);
+/* MPI_Init_thread (MPI_THREAD_MULTIPLE asked) unless MPI is already initialised, for callers with no
+ * MPI binding of their own (Python under mpiexec); *provided (may be null) gets the thread level MPI
+ * granted. ciuic_mpi_finalize finalises an MPI that ciuic_mpi_init initialised (else does nothing);
+ * call it after the last ciuic call. CIUIC_ERR_USAGE in builds without MPI. */
+ciuic_status_t ciuic_mpi_init(int* provided);
+ciuic_status_t ciuic_mpi_finalize(void);
+
+/* ---- Codecs: the runtime's compressors one call at a time, for hooks that exchange the bytes over
+ * a transport of their own (PyTorch DDP communication hooks over gloo). Buffers are host memory (or
+ * all device memory of the current GPU in CUDA builds), fp32 elements. */
+typedef struct ciuic_codec ciuic_codec_t;
+typedef struct ciuic_codec_state ciuic_codec_state_t;
+
+enum {
+  CIUIC_CODEC_LOSSLESS = 1,          /* none: fp32 as is */
+  CIUIC_CODEC_SUMMABLE = 2,          /* payloads of several ranks add as they are (fp16, bf16, randomk's values) */
+  CIUIC_CODEC_STATEFUL = 4,          /* encode keeps per-tensor state: error feedback, PowerSGD's Q, a step */
+  CIUIC_CODEC_DECODE_ADD_ENCODE = 8  /* the fused reduce-scatter hop exists; encode_chunks takes parts > 1 */
+};
+
+/* spec: what the runtime's --codec accepts ("none" "fp16" "bf16" "fp8e4m3" "fp8e5m2" "int8" "int4"
+ * "sign1" "topk:RATIO" "randomk:RATIO" "powersgd:RANK"), with error feedback on. */
+ciuic_status_t ciuic_codec_create(const char* spec, ciuic_codec_t** out);
+void ciuic_codec_destroy(ciuic_codec_t* codec);
+/* The canonical spelling (parses back to the same codec) into buf[0, cap), NUL-terminated;
+ * CIUIC_ERR_USAGE when it does not fit. */
+ciuic_status_t ciuic_codec_name(const ciuic_codec_t* codec, char* buf, size_t cap);
+ciuic_status_t ciuic_codec_flags(const ciuic_codec_t* codec, uint32_t* flags);
+/* Exact bytes of one encoded tensor of n elements. */
+ciuic_status_t ciuic_codec_wire_bytes(const ciuic_codec_t* codec, size_t n, size_t* bytes);
+/* Elements [*begin, *end) of chunk `index` of `parts`, the boundaries on the codec's scale block as
+ * the runtime's ring and two-phase algorithms cut a bucket. */
+ciuic_status_t ciuic_codec_chunk(const ciuic_codec_t* codec, size_t n, int parts, int index, size_t* begin,
+                                 size_t* end);
+
+/* One tensor's codec state (error-feedback residual, PowerSGD Q, step) for n elements of this codec;
+ * encode calls take it with the same codec and n only. */
+ciuic_status_t ciuic_codec_state_create(const ciuic_codec_t* codec, size_t n, ciuic_codec_state_t** out);
+void ciuic_codec_state_destroy(ciuic_codec_state_t* state);
+/* Elements it was made for and its step (encodes so far). */
+ciuic_status_t ciuic_codec_state_info(const ciuic_codec_state_t* state, size_t* n, uint64_t* step);
+/* The residual into out[0, n) (zeros before the first encode, or for a codec without one); n must be
+ * the state's. set_residual replaces it (finite values only), e.g. to carry error feedback over to
+ * a state of another bucket layout; the step and Q stay. */
+ciuic_status_t ciuic_codec_state_residual(const ciuic_codec_state_t* state, float* out, size_t n);
+ciuic_status_t ciuic_codec_state_set_residual(ciuic_codec_state_t* state, const float* in, size_t n);
+/* The state as bytes (format 1: magic "CIUICCST", u32 version, u32 zero, u64 codec-name length +
+ * name, u64 count, u64 step, then residual and Q, each a u64 float count + the floats; native byte
+ * order). buf null or cap too small: only *size is set and CIUIC_OK / CIUIC_ERR_USAGE returned. */
+ciuic_status_t ciuic_codec_state_save(const ciuic_codec_state_t* state, void* buf, size_t cap, size_t* size);
+/* Replaces the state with saved bytes. Every length is held to the bytes left and to this state's
+ * codec and n before anything is allocated, values must be finite, nothing may follow; otherwise
+ * CIUIC_ERR_INPUT naming the field, and the state is unchanged. */
+ciuic_status_t ciuic_codec_state_load(ciuic_codec_state_t* state, const void* buf, size_t size);
+
+/* wire[0, wire_bytes) = encode(in[0, n)), wire_bytes = ciuic_codec_wire_bytes(n). With a state: error
+ * feedback through it and its step advanced; *step (may be null) gets the step the wire was encoded
+ * at (decode needs it for randomk). Without (null): no error feedback, step 0. NaN/Inf in the input
+ * (plus residual): CIUIC_ERR_INPUT after the wire was written (the affected blocks decode to NaN). */
+ciuic_status_t ciuic_codec_encode(const ciuic_codec_t* codec, ciuic_codec_state_t* state, const float* in, size_t n,
+                                  void* wire, size_t wire_bytes, uint64_t* step);
+/* Chunk i of `parts` (ciuic_codec_chunk) encoded on its own into the wire after chunks 0..i-1, all at
+ * one step with the state's residual over the whole tensor: the worker side of the two-phase
+ * algorithm. wire_bytes = the sum of the chunks' wire bytes. parts > 1 needs
+ * CIUIC_CODEC_DECODE_ADD_ENCODE. */
+ciuic_status_t ciuic_codec_encode_chunks(const ciuic_codec_t* codec, ciuic_codec_state_t* state, const float* in,
+                                         size_t n, int parts, void* wire, size_t wire_bytes, uint64_t* step);
+/* out[0, n) = decode(wire); decode_accumulate adds instead. step: the encode's step. */
+ciuic_status_t ciuic_codec_decode(const ciuic_codec_t* codec, const void* wire, size_t wire_bytes, size_t n,
+                                  uint64_t step, float* out);
+ciuic_status_t ciuic_codec_decode_accumulate(const ciuic_codec_t* codec, const void* wire, size_t wire_bytes,
+                                             size_t n, uint64_t step, float* acc);
+/* wire_out = encode(decode(wire_in) + local[0, n)) in one pass, no error feedback (the ring's hop). */
+ciuic_status_t ciuic_codec_decode_add_encode(const ciuic_codec_t* codec, const void* wire_in, const float* local,
+                                             size_t n, uint64_t step, void* wire_out, size_t wire_bytes);
+
+/* ---- Profiles (ciuic.profile/1, as ciuic-tune writes them): the rule for a message size. */
+typedef struct ciuic_profile ciuic_profile_t;
+
+typedef struct {
+  char op[16];        /* "allreduce" */
+  char algo[16];      /* ring rd hier sparse sign2 powersgd nccl */
+  char codec[48];     /* canonical spelling, as ciuic_codec_name */
+  char precision[8];  /* fp32 bf16 fp16 (not fp32: algo nccl, codec none) */
+  char gate[8];       /* passed failed n/a */
+  uint64_t min_bytes, max_bytes; /* the band [min, max); max 0: no upper bound */
+  uint64_t bucket_bytes;
+  int32_t streams, hierarchy_depth;
+  double predicted_us, measured_us; /* measured -1: not measured */
+} ciuic_rule_t;
+
+/* A profile file, or its JSON text (origin names it in messages; may be null). Unknown schema
+ * versions, keys and values: CIUIC_ERR_INPUT naming the JSON path. */
+ciuic_status_t ciuic_profile_load(const char* path, ciuic_profile_t** out);
+ciuic_status_t ciuic_profile_parse(const char* json, const char* origin, ciuic_profile_t** out);
+void ciuic_profile_destroy(ciuic_profile_t* profile);
+/* The nodes and ranks of the topology it was tuned for, and its rule count. */
+ciuic_status_t ciuic_profile_info(const ciuic_profile_t* profile, int* nodes, int* ranks, size_t* rules);
+ciuic_status_t ciuic_profile_rule_at(const ciuic_profile_t* profile, size_t index, ciuic_rule_t* out);
+/* The rule whose band holds `bytes` for op (null: "allreduce"); CIUIC_ERR_INPUT when none does. */
+ciuic_status_t ciuic_profile_rule_for(const ciuic_profile_t* profile, const char* op, uint64_t bytes,
+                                      ciuic_rule_t* out);
 
 #ifdef __cplusplus
 }
