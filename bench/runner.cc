@@ -183,8 +183,8 @@ class Runner {
     Disarm();
     static constexpr const char* kNames[kAgreed] = {
         "row number",      "number of sizes", "collective", "dtype", "op", "element count", "root",
-        "in-place choice", "backend setup (algorithm, codec, dtype, op)", "timing options (iters, warmup, check, "
-        "average, seed)"};
+        "in-place choice", "backend setup (algorithm, codec, dtype, op)",
+        "timing options (iters, warmup, check, average, seed)"};
     for (int f = 0; f < kAgreed; ++f) {
       std::string differ;
       for (int r = 1; r < comm_.Size(); ++r) {
