@@ -66,10 +66,12 @@ sanitized() {
 if [ "$mode" != sanitize ]; then
   scripts/build.sh
   cd build
-  run_label unit "nothing to run" -j "$(nproc)"
-  run_label mpi "no MPI in this build"
-  run_label fault "no MPI in this build"
+  # The gpu label first and the unit label last: the last ctest summary in the log is the largest one,
+  # never a label whose only test skipped.
   run_label gpu "no device"
+  run_label fault "no MPI in this build"
+  run_label mpi "no MPI in this build"
+  run_label unit "nothing to run" -j "$(nproc)"
   cd "$root"
 fi
 
