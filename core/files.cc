@@ -167,13 +167,37 @@ void CheckFileNameComponent(const std::string& name, std::string_view what) {
   const bool ok = !name.empty() && name.size() <= 128 && name[0] != '.' &&
                   name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
                       std::string::npos;
-  if (!ok) {
-    std::string shown = name.substr(0, 160);  // the message stays one printable line
-    for (char& c : shown)
-      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  if (!ok)
     throw InputError(fmt::format("{} '{}' cannot be a file name: 1-128 of A-Z a-z 0-9 . _ - and not starting with '.'",
-                                 what, shown));
+                                 what, PrintableLine(name)));
+}
+
+std::string PrintableLine(std::string_view text, std::size_t limit) {
+  std::string shown(text.substr(0, limit));
+  for (char& c : shown)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  if (text.size() > limit) shown += "...";
+  return shown;
+}
+
+void CheckPathGiven(std::string_view option, const std::string& path) {
+  if (path.empty()) throw InputError(fmt::format("{} '': an empty path; name a file", option));
+}
+
+void CheckDifferentFiles(std::string_view option_a, const std::string& path_a, std::string_view option_b,
+                         const std::string& path_b) {
+  if (path_a.empty() || path_b.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  bool same = fs::weakly_canonical(path_a, ec) == fs::weakly_canonical(path_b, ec) && !ec;
+  if (!same) {
+    struct stat a {}, b {};
+    same = ::stat(path_a.c_str(), &a) == 0 && ::stat(path_b.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino && S_ISREG(a.st_mode);
   }
+  if (same)
+    throw InputError(fmt::format("{} '{}' and {} '{}' name the same file; give each its own", option_a,
+                                 PrintableLine(path_a), option_b, PrintableLine(path_b)));
 }
 
 std::string IsoNow() {

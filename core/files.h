@@ -2,6 +2,7 @@
 // Small file and time helpers shared by the tools: output writes that never replace what the user
 // pointed at (a device, a FIFO, a symlink), writability checks made before a run, file-name checks
 // for names read from JSON, and ISO 8601 UTC stamps.
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -22,6 +23,19 @@ void CheckWritableOutput(const std::string& path, std::string_view what, bool re
 // Throws InputError unless `name` (read from a file, used as a file name) is 1-128 characters of
 // [A-Za-z0-9._-] not starting with '.': no '/', no "..", nothing hidden.
 void CheckFileNameComponent(const std::string& name, std::string_view what);
+
+// `text` made one printable line for an error message: control characters (a newline included) become
+// '?', and more than `limit` characters end in "...".
+std::string PrintableLine(std::string_view text, std::size_t limit = 160);
+
+// Throws InputError ("{option} '': ...") when a path option was given an empty value: an empty --out or
+// --db is a mistake, never "not given".
+void CheckPathGiven(std::string_view option, const std::string& path);
+
+// Throws InputError ("{option_a} X and {option_b} Y name the same file") when both paths are non-empty
+// and name one file: the same string after normalisation, or the same existing inode (links included).
+void CheckDifferentFiles(std::string_view option_a, const std::string& path_a, std::string_view option_b,
+                         const std::string& path_b);
 
 // "2026-11-22T17:48:19Z".
 std::string IsoNow();
