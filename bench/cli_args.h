@@ -1,7 +1,8 @@
 #pragma once
 // One message format for a bad command-line value, shared by ciuic-bench and ciuic-tune:
 // "--OPTION VALUE: PROBLEM" (`--streams -1: must be in 1..64`), exit 1. cxxopts' own refusals are
-// turned into it here, so the library's text never reaches the user.
+// turned into it here, so the library's text never reaches the user. The message is one printable
+// line whatever the value holds (a newline, a control character); an empty value shows as ''.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -10,13 +11,15 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "core/sizes.h"
 
 namespace ciuic {
 
 inline UsageError BadOption(std::string_view option, std::string_view value,
                             std::string_view problem) {
-  return UsageError(fmt::format("--{} {}: {}", option, value, problem));
+  return UsageError(fmt::format("--{} {}: {}", option, value.empty() ? "''" : PrintableLine(value),
+                                PrintableLine(problem, 1000)));
 }
 
 // `v` when lo <= v <= hi; else "--OPTION V: must be in LO..HI".
