@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -41,6 +42,10 @@ namespace ciuic {
 
 namespace {
 
+// An error as the one line the tool prints: whatever a message quotes (a value with a newline, a
+// file's bytes) cannot split it.
+std::string OneLine(const std::exception& e) { return PrintableLine(e.what(), 2000); }
+
 struct Subcommand {
   const char* name;
   const char* summary;
@@ -67,6 +72,7 @@ std::string AvailableBackends() {
 struct Cli {
   std::string op;
   BenchOptions bench;
+  std::string sizes_text;  // --sizes as given, for the messages that refuse one of its sizes
   std::string backend;
   std::string transport;  // ciuic: what the runtime runs over (mpi | local | nccl)
   RuntimeCommConfig runtime;
@@ -153,17 +159,21 @@ auto Named(const cxxopts::ParseResult& r, const char* key, F parse) {
 
 void ParseExpect(const std::string& text, Cli& cli) {
   const std::string prefix = "busbw>=";
-  if (text.rfind(prefix, 0) != 0) throw UsageError(fmt::format("bad --expect '{}': use busbw>=GBPS[@SIZE]", text));
+  if (text.rfind(prefix, 0) != 0) throw BadOption("expect", text, "use busbw>=GBPS[@SIZE]");
   std::string rest = text.substr(prefix.size());
   const size_t at = rest.find('@');
   if (at != std::string::npos) {
-    cli.expect_size = ParseSize(rest.substr(at + 1));
+    try {
+      cli.expect_size = ParseSize(rest.substr(at + 1));
+    } catch (const Error& e) {
+      throw BadOption("expect", text, fmt::format("SIZE after '@': {}", e.what()));
+    }
     rest = rest.substr(0, at);
   }
   char* end = nullptr;
   cli.expect_busbw = std::strtod(rest.c_str(), &end);
   if (rest.empty() || *end != '\0' || !(cli.expect_busbw >= 0) || !std::isfinite(cli.expect_busbw)) {
-    throw UsageError(fmt::format("bad --expect '{}': GBPS must be a non-negative number", text));
+    throw BadOption("expect", text, "GBPS must be a non-negative number (busbw>=GBPS[@SIZE])");
   }
   cli.expect = true;
 }
@@ -200,8 +210,16 @@ void ParseSweep(const cxxopts::ParseResult& r, Cli& cli) {
   }
   BenchOptions& b = cli.bench;
   b.spec = spec;
+  cli.sizes_text = Get<std::string>(r, "sizes");
   b.sizes = Named(r, "sizes", [](const std::string& v) { return ParseSizeList(v); });
   b.type = Named(r, "dtype", [](const std::string& v) { return ParseDType(v); });
+  // A size below one element would run rows of nothing and report them as skipped.
+  const size_t es = DTypeSize(b.type);
+  for (uint64_t size : b.sizes) {
+    if (size < es)
+      throw BadOption("sizes", cli.sizes_text,
+                      fmt::format("{} B is smaller than one {} element ({} B)", size, DTypeName(b.type), es));
+  }
   b.op = Named(r, "op", [](const std::string& v) { return ParseReduceOp(v); });
   b.root = OptionInRange("root", Get<int>(r, "root"), 0, kMaxRanks - 1);
   if (r.count("iters")) b.iters = OptionInRange("iters", Get<int>(r, "iters"), 1, kMaxIterations);
@@ -309,17 +327,52 @@ void ParseRuntime(const cxxopts::ParseResult& r, Cli& cli) {
   if (b.spec != &kAllReduceSpec) throw UsageError("--backend ciuic runs allreduce (the bundled runtime)");
   if (b.type != DType::kFloat32) throw UsageError("--backend ciuic reduces fp32");
   if (b.op != ReduceOp::kSum && b.op != ReduceOp::kAvg) throw UsageError("--backend ciuic reduces with sum or avg");
+  if (!cli.runtime.profile) {
+    // The runtime's own verdict on the algorithm/codec pair, asked once here of an engine over a
+    // one-rank world (it communicates nothing when made) rather than by every rank after start-up.
+    try {
+      auto probe_world = MakeLocalWorld(1);
+      AllReduceEngine probe(*probe_world[0], a);
+    } catch (const UsageError& e) {
+      throw UsageError(fmt::format("--algo {} --codec {}: {}", PrintableLine(algo), PrintableLine(codec), e.what()));
+    }
+  }
   b.lossy = b.lossy || a.codec.kind != CodecKind::kNone || a.precision != DType::kFloat32;
 }
 
-// Where the results go: --format, --out, --db.
+// Where the results go: --format, --out, --db (an empty path is a mistake, not "not given"; the
+// two never name one file).
 void ParseOutputs(const cxxopts::ParseResult& r, Cli& cli) {
   cli.format = Get<std::string>(r, "format");
   if (cli.format != "table" && cli.format != "csv" && cli.format != "json") {
-    throw UsageError(fmt::format("bad --format '{}': use table, csv or json", cli.format));
+    throw BadOption("format", cli.format, "use table, csv or json");
   }
-  if (r.count("out")) cli.out_path = Get<std::string>(r, "out");
-  if (r.count("db")) cli.db_path = Get<std::string>(r, "db");
+  if (r.count("out")) {
+    cli.out_path = Get<std::string>(r, "out");
+    CheckPathGiven("--out", cli.out_path);
+  }
+  if (r.count("db")) {
+    cli.db_path = Get<std::string>(r, "db");
+    CheckPathGiven("--db", cli.db_path);
+  }
+  CheckDifferentFiles("--out", cli.out_path, "--db", cli.db_path);
+}
+
+// --debug-corrupt RANK:INDEX, both whole numbers; whether they lie in the world and the receive
+// buffers: CheckWorld.
+void ParseDebugCorrupt(const std::string& text, BenchOptions& b) {
+  const size_t colon = text.find(':');
+  const auto whole = [](std::string_view digits, auto& v) {
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    return !digits.empty() && digits.front() != '-' && ec == std::errc() && end == digits.data() + digits.size();
+  };
+  int rank = -1;
+  uint64_t index = 0;
+  if (colon == std::string::npos || !whole(std::string_view(text).substr(0, colon), rank) ||
+      !whole(std::string_view(text).substr(colon + 1), index))
+    throw BadOption("debug-corrupt", text, "use RANK:INDEX (whole numbers: a rank and an element of its receive buffer)");
+  b.corrupt_rank = rank;
+  b.corrupt_index = index;
 }
 
 // How the run is started and judged: --ranks, --timeout, --expect, --debug-corrupt.
@@ -334,17 +387,7 @@ void ParseRunControls(const cxxopts::ParseResult& r, Cli& cli) {
     throw UsageError("--timeout must be a non-negative number of seconds");
   }
   if (r.count("expect")) ParseExpect(Get<std::string>(r, "expect"), cli);
-  if (r.count("debug-corrupt")) {
-    const std::string v = Get<std::string>(r, "debug-corrupt");
-    const size_t colon = v.find(':');
-    try {
-      if (colon == std::string::npos) throw std::invalid_argument(v);
-      cli.bench.corrupt_rank = std::stoi(v.substr(0, colon));
-      cli.bench.corrupt_index = std::stoull(v.substr(colon + 1));
-    } catch (const std::exception&) {
-      throw UsageError(fmt::format("bad --debug-corrupt '{}': use RANK:INDEX", v));
-    }
-  }
+  if (r.count("debug-corrupt")) ParseDebugCorrupt(Get<std::string>(r, "debug-corrupt"), cli.bench);
 }
 
 // Device and backend defaults, then whether this build and machine can run the combination.
@@ -352,7 +395,7 @@ void ResolveDeviceAndBackend(const cxxopts::ParseResult& r, Cli& cli) {
   const bool have_gpu = CIUIC_HAVE_NCCL && CudaDeviceCount() > 0;
   if (r.count("device")) {
     cli.device = Get<std::string>(r, "device");
-    if (cli.device != "cpu" && cli.device != "cuda") throw UsageError(fmt::format("bad --device '{}': use cpu or cuda", cli.device));
+    if (cli.device != "cpu" && cli.device != "cuda") throw BadOption("device", cli.device, "use cpu or cuda");
   } else {
     cli.device = (r.count("backend") && Get<std::string>(r, "backend") != "nccl") ? "cpu" : (have_gpu ? "cuda" : "cpu");
   }
@@ -365,16 +408,20 @@ void ResolveDeviceAndBackend(const cxxopts::ParseResult& r, Cli& cli) {
   if (cli.backend == "ciuic") {
     cli.transport = r.count("transport") ? Get<std::string>(r, "transport")
                                          : (cli.device == "cuda" ? "nccl" : (CIUIC_HAVE_MPI ? "mpi" : "local"));
-    if (cli.transport == "ciuic") throw UsageError("--transport ciuic: the runtime runs over mpi, local or nccl");
+    if (cli.transport != "local" && cli.transport != "mpi" && cli.transport != "nccl")
+      throw BadOption("transport", cli.transport, "the runtime runs over mpi, local or nccl");
+  } else if (cli.backend != "local" && cli.backend != "mpi" && cli.backend != "nccl") {
+    throw BadOption("backend", cli.backend, fmt::format("unknown backend (this build has: {})", AvailableBackends()));
   }
+  // What the library comes from: --backend, or --transport under --backend ciuic.
   const std::string& lib = cli.backend == "ciuic" ? cli.transport : cli.backend;
-  if (lib != "local" && lib != "mpi" && lib != "nccl") {
-    throw UsageError(fmt::format("unknown backend '{}' (this build has: {})", cli.backend, AvailableBackends()));
-  }
-  if (lib == "mpi" && !CIUIC_HAVE_MPI) throw UsageError("--backend mpi: this build has no MPI (its backends: " + AvailableBackends() + ")");
-  if (lib == "nccl" && !CIUIC_HAVE_NCCL) throw UsageError("--backend nccl: this build has no NCCL (its backends: " + AvailableBackends() + ")");
-  if (lib == "nccl" && cli.device != "cuda") throw UsageError("--backend nccl needs --device cuda");
-  if (lib == "mpi" && cli.device == "cuda") throw UsageError("--backend mpi runs on host memory; use --device cpu");
+  const char* lib_option = cli.backend == "ciuic" ? "transport" : "backend";
+  if (lib == "mpi" && !CIUIC_HAVE_MPI)
+    throw BadOption(lib_option, lib, "this build has no MPI (its backends: " + AvailableBackends() + ")");
+  if (lib == "nccl" && !CIUIC_HAVE_NCCL)
+    throw BadOption(lib_option, lib, "this build has no NCCL (its backends: " + AvailableBackends() + ")");
+  if (lib == "nccl" && cli.device != "cuda") throw BadOption(lib_option, lib, "needs --device cuda");
+  if (lib == "mpi" && cli.device == "cuda") throw BadOption(lib_option, lib, "runs on host memory; use --device cpu");
   // The local transport runs on device buffers too: ranks as threads on the one GPU.
   if (lib == "local" && cli.device == "cuda" && CudaDeviceCount() == 0) {
     throw RuntimeError(fmt::format("--device cuda: no CUDA device is visible on this machine (the {} transport "
@@ -415,12 +462,40 @@ void ValidateOutputs(const Cli& cli) {
   }
 }
 
+// --debug-corrupt RANK:INDEX names a rank of the world and an element every row's receive buffer has
+// (rows too small for the world are skipped and damage nothing).
+void CheckDebugCorrupt(const BenchOptions& b, int world) {
+  const std::string text = fmt::format("{}:{}", b.corrupt_rank, b.corrupt_index);
+  if (b.corrupt_rank >= world)
+    throw BadOption("debug-corrupt", text, fmt::format("RANK must be in 0..{} (a rank of {})", world - 1, world));
+  CollArgs args;
+  args.nranks = world;
+  args.root = b.root;
+  args.type = b.type;
+  args.op = b.op;
+  size_t smallest = 0;
+  uint64_t smallest_size = 0;
+  for (uint64_t size : b.sizes) {
+    const CollCounts c = b.spec->counts(size, DTypeSize(b.type), args);
+    if (c.send == 0 || c.recv == 0) continue;
+    if (smallest == 0 || c.recv < smallest) {
+      smallest = c.recv;
+      smallest_size = size;
+    }
+  }
+  if (smallest > 0 && b.corrupt_index >= smallest)
+    throw BadOption("debug-corrupt", text,
+                    fmt::format("INDEX must be in 0..{} (the receive buffer of the {} row holds {} {} element(s))",
+                                smallest - 1, FormatSize(smallest_size), smallest, DTypeName(b.type)));
+}
+
 // What can only be judged once the world size is known: the root, the hierarchy's groups and a
 // profile's topology. UsageError naming the option.
 void CheckWorld(const Cli& cli, int world) {
   const BenchOptions& b = cli.bench;
   if (b.spec && b.spec->rooted && b.root >= world)
     throw BadOption("root", std::to_string(b.root), fmt::format("must be in 0..{} (a rank of {})", world - 1, world));
+  if (b.corrupt_rank >= 0) CheckDebugCorrupt(b, world);
   if (cli.backend != "ciuic") return;
   const AlgoConfig& a = cli.runtime.algo;
   const std::string rpn = a.nodes_per_group > 0 ? fmt::format("{},{}", a.ranks_per_node, a.nodes_per_group)
@@ -446,6 +521,18 @@ void CheckWorld(const Cli& cli, int world) {
                       cli.device);
   }
   if (!why.empty()) throw UsageError(fmt::format("--profile {}: {}; --profile-override applies it anyway", cli.profile_path, why));
+}
+
+// The sweep's largest buffers against this host's (or GPU's) free memory for `ranks` ranks on this
+// host, refused as a value of --sizes.
+void CheckSizesFitMemory(const Cli& cli, int ranks) {
+  BenchOptions o = cli.bench;
+  o.local_ranks = ranks;
+  try {
+    CheckSizesFit(o, ranks, cli.device == "cuda" ? MemoryKind::kDevice : MemoryKind::kHost);
+  } catch (const InputError& e) {
+    throw BadOption("sizes", cli.sizes_text, e.what());
+  }
 }
 
 int DefaultRanks(const Cli& cli) {
@@ -599,7 +686,7 @@ int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* wat
   try {
     s = RunBench(comm, o, lead ? &reporters : nullptr, ctx);
   } catch (const UsageError& e) {
-    if (lead) LogInfo("{}", e.what());
+    if (lead) LogInfo("{}", OneLine(e));
     return 1;
   }
   if (!lead) return s.total_wrong > 0 ? 3 : 0;
@@ -658,16 +745,15 @@ int Run(int argc, char** argv) {
                         })();
   if (NeedsMpiLaunch(cli) && !launched) {
     const int ranks = cli.ranks_given ? cli.ranks : DefaultRanks(cli);
+    // Everything a rank could reject is checked here, once, before any rank starts (and before
+    // anything is said about starting them).
+    CheckWorld(cli, ranks);
+    CheckSizesFitMemory(cli, ranks);
+    ValidateOutputs(cli);
     if (!cli.ranks_given) {
       LogInfo("no launcher and no --ranks: starting {} rank(s) ({})", ranks,
               cli.device == "cuda" ? "one per GPU" : "CPU-only machine");
     }
-    // Everything a rank could reject is checked here, once, before any rank starts.
-    CheckWorld(cli, ranks);
-    ValidateOutputs(cli);
-    BenchOptions o = cli.bench;
-    o.local_ranks = ranks;
-    CheckSizesFit(o, ranks, cli.device == "cuda" ? MemoryKind::kDevice : MemoryKind::kHost);
     if (ranks > 1) Relaunch(cli, ranks);
   }
 
@@ -675,6 +761,7 @@ int Run(int argc, char** argv) {
   if (local_transport) {
     const int ranks = cli.ranks_given ? cli.ranks : 2;
     CheckWorld(cli, ranks);
+    CheckSizesFitMemory(cli, ranks);
     ValidateOutputs(cli);
     SetParallelThreads(std::max(1u, std::thread::hardware_concurrency() / ranks));
     Watchdog watchdog(cli.timeout_s, OnTimeout);
@@ -713,7 +800,7 @@ int Run(int argc, char** argv) {
   try {
     CheckWorld(cli, world->Size());  // the same verdict on every rank: one line, from rank 0
   } catch (const UsageError& e) {
-    if (world->Rank() == 0) LogInfo("{}", e.what());
+    if (world->Rank() == 0) LogInfo("{}", OneLine(e));
     return 1;
   }
   if (!launched || world->Rank() == 0) ValidateOutputs(cli);
@@ -759,10 +846,10 @@ int BenchMain(int argc, char** argv) {
     }
     return Run(argc, argv);
   } catch (const Error& e) {
-    LogInfo("{}", e.what());
+    LogInfo("{}", OneLine(e));
     return static_cast<int>(e.code());
   } catch (const std::exception& e) {
-    LogInfo("internal error: {}", e.what());
+    LogInfo("internal error: {}", OneLine(e));
     return 2;
   }
 }
