@@ -122,6 +122,7 @@ struct Options {
   std::string kernel;   // kernel name
   CodecSpec spec;
   std::vector<uint64_t> sizes;
+  std::string sizes_text;  // --sizes as given, for the messages that refuse one of its sizes
   bool device = false;
   std::string data = "both";
   int iters = 0;  // 0: auto
@@ -140,6 +141,11 @@ const char* const kKernels[][2] = {
     {"flatten", "(d) many gradients into one bucket and back (--tensors N)"},
     {"unscale", "(e) unscale + NaN/Inf check + norm (and the clip pass with --clip)"},
 };
+
+// The kernels that encode or decode one element codec (`all` skips them for other codecs).
+bool TakesElementCodec(const std::string& kernel) {
+  return kernel == "ef-quantize" || kernel == "decode-accumulate" || kernel == "decode-add-encode";
+}
 
 std::string CanonicalKernel(const std::string& name) {
   static const char* const kShort[] = {"a", "b", "c", "d", "e"};
@@ -197,9 +203,19 @@ Options Parse(int argc, char** argv) {
   } else if (r.count("name")) {
     throw UsageError(fmt::format("unexpected argument '{}'", r["name"].as<std::string>()));
   }
-  o.spec = ParseCodec(r["codec"].as<std::string>());
+  const std::string codec = r["codec"].as<std::string>();
+  try {
+    o.spec = ParseCodec(codec);
+  } catch (const Error& e) {
+    throw BadOption("codec", codec, e.what());
+  }
   o.spec.block = r["block"].as<uint32_t>();
-  o.spec.rounding = ParseRounding(r["rounding"].as<std::string>());
+  const std::string rounding = r["rounding"].as<std::string>();
+  try {
+    o.spec.rounding = ParseRounding(rounding);
+  } catch (const Error& e) {
+    throw BadOption("rounding", rounding, e.what());
+  }
   const std::string sel = r["select"].as<std::string>();
   if (sel != "exact" && sel != "sampled") throw UsageError(fmt::format("--select '{}': exact | sampled", sel));
   o.spec.select = sel == "exact" ? TopKSelect::kExact : TopKSelect::kSampled;
@@ -208,13 +224,14 @@ Options Parse(int argc, char** argv) {
   const std::string ef = r["ef"].as<std::string>();
   if (ef != "yes" && ef != "no") throw UsageError(fmt::format("--ef '{}': yes | no", ef));
   o.ef = ef == "yes";
+  o.sizes_text = r["sizes"].as<std::string>();
   try {
-    o.sizes = ParseSizeList(r["sizes"].as<std::string>());
+    o.sizes = ParseSizeList(o.sizes_text);
   } catch (const Error& e) {
-    throw BadOption("sizes", r["sizes"].as<std::string>(), e.what());
+    throw BadOption("sizes", o.sizes_text, e.what());
   }
   for (uint64_t s : o.sizes)
-    if (s < 4) throw InputError(fmt::format("size {} B holds no fp32 element", s));
+    if (s < 4) throw BadOption("sizes", o.sizes_text, fmt::format("{} B holds no fp32 element (4 B)", s));
   o.data = r["data"].as<std::string>();
   if (o.data != "normal" && o.data != "heavy" && o.data != "both")
     throw UsageError(fmt::format("--data '{}': normal | heavy | both", o.data));
@@ -228,14 +245,19 @@ Options Parse(int argc, char** argv) {
   o.format = r["format"].as<std::string>();
   if (o.format != "table" && o.format != "csv" && o.format != "json")
     throw UsageError(fmt::format("--format '{}': table | csv | json", o.format));
-  if (r.count("out")) o.out_path = r["out"].as<std::string>();
+  if (r.count("out")) {
+    o.out_path = r["out"].as<std::string>();
+    CheckPathGiven("--out", o.out_path);
+  }
   std::string device = r.count("device") ? r["device"].as<std::string>() : (cuda::Available() ? "cuda" : "cpu");
   if (device != "cpu" && device != "cuda") throw UsageError(fmt::format("--device '{}': cpu | cuda", device));
   if (device == "cuda" && !cuda::Available())
     throw RuntimeError("--device cuda: no CUDA device is available (or this build has no CUDA)");
   o.device = device == "cuda";
-  Codec check(o.spec);  // validates block, prescale, ratio, rank
-  (void)check;
+  const Codec check(o.spec);  // validates block, prescale, ratio, rank
+  if (o.command == "kernel" && TakesElementCodec(o.kernel) && !check.HasDecodeAddEncode())
+    throw BadOption("codec", codec,
+                    fmt::format("kernel {} takes an element codec (casts, fp8, int8, int4, sign1)", o.kernel));
   return o;
 }
 
@@ -434,12 +456,7 @@ std::vector<Row> RunKernels(const Options& o, const Timing& tm) {
     };
     const bool element_codec = codec.HasDecodeAddEncode();
     for (const std::string& name : names) {
-      if ((name == "ef-quantize" || name == "decode-accumulate" || name == "decode-add-encode") && !element_codec) {
-        if (o.kernel != "all")
-          throw UsageError(fmt::format("kernel {} takes an element codec (casts, fp8, int8, int4, sign1), not {}",
-                                       name, codec.Name()));
-        continue;
-      }
+      if (TakesElementCodec(name) && !element_codec) continue;  // `all`: Parse refused a named one
       const size_t wb = element_codec ? codec.WireBytes(n) : 0;
       if (name == "ef-quantize") {
         Buffer wire(std::max<size_t>(wb, 1), kind);
@@ -510,8 +527,9 @@ int Run(int argc, char** argv) {
     const uint64_t need = s * 4;  // input, output, accumulator, wire
     const uint64_t have = o.device ? DeviceMemoryAvailable() : HostMemoryAvailable();
     if (need > have)
-      throw InputError(fmt::format("size {} needs about {} B of {} memory, {} B available", FormatSize(s), need,
-                                   o.device ? "device" : "host", have));
+      throw BadOption("sizes", o.sizes_text,
+                      fmt::format("size {} needs about {} B of {} memory, {} B available", FormatSize(s), need,
+                                  o.device ? "device" : "host", have));
   }
   Timing tm;
   tm.device = o.device;
