@@ -6,6 +6,7 @@
 #include <cxxopts.hpp>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 #include <vector>
 
 #include "bench/cli_args.h"
@@ -31,6 +32,8 @@ namespace {
 struct Subcommand {
   const char* name;
   const char* summary;
+  // The options it reads: any other one given is refused, never silently ignored.
+  std::vector<std::string> options;
   int (*run)(const cxxopts::ParseResult&);
 };
 
@@ -62,11 +65,18 @@ std::vector<uint64_t> SizeListOption(const cxxopts::ParseResult& r, const char* 
 // apart.
 int Topologies(const cxxopts::ParseResult& r) {
   const int nodes = r["nodes"].as<int>();
+  // The published figures are loaded, fitted and compared before anything is printed: a bad
+  // --published file is one line on stderr, not a table followed by an error.
+  const PublishedSet set = LoadPublished(r.count("published") ? r["published"].as<std::string>()
+                                                              : DefaultPublishedPath());
+  const ModelConstants refit = FitModelConstants(set);
+  const auto rows = ComparePublished(set, kFittedConstants);
   const double big = 8.0 * (1u << 30);  // 8 GiB: the bandwidth-bound end of nccl-tests sweeps
-  std::cout << fmt::format(
+  std::ostringstream out;  // printed whole at the end, so a failure part-way prints nothing
+  out << fmt::format(
       "# {:<10} {:>5} {:>4} {:>7} {:>4} {:>6} {:>6}  {:<30} {:<13} {:>7} {:>8}\n", "topology",
       "nodes", "dev", "intra", "nvls", "nic", "mem", "device", "nccl algo", "busbw", "8B time");
-  std::cout << fmt::format(
+  out << fmt::format(
       "# {:<10} {:>5} {:>4} {:>7} {:>4} {:>6} {:>6}  {:<30} {:<13} {:>7} {:>8}\n", "", "", "",
       "(GB/s)", "", "(Gb/s)", "(GB/s)", "", "(8 GiB)", "(GB/s)", "(us)");
   for (const std::string& name : BuiltinTopologies()) {
@@ -82,7 +92,7 @@ int Topologies(const cxxopts::ParseResult& r) {
       }
       const Fabric f = EffectiveFabric(t);
       const ModelAlgo algo = NcclChoice(f, big);
-      std::cout << fmt::format(
+      out << fmt::format(
           "  {:<10} {:>5} {:>4} {:>7.1f} {:>4} {:>6.0f} {:>6.0f}  {:<30} {:<13} {:>7.1f} "
           "{:>8.1f}\n",
           t.name, t.nodes, t.devices_per_node, t.intra.bw_gbps, t.intra.nvls ? "yes" : "no",
@@ -91,10 +101,7 @@ int Topologies(const cxxopts::ParseResult& r) {
           PredictAllReduceUs(f, ModelAlgo::kNcclBest, 8));
     }
   }
-  const PublishedSet set = LoadPublished(r.count("published") ? r["published"].as<std::string>()
-                                                              : DefaultPublishedPath());
-  const ModelConstants refit = FitModelConstants(set);
-  std::cout << fmt::format(
+  out << fmt::format(
       "#\n# fitted constants (cost_model.h kFittedConstants, used above and below) and a refit on "
       "the fit figures of {}:\n",
       set.origin);
@@ -106,25 +113,23 @@ int Topologies(const cxxopts::ParseResult& r) {
     int used = 0;
     for (const auto& fig : set.figures)
       used += fig.role == FigureRole::kFit && fig.fits == cname ? 1 : 0;
-    std::cout << fmt::format("#   {:<18} {:>9.4f}  refit {:>9.4f}  from {} fit figure(s)\n", cname,
-                             kFittedConstants.*member, refit.*member, used);
+    out << fmt::format("#   {:<18} {:>9.4f}  refit {:>9.4f}  from {} fit figure(s)\n", cname,
+                       kFittedConstants.*member, refit.*member, used);
   }
-  const auto rows = ComparePublished(set, kFittedConstants);
   for (FigureRole role : {FigureRole::kFit, FigureRole::kHeldOut}) {
     const bool fit = role == FigureRole::kFit;
-    std::cout
-        << (fit ? "#\n# fit figures (each determines the constant named; error after the fit):\n"
+    out << (fit ? "#\n# fit figures (each determines the constant named; error after the fit):\n"
                 : "#\n# held-out figures (never used to fit):\n");
-    std::cout << fmt::format("# {:<28} {:<13} {:>5} {:>4} {:<13} {:>10} {:>10} {:>10} {:>7}  {}\n",
-                             "figure", "system", "nodes", "gpus", "model algo", "size (B)",
-                             "published", "predicted", "error", "source");
+    out << fmt::format("# {:<28} {:<13} {:>5} {:>4} {:<13} {:>10} {:>10} {:>10} {:>7}  {}\n",
+                       "figure", "system", "nodes", "gpus", "model algo", "size (B)", "published",
+                       "predicted", "error", "source");
     int count = 0;
     for (const auto& row : rows) {
       const PublishedFigure& fig = *row.figure;
       if (fig.role != role) continue;
       ++count;
       const bool time = fig.metric == FigureMetric::kTimeUs;
-      std::cout << fmt::format(
+      out << fmt::format(
           "  {:<28} {:<13} {:>5} {:>4} {:<13} {:>10.0f} {:>7.1f}{:<3} {:>7.1f}{:<3} {:>+6.1f}%  "
           "{}{}\n",
           fig.id, fig.system, fig.nodes, fig.gpus_per_node, row.nccl_algo, fig.bytes, fig.value,
@@ -132,11 +137,12 @@ int Topologies(const cxxopts::ParseResult& r) {
           fit ? " [" + fig.fits + "]" : "");
     }
     const double median = MedianAbsError(rows, role);
-    std::cout << fmt::format("# {} median |error| {:.1f}% over {} figure(s)\n",
-                             fit ? "fit:     " : "held-out:", 100 * median, count);
+    out << fmt::format("# {} median |error| {:.1f}% over {} figure(s)\n",
+                       fit ? "fit:     " : "held-out:", 100 * median, count);
   }
-  std::cout << "# busbw as nccl-tests defines it (bytes / time x 2(P-1)/P); 'us' marks a time at "
-               "the figure's size. Figures and their sources: profiles/published/README.md\n";
+  out << "# busbw as nccl-tests defines it (bytes / time x 2(P-1)/P); 'us' marks a time at "
+         "the figure's size. Figures and their sources: profiles/published/README.md\n";
+  std::cout << out.str();
   return 0;
 }
 
@@ -180,8 +186,16 @@ int RunTune(const cxxopts::ParseResult& r) {
   o.patience = r["patience"].as<int>();
   o.mode = r["mode"].as<std::string>();
   o.db = r["db"].as<std::string>();
-  if (r.count("out")) o.out = r["out"].as<std::string>();
-  if (r.count("calibration")) o.calibration_db = r["calibration"].as<std::string>();
+  CheckPathGiven("--db", o.db);
+  // An empty --out or --calibration is a mistake, not "use the default".
+  if (r.count("out")) {
+    o.out = r["out"].as<std::string>();
+    CheckPathGiven("--out", o.out);
+  }
+  if (r.count("calibration")) {
+    o.calibration_db = r["calibration"].as<std::string>();
+    CheckPathGiven("--calibration", o.calibration_db);
+  }
   o.gate_tolerance = OptionInRange("gate-tolerance", r["gate-tolerance"].as<double>(), 0.0, 1.0);
   if (const std::string m = r["state-memory"].as<std::string>(); m != "auto") {
     o.state_memory_gib = OptionInRange("state-memory", NumberOption("state-memory", m), 0.0, 1e6);
@@ -195,7 +209,8 @@ int RunTune(const cxxopts::ParseResult& r) {
   OneOfOption("mode", o.mode, {"model", "measure"});
   const auto db_dir = std::filesystem::path(o.db).parent_path();
   if (!db_dir.empty() && !std::filesystem::is_directory(db_dir))
-    throw InputError(fmt::format("--db '{}': folder '{}' does not exist", o.db, db_dir.string()));
+    throw InputError(fmt::format("--db '{}': folder '{}' does not exist", PrintableLine(o.db),
+                                 PrintableLine(db_dir.string())));
   const TuneResult res = RunStudy(o, std::cout);
   const Profile& p = res.profile;
   std::cout << fmt::format("# study {}: {} evaluation(s) ({} from a resumed study); predicted step {:.1f} us vs NCCL "
@@ -212,12 +227,14 @@ int RunTune(const cxxopts::ParseResult& r) {
   return 0;
 }
 
-std::vector<std::string> ParseList(const std::string& text) {
+// The items of a comma list option; an empty list or item is "--OPTION TEXT: ...".
+std::vector<std::string> ParseList(const char* option, const std::string& text) {
+  if (text.empty()) throw BadOption(option, text, "an empty list");
   std::vector<std::string> out;
   size_t pos = 0;
   while (pos <= text.size()) {
     const size_t comma = std::min(text.find(',', pos), text.size());
-    if (comma == pos) throw UsageError(fmt::format("'{}': an empty item in a comma list", text));
+    if (comma == pos) throw BadOption(option, text, "an empty item in a comma list");
     out.push_back(text.substr(pos, comma - pos));
     pos = comma + 1;
   }
@@ -226,7 +243,7 @@ std::vector<std::string> ParseList(const std::string& text) {
 
 std::vector<int> ParseRanks(const std::string& text) {
   std::vector<int> out;
-  for (const std::string& item : ParseList(text)) {
+  for (const std::string& item : ParseList("ranks", text)) {
     size_t used = 0;
     int v = 0;
     try {
@@ -240,10 +257,13 @@ std::vector<int> ParseRanks(const std::string& text) {
   return out;
 }
 
+// --db, opened once so that a refused database is one line before the measurements, not after them:
+// called after every other option is checked (a bad option creates no database).
 std::string CheckedDb(const cxxopts::ParseResult& r) {
   const std::string db = r["db"].as<std::string>();
+  CheckPathGiven("--db", db);
   CheckWritableOutput(db, "--db", /*regular_file_only=*/true);
-  Database probe(db);  // a refused database is one line before the measurements, not after them
+  Database probe(db);
   return db;
 }
 
@@ -262,10 +282,9 @@ int Calibrate(const cxxopts::ParseResult& r) {
 
 int Validate(const cxxopts::ParseResult& r) {
   ValidateOptions o;
-  o.db = CheckedDb(r);
   if (r.count("ranks")) o.ranks = ParseRanks(r["ranks"].as<std::string>());
   o.sizes = SizeListOption(r, "sizes", "256K:64M:x4");
-  o.codecs = ParseList(r["codecs"].as<std::string>());
+  o.codecs = ParseList("codecs", r["codecs"].as<std::string>());
   for (const auto& codec : o.codecs) {
     try {
       ParseCodec(codec);
@@ -281,6 +300,7 @@ int Validate(const cxxopts::ParseResult& r) {
   SizeListOption(r, "kernel-sizes", "");  // refused now rather than after the measurements
   // A fraction (0.25: 25%); 0 never fails. Checked before the measurements, not after.
   const double limit = OptionInRange("max-error", r["max-error"].as<double>(), 0.0, 100.0);
+  o.db = CheckedDb(r);
   const ValidationResult res = RunValidation(o, std::cout);
   if (limit > 0 && res.median_abs_error > limit) {
     std::cerr << fmt::format("ciuic-tune: validate: median |error| {:.1f}% is above --max-error {:.1f}%\n",
@@ -291,6 +311,7 @@ int Validate(const cxxopts::ParseResult& r) {
 }
 
 int Show(const cxxopts::ParseResult& r) {
+  CheckPathGiven("--db", r["db"].as<std::string>());
   ShowStudies(r["db"].as<std::string>(), std::cout);
   return 0;
 }
@@ -305,7 +326,7 @@ int Export(const cxxopts::ParseResult& r) {
     std::string all;
     for (const auto& l : lost) all += (all.empty() ? "" : "; ") + l;
     throw InputError(fmt::format("export --strict: {} cannot express {} choice(s) of {}: {}", format, lost.size(),
-                                 r["profile"].as<std::string>(), all));
+                                 PrintableLine(r["profile"].as<std::string>()), all));
   }
   std::cout << ExportProfile(p, format);
   for (const auto& l : lost) LogInfo("export {}: not expressed: {}", format, l);
@@ -313,22 +334,62 @@ int Export(const cxxopts::ParseResult& r) {
 }
 
 const Subcommand kSubcommands[] = {
-    {"run", "search for the best configuration (--topology; default subcommand), store it, write the profile", RunTune},
-    {"show", "stored studies and best configurations (--db)", Show},
-    {"calibrate", "measure the model's primitives here: kernels (--device cpu|cuda, --sizes) and the link (--ranks) -> --db", Calibrate},
-    {"validate", "the local model vs ciuic-bench on this machine (--ranks, --sizes, --codecs, --repeat)", Validate},
-    {"export", "a profile for other tools: --profile FILE --format json|nccl-env|nccl-tuner|ddp|deepspeed|horovod", Export},
-    {"topologies", "built-in topologies, and the model against published nccl-tests figures (fit and held-out apart)", Topologies},
-    {"model", "predicted uncompressed allreduce time and busbw per algorithm (--topology, --sizes)", Model},
+    {"run", "search for the best configuration (the default with --topology), store it, write the profile",
+     {"topology", "nodes", "workload", "strategy", "budget", "seed", "patience", "mode", "db", "calibration", "out",
+      "state-memory", "target", "min-gain", "gate-tolerance"},
+     RunTune},
+    {"show", "stored studies and best configurations", {"db"}, Show},
+    {"calibrate", "measure the model's primitives here: kernels (cpu or cuda) and the link (--ranks) -> --db",
+     {"device", "sizes", "concurrency", "rounds", "ranks", "db"},
+     Calibrate},
+    {"validate", "the local model vs ciuic-bench on this machine",
+     {"ranks", "sizes", "codecs", "repeat", "kernel-sizes", "kernels", "max-error", "db"},
+     Validate},
+    {"export", "a profile for other tools: json, nccl-env, nccl-tuner, ddp, deepspeed or horovod",
+     {"profile", "format", "strict"},
+     Export},
+    {"topologies", "built-in topologies, and the model against published nccl-tests figures (fit and held-out apart)",
+     {"nodes", "published"},
+     Topologies},
+    {"model", "predicted uncompressed allreduce time and busbw per algorithm",
+     {"topology", "nodes", "sizes"},
+     Model},
 };
 
+// "--a --b --c", wrapped to 100 columns under the summaries of the help.
+std::string OptionList(const Subcommand& s, const std::string& indent) {
+  std::string text, line = indent;
+  for (const auto& o : s.options) {
+    if (line.size() > indent.size() && line.size() + 3 + o.size() > 100) {
+      text += line + "\n";
+      line = indent;
+    }
+    line += (line.size() > indent.size() ? " --" : "--") + o;
+  }
+  return text + line + "\n";
+}
+
+// An option the subcommand does not read is refused: it would otherwise be a value silently ignored
+// (`show --budget -5`, `model --strategy foo`).
+void CheckOptionsOf(const Subcommand& s, const cxxopts::ParseResult& r) {
+  for (const auto& given : r.arguments()) {
+    if (given.key() == "command" ||
+        std::find(s.options.begin(), s.options.end(), given.key()) != s.options.end())
+      continue;
+    std::string own;
+    for (const auto& o : s.options) own += (own.empty() ? "--" : ", --") + o;
+    throw UsageError(fmt::format("--{} is not an option of '{}' (its options: {})", given.key(), s.name, own));
+  }
+}
+
 int Run(int argc, char** argv) {
-  std::string help = "Tune gradient communication.\n\nSubcommands:\n";
-  for (const auto& s : kSubcommands) help += fmt::format("  {:<12} {}\n", s.name, s.summary);
+  std::string help = "Tune gradient communication.\n\nSubcommands (and the options each takes):\n";
+  for (const auto& s : kSubcommands)
+    help += fmt::format("  {:<12} {}\n", s.name, s.summary) + OptionList(s, std::string(15, ' '));
   cxxopts::Options opts("ciuic-tune", help);
   opts.add_options()("topology", "NAME (see topologies) or a ciuic.topology/1 JSON file", cxxopts::value<std::string>())(
       "nodes", "override the topology's node count", cxxopts::value<int>()->default_value("0"))(
-      "sizes", "message sizes for model", cxxopts::value<std::string>()->default_value("1K:8G:x8"))(
+      "sizes", "model: message sizes; calibrate: kernel sizes (64K:64M:x4); validate: message sizes (256K:64M:x4)", cxxopts::value<std::string>()->default_value("1K:8G:x8"))(
       "workload", "resnet50 bert_large gpt2_xl llama2_7b or a ciuic.workload/1 file", cxxopts::value<std::string>()->default_value("gpt2_xl"))(
       "strategy", "grid | random | cd | bayes", cxxopts::value<std::string>()->default_value("bayes"))(
       "budget", "evaluations (grid: all)", cxxopts::value<int>()->default_value("100"))(
@@ -376,16 +437,19 @@ int Run(int argc, char** argv) {
     std::cout << "ciuic-tune " << CIUIC_VERSION << " (" << CIUIC_GIT_COMMIT << ")\n";
     return 0;
   }
-  if (!r.unmatched().empty()) throw UsageError(fmt::format("unexpected argument '{}'", r.unmatched().front()));
-  if (r.count("nodes")) OptionInRange("nodes", r["nodes"].as<int>(), 1, kMaxNodes);
+  if (!r.unmatched().empty()) throw UsageError(fmt::format("unexpected argument '{}'", PrintableLine(r.unmatched().front())));
   // `ciuic-tune --topology dgx_a100` is `ciuic-tune run --topology dgx_a100`.
   const std::string cmd = r.count("command") ? r["command"].as<std::string>() : (r.count("topology") ? "run" : "");
-  for (const auto& s : kSubcommands)
-    if (cmd == s.name) return s.run(r);
+  for (const auto& s : kSubcommands) {
+    if (cmd != s.name) continue;
+    CheckOptionsOf(s, r);
+    if (r.count("nodes")) OptionInRange("nodes", r["nodes"].as<int>(), 1, kMaxNodes);
+    return s.run(r);
+  }
   std::string known;
   for (const auto& s : kSubcommands) known += std::string(known.empty() ? "" : ", ") + s.name;
   throw UsageError(cmd.empty() ? fmt::format("missing SUBCOMMAND (this build has: {})", known)
-                               : fmt::format("unknown subcommand '{}' (this build has: {})", cmd, known));
+                               : fmt::format("unknown subcommand '{}' (this build has: {})", PrintableLine(cmd), known));
 }
 
 }  // namespace

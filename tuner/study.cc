@@ -29,17 +29,12 @@ namespace ciuic {
 
 namespace {
 
-std::string GateKey(const GateOptions& g) {
-  return fmt::format("mlp20-32-8 ranks={} steps={} batch={} seed={} tol={}", g.ranks, g.steps, g.batch_per_rank, g.seed,
-                     g.tolerance);
-}
-
 // Gate verdicts for every codec and reduction precision of the space (GateName), from the database
-// or run now (and stored).
+// or run now (and stored). The stored losses are the worst seed's.
 std::map<std::string, bool> GateAll(Database& db, const SearchSpace& space, double tolerance, std::ostream& log) {
   GateOptions g;
   g.tolerance = tolerance;
-  const std::string key = GateKey(g);
+  const std::string key = GateConfigKey(g);
   std::map<std::string, bool> pass;
   std::vector<std::string> names = space.dims[0].values;
   for (const auto& prec : space.dims[4].values)
@@ -49,8 +44,8 @@ std::map<std::string, bool> GateAll(Database& db, const SearchSpace& space, doub
     q.Bind(1, codec).Bind(2, key);
     if (q.Step()) {
       pass[codec] = q.ColumnInt(0) != 0;
-      log << fmt::format("gate  {:<13} {} (stored: loss {:.4f} vs {:.4f})\n", codec, pass[codec] ? "pass" : "fail",
-                         q.ColumnDouble(1), q.ColumnDouble(2));
+      log << fmt::format("gate  {:<13} {} (stored: worst seed's held-out loss {:.4f} vs {:.4f})\n", codec,
+                         pass[codec] ? "pass" : "fail", q.ColumnDouble(1), q.ColumnDouble(2));
       continue;
     }
     const GateResult r = RunAccuracyGate(codec, g);
@@ -62,8 +57,10 @@ std::map<std::string, bool> GateAll(Database& db, const SearchSpace& space, doub
     ins.Bind(1, codec).Bind(2, key).Bind(3, r.final_loss).Bind(4, r.baseline_loss).Bind(5, int64_t{r.passed}).Bind(6, IsoNow());
     ins.Step();
     tx.Commit();
-    log << fmt::format("gate  {:<13} {} (final loss {:.4f} vs uncompressed {:.4f}, tolerance {:.0f}%)\n", codec,
-                       r.passed ? "pass" : "fail", r.final_loss, r.baseline_loss, 100 * tolerance);
+    log << fmt::format("gate  {:<13} {} (worst of {} seeds: held-out accuracy {:.1f}% vs uncompressed {:.1f}%, loss "
+                       "{:.4f} vs {:.4f}; tolerance {:.1f} points)\n",
+                       codec, r.passed ? "pass" : "fail", r.seeds.size(), 100 * r.accuracy, 100 * r.baseline_accuracy,
+                       r.final_loss, r.baseline_loss, 100 * tolerance);
   }
   return pass;
 }
@@ -164,16 +161,25 @@ struct Study {
   }
 
   // Where the profile and the study go, checked before any trial runs. The default profile path takes
-  // the topology's name, read from its JSON file: only a plain file name, never "../x".
+  // the topology's name, read from its JSON file: only a plain file name, never "../x". No output may
+  // be another output or an input file (the profile written over its own --topology).
   void CheckOutputs() {
+    const char* profile_option = o.out.empty() ? "profile" : "--out";
     if (o.out.empty()) {
       CheckFileNameComponent(topo.name, fmt::format("{}: name", o.topology));
       res.profile_path = (std::filesystem::path(ProfilesDir()) / (topo.name + ".profile.json")).string();
-      CheckWritableOutput(res.profile_path, "profile");
     } else {
       res.profile_path = o.out;
-      CheckWritableOutput(res.profile_path, "--out");
     }
+    const std::string topology_file = topo.origin == "detected" ? "" : topo.origin;
+    CheckDifferentFiles(profile_option, res.profile_path, "--db", o.db);
+    const std::pair<const char*, std::string> inputs[] = {{"--topology", topology_file}, {"--workload", work.origin}};
+    for (const auto& [option, path] : inputs) {
+      CheckDifferentFiles(option, path, profile_option, res.profile_path);
+      CheckDifferentFiles(option, path, "--db", o.db);
+    }
+    CheckDifferentFiles("--calibration", o.calibration_db, profile_option, res.profile_path);
+    CheckWritableOutput(res.profile_path, profile_option);
     CheckWritableOutput(o.db, "--db", /*regular_file_only=*/true);
   }
 
