@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <csignal>
 #include <cstdio>
@@ -386,7 +387,16 @@ void ParseRunControls(const cxxopts::ParseResult& r, Cli& cli) {
   if (!(cli.timeout_s >= 0) || !std::isfinite(cli.timeout_s)) {
     throw UsageError("--timeout must be a non-negative number of seconds");
   }
-  if (r.count("expect")) ParseExpect(Get<std::string>(r, "expect"), cli);
+  if (r.count("expect")) {
+    const std::string expect = Get<std::string>(r, "expect");
+    ParseExpect(expect, cli);
+    // A SIZE no row has would be judged "n/a" after the whole sweep: refused now.
+    const auto& sizes = cli.bench.sizes;
+    if (cli.expect_size && std::find(sizes.begin(), sizes.end(), cli.expect_size) == sizes.end())
+      throw BadOption("expect", expect,
+                      fmt::format("SIZE {} is not one of --sizes {}", FormatSize(cli.expect_size),
+                                  PrintableLine(cli.sizes_text)));
+  }
   if (r.count("debug-corrupt")) ParseDebugCorrupt(Get<std::string>(r, "debug-corrupt"), cli.bench);
 }
 
