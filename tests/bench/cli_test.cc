@@ -151,7 +151,56 @@ INSTANTIATE_TEST_SUITE_P(
         BadValueCase{"allreduce --iters", "--iters: needs a value"},
         BadValueCase{"compress --iters abc", "--iters abc: not a number"},
         BadValueCase{"compress --sizes 1X", "--sizes 1X: bad size '1X'"},
-        BadValueCase{"kernel all --tensors abc", "--tensors abc: not a number"}));
+        BadValueCase{"kernel all --tensors abc", "--tensors abc: not a number"},
+        // A size below one element, or one this host cannot hold, is a value of --sizes.
+        BadValueCase{"allreduce --backend local --sizes 2 --dtype fp64",
+                     "--sizes 2: 2 B is smaller than one fp64 element (8 B)"},
+        BadValueCase{"allreduce --backend local --sizes 1K:1T", "--sizes 1K:1T: size 1T does not fit"},
+        BadValueCase{"allreduce --device cpu --ranks 2 --sizes 1T", "--sizes 1T: size 1T does not fit"},
+        BadValueCase{"compress --sizes 2", "--sizes 2: 2 B holds no fp32 element"},
+        BadValueCase{"compress --sizes 1T", "--sizes 1T: size 1T needs about"},
+        BadValueCase{"allreduce --backend local --sizes \"$(printf '1K\\n2K')\"", "--sizes 1K?2K: bad size"},
+        // --debug-corrupt names a rank of the world and an element of every row's receive buffer.
+        BadValueCase{"allreduce --backend local --sizes 4K --debug-corrupt 2:0",
+                     "--debug-corrupt 2:0: RANK must be in 0..1 (a rank of 2)"},
+        BadValueCase{"allreduce --backend local --sizes 4K:8K --debug-corrupt 1:1024",
+                     "--debug-corrupt 1:1024: INDEX must be in 0..1023 (the receive buffer of the 4K row"},
+        BadValueCase{"allgather --backend local --ranks 4 --sizes 4K --debug-corrupt 0:1024",
+                     "--debug-corrupt 0:1024: INDEX must be in 0..1023"},
+        BadValueCase{"allreduce --backend local --sizes 4K --debug-corrupt 0:-1", "--debug-corrupt 0:-1: use RANK:INDEX"},
+        BadValueCase{"allreduce --backend local --sizes 4K --debug-corrupt -1:0", "--debug-corrupt -1:0: use RANK:INDEX"},
+        // --expect, --backend, --transport, --format and --device name themselves.
+        BadValueCase{"allreduce --backend local --sizes 4K --expect 'busbw>=1@0'",
+                     "--expect busbw>=1@0: SIZE after '@': bad size '0'"},
+        BadValueCase{"allreduce --backend local --sizes 4K --expect 'busbw>=1@8K'",
+                     "--expect busbw>=1@8K: SIZE 8K is not one of --sizes 4K"},
+        BadValueCase{"allreduce --backend local --sizes 4K --expect 'busbw>=x'", "--expect busbw>=x: GBPS must be"},
+        BadValueCase{"allreduce --sizes 4K --backend gloo", "--backend gloo: unknown backend"},
+        BadValueCase{"allreduce --sizes 4K --backend ''", "--backend '': unknown backend"},
+        BadValueCase{"allreduce --backend ciuic --sizes 4K --transport bogus",
+                     "--transport bogus: the runtime runs over mpi, local or nccl"},
+        BadValueCase{"allreduce --backend local --sizes 4K --format \"$(printf 'x\\ny')\"",
+                     "--format x?y: use table, csv or json"},
+        BadValueCase{"allreduce --device tpu", "--device tpu: use cpu or cuda"},
+        // An algorithm/codec pair the runtime refuses is refused before any rank starts.
+        BadValueCase{kCiuic + "--algo native --codec int8",
+                     "--algo native --codec int8: algorithm native does not take codec int8"},
+        BadValueCase{kCiuic + "--algo powersgd --codec topk:0.1",
+                     "--algo powersgd --codec topk:0.1: algorithm powersgd does not take codec topk:0.1"},
+        // Nothing is printed about starting ranks before a refusal.
+        BadValueCase{"broadcast --device cpu --sizes 4K --root 2", "--root 2: must be in 0..1 (a rank of 2)"},
+        // An empty path is not "not given"; --out and --db never name one file.
+        BadValueCase{"allreduce --backend local --sizes 4K --out ''", "--out '': an empty path"},
+        BadValueCase{"allreduce --backend local --sizes 4K --db ''", "--db '': an empty path"},
+        BadValueCase{"allreduce --backend local --sizes 4K --out /tmp/ciuic_cli_same --db /tmp/ciuic_cli_same",
+                     "--out '/tmp/ciuic_cli_same' and --db '/tmp/ciuic_cli_same' name the same file"},
+        BadValueCase{"compress --sizes 4K --out ''", "--out '': an empty path"},
+        // compress and kernel: codec and rounding refusals name the option.
+        BadValueCase{"compress --sizes 4K --codec topk:0", "--codec topk:0: codec 'topk:0': RATIO must be"},
+        BadValueCase{"compress --sizes 4K --codec ''", "--codec '': unknown codec ''"},
+        BadValueCase{"compress --sizes 4K --rounding up", "--rounding up: unknown rounding 'up'"},
+        BadValueCase{"kernel ef-quantize --codec topk:0.1 --sizes 4K",
+                     "--codec topk:0.1: kernel ef-quantize takes an element codec"}));
 
 // Profiles: a bad field is named by its JSON path; a profile tuned for another topology is refused
 // unless --profile-override says to apply it anyway.
