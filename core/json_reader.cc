@@ -1,12 +1,19 @@
 #include "core/json_reader.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
-#include <fstream>
+#include <cstring>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <set>
+#include <vector>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "core/sizes.h"
 
 namespace ciuic {
@@ -24,6 +31,18 @@ bool PlainKey(const std::string& key) {
 std::string MemberPath(const std::string& parent, const std::string& key) {
   if (PlainKey(key)) return parent + "." + key;
   return parent + "[" + json(key).dump(-1, ' ', false, json::error_handler_t::replace) + "]";
+}
+
+// Exact as doubles: the first whole numbers outside int64_t and uint64_t.
+constexpr double kTwoTo63 = 9223372036854775808.0;
+constexpr double kTwoTo64 = 18446744073709551616.0;
+
+std::string NotRegularFile(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory, not a regular file";
+  if (S_ISFIFO(mode)) return "a FIFO, not a regular file";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device, not a regular file";
+  if (S_ISSOCK(mode)) return "a socket, not a regular file";
+  return "not a regular file";
 }
 
 std::string SizeText(uint64_t bytes) {
@@ -101,7 +120,7 @@ void JsonValue::OnlyKeys(std::initializer_list<const char*> keys) const {
         keys.end())
       continue;
     std::string known;
-    for (const char* k : keys) known += (known.empty() ? "" : " ") + std::string(k);
+    for (const char* k : keys) (known += known.empty() ? "" : " ") += k;
     throw InputError(fmt::format("{}: {}: unknown key (known: {})", *origin_,
                                  MemberPath(path_, it.key()), known));
   }
@@ -123,7 +142,7 @@ std::string JsonValue::OneOf(std::initializer_list<const char*> values) const {
   std::string known;
   for (const char* v : values) {
     if (s == v) return s;
-    known += (known.empty() ? "" : " ") + std::string(v);
+    (known += known.empty() ? "" : " ") += v;
   }
   Fail(fmt::format("{} is not one of {}", Text(), known));
 }
@@ -157,9 +176,11 @@ int64_t JsonValue::Integer(int64_t lo, int64_t hi) const {
   const double d = j_->get<double>();
   if (!std::isfinite(d) || d != std::floor(d))
     Fail(fmt::format("{} is not a whole number", Text()));
-  if (d < static_cast<double>(lo) || d > static_cast<double>(hi))
-    Fail(fmt::format("{} is not in {}..{}", Text(), lo, hi));
-  return static_cast<int64_t>(d);
+  // Compared as integers: INT64_MAX as a double rounds up to 2^63, which no int64_t holds.
+  if (d < -kTwoTo63 || d >= kTwoTo63) Fail(fmt::format("{} is not in {}..{}", Text(), lo, hi));
+  const int64_t v = static_cast<int64_t>(d);
+  if (v < lo || v > hi) Fail(fmt::format("{} is not in {}..{}", Text(), lo, hi));
+  return v;
 }
 
 uint64_t JsonValue::Unsigned(uint64_t lo, uint64_t hi) const {
@@ -174,14 +195,17 @@ uint64_t JsonValue::Unsigned(uint64_t lo, uint64_t hi) const {
   const double d = j_->get<double>();
   if (!std::isfinite(d) || d != std::floor(d))
     Fail(fmt::format("{} is not a whole number", Text()));
-  if (d < static_cast<double>(lo) || d > static_cast<double>(hi))
-    Fail(fmt::format("{} is not in {}..{}", Text(), lo, hi));
-  return static_cast<uint64_t>(d);
+  // Compared as integers: UINT64_MAX as a double rounds up to 2^64, which no uint64_t holds (an
+  // integer literal too large for uint64_t is read as that double too).
+  if (d < 0 || d >= kTwoTo64) Fail(fmt::format("{} is not in {}..{}", Text(), lo, hi));
+  const uint64_t u = static_cast<uint64_t>(d);
+  if (u < lo || u > hi) Fail(fmt::format("{} is not in {}..{}", Text(), lo, hi));
+  return u;
 }
 
 uint64_t JsonValue::Size(uint64_t lo, uint64_t hi) const {
   Require(j_->is_number(), "a size in bytes");
-  bool negative = false, whole = true;
+  bool negative = false, whole = true, beyond = false;
   uint64_t v = 0;
   if (j_->is_number_unsigned()) {
     v = j_->get<uint64_t>();
@@ -192,14 +216,15 @@ uint64_t JsonValue::Size(uint64_t lo, uint64_t hi) const {
     const double d = j_->get<double>();
     whole = std::isfinite(d) && d == std::floor(d);
     negative = d < 0;
-    v = !whole || negative ? 0 : d >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(d);
+    beyond = whole && d >= kTwoTo64;
+    v = !whole || negative || beyond ? 0 : static_cast<uint64_t>(d);
   }
   if (!whole) Fail(fmt::format("{} is not a whole number of bytes", Text()));
-  if (negative || (v == 0 && lo > 0))
+  if (negative || (v == 0 && lo > 0 && !beyond))
     Fail(lo > 0 ? fmt::format("{} is not a positive size", Text())
                 : fmt::format("{} is not a size (a byte count >= 0)", Text()));
+  if (beyond || v > hi) Fail(fmt::format("{} is above the largest allowed size, {}", Text(), SizeText(hi)));
   if (v < lo) Fail(fmt::format("{} is below the smallest allowed size, {}", Text(), SizeText(lo)));
-  if (v > hi) Fail(fmt::format("{} is above the largest allowed size, {}", Text(), SizeText(hi)));
   return v;
 }
 
@@ -207,8 +232,58 @@ JsonDocument::JsonDocument(const std::string& text, std::string root, std::strin
     : json_(std::make_unique<json>()), root_(std::move(root)), origin_(std::move(origin)) {
   if (text.find_first_not_of(" \t\r\n") == std::string::npos)
     throw InputError(fmt::format("{}: not valid JSON (the file is empty)", origin_));
+  // The parser's callback sees every value as it starts, with the JSON path rebuilt alongside: a
+  // key given twice (which nlohmann would resolve silently, the last one winning) and nesting
+  // deeper than any file of ours are refused there, before the value is built.
+  struct Frame {
+    std::string path;
+    bool array = false;
+    size_t next_index = 0;
+    std::string key;  // the member whose value comes next
+    std::set<std::string> keys;
+  };
+  std::vector<Frame> frames;
+  auto value_path = [&]() -> std::string {
+    if (frames.empty()) return root_;
+    Frame& f = frames.back();
+    return f.array ? fmt::format("{}[{}]", f.path, f.next_index++) : MemberPath(f.path, f.key);
+  };
+  const json::parser_callback_t check = [&](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start: {
+        std::string path = value_path();
+        if (frames.size() >= kMaxJsonDepth) {
+          // The path down to the third level names where it happens without a kilobyte of "[0]".
+          std::string shown = frames.size() > 2 ? frames[2].path + "..." : path;
+          throw InputError(fmt::format("{}: {}: nested more than {} levels deep", origin_, shown,
+                                       kMaxJsonDepth));
+        }
+        Frame& f = frames.emplace_back();
+        f.path = std::move(path);
+        f.array = event == json::parse_event_t::array_start;
+        break;
+      }
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        frames.pop_back();
+        break;
+      case json::parse_event_t::key: {
+        Frame& f = frames.back();
+        f.key = parsed.get<std::string>();
+        if (!f.keys.insert(f.key).second)
+          throw InputError(fmt::format("{}: {}: given twice (a key may appear once per object)", origin_,
+                                       MemberPath(f.path, f.key)));
+        break;
+      }
+      case json::parse_event_t::value:
+        if (!frames.empty() && frames.back().array) ++frames.back().next_index;
+        break;
+    }
+    return true;
+  };
   try {
-    *json_ = json::parse(text);
+    *json_ = json::parse(text, check);
   } catch (const json::parse_error& e) {
     throw InputError(fmt::format("{}: not valid JSON (syntax error at byte {})", origin_, e.byte));
   } catch (const json::exception&) {
@@ -225,12 +300,42 @@ JsonValue JsonDocument::Root() const {
 }
 
 std::string ReadTextFile(const std::string& path, const std::string& what) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(fmt::format("cannot read {} '{}'", what, path));
-  std::stringstream s;
-  s << f.rdbuf();
-  if (f.bad()) throw InputError(fmt::format("cannot read {} '{}'", what, path));
-  return s.str();
+  const std::string shown = PrintableLine(path);
+  auto refuse = [&](const std::string& why) {
+    throw InputError(fmt::format("cannot read {} '{}': {}", what, shown, why));
+  };
+  // A FIFO would block the open (no writer) or the read (a writer that never closes), and a device
+  // may never end: only a regular file is read. Checked before opening and again on the open file,
+  // which O_NONBLOCK keeps from waiting should the path have been replaced by a FIFO in between.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) refuse(std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) refuse(NotRegularFile(st.st_mode));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) refuse(std::strerror(errno));
+  std::string text;
+  int error = 0;
+  if (::fstat(fd, &st) != 0) {
+    error = errno;
+  } else if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    refuse(NotRegularFile(st.st_mode));
+  } else {
+    char buf[1 << 16];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n > 0) {
+        text.append(buf, static_cast<size_t>(n));
+      } else if (n == 0) {
+        break;
+      } else if (errno != EINTR) {
+        error = errno;
+        break;
+      }
+    }
+  }
+  ::close(fd);
+  if (error != 0) refuse(std::strerror(error));
+  return text;
 }
 
 }  // namespace ciuic

@@ -4,6 +4,7 @@
 // format, "ORIGIN: PATH: PROBLEM", PATH being the JSON path from the document's root name:
 //   `a.profile.json: profile.rules[2].bucket_bytes: -5 is not a positive size`.
 // The JSON library's own exception text never reaches the user.
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -13,6 +14,10 @@
 #include <vector>
 
 namespace ciuic {
+
+// Arrays and objects nested deeper are refused ("PATH: nested more than 64 levels deep"): our files
+// need fewer than 8 levels, and a deeper document costs stack in every recursive walk of it.
+constexpr size_t kMaxJsonDepth = 64;
 
 class JsonValue {
  public:
@@ -52,8 +57,9 @@ class JsonValue {
 
 class JsonDocument {
  public:
-  // Parses `text`; "ORIGIN: not valid JSON (... at byte N)" when it is not. `root` names the top
-  // value in paths ("profile", "topology", "workload").
+  // Parses `text`; "ORIGIN: not valid JSON (... at byte N)" when it is not, "ORIGIN: PATH: given
+  // twice" for a repeated key and "ORIGIN: PATH...: nested more than N levels deep" past
+  // kMaxJsonDepth. `root` names the top value in paths ("profile", "topology", "workload").
   JsonDocument(const std::string& text, std::string root, std::string origin);
   ~JsonDocument();
   JsonDocument(const JsonDocument&) = delete;
@@ -66,7 +72,8 @@ class JsonDocument {
   std::string root_, origin_;
 };
 
-// Reads a whole file; InputError "cannot read WHAT 'PATH'" when it cannot.
+// Reads a whole regular file; InputError "cannot read WHAT 'PATH': WHY" when it cannot or when PATH is
+// not a regular file (a FIFO is refused without waiting for a writer).
 std::string ReadTextFile(const std::string& path, const std::string& what);
 
 }  // namespace ciuic
