@@ -214,9 +214,16 @@ std::map<std::string, std::set<std::string>> TableColumns(sqlite3* db) {
 }
 
 // What a ciuic file at `version` lacks of the schema the migrations up to that version make ("" if
-// nothing): one clear refusal instead of a raw SQL error in the middle of a run.
+// nothing): one clear refusal instead of a raw SQL error in the middle of a run. Version 0 is a file
+// ciuic has not given a schema yet, which holds no table at all: tables there are someone else's,
+// and the migrations (CREATE TABLE IF NOT EXISTS) would build ours around them.
 std::string SchemaProblem(sqlite3* db, int version) {
-  if (version <= 0) return "";
+  if (version == 0) {
+    const auto actual = TableColumns(db);
+    if (!actual.empty())
+      return fmt::format("a version 0 file holds no tables, yet table '{}' is there", actual.begin()->first);
+    return "";
+  }
   sqlite3* ref = nullptr;
   if (sqlite3_open(":memory:", &ref) != SQLITE_OK) {
     sqlite3_close(ref);
@@ -334,6 +341,8 @@ Database::Header Database::ReadHeader() const {
 
 void Database::CheckHeader(const Header& h) const {
   if (h.app_id != kDatabaseApplicationId && !(h.app_id == 0 && h.tables == 0)) Refuse("it was not written by ciuic");
+  // ciuic writes versions 1..kDatabaseSchemaVersion; a negative one was written by someone else.
+  if (h.version < 0) Refuse(fmt::format("schema version {} is not one ciuic writes", h.version));
   if (h.version > kDatabaseSchemaVersion) {
     Refuse(fmt::format("schema version {} is newer than this ciuic ({})", h.version, kDatabaseSchemaVersion));
   }
@@ -367,6 +376,7 @@ void Database::CheckFileHeader() const {
   // A newer ciuic may be using the file right now: its -wal and -shm are left alone.
   if (app_id == kDatabaseApplicationId && version > kDatabaseSchemaVersion)
     Refuse(fmt::format("schema version {} is newer than this ciuic ({})", version, kDatabaseSchemaVersion));
+  if (version < 0) Refuse(fmt::format("schema version {} is not one ciuic writes", version));
 }
 
 void Database::Inspect() {
