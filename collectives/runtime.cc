@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/files.h"
 
 namespace ciuic {
 
@@ -88,17 +89,19 @@ void PutBuffer(std::ostream& out, const Buffer& b, size_t floats) {
 // field can make us allocate or read past the end; failures name the file, the field and its offset.
 class StateReader {
  public:
-  explicit StateReader(const std::string& path) : path_(path) {
+  // The path is printed as one line (PrintableLine): a name with a newline stays one message.
+  explicit StateReader(const std::string& path) : path_(PrintableLine(path)) {
     std::error_code ec;
     const auto status = std::filesystem::status(path, ec);
     if (ec || !std::filesystem::exists(status))
-      throw InputError(fmt::format("cannot read state file '{}': {}", path, ec ? ec.message() : "no such file"));
+      throw InputError(fmt::format("cannot read state file '{}': {}", path_, ec ? ec.message() : "no such file"));
     if (!std::filesystem::is_regular_file(status))
-      throw InputError(fmt::format("state file '{}' is not a regular file", path));
+      throw InputError(fmt::format("state file '{}' is not a regular file", path_));
     size_ = std::filesystem::file_size(path, ec);
     in_.open(path, std::ios::binary);
-    if (ec || !in_) throw InputError(fmt::format("cannot read state file '{}'", path));
+    if (ec || !in_) throw InputError(fmt::format("cannot read state file '{}'", path_));
   }
+  const std::string& shown_path() const { return path_; }
 
   uint64_t left() const { return size_ - pos_; }
   [[noreturn]] void Fail(const std::string& what) const {
@@ -159,10 +162,10 @@ Buffer ReadBuffer(StateReader& in, const std::string& field, size_t expected, ui
 StateMap ParseStateFile(const std::string& path, const StateExpect& want) {
   StateReader in(path);
   char magic[8];
-  if (in.left() < sizeof magic) throw InputError(fmt::format("'{}' is not a ciuic state file", path));
+  if (in.left() < sizeof magic) throw InputError(fmt::format("'{}' is not a ciuic state file", in.shown_path()));
   in.Read(magic, sizeof magic, "magic");
   if (std::memcmp(magic, kMagic, sizeof magic) != 0)
-    throw InputError(fmt::format("'{}' is not a ciuic state file", path));
+    throw InputError(fmt::format("'{}' is not a ciuic state file", in.shown_path()));
   const auto version = in.Get<uint32_t>("format version");
   if (version == 0) in.Fail("format version 0 does not exist (the first is 1): the file is corrupt");
   if (version > kStateVersion)
@@ -394,7 +397,7 @@ void Runtime::Save(const std::string& path) const {
   const std::string tmp = fmt::format("{}.tmp.{}.{}", path, getpid(), comm_.Rank());
   try {
     std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw InputError(fmt::format("cannot write state file '{}'", tmp));
+    if (!out) throw InputError(fmt::format("cannot write state file '{}'", PrintableLine(tmp)));
     out.write(kMagic, 8);
     const uint32_t head[3] = {kStateVersion, static_cast<uint32_t>(comm_.Size()), static_cast<uint32_t>(comm_.Rank())};
     out.write(reinterpret_cast<const char*>(head), sizeof head);
@@ -411,7 +414,7 @@ void Runtime::Save(const std::string& path) const {
       PutBuffer(out, st.q, st.q.bytes() / 4);
     }
     out.flush();
-    if (!out) throw RuntimeError(fmt::format("cannot write state file '{}'", tmp));
+    if (!out) throw RuntimeError(fmt::format("cannot write state file '{}'", PrintableLine(tmp)));
   } catch (...) {
     std::error_code ignored;
     std::filesystem::remove(tmp, ignored);
@@ -421,12 +424,13 @@ void Runtime::Save(const std::string& path) const {
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
     std::filesystem::remove(tmp, ec);
-    throw RuntimeError(fmt::format("cannot write state file '{}': {}", path, ec.message()));
+    throw RuntimeError(fmt::format("cannot write state file '{}': {}", PrintableLine(path), ec.message()));
   }
 }
 
 void Runtime::Load(const std::string& path) {
-  const Armed armed(watchdog_.get(), [&] { return fmt::format("loading state file '{}' (the ranks' agreement)", path); });
+  const Armed armed(watchdog_.get(),
+                    [&] { return fmt::format("loading state file '{}' (the ranks' agreement)", PrintableLine(path)); });
   LoadVote mine{};
   std::string error;
   StateMap loaded;
@@ -439,7 +443,7 @@ void Runtime::Load(const std::string& path) {
     error = e.what();
   } catch (const std::exception& e) {
     mine.status = 2;
-    error = fmt::format("state file '{}': {}", path, e.what());
+    error = fmt::format("state file '{}': {}", PrintableLine(path), e.what());
   }
   error.copy(mine.message, sizeof mine.message - 1);
   // Nobody commits before everybody has read a good file: a rank that refused alone would leave its
@@ -479,7 +483,7 @@ void Runtime::Load(const std::string& path) {
     throw InputError(fmt::format("state files disagree across ranks: {} hold other tensors, element counts or steps "
                                  "than rank 0 (this rank read '{}'), so no rank loaded any: files of different "
                                  "checkpoints?",
-                                 RankList(differ), path));
+                                 RankList(differ), PrintableLine(path)));
   states_ = std::move(loaded);
 }
 
