@@ -497,6 +497,18 @@ TEST(TuneCli, BadInputIsOneLineAndExitOne) {
   EXPECT_EQ(RunTune("model --topology dgx_h100 --nodes 2 --sizes 1M,1G", &out, &err), 0) << err;
 }
 
+TEST(TuneCli, TopologiesPrintsNothingWhenThePublishedFiguresAreRefused) {
+  const std::string bad = ::testing::TempDir() + "/ciuic_bad.published.json";
+  std::ofstream(bad) << "{}";
+  std::string out, err;
+  for (const std::string& path : {bad, std::string("/no/such.json")}) {
+    EXPECT_EQ(RunTune("topologies --published " + path, &out, &err), 1) << err;
+    EXPECT_EQ(out, "") << path;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+    EXPECT_NE(err.find(path), std::string::npos) << err;
+  }
+}
+
 TEST(TuneCli, TopologiesPrintsFittedAndHeldOutApartWithNvlsForDgxH100) {
   std::string out, err;
   ASSERT_EQ(RunTune("topologies", &out, &err), 0) << err;

@@ -346,6 +346,21 @@ TEST(Validation, TuneOptionValuesAreOneLineNamingTheOption) {
        "--format xml: use json, nccl-env, nccl-tuner, ddp, deepspeed or horovod"},
       {"model --topology dgx_a100 --no-such", "--no-such: unknown option"},
       {"model --topology", "--topology: needs a value"},
+      // A list with an empty item names its option.
+      {"calibrate --ranks 2,,3" + db, "--ranks 2,,3: an empty item in a comma list"},
+      {"calibrate --ranks 2," + db, "--ranks 2,: an empty item in a comma list"},
+      {"validate --ranks ''" + db, "--ranks '': an empty list"},
+      {"validate --codecs ,int8" + db, "--codecs ,int8: an empty item in a comma list"},
+      // An option of another subcommand is refused, not ignored.
+      {"show --budget -5" + db, "--budget is not an option of 'show' (its options: --db)"},
+      {"show --nodes 0" + db, "--nodes is not an option of 'show'"},
+      {"model --topology dgx_a100 --strategy foo", "--strategy is not an option of 'model'"},
+      {"model --topology dgx_a100 --workload nonexistent", "--workload is not an option of 'model'"},
+      {"model --topology dgx_a100 --ranks 1", "--ranks is not an option of 'model'"},
+      {"export --profile " + ProfilesDir() + "/dgx_a100.profile.json --device quantum",
+       "--device is not an option of 'export'"},
+      {"calibrate --codecs int9" + db, "--codecs is not an option of 'calibrate'"},
+      {"--topology dgx_a100 --published x.json", "--published is not an option of 'run'"},
   };
   for (const auto& [args, message] : cases) {
     std::string err;
@@ -361,6 +376,40 @@ TEST(Validation, TuneOptionValuesAreOneLineNamingTheOption) {
   std::string err;
   EXPECT_EQ(RunTune("export --profile " + path, &err), 1) << err;
   EXPECT_EQ(err, "ciuic-tune: " + path + ": profile.rules[1].streams: required but missing\n");
+}
+
+// A refused option creates no database and overwrites no file: every option is checked before --db is
+// opened, an empty path is never "not given", and no output may be another output or an input.
+TEST(Validation, TuneRefusedOptionsWriteNothing) {
+  const std::string dir = ::testing::TempDir() + "/ciuic_tune_nothing";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string topology = dir + "/t.json", db = dir + "/t.db";
+  std::filesystem::copy_file(ProfilesDir() + "/topologies/dgx_a100.json", topology);
+  const std::string original = Slurp(topology);
+  const std::pair<std::string, std::string> cases[] = {
+      {"validate --ranks 1 --db " + db, "--ranks 1: must be in 2..4096"},
+      {"validate --codecs int9 --db " + db, "--codecs int9: unknown codec 'int9'"},
+      {"validate --max-error -1 --db " + db, "--max-error -1: must be in 0..100"},
+      {"calibrate --ranks 2,,3 --db " + db, "--ranks 2,,3: an empty item in a comma list"},
+      {"run --topology dgx_a100 --db " + db + " --out ''", "--out '': an empty path"},
+      {"run --topology dgx_a100 --db ''", "--db '': an empty path"},
+      {"run --topology dgx_a100 --db " + db + " --calibration ''", "--calibration '': an empty path"},
+      {"run --topology dgx_a100 --db " + db + " --out " + db,
+       "--out '" + db + "' and --db '" + db + "' name the same file"},
+      {"run --topology " + topology + " --db " + db + " --out " + topology,
+       "--topology '" + topology + "' and --out '" + topology + "' name the same file"},
+      {"run --topology " + topology + " --db " + topology + " --out " + dir + "/p.json",
+       "--topology '" + topology + "' and --db '" + topology + "' name the same file"},
+  };
+  for (const auto& [args, message] : cases) {
+    std::string err;
+    EXPECT_EQ(RunTune(args, &err), 1) << args << ": " << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << args << ": " << err;
+    EXPECT_EQ(err.rfind("ciuic-tune: " + message, 0), 0u) << args << ": " << err;
+    EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1) << args;
+    EXPECT_EQ(Slurp(topology), original) << args;
+  }
 }
 
 }  // namespace
