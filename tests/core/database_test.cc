@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <climits>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -127,6 +128,11 @@ void InsertRun(Database& db, const std::string& tag, int context_bytes = 2) {
   tx.Commit();
 }
 
+void InsertRunAt(const std::string& path, const std::string& tag) {
+  Database db(path);
+  InsertRun(db, tag);
+}
+
 std::string RefusalOf(const std::string& path) {
   try {
     Database db(path);
@@ -192,6 +198,56 @@ TEST_F(DatabaseTest, InconsistentSchemaIsRefusedNamingTheTable) {
   { Database db(q); }
   RawExec(q, "ALTER TABLE studies DROP COLUMN constraints;");
   EXPECT_NE(RefusalOf(q).find("table 'studies' has no column 'constraints'"), std::string::npos) << RefusalOf(q);
+}
+
+// ciuic writes versions 1..kDatabaseSchemaVersion only; a negative one used to index the migrations
+// at -1 (a crash) or to be "migrated".
+TEST_F(DatabaseTest, RefusesNegativeSchemaVersionsWithoutTouchingTheFile) {
+  for (const int version : {-1, -7, INT32_MIN}) {
+    SCOPED_TRACE(version);
+    const auto p = Path(fmt::format("negative{}.db", version).c_str());
+    { Database db(p); }
+    InsertRunAt(p, "kept");
+    RawExec(p, fmt::format("PRAGMA user_version={};", version).c_str());
+    const std::string before = Slurp(p);
+    const auto entries_before = std::distance(std::filesystem::directory_iterator(dir_), {});
+    const std::string why = RefusalOf(p);
+    EXPECT_NE(why.find(fmt::format("schema version {} is not one ciuic writes", version)), std::string::npos) << why;
+    EXPECT_NE(why.find(p), std::string::npos) << why;
+    EXPECT_TRUE(Slurp(p) == before);
+    EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_), {}), entries_before);  // no -wal, .bak
+  }
+}
+
+// A file tagged ciuic at version 0 has had no schema from ciuic, so tables in it are someone else's:
+// the migrations (CREATE TABLE IF NOT EXISTS) would have built ours around them and stamped it v4.
+TEST_F(DatabaseTest, RefusesAVersionZeroFileHoldingTablesWithoutTouchingIt) {
+  const struct {
+    const char* table;
+    const char* sql;
+  } foreign[] = {
+      {"bench_runs", "CREATE TABLE bench_runs (a, b); INSERT INTO bench_runs VALUES (1, 2);"},
+      {"studies", "CREATE TABLE studies (x); INSERT INTO studies VALUES ('mine');"},
+      {"photos", "CREATE TABLE photos (id INTEGER PRIMARY KEY, path TEXT); INSERT INTO photos VALUES (1, 'a.jpg');"},
+  };
+  for (const auto& f : foreign) {
+    SCOPED_TRACE(f.table);
+    const auto p = Path(fmt::format("v0_{}.db", f.table).c_str());
+    RawExec(p, fmt::format("{} PRAGMA application_id={};", f.sql, kDatabaseApplicationId).c_str());
+    const std::string before = Slurp(p);
+    const auto entries_before = std::distance(std::filesystem::directory_iterator(dir_), {});
+    const std::string why = RefusalOf(p);
+    EXPECT_NE(why.find(fmt::format("version 0 file holds no tables, yet table '{}' is there", f.table)),
+              std::string::npos)
+        << why;
+    EXPECT_TRUE(Slurp(p) == before);
+    EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_), {}), entries_before);  // no -wal, .bak
+  }
+  // Tagged but still empty (no table yet): nothing to lose, it gets the schema like a new file.
+  const auto q = Path("v0_empty.db");
+  RawExec(q, fmt::format("PRAGMA application_id={};", kDatabaseApplicationId).c_str());
+  Database db(q);
+  EXPECT_EQ(db.SchemaVersion(), kDatabaseSchemaVersion);
 }
 
 TEST_F(DatabaseTest, RefusesNonRegularFiles) {
