@@ -478,6 +478,10 @@ void CheckDebugCorrupt(const BenchOptions& b, int world) {
   const std::string text = fmt::format("{}:{}", b.corrupt_rank, b.corrupt_index);
   if (b.corrupt_rank >= world)
     throw BadOption("debug-corrupt", text, fmt::format("RANK must be in 0..{} (a rank of {})", world - 1, world));
+  // Off the root a reduce's receive buffer holds no result: damage there would go unseen.
+  if (b.spec->kind == Collective::kReduce && b.corrupt_rank != b.root)
+    throw BadOption("debug-corrupt", text,
+                    fmt::format("RANK must be the root ({}): only its receive buffer holds reduce's result", b.root));
   CollArgs args;
   args.nranks = world;
   args.root = b.root;
