@@ -371,7 +371,8 @@ void ParseDebugCorrupt(const std::string& text, BenchOptions& b) {
   uint64_t index = 0;
   if (colon == std::string::npos || !whole(std::string_view(text).substr(0, colon), rank) ||
       !whole(std::string_view(text).substr(colon + 1), index))
-    throw BadOption("debug-corrupt", text, "use RANK:INDEX (whole numbers: a rank and an element of its receive buffer)");
+    throw BadOption("debug-corrupt", text,
+                    "use RANK:INDEX (whole numbers: a rank and an element of its receive buffer)");
   b.corrupt_rank = rank;
   b.corrupt_index = index;
 }

@@ -169,8 +169,10 @@ INSTANTIATE_TEST_SUITE_P(
                      "--debug-corrupt 0:1024: INDEX must be in 0..1023"},
         BadValueCase{"reduce --backend local --sizes 4K --root 1 --debug-corrupt 0:3",
                      "--debug-corrupt 0:3: RANK must be the root (1)"},
-        BadValueCase{"allreduce --backend local --sizes 4K --debug-corrupt 0:-1", "--debug-corrupt 0:-1: use RANK:INDEX"},
-        BadValueCase{"allreduce --backend local --sizes 4K --debug-corrupt -1:0", "--debug-corrupt -1:0: use RANK:INDEX"},
+        BadValueCase{"allreduce --backend local --sizes 4K --debug-corrupt 0:-1",
+                     "--debug-corrupt 0:-1: use RANK:INDEX"},
+        BadValueCase{"allreduce --backend local --sizes 4K --debug-corrupt -1:0",
+                     "--debug-corrupt -1:0: use RANK:INDEX"},
         // --expect, --backend, --transport, --format and --device name themselves.
         BadValueCase{"allreduce --backend local --sizes 4K --expect 'busbw>=1@0'",
                      "--expect busbw>=1@0: SIZE after '@': bad size '0'"},
