@@ -458,6 +458,41 @@ TEST(RuntimeState, SmallerBucketsOrAMissingFileAreRefusedOnEveryRank) {
   for (const Seen& r : seen) EXPECT_NE(r.load_error.find("failed on rank 2 of 3"), std::string::npos) << r.load_error;
 }
 
+// A file name with a newline or an escape sequence is printed as one line: the refusal stays one
+// line on stderr (a tool prints what() as is), with the name's control characters as '?'.
+TEST(RuntimeState, AFileNameWithControlCharactersIsRefusedAsOneLine) {
+  const Shape& s = kShapes[0];
+  TempDir dir;
+  const std::string odd = dir.File("new\nline\x1b[2J", 0);
+  std::filesystem::create_directories(odd + ".dir");
+  WriteAll(odd + ".junk", Bytes(64, 0x42));
+  const struct {
+    std::string path, says;
+  } cases[] = {
+      {dir.File("no\nsuch", 0) + "/missing.state", "no?such.0/missing.state"},
+      {odd + ".dir", "new?line?[2J.0.dir' is not a regular file"},
+      {odd + ".junk", "new?line?[2J.0.junk' is not a ciuic state file"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.says);
+    for (const int ranks : {1, 2}) {
+      std::vector<std::string> errors(static_cast<size_t>(ranks));
+      RunLocalRanks(ranks, [&](Communicator& comm) {
+        Runtime rt(comm, ConfigOf(s));
+        try {
+          rt.Load(c.path);
+        } catch (const InputError& e) {
+          errors[static_cast<size_t>(comm.Rank())] = e.what();
+        }
+      });
+      for (const std::string& e : errors) {
+        EXPECT_NE(e.find(c.says), std::string::npos) << e;
+        EXPECT_EQ(e.find_first_of("\n\x1b"), std::string::npos) << e;
+      }
+    }
+  }
+}
+
 TEST(RuntimeState, RanksMakingDifferentCallsFailTogetherNamingTheRank) {
   const Shape& s = kShapes[0];
   std::vector<std::string> errors(3);
