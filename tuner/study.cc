@@ -31,9 +31,11 @@ namespace {
 
 // Gate verdicts for every codec and reduction precision of the space (GateName), from the database
 // or run now (and stored). The stored losses are the worst seed's.
-std::map<std::string, bool> GateAll(Database& db, const SearchSpace& space, double tolerance, std::ostream& log) {
+std::map<std::string, bool> GateAll(Database& db, const SearchSpace& space, double tolerance, int seeds,
+                                    std::ostream& log) {
   GateOptions g;
   g.tolerance = tolerance;
+  g.seeds = seeds;
   const std::string key = GateConfigKey(g);
   std::map<std::string, bool> pass;
   std::vector<std::string> names = space.dims[0].values;
@@ -585,7 +587,7 @@ TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
   Database db(o.db);
   s.LogCostModel();
   s.LogSettings();
-  s.gate = GateAll(db, s.space, o.gate_tolerance, log);
+  s.gate = GateAll(db, s.space, o.gate_tolerance, o.gate_seeds, log);
   s.SetConstraints();
   s.OpenOrResume(db);
   SearchResult sr = s.SearchPlans(db);

@@ -24,6 +24,7 @@ struct TuneOptions {
   std::string calibration_db;  // where calibrations are read (empty: db), e.g. one made on a GPU machine
   std::string out;  // profile path; default profiles/<topology>.profile.json
   double gate_tolerance = 0.01;
+  int gate_seeds = 3;  // the accuracy gate's seeds (tuner/gate.h); a verdict is stored per setting
   // > 0: configurations whose CommStateBytes exceed it are infeasible; 0: no limit; kAutoStateMemory:
   // a quarter of the topology's device memory (what a training job can spare beside weights,
   // gradients and optimizer state), no limit where the topology names none.

@@ -236,6 +236,7 @@ class Resume : public ::testing::Test {
     o.budget = 10;
     o.seed = 5;
     o.db = (dir_ / "tune.db").string();
+    o.gate_seeds = 1;
     o.out = (dir_ / "cpu_local.profile.json").string();
     return o;
   }

@@ -1,0 +1,66 @@
+// The accuracy gate (tuner/gate.h): codecs that train like uncompressed pass, codecs that lose accuracy
+// or diverge at the stress learning rate fail, the tolerances decide, and verdicts are deterministic.
+// scripts/digits_tta.py checks the same verdicts against real training on scikit-learn's digits.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "tuner/gate.h"
+
+namespace ciuic {
+namespace {
+
+GateOptions OneSeed() {
+  GateOptions o;
+  o.seeds = 1;
+  return o;
+}
+
+TEST(Gate, CodecsThatTrainLikeUncompressedPass) {
+  for (const char* codec : {"none", "int8", "none@bf16"}) {
+    const GateResult r = RunAccuracyGate(codec, OneSeed());
+    EXPECT_TRUE(r.passed) << codec << ": accuracy " << r.accuracy << " vs " << r.baseline_accuracy;
+    ASSERT_EQ(r.seeds.size(), 2u) << "one nominal and one stress run";
+    EXPECT_FALSE(r.seeds[0].stress);
+    EXPECT_TRUE(r.seeds[1].stress);
+    EXPECT_GT(r.seeds[0].baseline_accuracy, 0.9) << "the task is learnable uncompressed";
+    EXPECT_GT(r.seeds[1].baseline_accuracy, 0.9) << "uncompressed survives the stress learning rate";
+  }
+}
+
+TEST(Gate, CodecsThatDivergeOrLoseAccuracyFail) {
+  const GateResult sign1 = RunAccuracyGate("sign1", OneSeed());
+  EXPECT_FALSE(sign1.passed);
+  EXPECT_TRUE(sign1.seeds[0].passed) << "sign1 trains at the nominal learning rate";
+  EXPECT_FALSE(sign1.seeds[1].passed) << "and breaks down at the stress one";
+  EXPECT_TRUE(sign1.seeds[1].stress);
+  const GateResult randomk = RunAccuracyGate("randomk:0.01", OneSeed());
+  EXPECT_FALSE(randomk.passed);
+  EXPECT_LT(randomk.accuracy, 0.5);
+  const GateResult topk = RunAccuracyGate("topk:0.001", OneSeed());
+  EXPECT_FALSE(topk.passed);
+  EXPECT_TRUE(std::isfinite(topk.final_loss));
+  // The tolerances decide: with room for any loss of accuracy and loss, the same run passes.
+  GateOptions loose = OneSeed();
+  loose.tolerance = loose.stress_tolerance = 1.0;
+  loose.loss_tolerance = 1e9;
+  EXPECT_TRUE(RunAccuracyGate("topk:0.001", loose).passed);
+}
+
+TEST(Gate, VerdictsAreDeterministicAndOptionsChecked) {
+  const GateResult a = RunAccuracyGate("int4", OneSeed());
+  const GateResult b = RunAccuracyGate("int4", OneSeed());
+  ASSERT_EQ(a.seeds.size(), b.seeds.size());
+  for (size_t i = 0; i < a.seeds.size(); ++i) {
+    EXPECT_EQ(a.seeds[i].accuracy, b.seeds[i].accuracy);
+    EXPECT_EQ(a.seeds[i].loss, b.seeds[i].loss);
+  }
+  GateOptions bad = OneSeed();
+  bad.seeds = 0;
+  EXPECT_THROW(RunAccuracyGate("int8", bad), UsageError);
+  EXPECT_NE(GateConfigKey(OneSeed()), GateConfigKey(GateOptions{})) << "the seeds are part of the stored key";
+}
+
+}  // namespace
+}  // namespace ciuic
