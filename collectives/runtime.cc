@@ -63,6 +63,10 @@ std::string BucketName(uint64_t bucket) {
   return fmt::format("bucket {}", bucket);
 }
 
+// A file name for a one-line message: control characters (a newline) as '?', and whole up to
+// PATH_MAX, since the part that names the file is at its end.
+std::string ShownPath(const std::string& path) { return PrintableLine(path, 4096); }
+
 // A name read from a file, safe to print: bytes outside printable ASCII as \xNN.
 std::string Printable(std::string_view text) {
   std::string out;
@@ -89,8 +93,8 @@ void PutBuffer(std::ostream& out, const Buffer& b, size_t floats) {
 // field can make us allocate or read past the end; failures name the file, the field and its offset.
 class StateReader {
  public:
-  // The path is printed as one line (PrintableLine): a name with a newline stays one message.
-  explicit StateReader(const std::string& path) : path_(PrintableLine(path)) {
+  // The path is printed as one line (ShownPath): a name with a newline stays one message.
+  explicit StateReader(const std::string& path) : path_(ShownPath(path)) {
     std::error_code ec;
     const auto status = std::filesystem::status(path, ec);
     if (ec || !std::filesystem::exists(status))
@@ -397,7 +401,7 @@ void Runtime::Save(const std::string& path) const {
   const std::string tmp = fmt::format("{}.tmp.{}.{}", path, getpid(), comm_.Rank());
   try {
     std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw InputError(fmt::format("cannot write state file '{}'", PrintableLine(tmp)));
+    if (!out) throw InputError(fmt::format("cannot write state file '{}'", ShownPath(tmp)));
     out.write(kMagic, 8);
     const uint32_t head[3] = {kStateVersion, static_cast<uint32_t>(comm_.Size()), static_cast<uint32_t>(comm_.Rank())};
     out.write(reinterpret_cast<const char*>(head), sizeof head);
@@ -414,7 +418,7 @@ void Runtime::Save(const std::string& path) const {
       PutBuffer(out, st.q, st.q.bytes() / 4);
     }
     out.flush();
-    if (!out) throw RuntimeError(fmt::format("cannot write state file '{}'", PrintableLine(tmp)));
+    if (!out) throw RuntimeError(fmt::format("cannot write state file '{}'", ShownPath(tmp)));
   } catch (...) {
     std::error_code ignored;
     std::filesystem::remove(tmp, ignored);
@@ -424,13 +428,13 @@ void Runtime::Save(const std::string& path) const {
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
     std::filesystem::remove(tmp, ec);
-    throw RuntimeError(fmt::format("cannot write state file '{}': {}", PrintableLine(path), ec.message()));
+    throw RuntimeError(fmt::format("cannot write state file '{}': {}", ShownPath(path), ec.message()));
   }
 }
 
 void Runtime::Load(const std::string& path) {
   const Armed armed(watchdog_.get(),
-                    [&] { return fmt::format("loading state file '{}' (the ranks' agreement)", PrintableLine(path)); });
+                    [&] { return fmt::format("loading state file '{}' (the ranks' agreement)", ShownPath(path)); });
   LoadVote mine{};
   std::string error;
   StateMap loaded;
@@ -443,7 +447,7 @@ void Runtime::Load(const std::string& path) {
     error = e.what();
   } catch (const std::exception& e) {
     mine.status = 2;
-    error = fmt::format("state file '{}': {}", PrintableLine(path), e.what());
+    error = fmt::format("state file '{}': {}", ShownPath(path), e.what());
   }
   error.copy(mine.message, sizeof mine.message - 1);
   // Nobody commits before everybody has read a good file: a rank that refused alone would leave its
@@ -483,7 +487,7 @@ void Runtime::Load(const std::string& path) {
     throw InputError(fmt::format("state files disagree across ranks: {} hold other tensors, element counts or steps "
                                  "than rank 0 (this rank read '{}'), so no rank loaded any: files of different "
                                  "checkpoints?",
-                                 RankList(differ), PrintableLine(path)));
+                                 RankList(differ), ShownPath(path)));
   states_ = std::move(loaded);
 }
 

@@ -37,6 +37,10 @@ std::string MemberPath(const std::string& parent, const std::string& key) {
 constexpr double kTwoTo63 = 9223372036854775808.0;
 constexpr double kTwoTo64 = 18446744073709551616.0;
 
+// A file name for a one-line message: control characters (a newline) as '?', and whole up to
+// PATH_MAX, since the part that names the file is at its end.
+std::string ShownPath(const std::string& path) { return PrintableLine(path, 4096); }
+
 std::string NotRegularFile(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory, not a regular file";
   if (S_ISFIFO(mode)) return "a FIFO, not a regular file";
@@ -120,7 +124,10 @@ void JsonValue::OnlyKeys(std::initializer_list<const char*> keys) const {
         keys.end())
       continue;
     std::string known;
-    for (const char* k : keys) (known += known.empty() ? "" : " ") += k;
+    for (const char* k : keys) {
+      if (!known.empty()) known += ' ';
+      known += k;
+    }
     throw InputError(fmt::format("{}: {}: unknown key (known: {})", *origin_,
                                  MemberPath(path_, it.key()), known));
   }
@@ -142,7 +149,8 @@ std::string JsonValue::OneOf(std::initializer_list<const char*> values) const {
   std::string known;
   for (const char* v : values) {
     if (s == v) return s;
-    (known += known.empty() ? "" : " ") += v;
+    if (!known.empty()) known += ' ';
+    known += v;
   }
   Fail(fmt::format("{} is not one of {}", Text(), known));
 }
@@ -229,7 +237,7 @@ uint64_t JsonValue::Size(uint64_t lo, uint64_t hi) const {
 }
 
 JsonDocument::JsonDocument(const std::string& text, std::string root, std::string origin)
-    : json_(std::make_unique<json>()), root_(std::move(root)), origin_(std::move(origin)) {
+    : json_(std::make_unique<json>()), root_(std::move(root)), origin_(ShownPath(origin)) {
   if (text.find_first_not_of(" \t\r\n") == std::string::npos)
     throw InputError(fmt::format("{}: not valid JSON (the file is empty)", origin_));
   // The parser's callback sees every value as it starts, with the JSON path rebuilt alongside: a
@@ -255,9 +263,8 @@ JsonDocument::JsonDocument(const std::string& text, std::string root, std::strin
         std::string path = value_path();
         if (frames.size() >= kMaxJsonDepth) {
           // The path down to the third level names where it happens without a kilobyte of "[0]".
-          std::string shown = frames.size() > 2 ? frames[2].path + "..." : path;
-          throw InputError(fmt::format("{}: {}: nested more than {} levels deep", origin_, shown,
-                                       kMaxJsonDepth));
+          throw InputError(fmt::format("{}: {}...: nested more than {} levels deep", origin_,
+                                       frames[2].path, kMaxJsonDepth));
         }
         Frame& f = frames.emplace_back();
         f.path = std::move(path);
@@ -300,7 +307,7 @@ JsonValue JsonDocument::Root() const {
 }
 
 std::string ReadTextFile(const std::string& path, const std::string& what) {
-  const std::string shown = PrintableLine(path);
+  const std::string shown = ShownPath(path);
   auto refuse = [&](const std::string& why) {
     throw InputError(fmt::format("cannot read {} '{}': {}", what, shown, why));
   };

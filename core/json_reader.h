@@ -18,6 +18,7 @@ namespace ciuic {
 // Arrays and objects nested deeper are refused ("PATH: nested more than 64 levels deep"): our files
 // need fewer than 8 levels, and a deeper document costs stack in every recursive walk of it.
 constexpr size_t kMaxJsonDepth = 64;
+static_assert(kMaxJsonDepth > 2, "the refusal names the path down to the third level");
 
 class JsonValue {
  public:

@@ -67,6 +67,9 @@ TEST(JsonReaderTest, ARepeatedKeyIsRefusedNamingItsPath) {
     const std::string why = Refusal([&] { JsonDocument(c.text, "topology", "t.json"); });
     EXPECT_EQ(why.rfind(c.says, 0), 0u) << why;
   }
+  // The file's name is printed as one line.
+  EXPECT_EQ(Refusal([] { JsonDocument(R"({"a": 1, "a": 2})", "topology", "dir\nx/t.json"); }),
+            "dir?x/t.json: topology.a: given twice (a key may appear once per object)");
   // One key in several objects is no repetition, and paths of later values stay right.
   const JsonDocument ok(R"({"a": {"n": 1}, "b": [{"n": 2}, 7, {"n": 3}], "n": 4})", "topology", "t.json");
   const JsonValue root = ok.Root();
