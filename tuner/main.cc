@@ -3,11 +3,14 @@
 // published nccl-tests figures, fitted and held-out apart) and model (predicted allreduce time and busbw
 // per algorithm and size).
 #include <algorithm>
+#include <cmath>
 #include <cxxopts.hpp>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "bench/cli_args.h"
 #include "collectives/profile.h"
@@ -20,6 +23,8 @@
 #include "kernels/codec_spec.h"
 #include "tuner/cost_model.h"
 #include "tuner/calibrate.h"
+#include "tuner/gate.h"
+#include "tuner/plan_space.h"
 #include "tuner/study.h"
 #include "tuner/published.h"
 #include "tuner/search.h"
@@ -197,6 +202,7 @@ int RunTune(const cxxopts::ParseResult& r) {
     CheckPathGiven("--calibration", o.calibration_db);
   }
   o.gate_tolerance = OptionInRange("gate-tolerance", r["gate-tolerance"].as<double>(), 0.0, 1.0);
+  o.gate_seeds = OptionInRange("gate-seeds", r["gate-seeds"].as<int>(), 1, 20);
   if (const std::string m = r["state-memory"].as<std::string>(); m != "auto") {
     o.state_memory_gib = OptionInRange("state-memory", NumberOption("state-memory", m), 0.0, 1e6);
   }
@@ -333,10 +339,62 @@ int Export(const cxxopts::ParseResult& r) {
   return 0;
 }
 
+// The accuracy gate alone: each codec's verdict and every seed's run, as a table or JSON
+// (scripts/digits_tta.py compares it with real training).
+int Gate(const cxxopts::ParseResult& r) {
+  GateOptions g;
+  g.tolerance = OptionInRange("gate-tolerance", r["gate-tolerance"].as<double>(), 0.0, 1.0);
+  g.seeds = OptionInRange("gate-seeds", r["gate-seeds"].as<int>(), 1, 20);
+  const std::string format = r.count("format") ? r["format"].as<std::string>() : "text";
+  OneOfOption("format", format, {"text", "json"});
+  std::vector<std::string> codecs;
+  if (r.count("codecs")) {
+    codecs = ParseList("codecs", r["codecs"].as<std::string>());
+  } else {  // what a study gates: the space's codecs and the 16-bit reductions
+    codecs = AllReducePlanSpace().dims[0].values;
+    codecs.insert(codecs.end(), {"none@bf16", "none@fp16"});
+  }
+  for (const auto& codec : codecs) {
+    try {
+      const size_t at = codec.find('@');
+      ParseCodec(codec.substr(0, at));
+      if (at != std::string::npos) {
+        if (codec.substr(0, at) != "none") throw UsageError("only codec none takes @PRECISION");
+        if (const std::string prec = codec.substr(at + 1); prec != "bf16" && prec != "fp16")
+          throw UsageError(fmt::format("reduction precision '{}': use none@bf16 or none@fp16", PrintableLine(prec)));
+      }
+    } catch (const Error& e) {
+      throw BadOption("codecs", r["codecs"].as<std::string>(), e.what());
+    }
+  }
+  nlohmann::json verdicts = nlohmann::json::array();
+  if (format == "text")
+    std::cout << fmt::format("# accuracy gate: {}\n# {:<13} verdict  per seed: held-out accuracy % (codec/uncompressed), "
+                             "S = at the stress learning rate\n", GateConfigKey(g), "codec");
+  for (const auto& codec : codecs) {
+    const GateResult res = RunAccuracyGate(codec, g);
+    nlohmann::json runs = nlohmann::json::array();
+    std::string line;
+    for (const auto& s : res.seeds) {
+      runs.push_back({{"seed", s.seed}, {"stress", s.stress}, {"accuracy", s.accuracy},
+                      {"baseline_accuracy", s.baseline_accuracy},
+                      {"loss", std::isfinite(s.loss) ? nlohmann::json(s.loss) : nlohmann::json(nullptr)},
+                      {"baseline_loss", s.baseline_loss}, {"passed", s.passed}});
+      line += fmt::format("  {}{:.1f}/{:.1f}{}", s.stress ? "S" : "", 100 * s.accuracy, 100 * s.baseline_accuracy,
+                          s.passed ? "" : "!");
+    }
+    verdicts.push_back({{"codec", codec}, {"passed", res.passed}, {"runs", runs}});
+    if (format == "text") std::cout << fmt::format("  {:<13} {:<7}{}\n", codec, res.passed ? "pass" : "fail", line);
+  }
+  if (format == "json")
+    std::cout << nlohmann::json{{"config", GateConfigKey(g)}, {"verdicts", verdicts}}.dump(1) << "\n";
+  return 0;
+}
+
 const Subcommand kSubcommands[] = {
     {"run", "search for the best configuration (the default with --topology), store it, write the profile",
      {"topology", "nodes", "workload", "strategy", "budget", "seed", "patience", "mode", "db", "calibration", "out",
-      "state-memory", "target", "min-gain", "gate-tolerance"},
+      "state-memory", "target", "min-gain", "gate-tolerance", "gate-seeds"},
      RunTune},
     {"show", "stored studies and best configurations", {"db"}, Show},
     {"calibrate", "measure the model's primitives here: kernels (cpu or cuda) and the link (--ranks) -> --db",
@@ -351,6 +409,9 @@ const Subcommand kSubcommands[] = {
     {"topologies", "built-in topologies, and the model against published nccl-tests figures (fit and held-out apart)",
      {"nodes", "published"},
      Topologies},
+    {"gate", "the accuracy gate's verdict per codec (default: every codec a study gates), text or json",
+     {"codecs", "gate-tolerance", "gate-seeds", "format"},
+     Gate},
     {"model", "predicted uncompressed allreduce time and busbw per algorithm",
      {"topology", "nodes", "sizes"},
      Model},
@@ -406,9 +467,11 @@ int Run(int argc, char** argv) {
       cxxopts::value<std::string>()->default_value("ciuic"))(
       "min-gain", "run: a lossy codec must predict a step (and a band) this fraction faster than the best lossless "
       "configuration", cxxopts::value<double>()->default_value("0.05"))(
-      "gate-tolerance", "accuracy gate: allowed final-loss increase", cxxopts::value<double>()->default_value("0.01"))(
+      "gate-tolerance", "accuracy gate: held-out accuracy (fraction) a codec may lose per seed",
+      cxxopts::value<double>()->default_value("0.01"))(
+      "gate-seeds", "accuracy gate: seeds, each must pass", cxxopts::value<int>()->default_value("3"))(
       "profile", "export: the profile to read", cxxopts::value<std::string>())(
-      "format", "export format", cxxopts::value<std::string>()->default_value("json"))(
+      "format", "export: the format; gate: text | json", cxxopts::value<std::string>()->default_value("json"))(
       "strict", "export: exit 1 when the format cannot express a choice of the profile (default: listed, exit 0)",
       cxxopts::value<bool>()->default_value("false"))(
       "published", "topologies: published figures (default profiles/published/nccl_tests.json)", cxxopts::value<std::string>())(
@@ -416,7 +479,7 @@ int Run(int argc, char** argv) {
       "ranks", "calibrate/validate: local rank counts, e.g. 2,3,4", cxxopts::value<std::string>())(
       "concurrency", "calibrate: kernel copies timed at once (0: cores)", cxxopts::value<int>()->default_value("0"))(
       "rounds", "calibrate: kernel sweeps, median per point", cxxopts::value<int>()->default_value("3"))(
-      "codecs", "validate: codecs", cxxopts::value<std::string>()->default_value("none,fp16,int8,int4,sign1,topk:0.01"))(
+      "codecs", "validate/gate: codecs (gate: codec or none@bf16/none@fp16)", cxxopts::value<std::string>()->default_value("none,fp16,int8,int4,sign1,topk:0.01"))(
       "kernel-sizes", "validate: kernel sizes (timed in the passes, or calibrated when missing)", cxxopts::value<std::string>()->default_value("64K:64M:x4"))(
       "kernels", "validate: timed (kernels and ring steps swept before each pass) | stored (the database's)", cxxopts::value<std::string>()->default_value("timed"))(
       "repeat", "validate: interleaved measurement passes", cxxopts::value<int>()->default_value("3"))(
