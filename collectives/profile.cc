@@ -179,6 +179,25 @@ std::string BandName(const ProfileRule& r) {
   return fmt::format("band [{}, {})", FormatSize(r.min_bytes), r.max_bytes ? FormatSize(r.max_bytes) : "inf");
 }
 
+// Whether the ddp export needs python/ciuic's comm hook: the bands differ, or the one choice has no
+// PyTorch built-in hook (none, fp16, bf16, powersgd, or an uncompressed 16-bit reduction).
+bool DdpNeedsCiuicHook(const Profile& p) {
+  const ProfileRule& big = p.rules.back();
+  for (const auto& r : p.rules)
+    if (r.algo != big.algo || r.codec != big.codec || r.precision != big.precision) return true;
+  const CodecKind k = ParseCodec(big.codec).kind;
+  return !(k == CodecKind::kNone || k == CodecKind::kFp16 || k == CodecKind::kBf16 || k == CodecKind::kPowerSgd);
+}
+
+// A shell/Python-safe quoted path of the profile for an export (PROFILE.json when it has none).
+std::string ProfilePathForExport(const Profile& p) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path profile = p.path.empty() ? fs::path("PROFILE.json") : fs::absolute(p.path, ec);
+  if (ec) profile = p.path;
+  return profile.lexically_normal().string();
+}
+
 std::string ExportBody(const Profile& p, const std::string& format);
 
 }  // namespace
@@ -197,6 +216,14 @@ std::vector<std::string> UnexpressedChoices(const Profile& p, const std::string&
       if (c.algo.empty() && (r.codec != "none" || r.precision != "fp32" || r.algo != "nccl"))
         out.push_back(fmt::format("{}: {} {} {}: {}", BandName(r), r.algo, r.codec, r.precision, c.why));
     }
+    return out;
+  }
+  // DDP: a profile PyTorch's own hooks cannot run (bands that differ, or a codec without a built-in
+  // hook) is exported as ciuic.torch.comm_hook, which applies each band's rule per bucket.
+  if (format == "ddp" && DdpNeedsCiuicHook(p)) {
+    for (const auto& r : p.rules)
+      if (r.codec == "none" && r.algo == "rd")
+        out.push_back(fmt::format("{}: algorithm rd: DDP's process group runs its own allreduce", BandName(r)));
     return out;
   }
   // The other formats set global values: the largest band's choice (what gradient buckets look like).
@@ -228,7 +255,15 @@ std::vector<std::string> UnexpressedChoices(const Profile& p, const std::string&
     if (big.algo == "rd" || big.algo == "hier")
       out.push_back(fmt::format("{}: algorithm {}: DDP's process group runs its own allreduce", band, big.algo));
   } else if (format == "deepspeed") {
-    if (k != CodecKind::kNone && k != CodecKind::kSign1 && k != CodecKind::kFp16 && k != CodecKind::kBf16)
+    if (k == CodecKind::kInt4)
+      out.push_back(fmt::format("{}: codec int4: the nearest is ZeRO++'s zero_quantized_gradients (4-bit blocks, "
+                                "reduce-scatter by all-to-all, ZeRO stage 3), not ciuic's ring with error feedback",
+                                band));
+    else if (k == CodecKind::kSign1)
+      out.push_back(fmt::format("{}: codec sign1 as 1-bit Adam: it replaces Adam only and runs at ZeRO stage 0, "
+                                "where the bucket size ({} B) is not DeepSpeed's to set",
+                                band, big.bucket_bytes));
+    else if (k != CodecKind::kNone && k != CodecKind::kFp16 && k != CodecKind::kBf16)
       out.push_back(fmt::format("{}: codec {}: DeepSpeed has no such gradient compression", band, big.codec));
     if (big.algo == "rd" || big.algo == "hier" || big.algo == "sparse" || big.algo == "powersgd")
       out.push_back(fmt::format("{}: algorithm {}: DeepSpeed's allreduce is NCCL's", band, big.algo));
@@ -303,13 +338,11 @@ std::string ExportBody(const Profile& p, const std::string& format) {
     fs::path lib = "libnccl-tuner-ciuic.so";
     if (const fs::path self = fs::read_symlink("/proc/self/exe", ec); !ec)
       lib = (self.parent_path() / ".." / "lib" / lib).lexically_normal();
-    fs::path profile = p.path.empty() ? fs::path("PROFILE.json") : fs::absolute(p.path, ec);
-    if (ec) profile = p.path;
     std::string out = "# " + head + "\n";
     out += "# NCCL (2.19 or later) loads the ciuic tuner plugin, which reads the profile named here:\n";
     out += "export NCCL_TUNER_PLUGIN=" + shell_word(lib.string()) + "\n";
     if (!fs::exists(lib, ec)) out += "#   (not built yet: cmake --build build --target nccl-tuner-ciuic)\n";
-    out += "export CIUIC_PROFILE=" + shell_word(profile.lexically_normal().string()) + "\n";
+    out += "export CIUIC_PROFILE=" + shell_word(ProfilePathForExport(p)) + "\n";
     out += fmt::format("# It acts on communicators of {} ranks on {} node(s) and needs NCCL 2.22 or later (its cost\n"
                        "# table); other communicators, and NCCL 2.19-2.21, keep NCCL's own choices. Per size band it\n"
                        "# prefers an algorithm; NCCL still picks that algorithm's protocol and the channel count:\n",
@@ -322,6 +355,27 @@ std::string ExportBody(const Profile& p, const std::string& format) {
     }
     out += "#   allgather, reducescatter, broadcast, reduce -> left to NCCL: the profile has allreduce rules only\n";
     out += "# To see it in NCCL's log: NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING\n";
+    return out;
+  }
+  if (format == "ddp" && DdpNeedsCiuicHook(p)) {
+    // Every band per bucket, through python/ciuic on libciuic (ctypes).
+    std::string out = "# " + head + "\n";
+    out += "# Every size band of the profile, per DDP bucket, with ciuic's codecs: python/ciuic on libciuic\n"
+           "# (PYTHONPATH=<ciuic>/python; CIUIC_LIBRARY=<ciuic>/build/lib/libciuic.so). It reduces CPU buckets over\n"
+           "# gloo, or runs the ciuic runtime when launched by mpiexec; it refuses GPU buckets (for a GPU job:\n"
+           "# ciuic-tune run --target ddp, which keeps to PyTorch's own hooks). Save state.state_dict() with\n"
+           "# each rank's checkpoint and load it back after register_comm_hook to resume bit for bit.\n";
+    out += "import ciuic.torch\n";
+    out += "from torch.nn.parallel import DistributedDataParallel as DDP\n\n";
+    out += "CIUIC_PROFILE = " + json(ProfilePathForExport(p)).dump() + "\n";
+    out += "_ciuic_module = model\n";
+    out += fmt::format("model = DDP(model, **ciuic.torch.ddp_kwargs(CIUIC_PROFILE))  # bucket_cap_mb={}\n",
+                       static_cast<double>(big.bucket_bytes) / (1 << 20));
+    out += "state, hook = ciuic.torch.comm_hook(CIUIC_PROFILE, module=_ciuic_module)\n";
+    out += "model.register_comm_hook(state, hook)\n";
+    for (const auto& r : p.rules)
+      out += fmt::format("#   {} {} codec {} in {}, pieces of {} B\n", BandName(r), r.algo, r.codec, r.precision,
+                         r.bucket_bytes);
     return out;
   }
   if (format == "ddp") {
@@ -364,7 +418,14 @@ std::string ExportBody(const Profile& p, const std::string& format) {
   }
   if (format == "deepspeed") {
     json j;
-    j["zero_optimization"] = {{"reduce_bucket_size", big.bucket_bytes / 4}, {"allgather_bucket_size", big.bucket_bytes / 4}};
+    // The bucket sizes (in elements) apply in ZeRO stages 1-3 (stage 3 reads reduce_bucket_size only):
+    // stage 1 is the lowest that applies them. int4 maps to ZeRO++'s 4-bit quantized gradients, which
+    // need stage 3; 1-bit Adam (sign1) does not run under ZeRO: stage 0, where these keys do nothing.
+    const int stage = codec.kind == CodecKind::kInt4 ? 3 : codec.kind == CodecKind::kSign1 ? 0 : 1;
+    j["zero_optimization"] = {{"stage", stage}};
+    if (stage > 0) j["zero_optimization"]["reduce_bucket_size"] = big.bucket_bytes / 4;
+    if (stage > 0 && stage < 3) j["zero_optimization"]["allgather_bucket_size"] = big.bucket_bytes / 4;
+    if (codec.kind == CodecKind::kInt4) j["zero_optimization"]["zero_quantized_gradients"] = true;
     // The reduction precision; a 16-bit codec's nearest equivalent is reducing in that type.
     j["communication_data_type"] = big.precision != "fp32"           ? big.precision
                                    : codec.kind == CodecKind::kFp16 ? "fp16"
@@ -375,6 +436,13 @@ std::string ExportBody(const Profile& p, const std::string& format) {
                         {"params", {{"lr", 1e-4}, {"freeze_step", 1000}, {"cuda_aware", false}, {"comm_backend_name", "nccl"}}}};
     }
     j["_ciuic"] = head;
+    j["_ciuic_merge"] = fmt::format(
+        "merge into your DeepSpeed config key by key: these keys replace yours, the rest of yours stays. Keep your "
+        "own zero_optimization.stage if it is {} (the bucket sizes apply in stages 1-3; stage 3 reads "
+        "reduce_bucket_size only); at stage 0 they do nothing.{}",
+        stage == 3 ? "3 (zero_quantized_gradients needs it)" : stage == 0 ? "0 (1-bit Adam does not run under ZeRO)"
+                                                                          : "1, 2 or 3",
+        codec.kind == CodecKind::kSign1 ? " The optimizer block replaces yours: 1-bit Adam stands for Adam." : "");
     return j.dump(2) + "\n";
   }
   if (format == "horovod") {

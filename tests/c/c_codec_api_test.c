@@ -314,7 +314,7 @@ static void state_bytes(const char* spec) {
 
 static void profiles(void) {
   ciuic_profile_t* p = NULL;
-  CHECK(ciuic_profile_load(CIUIC_SOURCE_DIR "/profiles/dgx_a100.profile.json", &p) == CIUIC_OK, "load: %s",
+  CHECK(ciuic_profile_load(CIUIC_SOURCE_DIR "/tests/data/profiles/dgx_a100_mixed.profile.json", &p) == CIUIC_OK, "load: %s",
         ciuic_last_error());
   if (!p) return;
   int nodes = 0, ranks = 0;

@@ -412,7 +412,7 @@ TEST_F(NcclTunerPlugin, AMissingOrBrokenProfileIsOneWarningAndNcclRunsOn) {
       {"unset", "(unset)", "CIUIC_PROFILE is not set"},
       {"empty value", "", "CIUIC_PROFILE is not set"},
       {"no such file", (dir_ / "missing.json").string(), "cannot read profile"},
-      {"a directory", dir_.string(), "not valid JSON"},  // core's ReadTextFile reads a directory as empty
+      {"a directory", dir_.string(), "a directory, not a regular file"},
       {"empty file", WriteFile("empty.json", ""), "not valid JSON"},
       {"truncated", WriteFile("cut.json", good.substr(0, good.size() / 2)), "not valid JSON"},
       {"binary junk",

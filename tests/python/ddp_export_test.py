@@ -91,10 +91,34 @@ def main():
             assert torch.equal(g0, g1), f"{codec}: ranks disagree"
             results[codec] = g0
             print(f"{codec:<11} ran: {g0.numel()} gradient elements, equal on both ranks")
-    for codec in ["fp16", "none@fp16"]:
+        # A profile PyTorch's hooks cannot run (bands that differ; int8 where this model's one bucket of
+        # 77 KB falls): the export is python/ciuic's hook, which must run here as exported.
+        doc = json.loads(json.dumps(base))
+        for i, rule in enumerate(doc["rules"]):
+            rule.update(algo="ring" if i == 1 else "nccl", codec="int8" if i == 1 else "none", precision="fp32",
+                        gate="passed" if i == 1 else "n/a")
+        path = os.path.join(tmp, "mixed.json")
+        json.dump(doc, open(path, "w"))
+        snippet = subprocess.run([tune, "export", "--profile", path, "--format", "ddp"], check=True,
+                                 capture_output=True, text=True).stdout
+        assert "ciuic.torch.comm_hook(CIUIC_PROFILE, module=_ciuic_module)" in snippet, snippet
+        assert "default_hooks" not in snippet, snippet
+        snippet_file = os.path.join(tmp, "snippet_mixed.py")
+        open(snippet_file, "w").write(snippet)
+        init, out = os.path.join(tmp, "init_mixed"), os.path.join(tmp, "grads_mixed")
+        procs = [subprocess.Popen([sys.executable, __file__, "--worker", str(r), snippet_file, init, out])
+                 for r in range(2)]
+        for p in procs:
+            assert p.wait(timeout=120) == 0, "mixed: DDP worker failed"
+        g0, g1 = torch.load(out + ".0"), torch.load(out + ".1")
+        assert torch.equal(g0, g1), "mixed: ranks disagree"
+        results["mixed"] = g0
+        print(f"{'mixed':<11} ran through ciuic.torch.comm_hook: equal on both ranks")
+    for codec in ["fp16", "none@fp16", "mixed"]:
         rel = (results[codec] - results["none"]).norm() / results["none"].norm()
         print(f"{codec:<11} vs none: relative difference {rel:.2e}")
-        assert rel < 2e-2, (codec, rel)
+        assert rel < (5e-2 if codec == "mixed" else 2e-2), (codec, rel)
+        assert codec != "mixed" or rel > 0, "int8 must not be lossless here"
     # PowerSGD compresses from step 10 on: the last gradients are a rank-4 approximation, not the exact ones.
     rel = (results["powersgd:4"] - results["none"]).norm() / results["none"].norm()
     print(f"powersgd:4  vs none: relative difference {rel:.2e} (low-rank, so it must differ)")

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/database.h"
@@ -136,12 +137,16 @@ TEST_F(Study, ReducedPrecisionIsGatedStoredAndExportedAsWhatFrameworksCallIt) {
   big.codec = "none";
   big.precision = "bf16";
   EXPECT_NO_THROW(ParseProfile(ProfileToJson(p), "p.json"));
-  EXPECT_NE(ExportProfile(p, "ddp").find("default_hooks.bf16_compress_hook"), std::string::npos);
+  Profile uniform = p;  // one choice in every band: PyTorch's own hook (bands that differ take ciuic's)
+  for (auto& r : uniform.rules) r = big;
+  EXPECT_NE(ExportProfile(uniform, "ddp").find("default_hooks.bf16_compress_hook"), std::string::npos);
+  EXPECT_NE(ExportProfile(p, "ddp").find("ciuic.torch.comm_hook"), std::string::npos);
   EXPECT_NE(ExportProfile(p, "deepspeed").find("\"communication_data_type\": \"bf16\""), std::string::npos);
   EXPECT_EQ(ExportProfile(p, "horovod").find("Compression.fp16"), std::string::npos) << "fp16 was not gated";
   EXPECT_NE(ExportProfile(p, "nccl-env").find("reduces gradients in bf16"), std::string::npos);
   big.precision = "fp16";
-  EXPECT_NE(ExportProfile(p, "ddp").find("default_hooks.fp16_compress_hook"), std::string::npos);
+  for (auto& r : uniform.rules) r = big;
+  EXPECT_NE(ExportProfile(uniform, "ddp").find("default_hooks.fp16_compress_hook"), std::string::npos);
   EXPECT_NE(ExportProfile(p, "deepspeed").find("\"communication_data_type\": \"fp16\""), std::string::npos);
   EXPECT_NE(ExportProfile(p, "horovod").find("compression=hvd.Compression.fp16"), std::string::npos);
   // A 16-bit precision belongs to the library's uncompressed allreduce only.
@@ -339,7 +344,9 @@ TEST_F(Study, ATargetOnlyGetsWhatItsConsumerCanRun) {
                    rule.precision};
       EXPECT_TRUE(TargetRuns(target, c)) << target << ": " << rule.min_bytes << " " << GateName(c) << " " << rule.algo;
     }
-    if (target == "nccl") EXPECT_EQ(r.profile.RuleFor(uint64_t{1} << 30).codec, "none");
+    if (target == "nccl") {
+      EXPECT_EQ(r.profile.RuleFor(uint64_t{1} << 30).codec, "none");
+    }
   }
   TuneOptions bad = Options(WithNics(1.0), 4);
   bad.target = "mxnet";
@@ -355,12 +362,20 @@ namespace {
 // Exports say what they do: each choice a format cannot express is listed in the export itself (and
 // returned for stderr / --strict), never dropped; a profile a format can express fully lists none.
 TEST(Exports, WhatAFormatCannotExpressIsListedNotDropped) {
-  const Profile p = LoadProfile(ProfilesDir() + "/dgx_a100.profile.json");  // bf16 band, sign1 above 256M
+  // A fixture (profiles/dgx_a100.profile.json as the old gate shipped it): a bf16 band, sign1 above 256M.
+  const Profile p = LoadProfile(CIUIC_SOURCE_DIR "/tests/data/profiles/dgx_a100_mixed.profile.json");
   for (const auto& format : ExportFormats()) {
     const auto lost = UnexpressedChoices(p, format);
     const std::string text = ExportProfile(p, format);
     if (format == "json") {
       EXPECT_TRUE(lost.empty());
+      continue;
+    }
+    if (format == "ddp") {  // python/ciuic's hook applies every band per bucket: nothing is lost
+      EXPECT_TRUE(lost.empty());
+      EXPECT_NE(text.find("ciuic.torch.comm_hook(CIUIC_PROFILE, module=_ciuic_module)"), std::string::npos) << text;
+      for (const auto& r : p.rules)
+        EXPECT_NE(text.find(fmt::format("{} codec {} in {}", r.algo, r.codec, r.precision)), std::string::npos) << text;
       continue;
     }
     EXPECT_FALSE(lost.empty()) << format;
