@@ -224,7 +224,7 @@ control "a good powersgd state" "$driver" powersgd powersgd:2 400 "$C/state/good
 control "a good sign2 state" "$driver" sign2 sign1 400 "$C/state/good-sign2.state"
 control "a good topk state" "$driver" sparse topk:0.1 400 "$C/state/good-topk.state"
 # The workload's control is a whole (small) study: it runs beside the cases.
-timeout -k 5 120 "$tune" run --topology dgx_a100 --workload "$C/workload/good.json" --strategy random --budget 2 \
+timeout -k 5 120 "$tune" run --topology dgx_a100 --workload "$C/workload/good.json" --strategy random --budget 2 --gate-seeds 1 \
   --db "$scratch/control/w.db" --out "$scratch/control/w.json" </dev/null >"$scratch/logs/control-workload.out" 2>&1 &
 workload_control=$!
 
