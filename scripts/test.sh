@@ -94,8 +94,8 @@ if [ "$mode" != quick ]; then
     >build-tsan/test_collectives.log 2>&1 || { tail -n 60 build-tsan/test_collectives.log; echo "test: tsan failed" >&2; exit 1; }
   summary+=("tsan: test_collectives clean")
   # Each fuzzer for a short while from its seed corpus (scripts/fuzz.sh SECONDS for longer runs).
-  scripts/fuzz.sh "${CIUIC_FUZZ_SECONDS:-20}"
-  summary+=("fuzz: 5 harnesses x ${CIUIC_FUZZ_SECONDS:-20} s, no finding")
+  scripts/fuzz.sh "${CIUIC_FUZZ_SECONDS:-10}"
+  summary+=("fuzz: 5 harnesses x ${CIUIC_FUZZ_SECONDS:-10} s, no finding")
 fi
 printf 'test: %s\n' "${summary[@]}"
 # The closing line: every ctest test that ran, over all labels (a failure exited above).
