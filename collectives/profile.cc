@@ -179,12 +179,11 @@ std::string BandName(const ProfileRule& r) {
   return fmt::format("band [{}, {})", FormatSize(r.min_bytes), r.max_bytes ? FormatSize(r.max_bytes) : "inf");
 }
 
-// Whether the ddp export needs python/ciuic's comm hook: the bands differ, or the one choice has no
-// PyTorch built-in hook (none, fp16, bf16, powersgd, or an uncompressed 16-bit reduction).
+// Whether the ddp export runs python/ciuic's comm hook: the largest band's codec has no PyTorch
+// built-in hook (none, fp16, bf16, powersgd). Otherwise PyTorch's own hook stays, which also runs on
+// GPU buckets (ciuic's hook reduces CPU buckets only), with ciuic's as a commented alternative.
 bool DdpNeedsCiuicHook(const Profile& p) {
   const ProfileRule& big = p.rules.back();
-  for (const auto& r : p.rules)
-    if (r.algo != big.algo || r.codec != big.codec || r.precision != big.precision) return true;
   const CodecKind k = ParseCodec(big.codec).kind;
   return !(k == CodecKind::kNone || k == CodecKind::kFp16 || k == CodecKind::kBf16 || k == CodecKind::kPowerSgd);
 }
@@ -218,8 +217,8 @@ std::vector<std::string> UnexpressedChoices(const Profile& p, const std::string&
     }
     return out;
   }
-  // DDP: a profile PyTorch's own hooks cannot run (bands that differ, or a codec without a built-in
-  // hook) is exported as ciuic.torch.comm_hook, which applies each band's rule per bucket.
+  // DDP: a profile whose largest band's codec PyTorch has no hook for is exported as
+  // ciuic.torch.comm_hook, which applies each band's rule per bucket.
   if (format == "ddp" && DdpNeedsCiuicHook(p)) {
     for (const auto& r : p.rules)
       if (r.codec == "none" && r.algo == "rd")
@@ -298,6 +297,48 @@ std::string ExportProfile(const Profile& p, const std::string& format) {
 }
 
 namespace {
+
+// The ddp export with PyTorch's own hook for the largest band's choice (its bucket cap, its codec).
+std::string DdpBuiltinHook(const Profile& p, const std::string& head) {
+  const ProfileRule& big = p.rules.back();
+  const CodecSpec codec = ParseCodec(big.codec);
+  std::string out = "# " + head + "\n";
+  out += "from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook\n";
+  out += "from torch.nn.parallel import DistributedDataParallel as DDP\n\n";
+  out += fmt::format("model = DDP(model, bucket_cap_mb={})\n", std::max<uint64_t>(1, big.bucket_bytes >> 20));
+  if (big.precision == "fp16") {  // the hook is exactly this: ÷ world size, cast, NCCL fp16 allreduce, cast back
+    out += "model.register_comm_hook(None, default_hooks.fp16_compress_hook)\n";
+    return out;
+  }
+  if (big.precision == "bf16") {
+    out += "# bf16_compress_hook: PyTorch requires CUDA 11+ and NCCL 2.10+ for it (refused on CPU/gloo)\n";
+    out += "model.register_comm_hook(None, default_hooks.bf16_compress_hook)\n";
+    return out;
+  }
+  if (codec.kind == CodecKind::kFp16 || codec.kind == CodecKind::kBf16)
+    out += fmt::format("# closest built-in to codec {}: the hook sums in {} inside NCCL where the ciuic ring "
+                       "accumulates each hop in fp32\n", big.codec, big.codec);
+  switch (codec.kind) {
+    case CodecKind::kFp16: out += "model.register_comm_hook(None, default_hooks.fp16_compress_hook)\n"; break;
+    case CodecKind::kBf16:
+      out += "# bf16_compress_hook: PyTorch requires CUDA 11+ and NCCL 2.10+ for it (refused on CPU/gloo)\n";
+      out += "model.register_comm_hook(None, default_hooks.bf16_compress_hook)\n";
+      break;
+    case CodecKind::kPowerSgd:
+      out += fmt::format(
+          "state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank={}, "
+          "start_powerSGD_iter=10, use_error_feedback=True, warm_start=True)\n"
+          "model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)\n",
+          codec.rank);
+      break;
+    case CodecKind::kNone: out += "# uncompressed allreduce: DDP's default hook\n"; break;
+    default:
+      out += fmt::format("# codec {} has no PyTorch built-in hook: the uncompressed default stays; "
+                         "the ciuic runtime (C API) applies it\n",
+                         big.codec);
+  }
+  return out;
+}
 
 std::string ExportBody(const Profile& p, const std::string& format) {
   const ProfileRule& big = p.rules.back();  // the largest band: what gradient buckets look like
@@ -379,41 +420,16 @@ std::string ExportBody(const Profile& p, const std::string& format) {
     return out;
   }
   if (format == "ddp") {
-    std::string out = "# " + head + "\n";
-    out += "from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook\n";
-    out += "from torch.nn.parallel import DistributedDataParallel as DDP\n\n";
-    out += fmt::format("model = DDP(model, bucket_cap_mb={})\n", std::max<uint64_t>(1, big.bucket_bytes >> 20));
-    if (big.precision == "fp16") {  // the hook is exactly this: ÷ world size, cast, NCCL fp16 allreduce, cast back
-      out += "model.register_comm_hook(None, default_hooks.fp16_compress_hook)\n";
-      return out;
-    }
-    if (big.precision == "bf16") {
-      out += "# bf16_compress_hook: PyTorch requires CUDA 11+ and NCCL 2.10+ for it (refused on CPU/gloo)\n";
-      out += "model.register_comm_hook(None, default_hooks.bf16_compress_hook)\n";
-      return out;
-    }
-    if (codec.kind == CodecKind::kFp16 || codec.kind == CodecKind::kBf16)
-      out += fmt::format("# closest built-in to codec {}: the hook sums in {} inside NCCL where the ciuic ring "
-                         "accumulates each hop in fp32\n", big.codec, big.codec);
-    switch (codec.kind) {
-      case CodecKind::kFp16: out += "model.register_comm_hook(None, default_hooks.fp16_compress_hook)\n"; break;
-      case CodecKind::kBf16:
-        out += "# bf16_compress_hook: PyTorch requires CUDA 11+ and NCCL 2.10+ for it (refused on CPU/gloo)\n";
-        out += "model.register_comm_hook(None, default_hooks.bf16_compress_hook)\n";
-        break;
-      case CodecKind::kPowerSgd:
-        out += fmt::format(
-            "state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank={}, "
-            "start_powerSGD_iter=10, use_error_feedback=True, warm_start=True)\n"
-            "model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)\n",
-            codec.rank);
-        break;
-      case CodecKind::kNone: out += "# uncompressed allreduce: DDP's default hook\n"; break;
-      default:
-        out += fmt::format("# codec {} has no PyTorch built-in hook: the uncompressed default stays; "
-                           "the ciuic runtime (C API) applies it\n",
-                           big.codec);
-    }
+    std::string out = DdpBuiltinHook(p, head);
+    bool uniform = true;
+    for (const auto& r : p.rules)
+      uniform = uniform && r.algo == big.algo && r.codec == big.codec && r.precision == big.precision;
+    if (!uniform)
+      out += "# Every size band per bucket instead (CPU buckets over gloo, or the ciuic runtime under mpiexec):\n"
+             "#   import ciuic.torch  # PYTHONPATH=<ciuic>/python\n"
+             "#   model = DDP(module, **ciuic.torch.ddp_kwargs(" + json(ProfilePathForExport(p)).dump() + "))\n"
+             "#   state, hook = ciuic.torch.comm_hook(" + json(ProfilePathForExport(p)).dump() + ", module=module)\n"
+             "#   model.register_comm_hook(state, hook)\n";
     return out;
   }
   if (format == "deepspeed") {
@@ -454,8 +470,7 @@ std::string ExportBody(const Profile& p, const std::string& format) {
     if (big.precision == "fp16" || codec.kind == CodecKind::kFp16)
       out += "# in the training script: hvd.DistributedOptimizer(opt, compression=hvd.Compression.fp16)\n";
     else if (big.precision == "bf16" || codec.kind == CodecKind::kBf16)
-      out += "# bf16: Horovod's built-in compression has fp16 only (the gate passed bf16, not fp16): compression "
-             "stays none\n";
+      out += "# bf16: Horovod's built-in compression has fp16 only (the profile chose bf16): compression stays none\n";
     else if (codec.kind != CodecKind::kNone)
       out += fmt::format("# codec {} has no Horovod built-in: compression stays none\n", big.codec);
     return out;
