@@ -477,7 +477,8 @@ TEST(Topology, StrictLoaderRefusesBadFiles) {
 }
 
 int RunTune(const std::string& args, std::string* out, std::string* err) {
-  const std::string base = ::testing::TempDir() + "/ciuic_tune";
+  // Per process: ctest runs the tests of this binary as parallel processes.
+  const std::string base = ::testing::TempDir() + "/ciuic_tune_" + std::to_string(getpid());
   const int status = std::system(
       (std::string(CIUIC_TUNE_EXE) + " " + args + " >" + base + "_out 2>" + base + "_err").c_str());
   *out = ReadText(base + "_out");

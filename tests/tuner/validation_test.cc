@@ -312,7 +312,7 @@ printf '{"results": [{"size_bytes": %s, "time_p50_us": 100}]}' "$size" > "$out"
 
 // ciuic-tune: a bad option value is one line naming the option and the value, exit 1.
 int RunTune(const std::string& args, std::string* err) {
-  const std::string base = ::testing::TempDir() + "/ciuic_tune_v";
+  const std::string base = ::testing::TempDir() + "/ciuic_tune_v" + std::to_string(getpid());
   const int status = std::system(
       (std::string(CIUIC_TUNE_EXE) + " " + args + " >/dev/null 2>" + base + "_err").c_str());
   *err = Slurp(base + "_err");
@@ -388,7 +388,7 @@ TEST(Validation, TuneOptionValuesAreOneLineNamingTheOption) {
 // A refused option creates no database and overwrites no file: every option is checked before --db is
 // opened, an empty path is never "not given", and no output may be another output or an input.
 TEST(Validation, TuneRefusedOptionsWriteNothing) {
-  const std::string dir = ::testing::TempDir() + "/ciuic_tune_nothing";
+  const std::string dir = ::testing::TempDir() + "/ciuic_tune_nothing" + std::to_string(getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string topology = dir + "/t.json", db = dir + "/t.db";
@@ -417,6 +417,7 @@ TEST(Validation, TuneRefusedOptionsWriteNothing) {
     EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1) << args;
     EXPECT_EQ(Slurp(topology), original) << args;
   }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
