@@ -250,11 +250,13 @@ std::string SchemaProblem(sqlite3* db, int version) {
 
 }  // namespace
 
-Database::Database(const std::string& path) : path_(path) {
+Database::Database(const std::string& path, Access access) : path_(path) {
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
   if (std::filesystem::exists(st) && !std::filesystem::is_regular_file(st))
     throw InputError(fmt::format("refusing database '{}': not a regular file (left unchanged)", path));
+  if (access == Access::kReadOnly && (!std::filesystem::exists(st) || IsEmptyFile(path)))
+    throw InputError(fmt::format("no database at '{}'", path));
   try {
     // Everything that can refuse the file is decided on a read-only connection, so a refused file is
     // left byte-identical (a read-write open may rewrite the header: WAL flag, change counter).
@@ -277,6 +279,7 @@ Database::Database(const std::string& path) : path_(path) {
           for (const auto& f : made) std::filesystem::remove(f, ec);
         throw;
       }
+      if (access == Access::kReadOnly) return;  // the inspected connection is the one to read on
       sqlite3_close(db_);
       db_ = nullptr;
     }

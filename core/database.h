@@ -45,9 +45,14 @@ class Statement {
 
 class Database {
  public:
-  // Opens or creates path. Throws InputError for files that are not ciuic databases, are corrupt, or are
-  // newer, without writing to them.
-  explicit Database(const std::string& path);
+  enum class Access {
+    kReadWrite,  // opens or creates path; an older schema is migrated (after a backup)
+    kReadOnly,   // reads an existing file as it is: never created, migrated or written; the caller
+                 // checks SchemaVersion() before reading tables an older schema lacks
+  };
+  // Throws InputError for files that are not ciuic databases, are corrupt, or are newer, without
+  // writing to them (and, read-only, for a missing or empty file).
+  explicit Database(const std::string& path, Access access = Access::kReadWrite);
   ~Database();
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;

@@ -379,14 +379,30 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
   out << fmt::format("# stored in {} (table calibrations, device '{}')\n", db_path, device);
 }
 
+namespace {
+
+// No file, or an empty one: no calibration yet (anything else that is not a database is refused by
+// Database).
+bool NothingStored(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return true;
+  return std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) == 0;
+}
+
+}  // namespace
+
 Calibration LoadCalibration(const std::string& db_path, const std::string& device) {
   Calibration c;
   c.device = device;
-  if (!std::filesystem::exists(db_path)) return c;
-  Database db(db_path);
+  if (NothingStored(db_path)) return c;
+  // Read as it is: a calibration database made by an older ciuic is not migrated (or backed up) just
+  // to be read.
+  Database db(db_path, Database::Access::kReadOnly);
+  const int version = db.SchemaVersion();
+  if (version < 2) return c;  // no calibrations table yet
   // Rows in insertion order: a newer measurement of the same point replaces the older one.
-  Statement q(db.handle(),
-              "SELECT kernel, codec, gbps, bytes, ranks FROM calibrations WHERE device = ? ORDER BY id");
+  Statement q(db.handle(), version < 3 ? "SELECT kernel, codec, gbps, 0, 1 FROM calibrations WHERE device = ? ORDER BY id"
+                                       : "SELECT kernel, codec, gbps, bytes, ranks FROM calibrations WHERE device = ? ORDER BY id");
   q.Bind(1, device);
   while (q.Step()) {
     const std::string kernel = q.ColumnText(0), codec = q.ColumnText(1);
@@ -409,10 +425,11 @@ Calibration LoadCalibration(const std::string& db_path, const std::string& devic
 }
 
 Calibration LoadGpuCalibrationFor(const std::string& db_path, const std::string& gpu_name) {
-  if (!std::filesystem::exists(db_path)) return Calibration{};
+  if (NothingStored(db_path)) return Calibration{};
   std::string best;
   {
-    Database db(db_path);
+    Database db(db_path, Database::Access::kReadOnly);
+    if (db.SchemaVersion() < 2) return Calibration{};
     Statement q(db.handle(), "SELECT DISTINCT device FROM calibrations WHERE device LIKE 'cuda:%'");
     while (q.Step()) {
       const std::string d = q.ColumnText(0), name = d.substr(5);

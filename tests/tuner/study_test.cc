@@ -212,6 +212,39 @@ TEST_F(Study, ProfilesAreReadStrictly) {
 namespace ciuic {
 namespace {
 
+std::string FileBytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// A --calibration database made by an older ciuic is read as it is: its rows count (version 2 rows as
+// size-free rates), and the file is not migrated, backed up or touched.
+TEST_F(Study, AnOlderCalibrationDatabaseIsReadWithoutBeingMigrated) {
+  const std::string db = (dir_ / "old_cal.db").string();
+  {
+    Database d(db);  // today's schema, turned back into version 2 with two calibration rows
+    d.Exec("DROP TABLE validations; DROP TABLE calibrations; ALTER TABLE studies DROP COLUMN constraints; "
+           "ALTER TABLE trials DROP COLUMN reason; "
+           "CREATE TABLE calibrations (id INTEGER PRIMARY KEY, created TEXT NOT NULL, device TEXT NOT NULL, "
+           "kernel TEXT NOT NULL, codec TEXT NOT NULL, gbps REAL NOT NULL); "
+           "INSERT INTO calibrations (created, device, kernel, codec, gbps) VALUES ('t', 'cuda:NVIDIA H100', 'encode', 'int8', 400); "
+           "INSERT INTO calibrations (created, device, kernel, codec, gbps) VALUES ('t', 'cpu:x', 'encode', 'int8', 12.5); "
+           "PRAGMA user_version=2; PRAGMA wal_checkpoint(TRUNCATE);");
+  }
+  const std::string before = FileBytes(db);
+  const Calibration cpu = LoadCalibration(db, "cpu:x");
+  ASSERT_TRUE(cpu.kernels.count({"encode", "int8"}));
+  // 16 MiB at 12.5 GB/s: the one point a size-free row stands for.
+  EXPECT_NEAR(cpu.KernelUs("encode", "int8", 16 << 20), (16.0 * (1 << 20)) / 12.5e3, 1e-6);
+  const Calibration gpu = LoadGpuCalibrationFor(db, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(gpu.device, "cuda:NVIDIA H100");
+  EXPECT_TRUE(gpu.kernels.count({"encode", "int8"}));
+  EXPECT_EQ(FileBytes(db), before);
+  EXPECT_FALSE(std::filesystem::exists(db + ".v2.bak"));
+  Database reopened(db, Database::Access::kReadOnly);
+  EXPECT_EQ(reopened.SchemaVersion(), 2);
+}
+
 TEST_F(Study, CalibrateStoresKernelCurvesPerSizeAndAStudyWithoutALinkSaysSo) {
   const std::string db = (dir_ / "cal.db").string();
   std::ostringstream out;
