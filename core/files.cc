@@ -159,8 +159,12 @@ void CheckWritableOutput(const std::string& path, std::string_view what, bool re
   const std::string probe = TempNameFor(target);
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) throw InputError(fmt::format("{} '{}': cannot create files in '{}': {}", what, path, folder, Errno()));
+  // A full file system (or an exhausted quota) still lets an empty file be made: one byte must fit.
+  const bool wrote = ::write(fd, "\n", 1) == 1;
+  const std::string why = wrote ? "" : Errno();
   ::close(fd);
   ::unlink(probe.c_str());
+  if (!wrote) throw InputError(fmt::format("{} '{}': cannot write in '{}': {}", what, path, folder, why));
 }
 
 void CheckFileNameComponent(const std::string& name, std::string_view what) {

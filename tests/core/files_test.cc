@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -170,6 +171,28 @@ TEST_F(FilesTest, UnwritableOutputsAreRefusedWithOneLine) {
     ASSERT_EQ(::chmod(dir_.c_str(), 0555), 0);
     EXPECT_NE(Refusal(Path("x.json")).find("cannot create files"), std::string::npos);
   }
+}
+
+// A full file system lets an empty file be created; the output check writes a byte so a run does not
+// end in "No space left on device" after its work is done. A 64 KiB tmpfs made (and unmounted) here.
+TEST_F(FilesTest, AFullFileSystemIsRefusedBeforeTheRun) {
+  const std::string mnt = Path("tiny");
+  std::filesystem::create_directories(mnt);
+  if (::geteuid() != 0 || std::system(("mount -t tmpfs -o size=64k ciuic_tiny " + mnt + " 2>/dev/null").c_str()) != 0)
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  struct Unmount {
+    std::string at;
+    ~Unmount() { std::system(("umount " + at).c_str()); }
+  } unmount{mnt};
+  EXPECT_EQ(Refusal(mnt + "/out.json"), "");
+  {
+    std::ofstream fill(mnt + "/fill", std::ios::binary);
+    const std::string block(4096, 'x');
+    for (int i = 0; i < 64 && fill; ++i) fill << block;
+  }
+  const std::string why = Refusal(mnt + "/out.json");
+  EXPECT_NE(why.find("No space left on device"), std::string::npos) << why;
+  EXPECT_FALSE(std::filesystem::exists(mnt + "/out.json"));
 }
 
 TEST(FileNameTest, NamesFromFilesAreSingleSafeComponents) {
