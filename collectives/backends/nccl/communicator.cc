@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <thread>
 
 #include "core/cuda_check.h"
@@ -20,6 +21,25 @@
       throw ::ciuic::RuntimeError(::ciuic::FormatCallFailure(#call, ncclGetErrorString(ciuic_nccl_rc_), \
                                                              __FILE__, __LINE__));                      \
     }                                                                                                   \
+  } while (0)
+// Inside the communicator: a failed call also marks it failed, so it is aborted rather than destroyed.
+#define CIUIC_NCCL_COMM_CHECK(call) \
+  do {                              \
+    try {                           \
+      CIUIC_NCCL_CHECK(call);       \
+    } catch (...) {                 \
+      failed_ = true;               \
+      throw;                        \
+    }                               \
+  } while (0)
+#define CIUIC_CUDA_COMM_CHECK(call) \
+  do {                              \
+    try {                           \
+      CIUIC_CUDA_CHECK(call);       \
+    } catch (...) {                 \
+      failed_ = true;               \
+      throw;                        \
+    }                               \
   } while (0)
 #endif
 
@@ -73,13 +93,23 @@ class NcclCommunicator : public Communicator {
   NcclCommunicator(std::unique_ptr<Communicator> control, ncclComm_t comm, cudaStream_t stream, int device)
       : control_(std::move(control)), comm_(comm), stream_(stream), device_(device) {
     cudaDeviceProp prop{};
-    CIUIC_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+    CIUIC_CUDA_COMM_CHECK(cudaGetDeviceProperties(&prop, device_));
     sm_major_ = prop.major;
     int v = 0;
     if (ncclGetVersion(&v) == ncclSuccess) nccl_version_ = v;
   }
+  // After an error the peers may never arrive, and ncclCommDestroy would wait for them: the
+  // communicator is aborted instead (also while an exception unwinds, or when NCCL holds an
+  // asynchronous error), which returns without them.
   ~NcclCommunicator() override {
-    ncclCommDestroy(comm_);
+    ncclResult_t async = ncclSuccess;
+    const bool broken = failed_ || std::uncaught_exceptions() > 0 ||
+                        ncclCommGetAsyncError(comm_, &async) != ncclSuccess ||
+                        (async != ncclSuccess && async != ncclInProgress);
+    if (broken)
+      ncclCommAbort(comm_);
+    else
+      ncclCommDestroy(comm_);
     cudaStreamDestroy(stream_);
   }
 
@@ -102,25 +132,25 @@ class NcclCommunicator : public Communicator {
   }
 
   bool StreamOrdered() const override { return true; }
-  void GroupStart() override { CIUIC_NCCL_CHECK(ncclGroupStart()); }
-  void GroupEnd() override { CIUIC_NCCL_CHECK(ncclGroupEnd()); }
+  void GroupStart() override { CIUIC_NCCL_COMM_CHECK(ncclGroupStart()); }
+  void GroupEnd() override { CIUIC_NCCL_COMM_CHECK(ncclGroupEnd()); }
 
   RequestPtr ISend(const void* buf, size_t bytes, int peer, int) override {
     auto r = std::make_unique<NcclRequest>();
-    CIUIC_NCCL_CHECK(ncclSend(buf, bytes, ncclUint8, peer, comm_, stream_));
-    CIUIC_CUDA_CHECK(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming));
-    CIUIC_CUDA_CHECK(cudaEventRecord(r->done, stream_));
+    CIUIC_NCCL_COMM_CHECK(ncclSend(buf, bytes, ncclUint8, peer, comm_, stream_));
+    CIUIC_CUDA_COMM_CHECK(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming));
+    CIUIC_CUDA_COMM_CHECK(cudaEventRecord(r->done, stream_));
     return r;
   }
   RequestPtr IRecv(void* buf, size_t bytes, int peer, int) override {
     auto r = std::make_unique<NcclRequest>();
-    CIUIC_NCCL_CHECK(ncclRecv(buf, bytes, ncclUint8, peer, comm_, stream_));
-    CIUIC_CUDA_CHECK(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming));
-    CIUIC_CUDA_CHECK(cudaEventRecord(r->done, stream_));
+    CIUIC_NCCL_COMM_CHECK(ncclRecv(buf, bytes, ncclUint8, peer, comm_, stream_));
+    CIUIC_CUDA_COMM_CHECK(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming));
+    CIUIC_CUDA_COMM_CHECK(cudaEventRecord(r->done, stream_));
     return r;
   }
   void Wait(Request& request) override {
-    CIUIC_CUDA_CHECK(cudaEventSynchronize(static_cast<NcclRequest&>(request).done));
+    CIUIC_CUDA_COMM_CHECK(cudaEventSynchronize(static_cast<NcclRequest&>(request).done));
   }
 
   // NCCL before 2.29.7 leaves the tail of a one-rank avg unwritten when the count is not a multiple
@@ -133,38 +163,38 @@ class NcclCommunicator : public Communicator {
   }
 
   void AllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
-    CIUIC_NCCL_CHECK(ncclAllReduce(send, recv, count, NcclType(t), Op(op), comm_, stream_));
+    CIUIC_NCCL_COMM_CHECK(ncclAllReduce(send, recv, count, NcclType(t), Op(op), comm_, stream_));
   }
   void AllGather(const void* send, void* recv, size_t send_count, DType t) override {
-    CIUIC_NCCL_CHECK(ncclAllGather(send, recv, send_count, NcclType(t), comm_, stream_));
+    CIUIC_NCCL_COMM_CHECK(ncclAllGather(send, recv, send_count, NcclType(t), comm_, stream_));
   }
   void ReduceScatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op) override {
-    CIUIC_NCCL_CHECK(ncclReduceScatter(send, recv, recv_count, NcclType(t), Op(op), comm_, stream_));
+    CIUIC_NCCL_COMM_CHECK(ncclReduceScatter(send, recv, recv_count, NcclType(t), Op(op), comm_, stream_));
   }
   void Broadcast(const void* send, void* recv, size_t count, DType t, int root) override {
-    CIUIC_NCCL_CHECK(ncclBroadcast(send, recv, count, NcclType(t), root, comm_, stream_));
+    CIUIC_NCCL_COMM_CHECK(ncclBroadcast(send, recv, count, NcclType(t), root, comm_, stream_));
   }
   void Reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root) override {
-    CIUIC_NCCL_CHECK(ncclReduce(send, recv, count, NcclType(t), Op(op), root, comm_, stream_));
+    CIUIC_NCCL_COMM_CHECK(ncclReduce(send, recv, count, NcclType(t), Op(op), root, comm_, stream_));
   }
   // Grouped send/recv (as nccl-tests does), so it runs on every NCCL a PyTorch wheel may bring, not
   // only those with ncclAlltoAll (2.28+).
   void AllToAll(const void* send, void* recv, size_t count_per_peer, DType t) override {
     const size_t bytes = count_per_peer * DTypeSize(t);
-    CIUIC_NCCL_CHECK(ncclGroupStart());
+    CIUIC_NCCL_COMM_CHECK(ncclGroupStart());
     for (int peer = 0; peer < Size(); ++peer) {
-      CIUIC_NCCL_CHECK(ncclSend(static_cast<const uint8_t*>(send) + peer * bytes, count_per_peer, NcclType(t), peer,
+      CIUIC_NCCL_COMM_CHECK(ncclSend(static_cast<const uint8_t*>(send) + peer * bytes, count_per_peer, NcclType(t), peer,
                                 comm_, stream_));
-      CIUIC_NCCL_CHECK(ncclRecv(static_cast<uint8_t*>(recv) + peer * bytes, count_per_peer, NcclType(t), peer, comm_,
+      CIUIC_NCCL_COMM_CHECK(ncclRecv(static_cast<uint8_t*>(recv) + peer * bytes, count_per_peer, NcclType(t), peer, comm_,
                                 stream_));
     }
-    CIUIC_NCCL_CHECK(ncclGroupEnd());
+    CIUIC_NCCL_COMM_CHECK(ncclGroupEnd());
   }
   void SendRecv(const void* send, int send_peer, void* recv, int recv_peer, size_t count, DType t) override {
-    CIUIC_NCCL_CHECK(ncclGroupStart());
-    CIUIC_NCCL_CHECK(ncclSend(send, count, NcclType(t), send_peer, comm_, stream_));
-    CIUIC_NCCL_CHECK(ncclRecv(recv, count, NcclType(t), recv_peer, comm_, stream_));
-    CIUIC_NCCL_CHECK(ncclGroupEnd());
+    CIUIC_NCCL_COMM_CHECK(ncclGroupStart());
+    CIUIC_NCCL_COMM_CHECK(ncclSend(send, count, NcclType(t), send_peer, comm_, stream_));
+    CIUIC_NCCL_COMM_CHECK(ncclRecv(recv, count, NcclType(t), recv_peer, comm_, stream_));
+    CIUIC_NCCL_COMM_CHECK(ncclGroupEnd());
   }
 
   void Barrier() override {
@@ -177,10 +207,11 @@ class NcclCommunicator : public Communicator {
     while (true) {
       const cudaError_t st = cudaStreamQuery(stream_);
       if (st == cudaSuccess) return;
-      if (st != cudaErrorNotReady) CIUIC_CUDA_CHECK(st);
+      if (st != cudaErrorNotReady) CIUIC_CUDA_COMM_CHECK(st);
       ncclResult_t async = ncclSuccess;
-      CIUIC_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
+      CIUIC_NCCL_COMM_CHECK(ncclCommGetAsyncError(comm_, &async));
       if (async != ncclSuccess && async != ncclInProgress) {
+        failed_ = true;
         throw RuntimeError(fmt::format("rank {}: NCCL asynchronous error: {}", Rank(), ncclGetErrorString(async)));
       }
       std::this_thread::yield();
@@ -191,9 +222,9 @@ class NcclCommunicator : public Communicator {
     Synchronize();
     auto control = control_->Split(color, key);
     ncclComm_t out;
-    CIUIC_NCCL_CHECK(ncclCommSplit(comm_, color, key, &out, nullptr));
+    CIUIC_NCCL_COMM_CHECK(ncclCommSplit(comm_, color, key, &out, nullptr));
     cudaStream_t stream;
-    CIUIC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    CIUIC_CUDA_COMM_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     return std::make_unique<NcclCommunicator>(std::move(control), out, stream, device_);
   }
 
@@ -209,6 +240,7 @@ class NcclCommunicator : public Communicator {
   int device_;
   int sm_major_ = 0;
   int nccl_version_ = 0;
+  bool failed_ = false;  // an NCCL or CUDA call of this communicator failed: abort, never destroy
 };
 
 }  // namespace
