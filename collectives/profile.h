@@ -3,8 +3,8 @@
 // its parameter, precision, bucket bytes, streams, hierarchy depth, predicted (and, when measured,
 // measured) time and the accuracy-gate verdict, plus the topology fingerprint and provenance. Readers
 // reject unknown schema versions, keys and enum values; writers go through a temp file and rename.
-// Exporters turn a profile into what other tools read. The runtime reads profiles (rule per message
-// size); ciuic-tune writes them.
+// The runtime reads profiles (rule per message size); ciuic-tune writes them, and its exports
+// (tuner/exports/) turn them into what other tools read.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -72,13 +72,5 @@ struct NcclTunerChoice {
   std::string why;
 };
 NcclTunerChoice NcclTunerChoiceFor(const ProfileRule& r, int nodes);
-
-// json | nccl-env | nccl-tuner | ddp | deepspeed | horovod
-std::vector<std::string> ExportFormats();
-// The export text. Every choice of the profile the format's consumer cannot express is listed in it
-// (comments; a "_ciuic_not_expressed" list in deepspeed's JSON) and returned by UnexpressedChoices,
-// one line each ("band [256M, inf): codec sign1: ..."), never dropped silently.
-std::string ExportProfile(const Profile& p, const std::string& format);
-std::vector<std::string> UnexpressedChoices(const Profile& p, const std::string& format);
 
 }  // namespace ciuic

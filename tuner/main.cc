@@ -25,6 +25,7 @@
 #include "tuner/calibrate.h"
 #include "tuner/gate.h"
 #include "tuner/plan_space.h"
+#include "tuner/exports/exports.h"
 #include "tuner/study.h"
 #include "tuner/published.h"
 #include "tuner/search.h"

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "collectives/profile.h"
+#include "tuner/exports/exports.h"
 #include "core/sizes.h"
 #include "plugins/nccl_tuner/nccl_tuner_abi.h"
 

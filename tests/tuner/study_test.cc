@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "tuner/calibrate.h"
 #include "tuner/plan_space.h"
+#include "tuner/exports/exports.h"
 #include "tuner/study.h"
 #include "tuner/workload.h"
 

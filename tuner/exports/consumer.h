@@ -1,0 +1,35 @@
+#pragma once
+// What each consumer file of tuner/exports/ provides, and the helpers they share. Internal to the
+// exports; callers use exports.h.
+#include <string>
+#include <vector>
+
+#include "collectives/profile.h"
+
+namespace ciuic::exports {
+
+// One consumer: its export text (`head` is the provenance line, without "# ") and the choices of the
+// profile it cannot express, beyond the per-band ones every global-settings consumer loses (which
+// exports.cc adds when `global_settings` is true).
+struct Consumer {
+  const char* format;
+  std::string (*body)(const Profile& p, const std::string& head);
+  std::vector<std::string> (*lost)(const Profile& p);
+  bool global_settings;  // one setting for every size: the largest band's choice applies to all
+};
+
+Consumer JsonConsumer();
+Consumer NcclEnvConsumer();
+Consumer NcclTunerConsumer();
+Consumer DdpConsumer(const Profile& p);  // ciuic's per-band hook or PyTorch's own, by the profile
+Consumer DeepSpeedConsumer();
+Consumer HorovodConsumer();
+
+// "band [16M, 256M)".
+std::string BandName(const ProfileRule& r);
+// The profile's path, absolute and normalised, for an export to name (PROFILE.json when it has none).
+std::string ProfilePathForExport(const Profile& p);
+// The largest band: what gradient buckets look like.
+const ProfileRule& LargestBand(const Profile& p);
+
+}  // namespace ciuic::exports
