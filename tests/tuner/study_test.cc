@@ -6,15 +6,19 @@
 
 #include "tests/tuner/replace_once.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/database.h"
 #include "core/error.h"
+#include "core/sizes.h"
+#include "kernels/codec_spec.h"
 #include "tuner/calibrate.h"
 #include "tuner/plan_space.h"
 #include "tuner/exports/exports.h"
@@ -110,11 +114,9 @@ TEST_F(Study, AStateMemoryLimitKeepsErrorFeedbackCodecsOutEvenOverASlowLink) {
   EXPECT_THROW(RunStudy(o, log_), UsageError);
 }
 
-TEST_F(Study, SlowLinksPickAGatedLossyCodecForLargeBucketsFastLinksNone) {
-  const TuneResult slow = RunStudy(Options(WithNics(1.0), 4), log_);
-  const ProfileRule& big_slow = slow.profile.RuleFor(uint64_t{1} << 30);
-  EXPECT_NE(big_slow.codec, "none");
-  EXPECT_EQ(big_slow.gate, "passed");
+// The slow half (a 1 Gb/s link: a gated lossy codec for large buckets) is in
+// StudyRowsProfileAndEveryExportAgreeFieldByField, which checks that study's rows and exports too.
+TEST_F(Study, FastLinksPickNoCodec) {
   const TuneResult fast = RunStudy(Options(WithNics(1e5), 4), log_);
   for (const auto& r : fast.profile.rules) EXPECT_EQ(r.codec, "none") << r.min_bytes;
 }
@@ -432,6 +434,166 @@ TEST(Exports, WhatAFormatCannotExpressIsListedNotDropped) {
     r.precision = "fp32";
   }
   for (const auto& format : ExportFormats()) EXPECT_TRUE(UnexpressedChoices(plain, format).empty()) << format;
+}
+
+}  // namespace
+}  // namespace ciuic
+
+namespace ciuic {
+namespace {
+
+// The value after "KEY=" in an export's text ("" when absent).
+std::string ExportValue(const std::string& text, const std::string& key) {
+  const size_t at = text.find(key + "=");
+  if (at == std::string::npos) return "";
+  const size_t from = at + key.size() + 1;
+  return text.substr(from, text.find_first_of(" \n", from) - from);
+}
+
+bool Listed(const std::vector<std::string>& lost, const std::string& what) {
+  return std::any_of(lost.begin(), lost.end(), [&](const std::string& l) { return l.find(what) != std::string::npos; });
+}
+
+// Every field of the profile each export carries, read back from the export text: what the consumer
+// can express has the rule's value, and each band's choice it cannot express is listed as lost.
+void ExpectExportAgrees(const Profile& p, const std::string& format) {
+  SCOPED_TRACE(format);
+  const std::string text = ExportProfile(p, format);
+  const std::vector<std::string> lost = UnexpressedChoices(p, format);
+  const ProfileRule& big = p.rules.back();
+  const std::string big_band = fmt::format("band [{}, {})", FormatSize(big.min_bytes), "inf");
+  const CodecKind k = ParseCodec(big.codec).kind;
+  // A global-settings consumer loses every band whose choice differs from the largest band's.
+  const auto bands_beside_largest_listed = [&] {
+    for (const auto& r : p.rules) {
+      if (&r == &big || (r.algo == big.algo && r.codec == big.codec && r.precision == big.precision)) continue;
+      EXPECT_TRUE(Listed(lost, fmt::format("band [{}, {}): {} codec {} in {}", FormatSize(r.min_bytes),
+                                           FormatSize(r.max_bytes), r.algo, r.codec, r.precision)))
+          << r.min_bytes << "\n" << text;
+    }
+  };
+  for (const auto& l : lost) EXPECT_NE(text.find(l), std::string::npos) << l;
+  if (format == "json") {
+    const Profile back = ParseProfile(text, "export.json");
+    ASSERT_EQ(back.rules.size(), p.rules.size());
+    for (size_t i = 0; i < p.rules.size(); ++i) {
+      const ProfileRule &a = p.rules[i], &b = back.rules[i];
+      EXPECT_EQ(std::tie(a.op, a.min_bytes, a.max_bytes, a.algo, a.codec, a.streams, a.bucket_bytes, a.hierarchy_depth,
+                         a.precision, a.gate),
+                std::tie(b.op, b.min_bytes, b.max_bytes, b.algo, b.codec, b.streams, b.bucket_bytes, b.hierarchy_depth,
+                         b.precision, b.gate))
+          << i;
+      EXPECT_DOUBLE_EQ(a.predicted_us, b.predicted_us) << i;
+    }
+    EXPECT_TRUE(lost.empty());
+  } else if (format == "nccl-env") {
+    EXPECT_EQ(ExportValue(text, "NCCL_ALGO"), big.algo == "rd" ? "Tree" : "Ring");
+    EXPECT_EQ(ExportValue(text, "NCCL_MIN_CTAS"), std::to_string(std::max(2, std::min(32, big.streams * 2))));
+    EXPECT_EQ(ExportValue(text, "NCCL_BUFFSIZE"), std::to_string(big.bucket_bytes >= (64u << 20) ? 8u << 20 : 4u << 20));
+    EXPECT_EQ(Listed(lost, big_band + ": codec " + big.codec), k != CodecKind::kNone);
+    EXPECT_EQ(Listed(lost, big_band + ": reduction in " + big.precision), big.precision != "fp32");
+    bands_beside_largest_listed();
+  } else if (format == "nccl-tuner") {
+    EXPECT_NE(ExportValue(text, "CIUIC_PROFILE"), "");
+    for (const auto& r : p.rules) {
+      const NcclTunerChoice c = NcclTunerChoiceFor(r, p.nodes);
+      EXPECT_NE(text.find(fmt::format("{} [{}, {}) {}, codec {}, {} -> {}", r.op, FormatSize(r.min_bytes),
+                                      r.max_bytes ? FormatSize(r.max_bytes) : "inf", r.algo, r.codec, r.precision,
+                                      c.algo.empty() ? "left to NCCL" : "prefers NCCL's " + c.algo)),
+                std::string::npos)
+          << r.min_bytes << "\n" << text;
+      const bool more_than_nccl = r.codec != "none" || r.precision != "fp32" || r.algo != "nccl";
+      EXPECT_EQ(Listed(lost, fmt::format("band [{}, {}): {} {} {}", FormatSize(r.min_bytes),
+                                         r.max_bytes ? FormatSize(r.max_bytes) : "inf", r.algo, r.codec, r.precision)),
+                c.algo.empty() && more_than_nccl)
+          << r.min_bytes;
+    }
+  } else if (format == "ddp") {
+    const bool builtin = k == CodecKind::kNone || k == CodecKind::kFp16 || k == CodecKind::kBf16 ||
+                         k == CodecKind::kPowerSgd;
+    if (!builtin) {  // ciuic's hook: every band, per bucket
+      EXPECT_NE(text.find("ciuic.torch.comm_hook(CIUIC_PROFILE"), std::string::npos);
+      for (const auto& r : p.rules)
+        EXPECT_NE(text.find(fmt::format("{} codec {} in {}, pieces of {} B", r.algo, r.codec, r.precision,
+                                        r.bucket_bytes)),
+                  std::string::npos)
+            << r.min_bytes;
+    } else {
+      EXPECT_EQ(ExportValue(text, "bucket_cap_mb").substr(0, ExportValue(text, "bucket_cap_mb").find(')')),
+                std::to_string(std::max<uint64_t>(1, big.bucket_bytes >> 20)));
+      const std::string hook = big.precision == "fp16" || (big.precision == "fp32" && k == CodecKind::kFp16)
+                                   ? "default_hooks.fp16_compress_hook"
+                               : big.precision == "bf16" || k == CodecKind::kBf16 ? "default_hooks.bf16_compress_hook"
+                               : k == CodecKind::kPowerSgd ? fmt::format("matrix_approximation_rank={}", ParseCodec(big.codec).rank)
+                                                           : "DDP's default hook";
+      EXPECT_NE(text.find(hook), std::string::npos) << hook << "\n" << text;
+      bands_beside_largest_listed();
+    }
+  } else if (format == "deepspeed") {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    const int stage = j["zero_optimization"]["stage"].get<int>();
+    EXPECT_EQ(stage, k == CodecKind::kInt4 ? 3 : k == CodecKind::kSign1 ? 0 : 1);
+    if (stage > 0) EXPECT_EQ(j["zero_optimization"]["reduce_bucket_size"].get<uint64_t>(), big.bucket_bytes / 4);
+    EXPECT_EQ(j["communication_data_type"].get<std::string>(),
+              big.precision != "fp32" ? big.precision
+              : k == CodecKind::kFp16 ? "fp16"
+              : k == CodecKind::kBf16 ? "bf16"
+                                      : "fp32");
+    EXPECT_EQ(j.value("_ciuic_not_expressed", nlohmann::json::array()).size(), lost.size());
+    bands_beside_largest_listed();
+  } else if (format == "horovod") {
+    EXPECT_EQ(ExportValue(text, "HOROVOD_FUSION_THRESHOLD"), std::to_string(big.bucket_bytes));
+    EXPECT_EQ(ExportValue(text, "HOROVOD_HIERARCHICAL_ALLREDUCE"), big.hierarchy_depth > 1 ? "1" : "0");
+    EXPECT_EQ(text.find("hvd.Compression.fp16") != std::string::npos,
+              big.precision == "fp16" || (big.precision == "fp32" && k == CodecKind::kFp16));
+    bands_beside_largest_listed();
+  } else {
+    ADD_FAILURE() << "a format this test does not know: add its fields here";
+  }
+}
+
+// Study, profile and exports agree on every field: the study's stored best configurations (one row
+// per band), the profile it wrote (read back from disk) and every export of it.
+TEST_F(Study, StudyRowsProfileAndEveryExportAgreeFieldByField) {
+  const TuneOptions o = Options(WithNics(1.0), 4);  // a slow link: a gated lossy codec for large buckets
+  const TuneResult r = RunStudy(o, log_);
+  const ProfileRule& big_slow = r.profile.RuleFor(uint64_t{1} << 30);
+  EXPECT_NE(big_slow.codec, "none");
+  EXPECT_EQ(big_slow.gate, "passed");
+  const Profile p = LoadProfile(r.profile_path);
+  ASSERT_EQ(p.rules.size(), r.profile.rules.size());
+  EXPECT_EQ(p.study_id, r.study_id);
+  bool lossy = false;
+  Database db(o.db);
+  Statement rows(db.handle(), "SELECT op, min_bytes, max_bytes, config, predicted_us FROM best_configs WHERE "
+                              "study_id = ? AND topology_fingerprint = ? ORDER BY min_bytes");
+  rows.Bind(1, r.study_id).Bind(2, p.fingerprint);
+  for (const ProfileRule& rule : p.rules) {
+    SCOPED_TRACE(rule.min_bytes);
+    lossy = lossy || rule.codec != "none";
+    ASSERT_TRUE(rows.Step());
+    EXPECT_EQ(rows.ColumnText(0), rule.op);
+    EXPECT_EQ(static_cast<uint64_t>(rows.ColumnInt(1)), rule.min_bytes);
+    EXPECT_EQ(static_cast<uint64_t>(rows.ColumnInt(2)), rule.max_bytes);
+    EXPECT_EQ(rows.ColumnText(3), fmt::format("algo={} codec={} precision={} streams={} bucket={}", rule.algo,
+                                              rule.codec, rule.precision, rule.streams, rule.bucket_bytes));
+    EXPECT_DOUBLE_EQ(rows.ColumnDouble(4), rule.predicted_us);
+  }
+  EXPECT_FALSE(rows.Step()) << "a stored band the profile lacks";
+  EXPECT_TRUE(lossy) << "the slow link should make some band lossy";
+  Statement study(db.handle(), "SELECT best_score_us, topology_fingerprint FROM studies WHERE id = ?");
+  study.Bind(1, r.study_id);
+  ASSERT_TRUE(study.Step());
+  EXPECT_DOUBLE_EQ(study.ColumnDouble(0), p.step_us);
+  EXPECT_EQ(study.ColumnText(1), p.fingerprint);
+  for (const auto& format : ExportFormats()) ExpectExportAgrees(p, format);
+  // The shipped profiles and a mixed fixture (bf16 band, sign1 above 256M) too.
+  for (const char* file : {"/profiles/dgx_a100.profile.json", "/profiles/dgx_h100.profile.json",
+                           "/tests/data/profiles/dgx_a100_mixed.profile.json"}) {
+    SCOPED_TRACE(file);
+    const Profile shipped = LoadProfile(std::string(CIUIC_SOURCE_DIR) + file);
+    for (const auto& format : ExportFormats()) ExpectExportAgrees(shipped, format);
+  }
 }
 
 }  // namespace
