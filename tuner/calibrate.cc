@@ -12,6 +12,7 @@
 #include "core/buffer.h"
 #include "core/database.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "core/files.h"
 #include "core/sizes.h"
 #include "core/timer.h"
@@ -327,7 +328,12 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
     // Rounds sweep everything in turn, so a point's samples lie minutes apart and a transient
     // slowdown of the machine spoils one of them, not all.
     KernelSamples samples;
-    for (int round = 0; round < o.rounds; ++round) SweepKernels(o, {}, &samples);
+    Progress progress("kernel calibration", o.rounds, o.rounds);
+    for (int round = 0; round < o.rounds; ++round) {
+      progress.Begin(fmt::format("round {}/{}: every codec's kernels at {} size(s)", round + 1, o.rounds, o.sizes.size()));
+      SweepKernels(o, {}, &samples);
+      progress.Done();
+    }
     StoreKernelMedians(db_path, o, {}, samples, out);
   }
 
@@ -345,15 +351,23 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
     }
     out << head << "\n";
     LinkSamples steps;
+    const int runs = 4 * static_cast<int>(o.link_ranks.size());  // per rank count: ring step, 3 precisions
+    Progress progress("link calibration", runs, runs);
+    progress.Begin("ring steps (ciuic-bench sendrecv)", static_cast<double>(o.link_ranks.size()));
     SweepLink(o.link_ranks, o.link_sizes, &steps);
+    progress.Done();
     std::map<std::pair<int, std::string>, nlohmann::json> native;
     for (int p : o.link_ranks) {
+      progress.Begin(fmt::format("MPI allreduce in fp32 on {} ranks", p));
       native[{p, "fp32"}] = RunBenchJson(
           fmt::format("allreduce --backend mpi --ranks {} --inplace yes --check 0 --sizes {}", p, o.link_sizes));
+      progress.Done();
       for (const char* prec : {"bf16", "fp16"}) {
+        progress.Begin(fmt::format("MPI allreduce in {} on {} ranks", prec, p));
         native[{p, prec}] = RunBenchJson(fmt::format(
             "allreduce --backend ciuic --algo native --precision {} --ranks {} --inplace yes --check 0 --sizes {}", prec,
             p, o.link_sizes));
+        progress.Done();
       }
     }
     std::vector<KernelRow> rows;

@@ -17,6 +17,7 @@
 #include "core/config.h"
 #include "core/database.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "core/files.h"
 #include "core/sizes.h"
 #include "core/timer.h"
@@ -41,7 +42,13 @@ std::map<std::string, bool> GateAll(Database& db, const SearchSpace& space, doub
   std::vector<std::string> names = space.dims[0].values;
   for (const auto& prec : space.dims[4].values)
     if (prec != "fp32") names.push_back(GateName(PlanChoice{"none", 0, 1, "nccl", prec}));
+  Progress progress("accuracy gate", static_cast<double>(names.size()), static_cast<int>(names.size()));
   for (const auto& codec : names) {
+    progress.Begin(codec);
+    struct ItemDone {
+      Progress& p;
+      ~ItemDone() { p.Done(); }
+    } item_done{progress};
     Statement q(db.handle(), "SELECT passed, final_loss, baseline_loss FROM gate_results WHERE codec = ? AND config = ?");
     q.Bind(1, codec).Bind(2, key);
     if (q.Step()) {
@@ -140,6 +147,7 @@ struct Study {
   int64_t next_idx = 0;                  // the index the next stored trial takes
   int64_t evaluated = 0;                 // trials stored so far
   Objective objective;                   // scores (and stores) one point of the space
+  std::unique_ptr<Progress> progress;    // the live line during the search (core/progress)
 
   static void CheckOptions(const TuneOptions& o) {
     if (o.mode != "model" && o.mode != "measure") throw UsageError(fmt::format("--mode {}: model | measure", o.mode));
@@ -316,8 +324,17 @@ struct Study {
   // The search over the space, every trial stored (a resumed study's stored trials are reused).
   SearchResult SearchPlans(Database& db) {
     evaluated = next_idx;  // a resumed study appends after its stored trials
+    progress = std::make_unique<Progress>(o.mode == "measure" ? "measured trials" : "trials", o.budget, o.budget);
     objective = [this, &db](const Point& p) {
       const std::string config = space.Describe(p);
+      // The live line follows the search's trials (the lossless twins scored later are not counted).
+      if (progress) progress->Begin(fmt::format("trial {}: {}", evaluated + 1, config));
+      struct ItemDone {
+        Progress* p;
+        ~ItemDone() {
+          if (p) p->Done();
+        }
+      } item_done{progress.get()};
       if (auto it = stored.find(config); it != stored.end()) {
         ++res.reused;
         return it->second;
@@ -375,6 +392,7 @@ struct Study {
       }
     });
     res.evaluations = static_cast<int>(sr.trials.size());
+    progress.reset();
     return sr;
   }
 

@@ -8,6 +8,7 @@
 #include "collectives/algorithms/allreduce.h"
 #include "core/database.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "core/files.h"
 #include "core/sizes.h"
 #include "core/timer.h"
@@ -70,14 +71,25 @@ ValidationResult RunValidation(const ValidateOptions& o, std::ostream& out) {
   kc.sizes = ParseSizeList(o.kernel_sizes);
   KernelSamples kernel_samples;
   LinkSamples link_samples;
+  const int per_pass = static_cast<int>(o.ranks.size() * o.codecs.size()) + (o.stored_kernels ? 0 : 2);
+  Progress progress("validation", o.repeat * per_pass, o.repeat * per_pass);
   for (int pass = 0; pass < o.repeat; ++pass) {
     out << fmt::format("# validate: pass {}/{}\n", pass + 1, o.repeat) << std::flush;
     if (!o.stored_kernels) {
+      progress.Begin(fmt::format("pass {}/{}: codec kernels", pass + 1, o.repeat));
       SweepKernels(kc, o.codecs, &kernel_samples);
+      progress.Done();
+      progress.Begin(fmt::format("pass {}/{}: ring steps", pass + 1, o.repeat));
       SweepLink(o.ranks, o.link_sizes, &link_samples);
+      progress.Done();
     }
     for (int p : o.ranks)
       for (size_t i = 0; i < o.codecs.size(); ++i) {
+        progress.Begin(fmt::format("pass {}/{}: {} on {} ranks", pass + 1, o.repeat, o.codecs[i], p));
+        struct ItemDone {
+          Progress& p;
+          ~ItemDone() { p.Done(); }
+        } item_done{progress};
         const auto doc = RunBenchJson(fmt::format(
             "allreduce --backend ciuic --codec {} --algo {} --ranks {} --sizes {} --inplace yes --check 0 "
             "--warmup 2 --iters {}",
