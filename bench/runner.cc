@@ -12,6 +12,7 @@
 #include "core/buffer.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "core/fault.h"
 #include "core/log.h"
 #include "core/sizes.h"
@@ -543,7 +544,14 @@ BenchSummary RunBench(Communicator& comm, const BenchOptions& o, Reporter* repor
   Runner runner(comm, o, context);
   BenchSummary summary;
   uint64_t seq = 0;
+  // The live line (drawn only where the tool enabled it: rank 0 on a terminal). A row's time grows
+  // with its bytes above a latency floor, so the ETA weighs sizes by that.
+  const auto weight = [](uint64_t size) { return static_cast<double>(size) + (1 << 20); };
+  double total = 0;
+  for (uint64_t size : o.sizes) total += weight(size);
+  Progress progress("sweep", total, static_cast<int>(o.sizes.size()));
   for (uint64_t size : o.sizes) {
+    progress.Begin(fmt::format("{} {}", context.collective, FormatSize(size)), weight(size));
     std::vector<BenchRow> rows;
     for (const bool inplace : {false, true}) {
       if (!(inplace ? o.in_place : o.out_of_place)) continue;
@@ -570,6 +578,7 @@ BenchSummary RunBench(Communicator& comm, const BenchOptions& o, Reporter* repor
       }
     }
     if (reporter) reporter->Size(rows);
+    progress.Done();
   }
   summary.end_time = IsoNow();
   if (reporter) reporter->End(summary);

@@ -32,6 +32,7 @@ std::string Duration(double s) {
 struct State {
   std::mutex mu;
   bool enabled = false;
+  int fd = STDERR_FILENO;  // where the line is drawn
   bool active = false;
   bool drawn = false;
   bool line_start = true;  // the last byte written through the filters ended a line
@@ -51,7 +52,7 @@ State& S() {
 
 int Width() {
   winsize w{};
-  if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col > 20) return w.ws_col;
+  if (::ioctl(S().fd, TIOCGWINSZ, &w) == 0 && w.ws_col > 20) return w.ws_col;
   if (const char* c = std::getenv("COLUMNS"); c && std::atoi(c) > 20) return std::atoi(c);
   return 100;
 }
@@ -59,7 +60,7 @@ int Width() {
 void WriteAll(const std::string& s) {
   size_t off = 0;
   while (off < s.size()) {
-    const ssize_t n = ::write(STDERR_FILENO, s.data() + off, s.size() - off);
+    const ssize_t n = ::write(S().fd, s.data() + off, s.size() - off);
     if (n <= 0) return;
     off += static_cast<size_t>(n);
   }
@@ -143,10 +144,10 @@ void Ticker() {
 bool EnableProgress(bool wanted) {
   State& s = S();
   const char* env = std::getenv("CIUIC_PROGRESS");
-  const bool forced = env && std::string_view(env) == "1";
-  const bool off = env && std::string_view(env) == "0";
-  const bool on = wanted && !off && (forced || ::isatty(STDERR_FILENO));
+  const std::string_view mode = env ? env : "";
+  const bool on = wanted && mode != "0" && (mode == "1" || mode == "stdout" || ::isatty(STDERR_FILENO));
   std::lock_guard<std::mutex> lock(s.mu);
+  if (on && !s.enabled) s.fd = mode == "stdout" ? STDOUT_FILENO : STDERR_FILENO;
   if (on && !s.enabled) {
     // Installed once for the life of the process (the filters outlive every Progress).
     static Filter* out = new Filter(std::cout.rdbuf());

@@ -12,8 +12,9 @@
 namespace ciuic {
 
 // Turns the live line on for this process when `wanted`, stderr is a terminal and CIUIC_PROGRESS is
-// not "0" (CIUIC_PROGRESS=1 forces it on without a terminal: tests, and the ranks a launcher started
-// from a terminal). Returns whether it is on.
+// not "0". CIUIC_PROGRESS=1 forces it on without a terminal, and CIUIC_PROGRESS=stdout forces it on
+// drawn on stdout: the ranks a launcher started from a terminal, whose stdout and stderr reach it
+// through separate pipes (on stdout, the line stays in order with the table). Returns whether it is on.
 bool EnableProgress(bool wanted);
 bool ProgressEnabled();
 
