@@ -2,6 +2,8 @@
 
 #include "bench/cli_args.h"
 #include "bench/codec_bench.h"
+#include "bench/compare.h"
+#include "bench/plot.h"
 #include "kernels/codec_kernels.h"
 
 #include <sys/wait.h>
@@ -59,6 +61,8 @@ std::vector<Subcommand> Subcommands() {
   out.push_back({"compress", "codec encode/decode/decode-accumulate speed, wire ratio, error (--codec C)"});
   out.push_back({"kernel", "fused kernels: ef-quantize, decode-accumulate, decode-add-encode, flatten, unscale"});
   out.push_back({"list", "backends, devices, dtypes, ops and collectives in this build"});
+  out.push_back({"compare", "two runs (--db run ids or JSON files) per size: verdict, exit 3 on a regression (compare --help)"});
+  out.push_back({"plot", "PNG plots of runs: busbw, time or algbw vs size (plot --help; needs /usr/bin/python3 matplotlib)"});
   return out;
 }
 
@@ -858,6 +862,14 @@ int BenchMain(int argc, char** argv) {
     if (argc > 1 && (std::string_view(argv[1]) == "compress" || std::string_view(argv[1]) == "kernel")) {
       SetLogPrefix("ciuic-bench");
       return CodecBenchMain(argc, argv);
+    }
+    if (argc > 1 && std::string_view(argv[1]) == "compare") {
+      SetLogPrefix("ciuic-bench");
+      return CompareMain(argc, argv);
+    }
+    if (argc > 1 && std::string_view(argv[1]) == "plot") {
+      SetLogPrefix("ciuic-bench");
+      return PlotMain("ciuic-bench", argc - 1, argv + 1);
     }
     return Run(argc, argv);
   } catch (const Error& e) {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/cli_args.h"
+#include "bench/plot.h"
 #include "collectives/profile.h"
 #include "core/config.h"
 #include "core/database.h"
@@ -392,6 +393,12 @@ int Gate(const cxxopts::ParseResult& r) {
   return 0;
 }
 
+// `ciuic-tune plot ...` runs scripts/plot.py before any option is parsed here (Run); reaching the table
+// means options came before the word plot.
+int PlotNotFirst(const cxxopts::ParseResult&) {
+  throw UsageError("plot takes its own options after it: ciuic-tune plot KIND [options] (ciuic-tune plot --help)");
+}
+
 const Subcommand kSubcommands[] = {
     {"run", "search for the best configuration (the default with --topology), store it, write the profile",
      {"topology", "nodes", "workload", "strategy", "budget", "seed", "patience", "mode", "db", "calibration", "out",
@@ -416,6 +423,10 @@ const Subcommand kSubcommands[] = {
     {"model", "predicted uncompressed allreduce time and busbw per algorithm",
      {"topology", "nodes", "sizes"},
      Model},
+    {"plot", "PNG plots: convergence (best score vs trial), model (predicted vs measured), tta (time to accuracy); "
+     "its own options first: ciuic-tune plot KIND --help",
+     {},
+     PlotNotFirst},
 };
 
 // "--a --b --c", wrapped to 100 columns under the summaries of the help.
@@ -445,6 +456,7 @@ void CheckOptionsOf(const Subcommand& s, const cxxopts::ParseResult& r) {
 }
 
 int Run(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "plot") return PlotMain("ciuic-tune", argc - 1, argv + 1);
   std::string help = "Tune gradient communication.\n\nSubcommands (and the options each takes):\n";
   for (const auto& s : kSubcommands)
     help += fmt::format("  {:<12} {}\n", s.name, s.summary) + OptionList(s, std::string(15, ' '));
