@@ -32,6 +32,7 @@
 #include "core/config.h"
 #include "core/database.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "core/fault.h"
 #include "core/files.h"
 #include "core/log.h"
@@ -126,7 +127,7 @@ cxxopts::Options MakeOptions() {
       ("check", "exact verification iterations per row", cxxopts::value<int>()->default_value("1"))
       ("inplace", "yes | no | both", cxxopts::value<std::string>()->default_value("both"))
       ("format", "table | csv | json", cxxopts::value<std::string>()->default_value("table"))
-      ("out", "write the --format output to FILE (the table still goes to stdout)", cxxopts::value<std::string>())
+      ("out", "write the --format output to FILE, - for stdout (with a FILE the table still goes to stdout)", cxxopts::value<std::string>())
       ("db", "append the run to this SQLite database", cxxopts::value<std::string>())
       ("ranks", "ranks to start when not under a launcher (default: one per GPU, or 2 on CPU)", cxxopts::value<int>())
       ("timeout", "seconds without progress before the run fails with exit 2 (0: off; default: $CIUIC_TIMEOUT or 60)", cxxopts::value<double>())
@@ -355,6 +356,7 @@ void ParseOutputs(const cxxopts::ParseResult& r, Cli& cli) {
   if (r.count("out")) {
     cli.out_path = Get<std::string>(r, "out");
     CheckPathGiven("--out", cli.out_path);
+    if (cli.out_path == "-") cli.out_path.clear();  // stdout: where the --format output goes without --out
   }
   if (r.count("db")) {
     cli.db_path = Get<std::string>(r, "db");
@@ -588,6 +590,10 @@ int LauncherExitCode(const std::string& mpiexec, int status) {
   return 2;
 }
 
+// A live progress line on stderr, unless the --format output goes to stdout (JSON or CSV there is
+// for a program; the table is for a person).
+bool ProgressWanted(const Cli& cli) { return cli.format == "table" || !cli.out_path.empty(); }
+
 [[noreturn]] void Relaunch(const Cli& cli, int ranks) {
   std::string mpiexec = CIUIC_MPIEXEC;
   if (mpiexec.empty() || access(mpiexec.c_str(), X_OK) != 0) mpiexec = "mpiexec";
@@ -602,6 +608,11 @@ int LauncherExitCode(const std::string& mpiexec, int status) {
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   }
   setenv("CIUIC_LAUNCHED_BY_BENCH", "1", 1);
+  // The ranks' output reaches this terminal through mpiexec's pipes, stdout and stderr apart: rank 0
+  // draws the live line when this process would have, on stdout when the table goes to the terminal
+  // too, so the two stay in order (core/progress).
+  if (ProgressWanted(cli) && isatty(STDERR_FILENO) && !getenv("CIUIC_PROGRESS"))
+    setenv("CIUIC_PROGRESS", isatty(STDOUT_FILENO) ? "stdout" : "1", 1);
   std::string shown;
   for (const auto& a : args) shown += (shown.empty() ? "" : " ") + a;
   LogInfo("starting {} ranks: {}", ranks, shown);
@@ -667,6 +678,7 @@ int ListBuild() {
 
 // Runs the sweep on one rank's communicator; rank 0 reports. Returns the exit code.
 int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* watchdog) {
+  if (comm.Rank() == 0) EnableProgress(ProgressWanted(cli));
   BenchOptions o = cli.bench;
   o.local_ranks = local_ranks;
   o.watchdog = watchdog;

@@ -6,12 +6,14 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace ciuic {
 
@@ -165,6 +167,35 @@ void CheckWritableOutput(const std::string& path, std::string_view what, bool re
   ::close(fd);
   ::unlink(probe.c_str());
   if (!wrote) throw InputError(fmt::format("{} '{}': cannot write in '{}': {}", what, path, folder, why));
+}
+
+std::string DataHome(bool create) {
+  namespace fs = std::filesystem;
+  fs::path dir;
+  const auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v ? std::string(v) : std::string();
+  };
+  if (const std::string d = env("CIUIC_DATA_DIR"); !d.empty()) {
+    dir = d;
+  } else if (const std::string x = env("XDG_DATA_HOME"); !x.empty() && fs::path(x).is_absolute()) {
+    dir = fs::path(x) / "ciuic";
+  } else if (const std::string h = env("HOME"); !h.empty()) {
+    dir = fs::path(h) / ".local" / "share" / "ciuic";
+  } else {
+    throw InputError("no default data folder: HOME, XDG_DATA_HOME and CIUIC_DATA_DIR are unset (give --db and --out)");
+  }
+  std::error_code ec;
+  if (create && !fs::is_directory(dir, ec)) {
+    if (fs::exists(dir, ec))
+      throw InputError(fmt::format("data folder '{}' is not a directory (CIUIC_DATA_DIR chooses another)", dir.string()));
+    fs::create_directories(dir, ec);
+    if (ec)
+      throw InputError(fmt::format("cannot create data folder '{}': {} (CIUIC_DATA_DIR chooses another)", dir.string(),
+                                   ec.message()));
+    LogInfo("created {} for the default database and profiles (CIUIC_DATA_DIR chooses another folder)", dir.string());
+  }
+  return dir.string();
 }
 
 void CheckFileNameComponent(const std::string& name, std::string_view what) {

@@ -37,6 +37,12 @@ void CheckPathGiven(std::string_view option, const std::string& path);
 void CheckDifferentFiles(std::string_view option_a, const std::string& path_a, std::string_view option_b,
                          const std::string& path_b);
 
+// The folder of the tools' default database and profiles, independent of the current directory and
+// of the source tree: $CIUIC_DATA_DIR, else $XDG_DATA_HOME/ciuic, else $HOME/.local/share/ciuic. With
+// `create`, made on first use (said once on stderr). Throws InputError when neither HOME nor the
+// variables name one ("give --db/--out").
+std::string DataHome(bool create);
+
 // "2026-11-22T17:48:19Z".
 std::string IsoNow();
 

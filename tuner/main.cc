@@ -26,6 +26,7 @@
 #include "tuner/calibrate.h"
 #include "tuner/gate.h"
 #include "tuner/plan_space.h"
+#include "core/progress.h"
 #include "tuner/exports/exports.h"
 #include "tuner/study.h"
 #include "tuner/published.h"
@@ -181,6 +182,15 @@ int Model(const cxxopts::ParseResult& r) {
   return 0;
 }
 
+// --db as given (an empty value refused), else the data folder's ciuic.db (DataHome; with `create`
+// the folder is made on first use).
+std::string DbOption(const cxxopts::ParseResult& r, bool create = true) {
+  if (!r.count("db")) return create ? DefaultDatabasePath() : (std::filesystem::path(DataHome(false)) / "ciuic.db").string();
+  const std::string db = r["db"].as<std::string>();
+  CheckPathGiven("--db", db);
+  return db;
+}
+
 int RunTune(const cxxopts::ParseResult& r) {
   TuneOptions o;
   if (!r.count("topology")) throw UsageError("run: --topology NAME|FILE is required (see ciuic-tune topologies)");
@@ -192,8 +202,7 @@ int RunTune(const cxxopts::ParseResult& r) {
   o.seed = r["seed"].as<uint64_t>();
   o.patience = r["patience"].as<int>();
   o.mode = r["mode"].as<std::string>();
-  o.db = r["db"].as<std::string>();
-  CheckPathGiven("--db", o.db);
+  o.db = DbOption(r);
   // An empty --out or --calibration is a mistake, not "use the default".
   if (r.count("out")) {
     o.out = r["out"].as<std::string>();
@@ -219,19 +228,25 @@ int RunTune(const cxxopts::ParseResult& r) {
   if (!db_dir.empty() && !std::filesystem::is_directory(db_dir))
     throw InputError(fmt::format("--db '{}': folder '{}' does not exist", PrintableLine(o.db),
                                  PrintableLine(db_dir.string())));
-  const TuneResult res = RunStudy(o, std::cout);
+  // --out -: the profile is stdout's, and everything else goes to stderr.
+  const bool profile_to_stdout = o.out == "-";
+  if (profile_to_stdout) o.out = "/dev/stdout";
+  std::ostream& log = profile_to_stdout ? std::cerr : std::cout;
+  EnableProgress(true);  // a live line on a terminal's stderr (core/progress)
+  const TuneResult res = RunStudy(o, log);
   const Profile& p = res.profile;
-  std::cout << fmt::format("# study {}: {} evaluation(s) ({} from a resumed study); predicted step {:.1f} us vs NCCL "
+  log << fmt::format("# study {}: {} evaluation(s) ({} from a resumed study); predicted step {:.1f} us vs NCCL "
                            "defaults {:.1f} us ({:.2f}x)\n",
                            res.study_id, res.evaluations, res.reused, p.step_us, p.baseline_step_us,
                            p.baseline_step_us / p.step_us);
-  std::cout << fmt::format("# {:>11} {:>11} {:<9} {:<12} {:<9} {:>7} {:>10} {:>12}  gate\n", "min_bytes", "max_bytes",
-                           "algo", "codec", "precision", "streams", "bucket_MB", "predicted_us");
+  log << fmt::format("# {:>11} {:>11} {:<9} {:<12} {:<9} {:>7} {:>10} {:>12}  gate\n", "min_bytes", "max_bytes", "algo",
+                     "codec", "precision", "streams", "bucket_MB", "predicted_us");
   for (const auto& rule : p.rules)
-    std::cout << fmt::format("  {:>11} {:>11} {:<9} {:<12} {:<9} {:>7} {:>10} {:>12.1f}  {}\n", rule.min_bytes,
-                             rule.max_bytes ? std::to_string(rule.max_bytes) : "-", rule.algo, rule.codec,
-                             rule.precision, rule.streams, rule.bucket_bytes >> 20, rule.predicted_us, rule.gate);
-  std::cout << fmt::format("# wrote {} and study {} in {}\n", res.profile_path, res.study_id, o.db);
+    log << fmt::format("  {:>11} {:>11} {:<9} {:<12} {:<9} {:>7} {:>10} {:>12.1f}  {}\n", rule.min_bytes,
+                       rule.max_bytes ? std::to_string(rule.max_bytes) : "-", rule.algo, rule.codec, rule.precision,
+                       rule.streams, rule.bucket_bytes >> 20, rule.predicted_us, rule.gate);
+  log << fmt::format("# wrote {} and study {} in {}\n", profile_to_stdout ? "the profile to stdout" : res.profile_path,
+                     res.study_id, o.db);
   return 0;
 }
 
@@ -268,8 +283,7 @@ std::vector<int> ParseRanks(const std::string& text) {
 // --db, opened once so that a refused database is one line before the measurements, not after them:
 // called after every other option is checked (a bad option creates no database).
 std::string CheckedDb(const cxxopts::ParseResult& r) {
-  const std::string db = r["db"].as<std::string>();
-  CheckPathGiven("--db", db);
+  const std::string db = DbOption(r);
   CheckWritableOutput(db, "--db", /*regular_file_only=*/true);
   Database probe(db);
   return db;
@@ -284,6 +298,7 @@ int Calibrate(const cxxopts::ParseResult& r) {
   o.concurrency = OptionInRange("concurrency", r["concurrency"].as<int>(), 0, 4096);  // 0: this machine's cores
   o.rounds = OptionInRange("rounds", r["rounds"].as<int>(), 1, 99);
   if (r.count("ranks")) o.link_ranks = ParseRanks(r["ranks"].as<std::string>());
+  EnableProgress(true);  // a live line on a terminal's stderr (core/progress)
   RunCalibration(CheckedDb(r), o, std::cout);
   return 0;
 }
@@ -309,6 +324,7 @@ int Validate(const cxxopts::ParseResult& r) {
   // A fraction (0.25: 25%); 0 never fails. Checked before the measurements, not after.
   const double limit = OptionInRange("max-error", r["max-error"].as<double>(), 0.0, 100.0);
   o.db = CheckedDb(r);
+  EnableProgress(true);  // a live line on a terminal's stderr (core/progress)
   const ValidationResult res = RunValidation(o, std::cout);
   if (limit > 0 && res.median_abs_error > limit) {
     std::cerr << fmt::format("ciuic-tune: validate: median |error| {:.1f}% is above --max-error {:.1f}%\n",
@@ -319,8 +335,7 @@ int Validate(const cxxopts::ParseResult& r) {
 }
 
 int Show(const cxxopts::ParseResult& r) {
-  CheckPathGiven("--db", r["db"].as<std::string>());
-  ShowStudies(r["db"].as<std::string>(), std::cout);
+  ShowStudies(DbOption(r, /*create=*/false), std::cout);
   return 0;
 }
 
@@ -423,14 +438,14 @@ const Subcommand kSubcommands[] = {
     {"model", "predicted uncompressed allreduce time and busbw per algorithm",
      {"topology", "nodes", "sizes"},
      Model},
-    {"plot", "PNG plots: convergence (best score vs trial), model (predicted vs measured), tta (time to accuracy); "
-     "its own options first: ciuic-tune plot KIND --help",
+    {"plot", "PNG plots by /usr/bin/python3 matplotlib: convergence, model (predicted vs measured), tta; plot --help",
      {},
      PlotNotFirst},
 };
 
 // "--a --b --c", wrapped to 100 columns under the summaries of the help.
 std::string OptionList(const Subcommand& s, const std::string& indent) {
+  if (s.options.empty()) return "";  // plot: the script's own options (ciuic-tune plot --help)
   std::string text, line = indent;
   for (const auto& o : s.options) {
     if (line.size() > indent.size() && line.size() + 3 + o.size() > 100) {
@@ -470,10 +485,10 @@ int Run(int argc, char** argv) {
       "seed", "search seed", cxxopts::value<uint64_t>()->default_value("1"))(
       "patience", "stop after N evaluations without improvement (0: off)", cxxopts::value<int>()->default_value("0"))(
       "mode", "model (measure: not in this build)", cxxopts::value<std::string>()->default_value("model"))(
-      "db", "SQLite database", cxxopts::value<std::string>()->default_value("results/ciuic.db"))(
+      "db", "SQLite database (default: ciuic.db in $CIUIC_DATA_DIR, $XDG_DATA_HOME/ciuic or ~/.local/share/ciuic)", cxxopts::value<std::string>())(
       "calibration", "run: database to read calibrations from (default --db), e.g. one made by calibrate --device cuda on the target GPU",
       cxxopts::value<std::string>())(
-      "out", "profile path (default profiles/<topology>.profile.json)", cxxopts::value<std::string>())(
+      "out", "profile path, - for stdout (default: the data folder's profiles/<topology>.profile.json)", cxxopts::value<std::string>())(
       "state-memory", "run: GiB per rank the runtime may keep (EF residuals, PowerSGD state, buckets); 0: no limit; "
       "auto: a quarter of the topology's device memory", cxxopts::value<std::string>()->default_value("auto"))(
       "target", "run: the consumer to tune for: ciuic | ddp | nccl | deepspeed | horovod (only what it can run)",
@@ -518,7 +533,7 @@ int Run(int argc, char** argv) {
   const std::string cmd = r.count("command") ? r["command"].as<std::string>() : (r.count("topology") ? "run" : "");
   for (const auto& s : kSubcommands) {
     if (cmd != s.name) continue;
-    CheckOptionsOf(s, r);
+    if (s.run != PlotNotFirst) CheckOptionsOf(s, r);
     if (r.count("nodes")) OptionInRange("nodes", r["nodes"].as<int>(), 1, kMaxNodes);
     return s.run(r);
   }

@@ -176,8 +176,9 @@ struct Study {
   void CheckOutputs() {
     const char* profile_option = o.out.empty() ? "profile" : "--out";
     if (o.out.empty()) {
+      // Never into the source tree's profiles/ (shipped examples): the data folder's own.
       CheckFileNameComponent(topo.name, fmt::format("{}: name", o.topology));
-      res.profile_path = (std::filesystem::path(ProfilesDir()) / (topo.name + ".profile.json")).string();
+      res.profile_path = (std::filesystem::path(DefaultProfilesDir()) / (topo.name + ".profile.json")).string();
     } else {
       res.profile_path = o.out;
     }
@@ -595,7 +596,19 @@ struct Study {
 
 }  // namespace
 
-TuneResult RunStudy(const TuneOptions& o, std::ostream& log) {
+std::string DefaultDatabasePath() { return (std::filesystem::path(DataHome(true)) / "ciuic.db").string(); }
+
+std::string DefaultProfilesDir() {
+  const std::filesystem::path dir = std::filesystem::path(DataHome(true)) / "profiles";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw InputError(fmt::format("cannot create '{}': {} (give --out)", dir.string(), ec.message()));
+  return dir.string();
+}
+
+TuneResult RunStudy(const TuneOptions& options, std::ostream& log) {
+  TuneOptions o = options;
+  if (o.db.empty()) o.db = DefaultDatabasePath();
   Study::CheckOptions(o);
   Study s(o, log);
   s.LoadInputs();

@@ -20,9 +20,9 @@ struct TuneOptions {
   uint64_t seed = 1;
   int patience = 0;
   std::string mode = "model";
-  std::string db = "results/ciuic.db";
+  std::string db;  // empty: DefaultDatabasePath()
   std::string calibration_db;  // where calibrations are read (empty: db), e.g. one made on a GPU machine
-  std::string out;  // profile path; default profiles/<topology>.profile.json
+  std::string out;  // profile path; empty: DefaultProfilesDir()/<topology>.profile.json
   double gate_tolerance = 0.01;
   int gate_seeds = 3;  // the accuracy gate's seeds (tuner/gate.h); a verdict is stored per setting
   // > 0: configurations whose CommStateBytes exceed it are infeasible; 0: no limit; kAutoStateMemory:
@@ -43,6 +43,11 @@ struct TuneResult {
   int evaluations = 0;
   int reused = 0;  // trials served from a resumed study
 };
+
+// The tools' defaults, in the data folder (core/files.h DataHome, created on first use): ciuic.db and
+// profiles/. Never the current directory or the source tree.
+std::string DefaultDatabasePath();
+std::string DefaultProfilesDir();
 
 TuneResult RunStudy(const TuneOptions& options, std::ostream& progress);
 // Stored studies and best configurations, newest first.

@@ -195,6 +195,37 @@ TEST_F(FilesTest, AFullFileSystemIsRefusedBeforeTheRun) {
   EXPECT_FALSE(std::filesystem::exists(mnt + "/out.json"));
 }
 
+// The default data folder follows $CIUIC_DATA_DIR, then $XDG_DATA_HOME/ciuic, then
+// ~/.local/share/ciuic; never the current directory. It is made on first use only when asked to.
+TEST_F(FilesTest, DataHomeFollowsTheEnvironmentNotTheCurrentDirectory) {
+  struct Env {
+    std::string name;
+    std::string old;
+    bool had;
+    explicit Env(const char* n) : name(n), had(std::getenv(n) != nullptr) {
+      if (had) old = std::getenv(n);
+    }
+    ~Env() { had ? setenv(name.c_str(), old.c_str(), 1) : unsetenv(name.c_str()); }
+  } data("CIUIC_DATA_DIR"), xdg("XDG_DATA_HOME"), home("HOME");
+  setenv("CIUIC_DATA_DIR", Path("chosen").c_str(), 1);
+  EXPECT_EQ(DataHome(false), Path("chosen"));
+  EXPECT_FALSE(std::filesystem::exists(Path("chosen")));  // not made unless asked
+  EXPECT_EQ(DataHome(true), Path("chosen"));
+  EXPECT_TRUE(std::filesystem::is_directory(Path("chosen")));
+  unsetenv("CIUIC_DATA_DIR");
+  setenv("XDG_DATA_HOME", Path("xdg").c_str(), 1);
+  EXPECT_EQ(DataHome(false), Path("xdg") + "/ciuic");
+  setenv("XDG_DATA_HOME", "relative/not/allowed", 1);  // the XDG spec: relative values are ignored
+  setenv("HOME", Path("home").c_str(), 1);
+  EXPECT_EQ(DataHome(false), Path("home") + "/.local/share/ciuic");
+  unsetenv("XDG_DATA_HOME");
+  unsetenv("HOME");
+  EXPECT_THROW(DataHome(false), InputError);
+  WriteFileAtomically(Path("file"), "x");
+  setenv("CIUIC_DATA_DIR", Path("file").c_str(), 1);
+  EXPECT_THROW(DataHome(true), InputError);
+}
+
 TEST(FileNameTest, NamesFromFilesAreSingleSafeComponents) {
   for (const std::string& bad : std::vector<std::string>{"../x", "../../x", "..", ".", ".hidden", "a/b", "/abs", "", "x\ny", "a b", "x\\y",
                                 std::string(129, 'a'), std::string("nul\0l", 5)}) {

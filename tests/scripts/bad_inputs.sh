@@ -88,10 +88,10 @@ if [ "${1:-}" = --cases ]; then
         [ -f "$word" ] && ! [ "$word" -nt "$BAD_SCRATCH/marker" ] && inputs+=("$word") ;;
       esac
     done
-    # A study writes its profile into $CIUIC_PROFILES_DIR when --out is not given: watch that folder.
+    # A study writes its profile into $CIUIC_DATA_DIR/profiles when --out is not given: watch that folder.
     profiles_before=() profile_files=()
     if [[ "$command" == "$BAD_TUNE run "* || "$command" == *" $BAD_TUNE run "* ]]; then
-      profiles_before=("$BAD_SCRATCH"/profiles/*)
+      profiles_before=("$BAD_SCRATCH"/data/profiles/*)
       for f in "${profiles_before[@]}"; do [ -f "$f" ] && ! [ "$f" -nt "$BAD_SCRATCH/marker" ] && profile_files+=("$f"); done
     fi
     t0=${EPOCHREALTIME/./}
@@ -129,11 +129,11 @@ if [ "${1:-}" = --cases ]; then
       [ -n "$gone" ] && problems+=("removed files: ${gone//$own_dir\//}")
     fi
     if [ ${#profiles_before[@]} -gt 0 ]; then
-      profiles_after=("$BAD_SCRATCH"/profiles/*)
-      [ "${profiles_before[*]}" != "${profiles_after[*]}" ] && problems+=("added or removed files in \$CIUIC_PROFILES_DIR")
+      profiles_after=("$BAD_SCRATCH"/data/profiles/*)
+      [ "${profiles_before[*]}" != "${profiles_after[*]}" ] && problems+=("added or removed files in \$CIUIC_DATA_DIR/profiles")
       for f in "${profile_files[@]}"; do
         [ "$f" -nt "$BAD_SCRATCH/marker" ] && ! cmp -s "$f" "$BAD_SCRATCH/originals/${f#"$BAD_SCRATCH"/}" &&
-          problems+=("changed a file it was not given: ${f#"$BAD_SCRATCH"/} (\$CIUIC_PROFILES_DIR)")
+          problems+=("changed a file it was not given: ${f#"$BAD_SCRATCH"/} (\$CIUIC_DATA_DIR/profiles)")
       done
     fi
     for f in "${inputs[@]}"; do
@@ -196,10 +196,11 @@ cp -R "$repo/profiles" "$scratch/profiles"
 
 export BAD_BENCH=$bench BAD_TUNE=$tune BAD_DRIVER=$driver BAD_SCRATCH=$scratch BAD_TIMEOUT=20
 export BAD_MANIFEST=$scratch/cases/cases.tsv
-# Everything a tool reads from the environment is this run's: built-in topologies and workloads (and
-# the default profile path) in the scratch copy of profiles/, no deadline or fault injection from
-# outside.
-export CIUIC_PROFILES_DIR=$scratch/profiles
+# Everything a tool reads from the environment is this run's: built-in topologies and workloads in the
+# scratch copy of profiles/, the default database and profile folder in scratch/data, no deadline or
+# fault injection from outside.
+export CIUIC_PROFILES_DIR=$scratch/profiles CIUIC_DATA_DIR=$scratch/data
+mkdir -p "$scratch/data/profiles"
 unset CIUIC_TIMEOUT CIUIC_FAULT CIUIC_HEARTBEAT_DIR CIUIC_LAUNCHED_BY_BENCH CIUIC_BENCH_EXE
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 

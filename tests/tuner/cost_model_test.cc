@@ -18,6 +18,8 @@
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "kernels/codec.h"
 #include "tuner/calibrate.h"
@@ -496,6 +498,38 @@ TEST(TuneCli, BadInputIsOneLineAndExitOne) {
     EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << args << ": " << err;
   }
   EXPECT_EQ(RunTune("model --topology dgx_h100 --nodes 2 --sizes 1M,1G", &out, &err), 0) << err;
+}
+
+// Without --db and --out a study keeps its database and profile in the data folder ($CIUIC_DATA_DIR
+// here), made on first use and said once; never in the current directory or the source tree's
+// profiles/. --out - puts the profile on stdout and the log on stderr.
+TEST(TuneCli, DefaultsLiveInTheDataFolderAndOutDashIsStdout) {
+  namespace fs = std::filesystem;
+  const fs::path data = fs::path(::testing::TempDir()) / ("ciuic_data_" + std::to_string(getpid()));
+  fs::remove_all(data);
+  const fs::path shipped = fs::path(CIUIC_SOURCE_DIR) / "profiles" / "dgx_a100.profile.json";
+  const auto shipped_time = fs::last_write_time(shipped);
+  const std::string run = "env CIUIC_DATA_DIR=" + data.string() +
+                          " sh -c 'cd / && exec \"$0\" \"$@\"' " CIUIC_TUNE_EXE
+                          " run --topology dgx_a100 --target nccl --strategy grid --budget 2 --gate-seeds 1";
+  std::string out, err;
+  ASSERT_EQ(std::system((run + " --out - >" + (data.string() + ".out") + " 2>" + (data.string() + ".err")).c_str()), 0);
+  out = ReadText(data.string() + ".out");
+  err = ReadText(data.string() + ".err");
+  EXPECT_EQ(nlohmann::json::parse(out)["schema"], "ciuic.profile/1") << out;
+  EXPECT_NE(err.find("created " + data.string()), std::string::npos) << err;
+  EXPECT_NE(err.find("# wrote the profile to stdout"), std::string::npos) << err;
+  EXPECT_TRUE(fs::exists(data / "ciuic.db"));
+  EXPECT_FALSE(fs::exists(data / "profiles" / "dgx_a100.profile.json"));
+  ASSERT_EQ(std::system((run + " >" + (data.string() + ".out") + " 2>" + (data.string() + ".err")).c_str()), 0);
+  err = ReadText(data.string() + ".err");
+  EXPECT_EQ(err.find("created"), std::string::npos) << "said once: " << err;
+  EXPECT_TRUE(fs::exists(data / "profiles" / "dgx_a100.profile.json"));
+  EXPECT_EQ(fs::last_write_time(shipped), shipped_time) << "the shipped profile was written";
+  EXPECT_FALSE(fs::exists("/ciuic.db"));
+  fs::remove_all(data);
+  fs::remove(data.string() + ".out");
+  fs::remove(data.string() + ".err");
 }
 
 TEST(TuneCli, TopologiesPrintsNothingWhenThePublishedFiguresAreRefused) {

@@ -166,14 +166,14 @@ TEST_F(Study, OutputsAreCheckedBeforeTheStudyAndNamesNeverBecomePaths) {
   std::ifstream f(ProfilesDir() + "/topologies/dgx_a100.json");
   nlohmann::json j = nlohmann::json::parse(f);
   const std::string escape = "../../ciuic_escape_" + std::to_string(getpid());
-  const auto escaped = std::filesystem::path(ProfilesDir()) / (escape + ".profile.json");
+  const auto escaped = std::filesystem::path(DefaultProfilesDir()) / (escape + ".profile.json");
   for (const std::string& name : std::vector<std::string>{escape, "../x", ".hidden", "a/b"}) {
     j["name"] = name;
     const std::string path = (dir_ / "evil.json").string();
     std::ofstream(path) << j.dump(2);
     TuneOptions o = Options("dgx_a100", 1);
     o.topology = path;
-    o.out.clear();  // the default: profiles/<name>.profile.json
+    o.out.clear();  // the default: the data folder's profiles/<name>.profile.json
     o.db = (dir_ / "evil.db").string();
     try {
       RunStudy(o, log_);

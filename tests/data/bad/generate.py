@@ -1085,8 +1085,9 @@ out("--out||--db", RUN_NO_IO + " --out {work}/same --db {work}/same")
 # The profile would overwrite the topology it was tuned from.
 out("--out||--topology", "{tune} run --topology {work}/t.json --workload " + GOOD_WORKLOAD
     + " --db {work}/t.db --out {work}/t.json", setup="cp {case_dir}/topology/good.json t.json")
-# Without --out the profile goes to $CIUIC_PROFILES_DIR: there it cannot be created.
-out("dgx_a100.profile.json", "env CIUIC_PROFILES_DIR=/proc {tune} run --topology " + GOOD_TOPOLOGY + " --workload "
+# Without --out the profile goes to the data folder's profiles/ ($CIUIC_DATA_DIR): there it cannot be
+# created.
+out("/proc/profiles", "env CIUIC_DATA_DIR=/proc {tune} run --topology " + GOOD_TOPOLOGY + " --workload "
     + GOOD_WORKLOAD + " --db {work}/t.db")
 for path in ["{work}/no/such/c.db", "{work}", "''"]:
     out("--db", f"{{tune}} calibrate --sizes 64K --db {path}")
