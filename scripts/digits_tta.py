@@ -12,8 +12,9 @@ seeds (mean, min, max), the step and time at which the seed-mean accuracy first 
 uncompressed final accuracy, and whether the final accuracy is within 1 point of uncompressed. With
 --gate, each codec's verdict from ciuic's accuracy gate (`ciuic-tune gate`), and how often the two agree.
 
-Writes OUT/digits_tta.csv (every evaluation point), OUT/digits_tta.json (summary), OUT/digits_tta.md
-(the table) and OUT/digits_tta.png (accuracy vs step and vs time; needs python3-matplotlib).
+Writes OUT/digits_tta.csv (every evaluation point), OUT/digits_tta.json (summary, with host, cores and
+commit), OUT/digits_tta.md (the table) and OUT/digits_tta.png (accuracy vs step and vs time, drawn by
+scripts/plot.py as `ciuic-tune plot tta OUT` draws it; needs python3-matplotlib).
 
 Needs Debian's python3-torch, python3-sklearn, python3-numpy (/usr/bin/python3) and a built libciuic
 (build/lib/libciuic.so, or CIUIC_LIBRARY). Exits 77 when torch or sklearn cannot be imported.
@@ -26,6 +27,7 @@ import argparse
 import datetime
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -48,6 +50,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "python"))
 import ciuic.torch  # noqa: E402
+
+sys.path.insert(0, HERE)
+import plot  # noqa: E402  (scripts/plot.py: the time-to-accuracy picture)
 
 BASE_PROFILE = os.path.join(REPO, "profiles", "dgx_a100.profile.json")
 BUCKET = 32 << 10  # bytes: the model's 150 KiB of fp32 gradients go as 5 DDP buckets
@@ -193,6 +198,13 @@ def run_workers(a, tmp):
         return json.load(f)
 
 
+def git_commit():
+    """The source tree's commit (12 hex digits), or None outside a git checkout."""
+    r = subprocess.run(["git", "-C", REPO, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                       check=False)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
 def gate_verdicts(tune, codecs, seeds):
     """codec -> {"passed", "runs"} from `ciuic-tune gate --codecs ... --format json`."""
     r = subprocess.run([tune, "gate", "--codecs", ",".join(codecs), "--gate-seeds", str(seeds), "--format", "json"],
@@ -267,33 +279,18 @@ def write_outputs(points, rows, gate, a, wall):
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
     summary = {"world": a.world, "steps": a.steps, "batch": a.batch, "lr": a.lr, "seeds": a.seed_list,
+               "host": socket.gethostname(), "cpus": os.cpu_count(), "git_commit": git_commit(),
+               "date": datetime.date.today().isoformat(),
                "rows": {k: {kk: vv for kk, vv in v.items() if kk not in ("steps", "mean_acc", "mean_seconds")}
                         for k, v in rows.items()},
                "gate": gate, "agree": agree if gate else None, "counted": counted if gate else None}
     with open(os.path.join(a.out, "digits_tta.json"), "w") as f:
         json.dump(summary, f, indent=1)
+    # The picture is scripts/plot.py's (also `ciuic-tune plot tta OUT`), from the same rows.
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("digits_tta: matplotlib not importable: no PNG")
-        return
-    fig, ax = plt.subplots(1, 2, figsize=(14, 5.5))
-    for name, r in rows.items():
-        style = "-" if name.startswith("none") else "--"
-        ax[0].plot(r["steps"], [100 * v for v in r["mean_acc"]], style, label=name)
-        ax[1].plot(r["mean_seconds"], [100 * v for v in r["mean_acc"]], style, label=name)
-    for x, label in ((ax[0], "step"), (ax[1], "training seconds (this machine)")):
-        x.set_xlabel(label)
-        x.set_ylabel("test accuracy % (mean over seeds)")
-        x.set_ylim(max(0, 100 * min(min(r["mean_acc"]) for r in rows.values()) - 2), 100)
-        x.axhline(95 * base["final_acc_mean"], color="grey", lw=0.8, ls=":")
-        x.grid(alpha=0.3)
-    ax[1].legend(fontsize=7, ncol=2, loc="lower right")
-    fig.suptitle(f"digits, DDP {a.world} processes, seeds {len(a.seed_list)}: ciuic codecs vs uncompressed")
-    fig.tight_layout()
-    fig.savefig(os.path.join(a.out, "digits_tta.png"), dpi=110)
+        plot.draw_tta(rows, os.path.join(a.out, "digits_tta.png"), plot.tta_title(summary))
+    except plot.Fail as e:
+        print(f"digits_tta: {e}: no PNG")
 
 
 def main():

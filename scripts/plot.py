@@ -106,6 +106,9 @@ def save(fig, path, tool):
         raise Fail(f"--out {path}: is a folder")
     fd, tmp = tempfile.mkstemp(prefix=".plot-", suffix=".png", dir=folder)
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # a new file's usual mode, not mkstemp's 0600
     try:
         fig.savefig(tmp, dpi=110)
         os.replace(tmp, path)
@@ -116,7 +119,9 @@ def save(fig, path, tool):
 
 
 def short_commit(c):
-    return (c or "?")[:12]
+    """12 hex digits, and -dirty when the tree had changes (as the tools stamp it)."""
+    c = c or "?"
+    return c[:12] + ("-dirty" if c.endswith("-dirty") and len(c) > 12 else "")
 
 
 def hosts_text(hosts):
@@ -541,22 +546,22 @@ def draw_tta(rows, path, title, tool="digits_tta", target_fraction=0.95):
     solid, codecs dashed), the 95%-of-uncompressed target marked. Shared by digits_tta.py and `tta`."""
     plt = pyplot()
     fig, ax = plt.subplots(1, 2, figsize=(15, 6.2), sharey=True)
-    cmap = plt.get_cmap("tab20")
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     base = rows["none"]["final_acc_mean"] if "none" in rows else max(r["final_acc_mean"] for r in rows.values())
     target = 100 * target_fraction * base
     for i, (name, r) in enumerate(rows.items()):
-        style = "-" if name.startswith("none") else "--"
+        # Ten colours; the uncompressed runs solid, codecs dashed, and past ten colours dash-dotted.
+        style = "-" if name.startswith("none") else "--" if i < len(colours) else "-."
         acc = [100 * v for v in r["mean_acc"]]
-        kw = dict(color=cmap(i % 20), ls=style, lw=2.0 if name == "none" else 1.4)
+        kw = dict(color=colours[i % len(colours)], ls=style, lw=2.2 if name == "none" else 1.4)
         ax[0].plot(r["steps"], acc, **kw)
         ax[1].plot(r["mean_seconds"], acc, label=f"{name}: {acc[-1]:.1f}%", **kw)
     for x, label in ((ax[0], "training step"), (ax[1], "training time (s, evaluation excluded)")):
         x.set_xlabel(label)
-        x.axhline(target, color="black", lw=0.8, ls=":")
+        x.axhline(target, color="black", lw=0.8, ls=":",
+                  label=f"target {target:.1f}% (95% of uncompressed)" if x is ax[1] else None)
         x.grid(alpha=0.3)
     ax[0].set_ylabel("held-out test accuracy (%, mean over seeds)")
-    ax[0].text(ax[0].get_xlim()[1], target, f"target {target:.1f}% (95% of uncompressed)  ", ha="right",
-               va="bottom", fontsize=8)
     low = min(min(r["mean_acc"]) for r in rows.values())
     ax[0].set_ylim(max(0, 100 * low - 2), 100.5)
     ax[1].legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="config: final accuracy",
