@@ -236,7 +236,7 @@ cxxopts::Options MakeOptions() {
                      "A and B: run ids in --db, or ciuic.bench/1 JSON files (ciuic-bench --format json --out FILE).\n"
                      "d = B p50 / A p50 - 1; noise = the larger of the two rows' (p99 - p50) / p50.\n"
                      "Verdict: regressed when d > threshold + noise (exit 3), slower when d > threshold,\n"
-                     "faster when d < -(threshold + noise), same otherwise. Exit 0: nothing regressed; 1: bad input.\n");
+                     "faster when A p50 / B p50 - 1 > threshold + noise, same otherwise. Exit 0: nothing regressed; 1: bad input.\n");
   o.add_options()
       ("db", "the SQLite database the run ids are in (ciuic-bench --db)", cxxopts::value<std::string>())
       ("threshold", "percent slower B may be beyond the noise before a row regresses", cxxopts::value<std::string>()->default_value("5%"))
@@ -270,7 +270,9 @@ CompareVerdict JudgeRatio(double time_ratio, double threshold, double noise) {
   const double d = time_ratio - 1;
   if (d > threshold + noise + kEps) return CompareVerdict::kRegressed;
   if (d > threshold + kEps) return CompareVerdict::kSlower;
-  if (d < -(threshold + noise + kEps)) return CompareVerdict::kFaster;
+  // Faster by the same relative margin, seen from B: A / B - 1 (a ratio can fall at most to 0, so
+  // -(threshold + noise) would be out of reach for a row whose noise passes 100%).
+  if (1 / time_ratio - 1 > threshold + noise + kEps) return CompareVerdict::kFaster;
   return CompareVerdict::kSame;
 }
 
@@ -392,7 +394,7 @@ int CompareMain(int argc, char** argv) {
     j["threshold"] = threshold;
     j["noise"] = auto_noise ? nlohmann::ordered_json("auto") : nlohmann::ordered_json(fixed_noise);
     j["rule"] = fmt::format("d = B p50 / A p50 - 1; noise = {}; regressed: d > threshold + noise; slower: d > threshold; "
-                            "faster: d < -(threshold + noise); same otherwise",
+                            "faster: A p50 / B p50 - 1 > threshold + noise; same otherwise",
                             noise_rule);
     auto& out = j["rows"] = nlohmann::ordered_json::array();
     for (const auto& c : rows) {
@@ -419,7 +421,7 @@ int CompareMain(int argc, char** argv) {
     t += fmt::format("# A: {}: {}\n", a.source, Describe(a));
     t += fmt::format("# B: {}: {}\n", b.source, Describe(b));
     t += fmt::format("# d = B p50 / A p50 - 1; regressed: d > threshold {} + noise; slower: d > threshold; faster: "
-                     "d < -(threshold + noise)\n",
+                     "A p50 / B p50 - 1 > threshold + noise\n",
                      Percent(threshold));
     t += fmt::format("# noise = {}; busbw B/A is the reported busbw (from the mean time)\n#\n", noise_rule);
     t += fmt::format("# {:>7} {:<5} {:>11} {:>11} {:>7} {:>9} {:>9} {:>7} {:>8} {:>8} {:>7}  {}\n", "size", "place",

@@ -7,7 +7,7 @@
 // d = B p50 / A p50 - 1; noise = max over the two rows of (p99 - p50) / p50 (or --noise PCT);
 //   regressed  d >  threshold + noise      (fails the gate)
 //   slower     d >  threshold              (within the noise: reported, not failed)
-//   faster     d < -(threshold + noise)
+//   faster     A p50 / B p50 - 1 > threshold + noise   (the same margin, seen from B)
 //   same       otherwise
 #include <cstdint>
 #include <optional>

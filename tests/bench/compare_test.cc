@@ -96,6 +96,9 @@ TEST(CompareRule, VerdictAgainstThresholdAndNoise) {
   EXPECT_EQ(JudgeRatio(1.25, 0.05, 0.30), CompareVerdict::kSlower);  // within the noise: reported, not failed
   EXPECT_EQ(JudgeRatio(0.90, 0.05, 0.0), CompareVerdict::kFaster);
   EXPECT_EQ(JudgeRatio(0.90, 0.05, 0.10), CompareVerdict::kSame);  // faster only beyond the noise
+  // The margin is taken from B's side: 14x faster is faster even in rows whose noise passes 100%.
+  EXPECT_EQ(JudgeRatio(0.068, 0.05, 2.86), CompareVerdict::kFaster);
+  EXPECT_EQ(JudgeRatio(0.3, 0.05, 2.86), CompareVerdict::kSame);
   EXPECT_DOUBLE_EQ(ParsePercentOption("threshold", "5%"), 0.05);
   EXPECT_DOUBLE_EQ(ParsePercentOption("threshold", "12.5"), 0.125);
   EXPECT_THROW(ParsePercentOption("threshold", "5%%"), Error);
