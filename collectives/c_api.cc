@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -307,6 +308,7 @@ ciuic_status_t ciuic_runtime_create(ciuic_comm_t* comm, const char* algo, const 
     if (bucket_bytes) cfg.bucket_bytes = bucket_bytes;
     auto rt = std::make_unique<ciuic_runtime>();
     rt->rt = std::make_unique<ciuic::Runtime>(*comm->comm, cfg);
+    if (const char* trace = std::getenv("CIUIC_TRACE"); trace && *trace) rt->rt->SetTrace(trace);
     *out = rt.release();
   });
 }
@@ -342,6 +344,20 @@ ciuic_status_t ciuic_runtime_set_timeout(ciuic_runtime_t* rt, double seconds) {
   return Guard([&] {
     Require(rt, "runtime");
     rt->rt->SetTimeout(seconds);
+  });
+}
+
+ciuic_status_t ciuic_runtime_set_trace(ciuic_runtime_t* rt, const char* path) {
+  return Guard([&] {
+    Require(rt, "runtime");
+    rt->rt->SetTrace(path ? path : "");
+  });
+}
+
+ciuic_status_t ciuic_runtime_trace_flush(ciuic_runtime_t* rt) {
+  return Guard([&] {
+    Require(rt, "runtime");
+    rt->rt->FlushTrace();
   });
 }
 

@@ -34,9 +34,12 @@ int ciuic_comm_size(const ciuic_comm_t* comm);
 
 /* algo: "auto" "ring" "rd" "hier" "sparse" "sign2" "powersgd", or "native" (the transport's own
  * allreduce; "native:bf16" / "native:fp16" reduce in 16 bits); codec: "none" "int8" "topk:0.01" ...
- * bucket_bytes 0 = 25 MiB. */
+ * bucket_bytes 0 = 25 MiB. With $CIUIC_TRACE set (a file name), the runtime starts traced as if
+ * ciuic_runtime_set_trace(rt, $CIUIC_TRACE) had been called. */
 ciuic_status_t ciuic_runtime_create(ciuic_comm_t* comm, const char* algo, const char* codec, size_t bucket_bytes,
                                     ciuic_runtime_t** out);
+/* With a trace set, destroy first writes it (ciuic_runtime_trace_flush): collective then, so every
+ * rank destroys its runtime. */
 void ciuic_runtime_destroy(ciuic_runtime_t* rt);
 /* Sum (average != 0: mean) of data[0, n) over all ranks, in place; tensor_id keys error feedback.
  * Collective: every rank makes the same calls in the same order. NaN/Inf on any rank, or a call or
@@ -57,6 +60,19 @@ ciuic_status_t ciuic_runtime_load(ciuic_runtime_t* rt, const char* path);
  * 0 turns the deadline off. Default: $CIUIC_TIMEOUT or 60 s. Negative or NaN: CIUIC_ERR_USAGE. */
 ciuic_status_t ciuic_runtime_set_timeout(ciuic_runtime_t* rt, double seconds);
 ciuic_status_t ciuic_runtime_counters(const ciuic_runtime_t* rt, double* wire_bytes, double* raw_bytes);
+/* Traces: from now on this rank records the runtime's phases (per call and bucket: the finite check,
+ * the ranks' agreement, encode, send, recv (which includes waiting for the peer), reduce,
+ * decode-add-encode, decode, the halves of ring/rd/hier; on a GPU with CUPTI also every kernel, memcpy
+ * and memset, each linked to the phase that launched it). Every rank calls it with the same path;
+ * rank 0 writes one Chrome trace-event JSON file there (one track per rank; open it in
+ * https://ui.perfetto.dev or chrome://tracing) at ciuic_runtime_trace_flush and on destroy, and prints
+ * a few lines on stderr: per rank, the share of time in kernels, communication and waiting. The file
+ * is replaced atomically. path null or "": recording stops (after writing what was recorded). A path
+ * that cannot be written: CIUIC_ERR_INPUT. Recording costs nothing while no trace is set. */
+ciuic_status_t ciuic_runtime_set_trace(ciuic_runtime_t* rt, const char* path);
+/* Collective: every rank's events so far to rank 0, which writes the trace file; recording goes on
+ * (a later flush rewrites the file with everything). Nothing without a trace. */
+ciuic_status_t ciuic_runtime_trace_flush(ciuic_runtime_t* rt);
 /* MPI_Init_thread (MPI_THREAD_MULTIPLE asked) unless MPI is already initialised, for callers with no
  * MPI binding of their own (Python under mpiexec); *provided (may be null) gets the thread level MPI
  * granted. ciuic_mpi_finalize finalises an MPI that ciuic_mpi_init initialised (else does nothing);

@@ -13,6 +13,9 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include "collectives/trace_comm.h"
+#include "core/config.h"
+#include "core/cupti.h"
 #include "core/error.h"
 #include "core/files.h"
 
@@ -296,6 +299,11 @@ void Runtime::SetTimeout(double seconds) {
 
 void Runtime::Reduce(float* data, size_t n, uint64_t key_id, uint64_t key_bucket, bool average) {
   const uint64_t seq = calls_++;
+  trace::Span span("bucket", trace::Category::kPhase);
+  span.With("tensor", static_cast<int64_t>(key_id))
+      .With("bucket", static_cast<int64_t>(key_bucket & ~(uint64_t{1} << 63)))
+      .With("bytes", static_cast<int64_t>(n * 4))
+      .With("call", static_cast<int64_t>(seq));
   // Armed for the whole bucket (agreement and exchange); each finished bucket is progress.
   const Armed armed(watchdog_.get(), [&] {
     return fmt::format("allreduce call {} (tensor {} {}, {} floats)", seq, key_id, BucketName(key_bucket), n);
@@ -305,19 +313,27 @@ void Runtime::Reduce(float* data, size_t n, uint64_t key_id, uint64_t key_bucket
   // A state of another size would throw inside the engine, on this rank only, once peers are waiting.
   uint32_t bad = state && state->count != 0 && state->count != n ? kStateSize : 0;
   if (config_.check_finite) {
-    UnscaleCheckNorm(data, n, 1.0f, flag_.as<uint32_t>(), nullptr, comm_.Stream());
-    uint32_t flag = 0;
-    CopyBytes(&flag, MemoryKind::kHost, flag_.data(), flag_.kind(), 4, comm_.Stream());  // after the check kernel
-    if (flag) {
-      bad |= kNonFinite;
-      SetBytes(flag_.data(), flag_.kind(), 0, 4, comm_.Stream());
+    {
+      trace::Span check("finite check", trace::Category::kCompute);
+      check.With("bytes", static_cast<int64_t>(n * 4));
+      UnscaleCheckNorm(data, n, 1.0f, flag_.as<uint32_t>(), nullptr, comm_.Stream());
+      uint32_t flag = 0;
+      CopyBytes(&flag, MemoryKind::kHost, flag_.data(), flag_.kind(), 4, comm_.Stream());  // after the check kernel
+      if (flag) {
+        bad |= kNonFinite;
+        SetBytes(flag_.data(), flag_.kind(), 0, 4, comm_.Stream());
+      }
     }
     // One host allreduce: any rank's verdict, and max/min of the call's fingerprint (52 bits, exact
     // in a double) so that ranks making different calls or running another codec are caught too.
     const auto call = static_cast<double>(
         Digest().Add(seq).Add(key_id).Add(key_bucket).Add(n).Add(average).Add(config_digest_).value() >> 12);
     double agree[3] = {static_cast<double>(bad), call, -call};
-    comm_.HostAllReduce(agree, 3, ReduceOp::kMax);
+    {
+      // Waits for the slowest rank to reach this bucket.
+      trace::Span wait("agree", trace::Category::kWait);
+      comm_.HostAllReduce(agree, 3, ReduceOp::kMax);
+    }
     if (agree[0] != 0 || agree[1] != -agree[2]) FailTogether(bad, n, key_id, key_bucket, seq, average, state);
   } else if (bad) {
     throw InputError(fmt::format("tensor {} {}: its codec state was made for {} elements, not {} (nothing was reduced)",
@@ -369,6 +385,9 @@ void Runtime::FailTogether(uint32_t bad, size_t n, uint64_t key_id, uint64_t key
 }
 
 void Runtime::AllReduce(float* data, size_t n, uint64_t tensor_id, bool average) {
+  const trace::Bind bind(trace_ ? trace_.get() : trace::Current());
+  trace::Span span("allreduce", trace::Category::kPhase);
+  span.With("tensor", static_cast<int64_t>(tensor_id)).With("bytes", static_cast<int64_t>(n * 4));
   const size_t per = std::max<size_t>(config_.bucket_bytes / 4, 1);
   for (size_t b = 0, i = 0; b < n; b += per, ++i) Reduce(data + b, std::min(per, n - b), tensor_id, i, average);
 }
@@ -376,6 +395,9 @@ void Runtime::AllReduce(float* data, size_t n, uint64_t tensor_id, bool average)
 void Runtime::AllReduceTensors(const std::vector<TensorRef>& tensors, const std::vector<uint64_t>& ids,
                                bool average) {
   if (ids.size() != tensors.size()) throw UsageError("AllReduceTensors: one id per tensor");
+  const trace::Bind bind(trace_ ? trace_.get() : trace::Current());
+  trace::Span span("allreduce tensors", trace::Category::kPhase);
+  span.With("tensors", static_cast<int64_t>(tensors.size()));
   const size_t per = std::max<size_t>(config_.bucket_bytes / 4, 1);
   size_t first = 0;
   while (first < tensors.size()) {
@@ -387,14 +409,71 @@ void Runtime::AllReduceTensors(const std::vector<TensorRef>& tensors, const std:
     } else {
       if (bucket_.bytes() < count * 4 || bucket_.kind() != comm_.BufferKind())
         bucket_ = Buffer(count * 4, comm_.BufferKind());
-      FlattenTensors(tensors.data() + first, static_cast<int>(last - first), bucket_.as<float>(), comm_.Stream());
+      {
+        trace::Span flatten("flatten", trace::Category::kCompute);
+        flatten.With("tensors", static_cast<int64_t>(last - first)).With("bytes", static_cast<int64_t>(count * 4));
+        FlattenTensors(tensors.data() + first, static_cast<int>(last - first), bucket_.as<float>(), comm_.Stream());
+      }
       // The bucket's state is keyed by its first tensor's id and its composition (tensor count).
       Reduce(bucket_.as<float>(), count, ids[first], (uint64_t{1} << 63) | (last - first), average);
+      trace::Span unflatten("unflatten", trace::Category::kCompute);
+      unflatten.With("tensors", static_cast<int64_t>(last - first)).With("bytes", static_cast<int64_t>(count * 4));
       UnflattenTensors(bucket_.as<float>(), tensors.data() + first, static_cast<int>(last - first), comm_.Stream());
     }
     first = last;
   }
+  trace::Span sync("synchronize", trace::Category::kWait);
   comm_.Synchronize();
+}
+
+Runtime::~Runtime() {
+  if (!trace_) return;
+  try {
+    FlushTrace();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ciuic runtime: rank %d: trace not written: %s\n", comm_.Rank(), e.what());
+  }
+  if (gpu_trace_) trace::StopGpuCollection();
+}
+
+void Runtime::SetTrace(const std::string& path) {
+  if (trace_ && path == trace_path_) return;
+  if (!path.empty()) CheckWritableOutput(path, "trace file");
+  if (trace_) FlushTrace();
+  if (gpu_trace_) trace::StopGpuCollection();
+  gpu_trace_ = false;
+  trace_.reset();
+  trace_path_.clear();
+  trace_written_ = 0;
+  if (path.empty()) return;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  trace_ = std::make_unique<trace::Recorder>(comm_.Rank(), fmt::format("rank {} ({})", comm_.Rank(), host));
+  trace_path_ = path;
+  if (comm_.Device() == DeviceKind::kCuda) {
+    const std::string why = trace::StartGpuCollection();
+    gpu_trace_ = why.empty();
+    trace_->SetNote("gpu", gpu_trace_ ? "CUPTI activity records" : "not collected: " + why);
+  }
+}
+
+void Runtime::FlushTrace() {
+  if (!trace_ || trace_->size() + trace_->dropped() == trace_written_) return;
+  const Armed armed(watchdog_.get(), [&] { return fmt::format("writing the trace '{}'", ShownPath(trace_path_)); });
+  nlohmann::json other;
+  other["tool"] = "libciuic";
+  other["version"] = CIUIC_VERSION;
+  other["commit"] = CIUIC_GIT_COMMIT;
+  other["codec"] = engine_.codec().Name();
+  other["algo"] = AlgoName(engine_.algo());
+  other["bucket_bytes"] = config_.bucket_bytes;
+  const size_t events = trace_->size() + trace_->dropped();
+  const auto lines = WriteTrace(comm_, *trace_, trace_path_, other);
+  trace_written_ = events;
+  if (comm_.Rank() != 0) return;
+  std::fprintf(stderr, "ciuic runtime: wrote trace %s (load it in https://ui.perfetto.dev)\n",
+               ShownPath(trace_path_).c_str());
+  for (const auto& line : lines) std::fprintf(stderr, "ciuic runtime: trace %s\n", line.c_str());
 }
 
 void Runtime::Save(const std::string& path) const {

@@ -14,6 +14,7 @@
 
 #include "collectives/algorithms/allreduce.h"
 #include "collectives/communicator.h"
+#include "core/trace.h"
 #include "core/watchdog.h"
 #include "kernels/codec.h"
 
@@ -36,6 +37,10 @@ struct RuntimeConfig {
 class Runtime {
  public:
   Runtime(Communicator& comm, const RuntimeConfig& config);
+  // With a trace set, writes it first (FlushTrace: collective, so every rank destroys its runtime).
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
 
   // data: n fp32 in the communicator's memory, reduced in place (sum, or average).
   void AllReduce(float* data, size_t n, uint64_t tensor_id, bool average = false);
@@ -51,6 +56,16 @@ class Runtime {
   // failing ranks (RuntimeError for a failure that was not the file's) and no rank's state changes.
   void Save(const std::string& path) const;
   void Load(const std::string& path);
+
+  // Records this rank's phases (bucket, finite check and agreement, encode, send, recv, reduce, decode,
+  // ...; on a device with CUPTI also the GPU's kernels and copies) for one Chrome trace-event file at
+  // `path`, written by rank 0 at FlushTrace and on destruction; "" stops recording. Every rank calls
+  // it alike. Throws InputError when `path` cannot be written.
+  void SetTrace(const std::string& path);
+  // Collective: every rank's events so far to rank 0, which writes the file and prints a few summary
+  // lines on stderr (per rank: share of time in kernels, communication, waiting). Recording goes on;
+  // a later flush rewrites the file with everything. Nothing without a trace.
+  void FlushTrace();
 
   // Changes the deadline (seconds without progress; 0 turns it off).
   void SetTimeout(double seconds);
@@ -72,6 +87,10 @@ class Runtime {
   std::map<std::pair<uint64_t, uint64_t>, CodecState> states_;
   Buffer flag_, bucket_;
   std::unique_ptr<Watchdog> watchdog_;  // null when the deadline is off
+  std::unique_ptr<trace::Recorder> trace_;  // null: not tracing
+  std::string trace_path_;
+  bool gpu_trace_ = false;      // this runtime joined the CUPTI collector
+  size_t trace_written_ = 0;    // events in the last file written (a flush with nothing new is skipped)
 };
 
 }  // namespace ciuic

@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "core/trace.h"
 
 namespace ciuic {
 
@@ -31,12 +32,16 @@ class RuntimeCommunicator : public Communicator {
   void AllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
     if (t != DType::kFloat32 || (op != ReduceOp::kSum && op != ReduceOp::kAvg))
       throw UsageError("the ciuic runtime reduces fp32 with sum or avg");
+    trace::Span call("ciuic allreduce", trace::Category::kPhase);
+    call.With("bytes", static_cast<int64_t>(count * 4));
     AllReduceEngine* engine = &engine_;
     size_t bucket_bytes = cfg_.bucket_bytes;
     int rule_index = -1;
     if (cfg_.profile) {
       const ProfileRule& rule = cfg_.profile->RuleFor(count * 4);
       if (rule.algo == "nccl" && rule.precision == "fp32") {  // the library's own allreduce, as it is
+        trace::Span span("native allreduce", trace::Category::kComm);
+        span.With("bytes", static_cast<int64_t>(count * 4));
         t_->AllReduce(send, recv, count, t, op);
         return;
       }
@@ -64,6 +69,8 @@ class RuntimeCommunicator : public Communicator {
       const size_t n = std::min(bucket, count - b);
       // Error-feedback state per (rule, bucket index, size): repeated calls on the same shape continue it.
       CodecState& st = states_[{rule_index, i, n}];
+      trace::Span span("bucket", trace::Category::kPhase);
+      span.With("bucket", static_cast<int64_t>(i)).With("bytes", static_cast<int64_t>(n * 4));
       engine->Run(data + b, n, &st, op == ReduceOp::kAvg);
     }
   }

@@ -6,6 +6,7 @@
 #include "collectives/algorithms/hops.h"
 #include "core/error.h"
 #include "core/timer.h"
+#include "core/trace.h"
 #include "kernels/codec_kernels.h"
 
 namespace ciuic {
@@ -109,6 +110,8 @@ void AllReduceEngine::Run(float* data, size_t n, CodecState* state, bool average
   const double t0 = NowSeconds();
   const CodecKind k = config_.codec.kind;
   bool averaged = false;
+  trace::Span span(AlgoName(algo_), trace::Category::kPhase);
+  span.With("bytes", static_cast<int64_t>(n * 4)).With("ranks", comm_.Size());
   if (n > 0) {
     switch (algo_) {
       case AllReduceAlgo::kRing:
@@ -128,9 +131,17 @@ void AllReduceEngine::Run(float* data, size_t n, CodecState* state, bool average
       case AllReduceAlgo::kNative: averaged = impl_->Native(data, n, average); break;
       case AllReduceAlgo::kAuto: break;
     }
-    if (average && !averaged && comm_.Size() > 1) ScaleInPlace(data, n, 1.0f / static_cast<float>(comm_.Size()), comm_.Stream());
+    if (average && !averaged && comm_.Size() > 1) {
+      trace::Span scale("scale", trace::Category::kCompute);
+      scale.With("bytes", static_cast<int64_t>(n * 4));
+      ScaleInPlace(data, n, 1.0f / static_cast<float>(comm_.Size()), comm_.Stream());
+    }
   }
-  comm_.Synchronize();
+  {
+    // On a device: the host waits here for the stream (the GPU track shows what it waited for).
+    trace::Span sync("synchronize", trace::Category::kWait);
+    comm_.Synchronize();
+  }
   counters_.calls++;
   counters_.raw_bytes += static_cast<double>(n) * 4;
   counters_.total_s += NowSeconds() - t0;

@@ -8,6 +8,7 @@
 
 #include "collectives/algorithms/hops.h"
 #include "core/timer.h"
+#include "core/trace.h"
 #include "kernels/codec_kernels.h"
 
 namespace ciuic {
@@ -22,12 +23,20 @@ void AllReduceEngine::Impl::Exchange(Communicator& c, const void* send, size_t s
     // NCCL: one grouped send/receive pair and the reduction enqueued behind it on the stream; the
     // host never waits (requests are dropped, their events released).
     const double t0 = NowSeconds();
-    c.GroupStart();
     RequestPtr s, r;
-    if (send_bytes) s = c.ISend(send, send_bytes, to, 0);
-    if (recv_bytes) r = c.IRecv(recv, recv_bytes, from, 0);
-    c.GroupEnd();
-    if (on_piece && recv_bytes) on_piece(0, recv_bytes);
+    {
+      trace::Span span("send+recv", trace::Category::kComm);
+      span.With("send_bytes", static_cast<int64_t>(send_bytes)).With("recv_bytes", static_cast<int64_t>(recv_bytes));
+      c.GroupStart();
+      if (send_bytes) s = c.ISend(send, send_bytes, to, 0);
+      if (recv_bytes) r = c.IRecv(recv, recv_bytes, from, 0);
+      c.GroupEnd();
+    }
+    if (on_piece && recv_bytes) {
+      trace::Span span("reduce", trace::Category::kCompute);
+      span.With("bytes", static_cast<int64_t>(recv_bytes));
+      on_piece(0, recv_bytes);
+    }
     counters.wire_bytes += static_cast<double>(send_bytes);
     counters.comm_s += NowSeconds() - t0;
     return;
@@ -50,6 +59,9 @@ void AllReduceEngine::Impl::Exchange(Communicator& c, const void* send, size_t s
   };
   auto post_send = [&] {
     const size_t off = next_s * piece, len = std::min(piece, send_bytes - off);
+    // Posting a send may move the bytes (the local transport copies into the peer's mailbox).
+    trace::Span span("send", trace::Category::kComm);
+    span.With("bytes", static_cast<int64_t>(len)).With("peer", to);
     sends.push_back(c.ISend(static_cast<const uint8_t*>(send) + off, len, to, static_cast<int>(static_cast<int64_t>(next_s) % tags)));
     ++next_s;
   };
@@ -59,16 +71,26 @@ void AllReduceEngine::Impl::Exchange(Communicator& c, const void* send, size_t s
     if (!recvs.empty()) {
       auto [req, idx] = std::move(recvs.front());
       recvs.pop_front();
-      c.Wait(*req);
+      {
+        // The piece's transfer and any wait for the peer to send it.
+        trace::Span span("recv", trace::Category::kComm);
+        span.With("bytes", static_cast<int64_t>(std::min(piece, recv_bytes - idx * piece))).With("peer", from);
+        c.Wait(*req);
+      }
       if (next_r < nr) post_recv();
       if (on_piece) {
         const double r0 = NowSeconds();
+        trace::Span span("reduce", trace::Category::kCompute);
+        span.With("bytes", static_cast<int64_t>(std::min(piece, recv_bytes - idx * piece)));
         on_piece(idx * piece, std::min(piece, recv_bytes - idx * piece));
         reduce_s += NowSeconds() - r0;
       }
     }
     if (!sends.empty() && (recvs.empty() || sends.size() >= window)) {
-      c.Wait(*sends.front());
+      {
+        trace::Span span("send wait", trace::Category::kComm);
+        c.Wait(*sends.front());
+      }
       sends.pop_front();
       if (next_s < ns) post_send();
     }
@@ -81,6 +103,8 @@ void AllReduceEngine::Impl::Exchange(Communicator& c, const void* send, size_t s
 void AllReduceEngine::Impl::RingReduceScatter(Communicator& c, float* data, size_t n, size_t align) {
   const int p = c.Size(), r = c.Rank();
   if (p == 1) return;
+  trace::Span span("reduce-scatter", trace::Category::kPhase);
+  span.With("bytes", static_cast<int64_t>(n * 4)).With("ranks", p);
   size_t max_chunk = 0;
   for (int i = 0; i < p; ++i) max_chunk = std::max(max_chunk, ChunkOf(n, p, i, align).size());
   float* tmp = Scratch<float>(0, max_chunk * 4);
@@ -95,6 +119,9 @@ void AllReduceEngine::Impl::RingReduceScatter(Communicator& c, float* data, size
 
 void AllReduceEngine::Impl::RingAllGather(Communicator& c, float* data, size_t n, size_t align) {
   const int p = c.Size(), r = c.Rank();
+  if (p == 1) return;
+  trace::Span span("allgather", trace::Category::kPhase);
+  span.With("bytes", static_cast<int64_t>(n * 4)).With("ranks", p);
   for (int s = 0; s < p - 1; ++s) {
     const Range sc = ChunkOf(n, p, (r + 1 - s + p) % p, align), rc = ChunkOf(n, p, (r - s + p) % p, align);
     Exchange(c, data + sc.begin, sc.size() * 4, (r + 1) % p, data + rc.begin, rc.size() * 4, (r - 1 + p) % p,
@@ -105,6 +132,9 @@ void AllReduceEngine::Impl::RingAllGather(Communicator& c, float* data, size_t n
 void AllReduceEngine::Impl::RingAllGatherBytes(Communicator& c, uint8_t* buf, const std::vector<size_t>& offsets,
                                                const std::vector<size_t>& sizes, int shift) {
   const int p = c.Size(), r = c.Rank();
+  if (p == 1) return;
+  trace::Span span("allgather", trace::Category::kPhase);
+  span.With("ranks", p);
   for (int s = 0; s < p - 1; ++s) {
     const int sb = (r + shift - s + 2 * p) % p, rb = (r + shift - s - 1 + 2 * p) % p;
     Exchange(c, buf + offsets[sb], sizes[sb], (r + 1) % p, buf + offsets[rb], sizes[rb], (r - 1 + p) % p, nullptr);
@@ -115,9 +145,17 @@ void AllReduceEngine::Impl::QuantiseContribution(float* data, size_t n, CodecSta
   if (!st || !codec.spec().error_feedback) return;
   const double t0 = NowSeconds();
   uint8_t* wire = Scratch(1, codec.WireBytes(n));
-  codec.Encode(data, n, wire, st, c_stream());
+  {
+    trace::Span span("encode", trace::Category::kCompute);
+    span.With("bytes", static_cast<int64_t>(n * 4)).With("wire_bytes", static_cast<int64_t>(codec.WireBytes(n)));
+    codec.Encode(data, n, wire, st, c_stream());
+  }
   const uint64_t step = st->step - 1;
-  codec.Decode(wire, n, data, step, c_stream());
+  {
+    trace::Span span("decode", trace::Category::kCompute);
+    span.With("bytes", static_cast<int64_t>(n * 4));
+    codec.Decode(wire, n, data, step, c_stream());
+  }
   counters.encode_s += NowSeconds() - t0;
 }
 

@@ -4,6 +4,7 @@
 // Codec none only. The baseline, and the choice where the library beats our point-to-point rings.
 #include "collectives/algorithms/hops.h"
 #include "core/timer.h"
+#include "core/trace.h"
 #include "kernels/codec_kernels.h"
 
 namespace ciuic {
@@ -12,6 +13,8 @@ bool AllReduceEngine::Impl::Native(float* data, size_t n, bool average) {
   const int p = comm.Size();
   if (cfg.precision == DType::kFloat32) {
     const double t0 = NowSeconds();
+    trace::Span span("native allreduce", trace::Category::kComm);
+    span.With("bytes", static_cast<int64_t>(n * 4));
     comm.AllReduce(data, data, n, DType::kFloat32, average ? ReduceOp::kAvg : ReduceOp::kSum);
     counters.comm_s += NowSeconds() - t0;
     counters.wire_bytes += 2.0 * (p - 1) / p * static_cast<double>(n) * 4;
@@ -24,11 +27,21 @@ bool AllReduceEngine::Impl::Native(float* data, size_t n, bool average) {
   enc.prescale = 1.0f / static_cast<float>(p);
   auto* wire = Scratch(0, n * 2);
   double t0 = NowSeconds();
-  QuantEncode(enc, data, nullptr, n, wire, nullptr, comm.Stream());
+  {
+    trace::Span span("encode", trace::Category::kCompute);
+    span.With("bytes", static_cast<int64_t>(n * 4));
+    QuantEncode(enc, data, nullptr, n, wire, nullptr, comm.Stream());
+  }
   double t1 = NowSeconds();
   counters.encode_s += t1 - t0;
-  comm.AllReduce(wire, wire, n, cfg.precision, ReduceOp::kSum);
+  {
+    trace::Span span("native allreduce", trace::Category::kComm);
+    span.With("bytes", static_cast<int64_t>(n * 2));
+    comm.AllReduce(wire, wire, n, cfg.precision, ReduceOp::kSum);
+  }
   t0 = NowSeconds();
+  trace::Span span("decode", trace::Category::kCompute);
+  span.With("bytes", static_cast<int64_t>(n * 4));
   counters.comm_s += t0 - t1;
   counters.wire_bytes += 2.0 * (p - 1) / p * static_cast<double>(n) * 2;
   QuantArgs dec = enc;

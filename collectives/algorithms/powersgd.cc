@@ -2,9 +2,12 @@
 // orthonormalise, allreduce Q = M^T P, reconstruct; Q warm-starts the next step and the residual
 // keeps what this rank's Q did not carry. Codec powersgd only, and it needs a codec state. For
 // large layers over slow links, where (rows + cols) * r is far below rows * cols.
+#include <optional>
+
 #include "collectives/algorithms/hops.h"
 #include "core/error.h"
 #include "core/timer.h"
+#include "core/trace.h"
 #include "kernels/codec_kernels.h"
 
 namespace ciuic {
@@ -19,6 +22,8 @@ void AllReduceEngine::Impl::PowerSgd(float* data, size_t n, CodecState* st) {
   float* q = Scratch<float>(3, v.cols * rank * 4 + 16);
   float* residual = codec.spec().error_feedback ? st->residual.as<float>() : nullptr;
   const double t0 = NowSeconds();
+  std::optional<trace::Span> span(std::in_place, "encode", trace::Category::kCompute);
+  span->With("bytes", static_cast<int64_t>(n * 4)).With("rank", rank);
   CopyBytesAsync(m, kind, data, kind, n * 4, comm.Stream());
   if (residual) AddInPlace(m, residual, n, comm.Stream());
   auto* flag = st->flag.as<uint32_t>();
@@ -26,8 +31,11 @@ void AllReduceEngine::Impl::PowerSgd(float* data, size_t n, CodecState* st) {
   codec.CheckFlag(*st, comm.Stream());
   PowerSgdMulQ(m, n, st->q.as<float>(), rank, p, comm.Stream());
   counters.encode_s += NowSeconds() - t0;
+  span.reset();
   Ring(comm, p, v.rows * rank);
   const double t1 = NowSeconds();
+  span.emplace("encode", trace::Category::kCompute);
+  span->With("bytes", static_cast<int64_t>(n * 4)).With("rank", rank);
   PowerSgdOrthonormalize(p, v.rows, rank, comm.Stream());
   PowerSgdMulP(m, n, p, rank, q, comm.Stream());
   if (residual) {
@@ -38,7 +46,10 @@ void AllReduceEngine::Impl::PowerSgd(float* data, size_t n, CodecState* st) {
     ScaleInPlace(residual, n, -1.0f, comm.Stream());
   }
   counters.encode_s += NowSeconds() - t1;
+  span.reset();
   Ring(comm, q, v.cols * rank);
+  span.emplace("decode", trace::Category::kCompute);
+  span->With("bytes", static_cast<int64_t>(n * 4)).With("rank", rank);
   PowerSgdReconstruct(p, q, n, rank, data, false, comm.Stream());
   CopyBytesAsync(st->q.data(), kind, q, kind, v.cols * rank * 4, comm.Stream());  // after Reconstruct read q
   ++st->step;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "collectives/algorithms/hops.h"
+#include "core/trace.h"
 #include "kernels/codec_kernels.h"
 
 namespace ciuic {
@@ -23,24 +24,32 @@ void AllReduceEngine::Impl::RecursiveDoubling(Communicator& c, float* data, size
   }
   if (r + p2 < p) {
     Exchange(c, nullptr, 0, r + p2, tmp, n * 4, r + p2, nullptr);
+    trace::Span span("reduce", trace::Category::kCompute);
+    span.With("bytes", static_cast<int64_t>(n * 4));
     AddInPlace(data, tmp, n, c.Stream());
   }
   // Recursive halving: keep shrinking [lo, hi) to the half this rank owns.
   size_t lo = 0, hi = n;
   std::vector<std::pair<size_t, size_t>> kept;
-  for (int mask = p2 / 2; mask >= 1; mask /= 2) {
-    const int partner = r ^ mask;
-    const size_t mid = lo + (hi - lo) / 2;
-    const bool upper = (r & mask) != 0;
-    const size_t keep_lo = upper ? mid : lo, keep_hi = upper ? hi : mid;
-    const size_t give_lo = upper ? lo : mid, give_hi = upper ? mid : hi;
-    Exchange(c, data + give_lo, (give_hi - give_lo) * 4, partner, tmp, (keep_hi - keep_lo) * 4, partner,
-             [&](size_t off, size_t bytes) { AddInPlace(data + keep_lo + off / 4, tmp + off / 4, bytes / 4, c.Stream()); });
-    kept.emplace_back(lo, hi);
-    lo = keep_lo;
-    hi = keep_hi;
+  {
+    trace::Span phase("reduce-scatter", trace::Category::kPhase);
+    phase.With("bytes", static_cast<int64_t>(n * 4)).With("ranks", p2);
+    for (int mask = p2 / 2; mask >= 1; mask /= 2) {
+      const int partner = r ^ mask;
+      const size_t mid = lo + (hi - lo) / 2;
+      const bool upper = (r & mask) != 0;
+      const size_t keep_lo = upper ? mid : lo, keep_hi = upper ? hi : mid;
+      const size_t give_lo = upper ? lo : mid, give_hi = upper ? mid : hi;
+      Exchange(c, data + give_lo, (give_hi - give_lo) * 4, partner, tmp, (keep_hi - keep_lo) * 4, partner,
+               [&](size_t off, size_t bytes) { AddInPlace(data + keep_lo + off / 4, tmp + off / 4, bytes / 4, c.Stream()); });
+      kept.emplace_back(lo, hi);
+      lo = keep_lo;
+      hi = keep_hi;
+    }
   }
   // Recursive doubling: give back the owned part, receive the partner's, in reverse order.
+  trace::Span phase("allgather", trace::Category::kPhase);
+  phase.With("bytes", static_cast<int64_t>(n * 4)).With("ranks", p2);
   for (int mask = 1, i = static_cast<int>(kept.size()) - 1; mask < p2; mask *= 2, --i) {
     const int partner = r ^ mask;
     const auto [plo, phi] = kept[static_cast<size_t>(i)];

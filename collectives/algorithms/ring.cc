@@ -8,6 +8,7 @@
 
 #include "collectives/algorithms/hops.h"
 #include "core/timer.h"
+#include "core/trace.h"
 #include "kernels/codec_kernels.h"
 
 namespace ciuic {
@@ -47,20 +48,30 @@ void AllReduceEngine::Impl::CompressedRing(Communicator& c, float* data, size_t 
   const double t0 = NowSeconds();
   {
     const Range first = ChunkOf(n, p, r, align);
+    trace::Span span("encode", trace::Category::kCompute);
+    span.With("bytes", static_cast<int64_t>(first.size() * 4));
     QuantEncode(a, data + first.begin, nullptr, first.size(), send, nullptr, c.Stream());
   }
   counters.encode_s += NowSeconds() - t0;
-  for (int s = 0; s < p - 1; ++s) {
-    const int sc = (r - s + p) % p, rcn = (r - s - 1 + 2 * p) % p;
-    const Range rc = ChunkOf(n, p, rcn, align);
-    Exchange(c, send, sz[sc], (r + 1) % p, recv, sz[rcn], (r - 1 + p) % p, nullptr);
-    const double t1 = NowSeconds();
-    uint8_t* out = s == p - 2 ? wires + off[rcn] : send;
-    QuantDecodeAddEncode(a, recv, data + rc.begin, rc.size(), out, nullptr, c.Stream());
-    counters.encode_s += NowSeconds() - t1;
+  {
+    trace::Span phase("reduce-scatter", trace::Category::kPhase);
+    phase.With("bytes", static_cast<int64_t>(n * 4)).With("ranks", p);
+    for (int s = 0; s < p - 1; ++s) {
+      const int sc = (r - s + p) % p, rcn = (r - s - 1 + 2 * p) % p;
+      const Range rc = ChunkOf(n, p, rcn, align);
+      Exchange(c, send, sz[sc], (r + 1) % p, recv, sz[rcn], (r - 1 + p) % p, nullptr);
+      const double t1 = NowSeconds();
+      uint8_t* out = s == p - 2 ? wires + off[rcn] : send;
+      trace::Span span("decode-add-encode", trace::Category::kCompute);
+      span.With("bytes", static_cast<int64_t>(rc.size() * 4));
+      QuantDecodeAddEncode(a, recv, data + rc.begin, rc.size(), out, nullptr, c.Stream());
+      counters.encode_s += NowSeconds() - t1;
+    }
   }
   RingAllGatherBytes(c, wires, off, sz, 1);
   const double t2 = NowSeconds();
+  trace::Span span("decode", trace::Category::kCompute);
+  span.With("bytes", static_cast<int64_t>(n * 4));
   for (int i = 0; i < p; ++i) {
     const Range ch = ChunkOf(n, p, i, align);
     QuantDecode(a, wires + off[i], ch.size(), data + ch.begin, false, c.Stream());

@@ -8,6 +8,7 @@
 #include "collectives/algorithms/hops.h"
 #include "core/error.h"
 #include "core/timer.h"
+#include "core/trace.h"
 #include "kernels/codec_kernels.h"
 
 namespace ciuic {
@@ -42,29 +43,47 @@ void AllReduceEngine::Impl::TwoPhaseSign(float* data, size_t n, CodecState* st) 
   const QuantArgs a = codec.Args(st->step++);
   auto* flag = st->flag.as<uint32_t>();
   const double t0 = NowSeconds();
-  for (int i = 0; i < p; ++i) {
-    const Range ch = ChunkOf(n, p, i, block);
-    QuantEncode(a, data + ch.begin, st->residual.as<float>() + ch.begin, ch.size(), worker + off[i], flag,
-                comm.Stream());
+  {
+    trace::Span span("encode", trace::Category::kCompute);
+    span.With("bytes", static_cast<int64_t>(n * 4)).With("wire_bytes", static_cast<int64_t>(total));
+    for (int i = 0; i < p; ++i) {
+      const Range ch = ChunkOf(n, p, i, block);
+      QuantEncode(a, data + ch.begin, st->residual.as<float>() + ch.begin, ch.size(), worker + off[i], flag,
+                  comm.Stream());
+    }
+    codec.CheckFlag(*st, comm.Stream());
   }
-  codec.CheckFlag(*st, comm.Stream());
   counters.encode_s += NowSeconds() - t0;
   // Phase 1: chunk i's wire to rank i (all-to-all of point-to-point pairs, ring order).
   CopyBytesAsync(gathered + sz[r] * static_cast<size_t>(r), kind, worker + off[r], kind, sz[r], comm.Stream());
-  for (int s = 1; s < p; ++s) {
-    const int to = (r + s) % p, from = (r - s + p) % p;
-    Exchange(comm, worker + off[to], sz[to], to, gathered + sz[r] * static_cast<size_t>(from), sz[r], from, nullptr);
+  {
+    trace::Span phase("alltoall", trace::Category::kPhase);
+    phase.With("ranks", p);
+    for (int s = 1; s < p; ++s) {
+      const int to = (r + s) % p, from = (r - s + p) % p;
+      Exchange(comm, worker + off[to], sz[to], to, gathered + sz[r] * static_cast<size_t>(from), sz[r], from, nullptr);
+    }
   }
   // Server: sum the P wires of its chunk in rank order, add its residual, re-encode.
   float* sum = Scratch<float>(5, mine.size() * 4 + 16);
   const double t1 = NowSeconds();
-  QuantDecode(a, gathered, mine.size(), sum, false, comm.Stream());
-  for (int i = 1; i < p; ++i)
-    QuantDecode(a, gathered + sz[r] * static_cast<size_t>(i), mine.size(), sum, true, comm.Stream());
-  QuantEncode(a, sum, st->server_residual.as<float>(), mine.size(), server + off[r], flag, comm.Stream());
+  {
+    trace::Span span("decode", trace::Category::kCompute);
+    span.With("bytes", static_cast<int64_t>(mine.size() * 4)).With("ranks", p);
+    QuantDecode(a, gathered, mine.size(), sum, false, comm.Stream());
+    for (int i = 1; i < p; ++i)
+      QuantDecode(a, gathered + sz[r] * static_cast<size_t>(i), mine.size(), sum, true, comm.Stream());
+  }
+  {
+    trace::Span span("encode", trace::Category::kCompute);
+    span.With("bytes", static_cast<int64_t>(mine.size() * 4));
+    QuantEncode(a, sum, st->server_residual.as<float>(), mine.size(), server + off[r], flag, comm.Stream());
+  }
   counters.encode_s += NowSeconds() - t1;
   // Phase 2: allgather the server wires; everyone decodes the same bytes.
   RingAllGatherBytes(comm, server, off, sz, 0);
+  trace::Span span("decode", trace::Category::kCompute);
+  span.With("bytes", static_cast<int64_t>(n * 4));
   for (int i = 0; i < p; ++i) {
     const Range ch = ChunkOf(n, p, i, block);
     QuantDecode(a, server + off[i], ch.size(), data + ch.begin, false, comm.Stream());
