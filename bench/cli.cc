@@ -29,11 +29,13 @@
 #include "collectives/backends/local/communicator.h"
 #include "collectives/backends/nccl/communicator.h"
 #include "collectives/runtime_comm.h"
+#include "collectives/trace_comm.h"
 #include "core/config.h"
 #include "core/database.h"
 #include "core/error.h"
 #include "core/progress.h"
 #include "core/fault.h"
+#include "core/cupti.h"
 #include "core/files.h"
 #include "core/log.h"
 #include "core/parallel.h"
@@ -86,6 +88,7 @@ struct Cli {
   std::string format = "table";
   std::string out_path;
   std::string db_path;
+  std::string trace_path;  // --trace: one Chrome trace-event file of every rank's phases
   int ranks = 0;  // 0: default
   bool ranks_given = false;
   double timeout_s = 60;
@@ -129,6 +132,7 @@ cxxopts::Options MakeOptions() {
       ("format", "table | csv | json", cxxopts::value<std::string>()->default_value("table"))
       ("out", "write the --format output to FILE, - for stdout (with a FILE the table still goes to stdout)", cxxopts::value<std::string>())
       ("db", "append the run to this SQLite database", cxxopts::value<std::string>())
+      ("trace", "write a Chrome trace-event JSON of every rank's phases to FILE (open in ui.perfetto.dev); a summary goes to stderr", cxxopts::value<std::string>())
       ("ranks", "ranks to start when not under a launcher (default: one per GPU, or 2 on CPU)", cxxopts::value<int>())
       ("timeout", "seconds without progress before the run fails with exit 2 (0: off; default: $CIUIC_TIMEOUT or 60)", cxxopts::value<double>())
       ("expect", "busbw>=GBPS[@SIZE]: exit 3 unless the peak (or SIZE's) busbw reaches GBPS", cxxopts::value<std::string>())
@@ -363,6 +367,12 @@ void ParseOutputs(const cxxopts::ParseResult& r, Cli& cli) {
     CheckPathGiven("--db", cli.db_path);
   }
   CheckDifferentFiles("--out", cli.out_path, "--db", cli.db_path);
+  if (r.count("trace")) {
+    cli.trace_path = Get<std::string>(r, "trace");
+    CheckPathGiven("--trace", cli.trace_path);
+    CheckDifferentFiles("--trace", cli.trace_path, "--out", cli.out_path);
+    CheckDifferentFiles("--trace", cli.trace_path, "--db", cli.db_path);
+  }
 }
 
 // --debug-corrupt RANK:INDEX, both whole numbers; whether they lie in the world and the receive
@@ -473,6 +483,7 @@ Cli ParseCli(int argc, char** argv) {
 // a foreign database is one clear error instead of a failure after the run.
 void ValidateOutputs(const Cli& cli) {
   if (!cli.out_path.empty()) CheckWritableOutput(cli.out_path, "--out");
+  if (!cli.trace_path.empty()) CheckWritableOutput(cli.trace_path, "--trace");
   if (!cli.db_path.empty()) {
     CheckWritableOutput(cli.db_path, "--db", /*regular_file_only=*/true);
     Database probe(cli.db_path);
@@ -676,6 +687,29 @@ int ListBuild() {
   return 0;
 }
 
+// Collective: every rank's trace events to rank 0, which writes --trace and prints the summary.
+void WriteBenchTrace(Communicator& comm, const Cli& cli, const BenchContext& ctx, trace::Recorder& recorder,
+                     Watchdog* watchdog) {
+  if (watchdog) watchdog->Arm(fmt::format("gathering the trace on rank {}", comm.Rank()));
+  nlohmann::json other;
+  other["tool"] = "ciuic-bench";
+  other["version"] = ctx.tool_version;
+  other["commit"] = ctx.git_commit;
+  other["command"] = ctx.command_line;
+  other["collective"] = ctx.collective;
+  other["backend"] = ctx.backend;
+  other["device"] = ctx.device;
+  if (!ctx.codec.empty()) other["codec"] = ctx.codec;
+  if (!ctx.algo.empty()) other["algo"] = ctx.algo;
+  other["start_time"] = ctx.start_time;
+  // The summary covers the timed iterations, what the table's times measure.
+  const auto lines = WriteTrace(comm, recorder, cli.trace_path, other, "timed", "in the timed iterations");
+  if (watchdog) watchdog->Disarm();
+  if (comm.Rank() != 0) return;
+  LogInfo("wrote trace {} ({} ranks; open it in https://ui.perfetto.dev)", cli.trace_path, comm.Size());
+  for (const auto& line : lines) LogInfo("trace {}", line);
+}
+
 // Runs the sweep on one rank's communicator; rank 0 reports. Returns the exit code.
 int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* watchdog) {
   if (comm.Rank() == 0) EnableProgress(ProgressWanted(cli));
@@ -714,12 +748,28 @@ int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* wat
   // Reporters are only written by rank 0; others pass none. A usage error found by the ranks
   // together (their agreement before each row) is the same on every rank: rank 0 says it.
   BenchSummary s;
+  std::unique_ptr<trace::Recorder> recorder;
+  bool gpu_trace = false;
+  if (!cli.trace_path.empty()) {
+    recorder = std::make_unique<trace::Recorder>(
+        comm.Rank(), fmt::format("rank {} ({})", comm.Rank(), ctx.hostnames[static_cast<size_t>(comm.Rank())]));
+    if (comm.Device() == DeviceKind::kCuda) {
+      const std::string why = trace::StartGpuCollection();
+      gpu_trace = why.empty();
+      recorder->SetNote("gpu", gpu_trace ? "CUPTI activity records" : "not collected: " + why);
+      if (!gpu_trace && lead) LogInfo("--trace: no GPU records: {}", why);
+    }
+  }
   try {
+    const trace::Bind bind(recorder.get());
     s = RunBench(comm, o, lead ? &reporters : nullptr, ctx);
   } catch (const UsageError& e) {
+    if (gpu_trace) trace::StopGpuCollection();
     if (lead) LogInfo("{}", OneLine(e));
     return 1;
   }
+  if (recorder) WriteBenchTrace(comm, cli, ctx, *recorder, watchdog);
+  if (gpu_trace) trace::StopGpuCollection();
   if (!lead) return s.total_wrong > 0 ? 3 : 0;
   if (!cli.out_path.empty()) {
     WriteFileAtomically(cli.out_path, file_text.str());

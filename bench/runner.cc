@@ -8,6 +8,7 @@
 #include <cstring>
 #include <ctime>
 #include <numeric>
+#include <optional>
 
 #include "core/buffer.h"
 #include "core/config.h"
@@ -17,6 +18,7 @@
 #include "core/log.h"
 #include "core/sizes.h"
 #include "core/timer.h"
+#include "core/trace.h"
 
 namespace ciuic {
 
@@ -207,6 +209,8 @@ class Runner {
   }
 
   BenchRow Measure(uint64_t size, bool inplace) {
+    trace::Span span("row", trace::Category::kPhase);
+    span.With("size", static_cast<int64_t>(size)).With("inplace", inplace ? 1 : 0);
     BenchRow row;
     row.inplace = inplace;
     row.root = o_.spec->rooted ? o_.root : -1;
@@ -253,6 +257,17 @@ class Runner {
   }
 
   void Launch(const Placement& p, int slot) { o_.spec->launch(comm_, p.Send(slot), p.Recv(slot), p.counts, args_); }
+  // One collective call as a trace span (the library's call is communication; the bundled runtime's
+  // phases nest inside it).
+  void TracedLaunch(const Placement& p, int slot) {
+    trace::Span span(o_.spec->name, trace::Category::kComm);
+    span.With("bytes", static_cast<int64_t>(p.counts.Larger() * p.elem)).With("inplace", p.inplace ? 1 : 0);
+    Launch(p, slot);
+  }
+  void Barrier() {
+    trace::Span span("barrier", trace::Category::kWait);
+    comm_.Barrier();
+  }
 
   // Fills every slot's send view with the pattern (through a host staging buffer on a device).
   void FillInputs(Placement& p, const InputPattern& pattern, int slots) {
@@ -273,17 +288,20 @@ class Runner {
   double TimeOne(const Placement& p, int slot) {
     double us = 0;
     if (device_) {
-      comm_.Barrier();
+      Barrier();
       timer_->Start();
-      Launch(p, slot);
+      TracedLaunch(p, slot);
       timer_->Stop();
-      comm_.Synchronize();
+      {
+        trace::Span span("synchronize", trace::Category::kWait);
+        comm_.Synchronize();
+      }
       us = timer_->ElapsedUs();
     } else {
       FaultPoint("collective", comm_.Rank());
-      comm_.Barrier();
+      Barrier();
       const double t0 = NowSeconds();
-      Launch(p, slot);
+      TracedLaunch(p, slot);
       us = (NowSeconds() - t0) * 1e6;
     }
     if (o_.watchdog) o_.watchdog->Progress();
@@ -317,6 +335,7 @@ class Runner {
     // Warm-up. The first run sizes the warm-up; the warm-up's median (the first op pays for cold
     // caches and connection set-up) sizes the timed iterations. Every rank takes the same counts.
     Arm("warm-up", row.size_bytes, inplace);
+    std::optional<trace::Span> phase(std::in_place, "warmup", trace::Category::kPhase);
     const AutoCounts auto_counts = AutoCountsFor(row.size_bytes);
     double first = TimeOne(p, 0);
     comm_.HostAllReduce(&first, 1, ReduceOp::kMax);
@@ -332,9 +351,12 @@ class Runner {
                                                 kMinAutoIters, auto_counts.max_iters);
 
     Arm("timed iterations of", row.size_bytes, inplace);
+    phase.emplace("timed", trace::Category::kPhase);
+    phase->With("iters", iters);
     std::vector<double> times(iters);
     for (int i = 0; i < iters; ++i) times[i] = TimeOne(p, i % p.slots);
-    if (!device_) comm_.Barrier();
+    if (!device_) Barrier();
+    phase.emplace("results", trace::Category::kPhase);
     // The control plane (results, verification, verdicts) stays under the deadline, outside the
     // timed window.
     Arm("the results exchange of", row.size_bytes, inplace);
@@ -356,6 +378,8 @@ class Runner {
     }
 
     // Exact verification with fresh inputs each check iteration.
+    phase.emplace("check", trace::Category::kPhase);
+    phase->With("iters", o_.check);
     int64_t wrong = 0;
     void* host_out = readback_.data();
     for (int c = 0; c < o_.check; ++c) {
@@ -365,8 +389,8 @@ class Runner {
       // Poison receive buffers so an element nobody wrote cannot pass.
       if (!inplace) SetBytes(p.Recv(0), kind, 0xA5, p.RecvBytes());
       Arm("verification of", row.size_bytes, inplace);
-      comm_.Barrier();
-      Launch(p, 0);
+      Barrier();
+      TracedLaunch(p, 0);
       comm_.Synchronize();
       Arm("the check exchange of", row.size_bytes, inplace);
       if (kind == MemoryKind::kHost) {

@@ -13,6 +13,8 @@
 
 #include "collectives/profile.h"
 #include "core/buffer.h"
+#include "core/trace.h"
+#include "tests/trace_check.h"
 
 namespace ciuic {
 namespace {
@@ -118,6 +120,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadValueCase{kCiuic + "--streams 1.5", "--streams 1.5: out of range for this option"},
         BadValueCase{"allreduce --backend local --streams 4", "--streams: applies to --backend ciuic"},
         BadValueCase{"allreduce --backend local --bucket 1M", "--bucket: applies to --backend ciuic"},
+        BadValueCase{"allreduce --backend local --trace ''", "--trace '': an empty path"},
+        BadValueCase{"allreduce --backend local --trace /no/such/dir/t.json",
+                     "--trace '/no/such/dir/t.json': directory '/no/such/dir' does not exist"},
+        BadValueCase{"allreduce --backend local --trace /tmp", "--trace '/tmp' is a directory"},
+        BadValueCase{"allreduce --backend local --trace /tmp/ciuic_same.json --out /tmp/ciuic_same.json",
+                     "--trace '/tmp/ciuic_same.json' and --out '/tmp/ciuic_same.json' name the same file"},
+        BadValueCase{"allreduce --backend local --db /tmp/ciuic_same.db --trace /tmp/ciuic_same.db",
+                     "--trace '/tmp/ciuic_same.db' and --db '/tmp/ciuic_same.db' name the same file"},
         BadValueCase{"allreduce --backend local --ranks-per-node 2", "--ranks-per-node: applies to --backend ciuic"},
         BadValueCase{kCiuic + "--piece 1K", "--piece 1K: must be in 4K..1T bytes"},
         BadValueCase{kCiuic + "--block 48", "--block 48: must be a multiple of 32 in 32..65536"},
@@ -431,7 +441,51 @@ TEST(Cli, ForeignDatabaseIsRefusedAndKept) {
   std::filesystem::remove(path);
 }
 
+// --trace: one file, a track per rank, the phases of the backend, a summary line per rank on stderr.
+void CheckTraceRun(const std::string& args, int ranks, const std::set<std::string>& expected) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("ciuic_cli_trace_" + std::to_string(getpid()) + ".json")).string();
+  std::filesystem::remove(path);
+  const Result r = RunBenchCli(args + " --trace " + path);
+  ASSERT_EQ(r.code, 0) << args << "\n" << r.err;  // 0: every row verified
+  EXPECT_NE(r.err.find("ciuic-bench: wrote trace " + path), std::string::npos) << r.err;
+  for (int rank = 0; rank < ranks; ++rank)
+    EXPECT_NE(r.err.find("ciuic-bench: trace rank " + std::to_string(rank) + ": "), std::string::npos) << r.err;
+  const auto t = nlohmann::json::parse(Slurp(path));
+  ASSERT_EQ(testing_trace::CheckTraceEvents(t), "") << args;
+  EXPECT_EQ(t["otherData"]["schema"], "ciuic.trace/1");
+  EXPECT_EQ(t["otherData"]["world_size"], ranks);
+  for (int rank = 0; rank < ranks; ++rank) {
+    const auto names = testing_trace::SpanNames(t, rank);
+    for (const auto& n : expected) EXPECT_TRUE(names.count(n)) << args << ": rank " << rank << " has no " << n;
+  }
+  const auto shares = trace::Summarize(t, "timed");
+  ASSERT_EQ(shares.size(), static_cast<size_t>(ranks));
+  for (const auto& s : shares) {
+    EXPECT_GT(s.host_us, 0);
+    EXPECT_NEAR(s.compute_us + s.comm_us + s.wait_us + s.other_us, s.host_us, 1e-6 * s.host_us + 1e-3);
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(Cli, TraceOfTheLibraryAndOfTheRuntime) {
+  CheckTraceRun("allreduce --backend local --ranks 2 --sizes 4K,64K --iters 3 --warmup 1", 2,
+                {"row", "warmup", "timed", "check", "barrier", "allreduce"});
+  CheckTraceRun("allreduce --backend ciuic --transport local --ranks 3 --codec int8 --sizes 64K --iters 3 --warmup 1 "
+                "--bucket 16K",
+                3,
+                {"timed", "allreduce", "ciuic allreduce", "bucket", "ring", "encode", "decode-add-encode", "decode",
+                 "send", "recv", "reduce-scatter", "allgather"});
+}
+
 #if CIUIC_TEST_HAVE_MPI
+TEST(CliMpi, TraceGathersEveryProcess) {
+  CheckTraceRun("allreduce --backend mpi --ranks 2 --sizes 4K --iters 3 --warmup 1", 2, {"timed", "allreduce"});
+  CheckTraceRun("allreduce --backend ciuic --transport mpi --ranks 2 --codec topk:0.01 --sizes 64K --iters 3 "
+                "--warmup 1",
+                2, {"ciuic allreduce", "sparse", "encode", "decode", "send", "recv"});
+}
+
 TEST(CliMpi, RelaunchesUnderMpiexecAndVerifies) {
   const Result r = RunBenchCli("allreduce --sizes 1K:4M --ranks 2 --format csv");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/buffer.h"
+#include "core/cupti.h"
 #include "core/error.h"
 #include "tests/trace_check.h"
 
@@ -142,6 +144,16 @@ TEST(Trace, SummaryRefusesWhatIsNotATrace) {
   }
   nlohmann::json no_ts = {{"traceEvents", {{{"name", "a"}, {"ph", "X"}, {"pid", 0}, {"tid", 1}, {"dur", 1}}}}};
   EXPECT_THROW(Summarize(no_ts), InputError);
+}
+
+// Without a device (or without CUPTI in the build) GPU collection says why and nothing changes.
+TEST(Trace, GpuCollectionWithoutADeviceSaysWhy) {
+  if (CudaDeviceCount() > 0) GTEST_SKIP() << "a device is present (tests/gpu/trace_test.cc covers it)";
+  EXPECT_NE(StartGpuCollection(), "");
+  Recorder r(0, "rank 0");
+  FlushGpuCollection(r, true);
+  StopGpuCollection();
+  EXPECT_EQ(r.size(), 0u);
 }
 
 TEST(Trace, RecorderStopsAtItsLimitAndCountsTheRest) {
