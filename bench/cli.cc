@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <csignal>
 #include <cstdio>
@@ -97,6 +98,9 @@ struct Cli {
   uint64_t expect_size = 0;  // 0: the peak
   bool profile_override = false;  // --profile-override: a profile tuned for another topology is applied anyway
   std::string profile_path;
+  int gpus_per_rank = 1;  // nccl-tests' -g N (> 1: N ranks, one GPU each, started here)
+  int blocking = -1;      // nccl-tests' -z as given (-1: not given)
+  std::shared_ptr<const Baseline> baseline;  // --baseline
   std::vector<std::string> argv;
 };
 
@@ -118,8 +122,8 @@ cxxopts::Options MakeOptions() {
       ("profile-override", "ciuic: apply --profile to a run whose ranks or device differ from the topology it was tuned for")
       ("ranks-per-node", "ciuic hier: R (depth 2) or R,G (depth 3: G nodes per group); 0: nodes by host name", cxxopts::value<std::string>()->default_value("0"))
       ("device", "cpu | cuda (default: cuda when a GPU and NCCL are present)", cxxopts::value<std::string>())
-      ("dtype", "fp32 fp64 fp16 bf16 fp8e4m3 fp8e5m2 int8 uint8 int32 int64", cxxopts::value<std::string>()->default_value("fp32"))
-      ("op", "sum | avg | min | max | prod", cxxopts::value<std::string>()->default_value("sum"))
+      ("dtype", "fp32 fp64 fp16 bf16 fp8e4m3 fp8e5m2 int8 uint8 int32 int64 (or nccl-tests' names), a comma list, or all", cxxopts::value<std::string>()->default_value("fp32"))
+      ("op", "sum | avg | min | max | prod, a comma list, or all", cxxopts::value<std::string>()->default_value("sum"))
       ("root", "root rank of broadcast and reduce", cxxopts::value<int>()->default_value("0"))
       ("algo", "ciuic: auto ring rd hier sparse sign2 powersgd native (others: the library's own)", cxxopts::value<std::string>()->default_value("auto"))
       ("precision", "ciuic native: the dtype the transport reduces in: fp32 | bf16 | fp16", cxxopts::value<std::string>()->default_value("fp32"))
@@ -138,9 +142,29 @@ cxxopts::Options MakeOptions() {
       ("expect", "busbw>=GBPS[@SIZE]: exit 3 unless the peak (or SIZE's) busbw reaches GBPS", cxxopts::value<std::string>())
       ("seed", "input pattern seed", cxxopts::value<uint64_t>()->default_value("97"))
       ("debug-corrupt", "test hook RANK:INDEX: damage one received element", cxxopts::value<std::string>())
+      ("baseline", "allreduce: a %ref column, busbw as a share of published nccl-tests figures: NAME (see profiles/baselines/) or a ciuic.baseline/1 FILE", cxxopts::value<std::string>())
+      ("stepbytes", "nccl-tests' --stepbytes (its -i): with -b/-e and no -f, SIZE between sizes (default 1M)", cxxopts::value<std::string>())
       ("h,help", "this help")
       ("version", "print the version")
       ("command", "", cxxopts::value<std::string>());
+  // nccl-tests' and OSU's short flags, with their meaning; each must agree with its long option
+  // when both are given (README "nccl-tests and OSU flags").
+  o.add_options("nccl-tests and OSU flags")
+      ("b", "nccl-tests: min bytes (default 32M)", cxxopts::value<std::string>())
+      ("e", "nccl-tests: max bytes (default 32M)", cxxopts::value<std::string>())
+      ("f", "nccl-tests: step factor (without it: + --stepbytes, default 1M)", cxxopts::value<std::string>())
+      ("g", "nccl-tests: GPUs per thread: -g N starts N ranks, one GPU each (--ranks N)", cxxopts::value<std::string>())
+      ("n", "nccl-tests: iterations (--iters)", cxxopts::value<std::string>())
+      ("w", "nccl-tests: warm-up iterations (--warmup)", cxxopts::value<std::string>())
+      ("c", "nccl-tests: check iterations (--check)", cxxopts::value<std::string>())
+      ("o", "nccl-tests: op sum prod max min avg, or all (--op)", cxxopts::value<std::string>())
+      ("d", "nccl-tests: datatype float half bfloat16 double int8 uint8 int32 int64 ..., or all (--dtype)", cxxopts::value<std::string>())
+      ("a", "nccl-tests: average 0=rank0 1=avg 2=min 3=max (--average)", cxxopts::value<std::string>())
+      ("z", "nccl-tests: blocking 0-3, accepted: every timed op here runs alone (barrier, op, wait)", cxxopts::value<std::string>())
+      ("m", "OSU: message sizes MIN:MAX or MAX, doubling (not nccl-tests' -m)", cxxopts::value<std::string>())
+      ("i", "OSU: iterations (--iters; nccl-tests' -i is --stepbytes here)", cxxopts::value<std::string>())
+      ("x", "OSU: warm-up iterations (--warmup)", cxxopts::value<std::string>())
+      ("T", "OSU: datatype mpi_char mpi_int mpi_float mpi_double ..., or all (--dtype; not nccl-tests' -T)", cxxopts::value<std::string>());
   o.parse_positional({"command"});
   o.positional_help("OP");
   return o;
@@ -210,7 +234,193 @@ cxxopts::ParseResult ParseArguments(cxxopts::Options& options, int argc, char** 
   return r;
 }
 
-// The collective and its sweep: sizes, dtype, op, root, iteration counts, in-place, input seed.
+// ---- nccl-tests' and OSU's flags -------------------------------------------------------------------
+// Each setting may come from our long option and from nccl-tests' or OSU's short flag; every source
+// given is parsed on its own and they must agree ("--iters 20 and -n 50 disagree"). Clashes between the
+// two tools' letters are resolved one way and said so: -i is OSU's iterations (nccl-tests' step bytes
+// are --stepbytes), -m is OSU's message sizes (nccl-tests' aggregation is not offered), -T is OSU's
+// datatype (nccl-tests' timeout is --timeout).
+
+UsageError BadFlag(std::string_view flag, std::string_view value, std::string_view problem) {
+  return UsageError(fmt::format("{} {}: {}", flag, value.empty() ? "''" : PrintableLine(value),
+                                PrintableLine(problem, 1000)));
+}
+
+// One setting and the options that gave it, in the order they were added (the long option first).
+template <class T>
+class Setting {
+ public:
+  void Add(std::string flag, std::string text, T value) {
+    if (given_ && !(value == value_))
+      throw UsageError(fmt::format("{} {} and {} {} disagree (both set the same thing): give one",
+                                   flag_, PrintableLine(text_), flag, PrintableLine(text)));
+    if (!given_) {
+      flag_ = std::move(flag);
+      text_ = std::move(text);
+      value_ = std::move(value);
+      given_ = true;
+    }
+  }
+  bool given() const { return given_; }
+  const T& value() const { return value_; }
+  const std::string& text() const { return text_; }
+
+ private:
+  bool given_ = false;
+  std::string flag_, text_;
+  T value_{};
+};
+
+// A short flag's whole number in lo..hi.
+int WholeFlag(std::string_view flag, const std::string& text, int lo, int hi) {
+  int v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+    throw BadFlag(flag, text, ec == std::errc::result_out_of_range ? fmt::format("must be in {}..{}", lo, hi)
+                                                                    : "not a whole number");
+  if (v < lo || v > hi) throw BadFlag(flag, text, fmt::format("must be in {}..{}", lo, hi));
+  return v;
+}
+
+bool IsNumber(const std::string& text) {
+  char* end = nullptr;
+  std::strtod(text.c_str(), &end);
+  return !text.empty() && end == text.c_str() + text.size();
+}
+
+// Each item of a comma list parsed by `parse`; an empty or repeated item is refused.
+template <class T, class F>
+std::vector<T> ListOf(std::string_view flag, const std::string& text, F parse) {
+  std::vector<T> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty()) throw BadFlag(flag, text, "an empty item in the list");
+    T v;
+    try {
+      v = parse(item);
+    } catch (const Error& e) {
+      throw BadFlag(flag, text, e.what());
+    }
+    if (std::find(out.begin(), out.end(), v) != out.end())
+      throw BadFlag(flag, text, fmt::format("'{}' is given twice", item));
+    out.push_back(v);
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
+// --dtype / -d: ours or nccl-tests' names (float half bfloat16 double int8 uint8 int32 int64 ...), a
+// comma list of them, or all.
+std::vector<DType> DTypesOf(std::string_view flag, const std::string& text) {
+  if (text == "all") return AllDTypes();
+  return ListOf<DType>(flag, text, [](const std::string& v) { return ParseDType(v); });
+}
+
+// -T: OSU's type names (MPI's), or all (OSU's three: mpi_char, mpi_int, mpi_float).
+std::vector<DType> OsuDTypesOf(const std::string& text) {
+  static const std::pair<const char*, DType> kOsu[] = {
+      {"mpi_char", DType::kInt8},        {"mpi_signed_char", DType::kInt8}, {"mpi_unsigned_char", DType::kUInt8},
+      {"mpi_int", DType::kInt32},        {"mpi_float", DType::kFloat32},     {"mpi_double", DType::kFloat64},
+      {"mpi_int8_t", DType::kInt8},      {"mpi_uint8_t", DType::kUInt8},     {"mpi_int32_t", DType::kInt32},
+      {"mpi_int64_t", DType::kInt64},    {"mpi_long_long", DType::kInt64},
+  };
+  std::string lower = text;
+  for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (lower == "all") return {DType::kInt8, DType::kInt32, DType::kFloat32};
+  for (const auto& [name, t] : kOsu)
+    if (lower == name) return {t};
+  if (IsNumber(text))
+    throw BadFlag("-T", text, fmt::format("-T is OSU's datatype here; nccl-tests' timeout is --timeout {}", text));
+  std::string known;
+  for (const auto& [name, t] : kOsu) known += fmt::format("{}{}", known.empty() ? "" : ", ", name);
+  throw BadFlag("-T", text, fmt::format("unknown OSU datatype (known: {}, all)", known));
+}
+
+// --op / -o: sum prod max min avg, a comma list of them, or all (nccl-tests' order).
+std::vector<ReduceOp> OpsOf(std::string_view flag, const std::string& text) {
+  if (text == "all") return {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kAvg};
+  return ListOf<ReduceOp>(flag, text, [](const std::string& v) { return ParseReduceOp(v); });
+}
+
+// -a: nccl-tests' 0=rank0 1=avg 2=min 3=max, or our words.
+Average AverageOf(std::string_view flag, const std::string& text) {
+  static const Average kByNumber[] = {Average::kRank0, Average::kAvg, Average::kMin, Average::kMax};
+  if (text.size() == 1 && text[0] >= '0' && text[0] <= '3') return kByNumber[text[0] - '0'];
+  try {
+    return ParseAverage(text);
+  } catch (const Error&) {
+    throw BadFlag(flag, text, "use 0 (rank 0), 1 (avg), 2 (min), 3 (max) or avg, max, min, rank0");
+  }
+}
+
+std::vector<uint64_t> SizesOf(std::string_view flag, const std::string& shown, const std::string& spec) {
+  try {
+    return ParseSizeList(spec);
+  } catch (const Error& e) {
+    throw BadFlag(flag, shown, e.what());
+  }
+}
+
+// The sizes: --sizes, nccl-tests' -b/-e with -f or --stepbytes, or OSU's -m; any two must agree.
+std::vector<uint64_t> ParseSweepSizes(const cxxopts::ParseResult& r, Cli& cli, const std::vector<DType>& types) {
+  Setting<std::vector<uint64_t>> sizes;
+  if (r.count("sizes")) {
+    const std::string text = Get<std::string>(r, "sizes");
+    sizes.Add("--sizes", text, Named(r, "sizes", [](const std::string& v) { return ParseSizeList(v); }));
+  }
+  const bool nccl = r.count("b") || r.count("e") || r.count("f") || r.count("stepbytes");
+  if (nccl) {
+    if (r.count("f") && r.count("stepbytes"))
+      throw UsageError("-f and --stepbytes: nccl-tests steps by a factor or by bytes, not both: give one");
+    if (r.count("i"))
+      throw BadFlag("-i", Get<std::string>(r, "i"),
+                    "beside -b/-e/-f it is ambiguous (nccl-tests: step bytes, OSU: iterations): write --stepbytes "
+                    "SIZE or -n/--iters N");
+    if (r.count("m"))
+      throw BadFlag("-m", Get<std::string>(r, "m"),
+                    "-m is OSU's message sizes here, beside nccl-tests' -b/-e/-f (nccl-tests' -m, aggregated "
+                    "iterations, is not offered): give one of them");
+    // nccl-tests' defaults: 32M for a bound not given, steps of 1M without -f.
+    const std::string lo = r.count("b") ? Get<std::string>(r, "b") : "32M";
+    const std::string hi = r.count("e") ? Get<std::string>(r, "e") : "32M";
+    const std::string step = r.count("f") ? "x" + Get<std::string>(r, "f")
+                                          : "+" + (r.count("stepbytes") ? Get<std::string>(r, "stepbytes") : "1M");
+    std::string shown;
+    if (r.count("b")) shown += "-b " + lo;
+    if (r.count("e")) shown += std::string(shown.empty() ? "" : " ") + "-e " + hi;
+    if (r.count("f")) shown += std::string(shown.empty() ? "" : " ") + "-f " + step.substr(1);
+    if (r.count("stepbytes")) shown += std::string(shown.empty() ? "" : " ") + "--stepbytes " + step.substr(1);
+    const std::string spec = fmt::format("{}:{}:{}", lo, hi, step);
+    const auto space = shown.find(' ');
+    sizes.Add(shown.substr(0, space), shown.substr(space + 1), SizesOf(shown.substr(0, space), shown.substr(space + 1), spec));
+    cli.sizes_text = spec;
+  }
+  if (r.count("m")) {
+    const std::string text = Get<std::string>(r, "m");
+    std::string spec;
+    if (text.find(':') != std::string::npos) {
+      if (text.back() == ':' || text.front() == ':') throw BadFlag("-m", text, "use -m MIN:MAX or -m MAX");
+      spec = text + ":x2";
+    } else {
+      // -m MAX: from one element of the largest dtype of the sweep, doubling (OSU's sizes).
+      size_t es = 1;
+      for (DType t : types) es = std::max(es, DTypeSize(t));
+      spec = fmt::format("{}:{}:x2", es, text);
+    }
+    sizes.Add("-m", text, SizesOf("-m", text, spec));
+    cli.sizes_text = spec;
+  }
+  if (!sizes.given()) {
+    cli.sizes_text = Get<std::string>(r, "sizes");  // the default
+    return Named(r, "sizes", [](const std::string& v) { return ParseSizeList(v); });
+  }
+  if (r.count("sizes")) cli.sizes_text = sizes.text();
+  return sizes.value();
+}
+
+// The collective and its sweep: sizes, dtype(s), op(s), root, iteration counts, in-place, input seed.
 void ParseSweep(const cxxopts::ParseResult& r, Cli& cli) {
   const CollSpec* spec = FindCollective(cli.op);
   if (!spec) {
@@ -220,22 +430,50 @@ void ParseSweep(const cxxopts::ParseResult& r, Cli& cli) {
   }
   BenchOptions& b = cli.bench;
   b.spec = spec;
-  cli.sizes_text = Get<std::string>(r, "sizes");
-  b.sizes = Named(r, "sizes", [](const std::string& v) { return ParseSizeList(v); });
-  b.type = Named(r, "dtype", [](const std::string& v) { return ParseDType(v); });
+  Setting<std::vector<DType>> types;
+  if (r.count("dtype")) types.Add("--dtype", Get<std::string>(r, "dtype"), DTypesOf("--dtype", Get<std::string>(r, "dtype")));
+  if (r.count("d")) types.Add("-d", Get<std::string>(r, "d"), DTypesOf("-d", Get<std::string>(r, "d")));
+  if (r.count("T")) types.Add("-T", Get<std::string>(r, "T"), OsuDTypesOf(Get<std::string>(r, "T")));
+  b.types = types.given() ? types.value() : std::vector<DType>{DType::kFloat32};
+  b.type = b.types.front();
+  b.sizes = ParseSweepSizes(r, cli, b.types);
   // A size below one element would run rows of nothing and report them as skipped.
-  const size_t es = DTypeSize(b.type);
-  for (uint64_t size : b.sizes) {
-    if (size < es)
-      throw BadOption("sizes", cli.sizes_text,
-                      fmt::format("{} B is smaller than one {} element ({} B)", size, DTypeName(b.type), es));
+  for (DType t : b.types) {
+    const size_t es = DTypeSize(t);
+    for (uint64_t size : b.sizes) {
+      if (size < es)
+        throw BadOption("sizes", cli.sizes_text,
+                        fmt::format("{} B is smaller than one {} element ({} B)", size, DTypeName(t), es));
+    }
   }
-  b.op = Named(r, "op", [](const std::string& v) { return ParseReduceOp(v); });
+  Setting<std::vector<ReduceOp>> ops;
+  if (r.count("op")) ops.Add("--op", Get<std::string>(r, "op"), OpsOf("--op", Get<std::string>(r, "op")));
+  if (r.count("o")) ops.Add("-o", Get<std::string>(r, "o"), OpsOf("-o", Get<std::string>(r, "o")));
+  b.ops = ops.given() ? ops.value() : std::vector<ReduceOp>{ReduceOp::kSum};
+  b.op = b.ops.front();
   b.root = OptionInRange("root", Get<int>(r, "root"), 0, kMaxRanks - 1);
-  if (r.count("iters")) b.iters = OptionInRange("iters", Get<int>(r, "iters"), 1, kMaxIterations);
-  if (r.count("warmup")) b.warmup = OptionInRange("warmup", Get<int>(r, "warmup"), 0, kMaxIterations);
-  b.average = Named(r, "average", [](const std::string& v) { return ParseAverage(v); });
-  b.check = OptionInRange("check", Get<int>(r, "check"), 0, kMaxIterations);
+
+  Setting<int> iters, warmup, check;
+  if (r.count("iters")) iters.Add("--iters", std::to_string(Get<int>(r, "iters")), OptionInRange("iters", Get<int>(r, "iters"), 1, kMaxIterations));
+  if (r.count("n")) iters.Add("-n", Get<std::string>(r, "n"), WholeFlag("-n", Get<std::string>(r, "n"), 1, kMaxIterations));
+  if (r.count("i")) {
+    const std::string text = Get<std::string>(r, "i");
+    if (!text.empty() && !IsNumber(text))
+      throw BadFlag("-i", text, fmt::format("-i is OSU's iteration count here; nccl-tests' step bytes: --stepbytes {}", text));
+    iters.Add("-i", text, WholeFlag("-i", text, 1, kMaxIterations));
+  }
+  if (iters.given()) b.iters = iters.value();
+  if (r.count("warmup")) warmup.Add("--warmup", std::to_string(Get<int>(r, "warmup")), OptionInRange("warmup", Get<int>(r, "warmup"), 0, kMaxIterations));
+  if (r.count("w")) warmup.Add("-w", Get<std::string>(r, "w"), WholeFlag("-w", Get<std::string>(r, "w"), 0, kMaxIterations));
+  if (r.count("x")) warmup.Add("-x", Get<std::string>(r, "x"), WholeFlag("-x", Get<std::string>(r, "x"), 0, kMaxIterations));
+  if (warmup.given()) b.warmup = warmup.value();
+  if (r.count("check")) check.Add("--check", std::to_string(Get<int>(r, "check")), OptionInRange("check", Get<int>(r, "check"), 0, kMaxIterations));
+  if (r.count("c")) check.Add("-c", Get<std::string>(r, "c"), WholeFlag("-c", Get<std::string>(r, "c"), 0, kMaxIterations));
+  b.check = check.given() ? check.value() : OptionInRange("check", Get<int>(r, "check"), 0, kMaxIterations);
+  Setting<Average> average;
+  if (r.count("average")) average.Add("--average", Get<std::string>(r, "average"), Named(r, "average", [](const std::string& v) { return ParseAverage(v); }));
+  if (r.count("a")) average.Add("-a", Get<std::string>(r, "a"), AverageOf("-a", Get<std::string>(r, "a")));
+  b.average = average.given() ? average.value() : Named(r, "average", [](const std::string& v) { return ParseAverage(v); });
   const std::string inplace = Get<std::string>(r, "inplace");
   if (inplace == "yes") {
     b.out_of_place = false;
@@ -335,8 +573,11 @@ void ParseRuntime(const cxxopts::ParseResult& r, Cli& cli) {
   Codec check(a.codec);  // validates block and parameters now, not on every rank later
   (void)check;
   if (b.spec != &kAllReduceSpec) throw UsageError("--backend ciuic runs allreduce (the bundled runtime)");
-  if (b.type != DType::kFloat32) throw UsageError("--backend ciuic reduces fp32");
-  if (b.op != ReduceOp::kSum && b.op != ReduceOp::kAvg) throw UsageError("--backend ciuic reduces with sum or avg");
+  for (DType t : b.types)
+    if (t != DType::kFloat32) throw UsageError(fmt::format("--backend ciuic reduces fp32 (not {})", DTypeName(t)));
+  for (ReduceOp op : b.ops)
+    if (op != ReduceOp::kSum && op != ReduceOp::kAvg)
+      throw UsageError(fmt::format("--backend ciuic reduces with sum or avg (not {})", ReduceOpName(op)));
   if (!cli.runtime.profile) {
     // The runtime's own verdict on the algorithm/codec pair, asked once here of an engine over a
     // one-rank world (it communicates nothing when made) rather than by every rank after start-up.
@@ -395,9 +636,28 @@ void ParseDebugCorrupt(const std::string& text, BenchOptions& b) {
 
 // How the run is started and judged: --ranks, --timeout, --expect, --debug-corrupt.
 void ParseRunControls(const cxxopts::ParseResult& r, Cli& cli) {
-  if (r.count("ranks")) {
-    cli.ranks = OptionInRange("ranks", Get<int>(r, "ranks"), 1, kMaxRanks);
+  Setting<int> ranks;
+  if (r.count("ranks"))
+    ranks.Add("--ranks", std::to_string(Get<int>(r, "ranks")), OptionInRange("ranks", Get<int>(r, "ranks"), 1, kMaxRanks));
+  // nccl-tests' -g N drives N GPUs from one thread; here every GPU is its own rank, so -g N starts N
+  // ranks (-g 1, nccl-tests' default, fixes nothing).
+  if (r.count("g")) {
+    cli.gpus_per_rank = WholeFlag("-g", Get<std::string>(r, "g"), 1, kMaxRanks);
+    if (cli.gpus_per_rank > 1) ranks.Add("-g", Get<std::string>(r, "g"), cli.gpus_per_rank);
+  }
+  if (ranks.given()) {
+    cli.ranks = ranks.value();
     cli.ranks_given = true;
+  }
+  if (r.count("z")) cli.blocking = WholeFlag("-z", Get<std::string>(r, "z"), 0, 3);
+  if (r.count("baseline")) {
+    const std::string name = Get<std::string>(r, "baseline");
+    auto baseline = std::make_shared<const Baseline>(LoadBaseline(name));
+    if (baseline->collective != cli.bench.spec->name)
+      throw BadOption("baseline", name,
+                      fmt::format("its figures are {}'s; this run is {}", baseline->collective, cli.bench.spec->name));
+    cli.baseline = std::move(baseline);
+    cli.bench.baseline = cli.baseline.get();
   }
   cli.timeout_s = DefaultTimeoutSeconds();
   if (r.count("timeout")) cli.timeout_s = Get<double>(r, "timeout");
@@ -734,6 +994,11 @@ int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* wat
       ctx.library_versions["profile"] = cli.runtime.profile->topology + "/" + cli.runtime.profile->fingerprint;
     }
   }
+  ctx.blocking = cli.blocking;
+  if (cli.baseline) {
+    ctx.baseline = cli.baseline->name;
+    ctx.baseline_description = fmt::format("{} ({} GPUs)", cli.baseline->description, cli.baseline->ranks);
+  }
   MultiReporter reporters;
   std::ostringstream file_text;
   const bool lead = comm.Rank() == 0;
@@ -872,6 +1137,13 @@ int Run(int argc, char** argv) {
   FaultPoint("startup", 0);
   MpiSession mpi(&argc, &argv);
   auto world = MakeMpiWorld();
+  if (cli.gpus_per_rank > 1 && launched && !getenv("CIUIC_LAUNCHED_BY_BENCH")) {
+    if (world->Rank() == 0) {
+      LogInfo("-g {}: ciuic-bench drives one GPU per rank; under a launcher start every rank there (and give -g 1 "
+              "or no -g)", cli.gpus_per_rank);
+    }
+    return 1;
+  }
   if (cli.ranks_given && launched && cli.ranks != world->Size()) {
     if (world->Rank() == 0) {
       LogInfo("--ranks {} but the launcher started {} rank(s)", cli.ranks, world->Size());
@@ -918,6 +1190,29 @@ int Run(int argc, char** argv) {
 }
 
 }  // namespace
+
+ParsedSweep ParseBenchCommandLine(const std::vector<std::string>& args) {
+  std::vector<std::string> words = {"ciuic-bench"};
+  words.insert(words.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  const Cli cli = ParseCli(static_cast<int>(words.size()), argv.data());
+  ParsedSweep p;
+  const BenchOptions& b = cli.bench;
+  p.collective = b.spec ? b.spec->name : "";
+  p.sizes = b.sizes;
+  for (DType t : b.types) p.dtypes.push_back(DTypeName(t));
+  for (ReduceOp op : b.ops) p.ops.push_back(ReduceOpName(op));
+  p.iters = b.iters;
+  p.warmup = b.warmup;
+  p.check = b.check;
+  p.average = AverageName(b.average);
+  p.ranks = cli.ranks_given ? cli.ranks : 0;
+  p.blocking = cli.blocking;
+  p.baseline = cli.baseline ? cli.baseline->name : "";
+  return p;
+}
 
 int BenchMain(int argc, char** argv) {
   try {

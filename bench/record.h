@@ -18,6 +18,8 @@ struct BenchContext {
   std::string device;       // cpu | cuda
   std::string device_name;  // GPU name or CPU model
   int world_size = 1;
+  // A sweep over several dtypes or ops (-d all, -o all) names them all, comma-separated; each row
+  // carries its own.
   std::string dtype;
   std::string dtype_table;  // nccl-tests' name, for the table's type column
   std::string redop;        // "-" for collectives that do not reduce
@@ -36,6 +38,9 @@ struct BenchContext {
   std::string average = "max";  // how a row's time combines the ranks (bench/runner.h Average)
   std::string average_description = "max over ranks of each rank's mean";
   std::string timing = "host";  // host (wall clock, barrier-aligned) | cuda-events
+  int blocking = -1;            // nccl-tests' -z as given (-1: not given); every op is timed alone here
+  std::string baseline;         // --baseline: the reference's name ("" without one)
+  std::string baseline_description;  // what it is and where its figures come from
 };
 
 struct BenchRow {
@@ -43,10 +48,18 @@ struct BenchRow {
   uint64_t count = 0;
   bool inplace = false;
   int root = -1;
+  // This row's dtype and op (a sweep may hold several: -d all, -o all); empty: the context's.
+  std::string dtype;
+  std::string dtype_table;
+  std::string redop;
   int iters = 0;
   double time_us = 0;
+  // Over the timed iterations, each iteration's time first combined across ranks as --average says.
   double time_p50_us = 0;
   double time_p99_us = 0;
+  double time_min_us = 0;
+  double time_max_us = 0;
+  double time_stddev_us = 0;  // sample standard deviation (0 with one iteration)
   double algbw_gbps = 0;
   double busbw_gbps = 0;
   // False for a row whose collective moves no bytes (one rank, in place): its bandwidths are not
@@ -55,6 +68,7 @@ struct BenchRow {
   int64_t wrong = 0;
   double rel_l2_error = -1;   // lossy codecs: ||result - exact|| / ||exact|| (max over ranks); -1: exact run
   double max_abs_error = -1;
+  double baseline_busbw_gbps = -1;  // --baseline's published busbw at this size; -1: none
   std::string error;  // non-empty: the row failed or was skipped and its numbers mean nothing
   bool skipped = false;  // not run by design (unsupported combination, size too small), not a failure
   bool ok() const { return error.empty(); }
@@ -67,6 +81,13 @@ struct BenchSummary {
   double peak_algbw_gbps = 0;  // with one rank busbw is 0 by definition; algbw still tells the speed
   uint64_t peak_algbw_size_bytes = 0;
   int64_t total_wrong = 0;
+  // nccl-tests' "Avg bus bandwidth": the mean busbw of every row that moved bytes (both placements,
+  // every size, dtype and op); 0 with none.
+  double avg_busbw_gbps = 0;
+  // --baseline's highest figure, for the peak's share of it (0: no baseline).
+  double baseline_best_gbps = 0;
+  uint64_t baseline_best_size_bytes = 0;
+  std::string baseline_best_source;
   int rows = 0;
   int failed_rows = 0;   // rows that hit a runtime error
   int skipped_rows = 0;  // unsupported combinations and sizes too small for the world

@@ -81,6 +81,15 @@ AutoCounts AutoCountsFor(uint64_t size) {
     if (size < c.below_bytes) return c;
   return kAutoCounts[std::size(kAutoCounts) - 1];
 }
+// Sample standard deviation (n - 1), 0 for fewer than two values.
+double SampleStddev(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  const double mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  double ss = 0;
+  for (double x : v) ss += (x - mean) * (x - mean);
+  return std::sqrt(ss / static_cast<double>(v.size() - 1));
+}
+
 // Refuse sizes that need more than this share of available memory.
 constexpr double kMemoryHeadroom = 0.9;
 
@@ -370,6 +379,10 @@ class Runner {
     row.time_us = mean;
     row.time_p50_us = Percentile(times, 50);
     row.time_p99_us = Percentile(times, 99);
+    const auto [lo, hi] = std::minmax_element(times.begin(), times.end());
+    row.time_min_us = *lo;
+    row.time_max_us = *hi;
+    row.time_stddev_us = SampleStddev(times);
     // A row that moves no bytes (one rank, in place: the collective is a no-op) has no bandwidth.
     row.moves_bytes = !(inplace && comm_.Size() == 1);
     if (row.moves_bytes) {
@@ -498,9 +511,7 @@ std::string FormulaOf(const CollSpec& spec) {
   }
 }
 
-}  // namespace
-
-void CheckSizesFit(const BenchOptions& o, int nranks, MemoryKind kind) {
+void CheckSizesFitOne(const BenchOptions& o, int nranks, MemoryKind kind) {
   uint64_t worst = 0, worst_size = 0;
   for (uint64_t s : o.sizes) {
     const uint64_t need = ArenaBytes(*o.spec, s, o.type, nranks);
@@ -530,6 +541,30 @@ void CheckSizesFit(const BenchOptions& o, int nranks, MemoryKind kind) {
   }
 }
 
+}  // namespace
+
+std::vector<std::pair<DType, ReduceOp>> SweepCombinations(const BenchOptions& o) {
+  const std::vector<DType> types = o.types.empty() ? std::vector<DType>{o.type} : o.types;
+  std::vector<ReduceOp> ops = o.ops.empty() ? std::vector<ReduceOp>{o.op} : o.ops;
+  if (!o.spec->reduces) ops = {ops.front()};
+  std::vector<std::pair<DType, ReduceOp>> out;
+  for (DType t : types)
+    for (ReduceOp op : ops) out.emplace_back(t, op);
+  return out;
+}
+
+void CheckSizesFit(const BenchOptions& options, int nranks, MemoryKind kind) {
+  // Each dtype of the sweep runs alone (its own buffers): each must fit.
+  std::vector<DType> seen;
+  for (const auto& [t, op] : SweepCombinations(options)) {
+    if (std::find(seen.begin(), seen.end(), t) != seen.end()) continue;
+    seen.push_back(t);
+    BenchOptions o = options;
+    o.type = t;
+    CheckSizesFitOne(o, nranks, kind);
+  }
+}
+
 BenchContext MakeContext(Communicator& comm, const BenchOptions& o) {
   BenchContext c;
   c.tool_version = CIUIC_VERSION;
@@ -539,9 +574,15 @@ BenchContext MakeContext(Communicator& comm, const BenchOptions& o) {
   c.device = DeviceKindName(comm.Device());
   if (comm.Device() == DeviceKind::kCuda) c.device_name = CudaDeviceName();
   c.world_size = comm.Size();
-  c.dtype = DTypeName(o.type);
-  c.dtype_table = DTypeTableName(o.type);
-  c.redop = o.spec->reduces ? ReduceOpName(o.op) : "-";
+  // A sweep over several dtypes or ops names each once, in sweep order.
+  const auto add = [](std::string& list, const std::string& name) {
+    if (("," + list + ",").find("," + name + ",") == std::string::npos) list += (list.empty() ? "" : ",") + name;
+  };
+  for (const auto& [t, op] : SweepCombinations(o)) {
+    add(c.dtype, DTypeName(t));
+    add(c.dtype_table, DTypeTableName(t));
+    add(c.redop, o.spec->reduces ? ReduceOpName(op) : "-");
+  }
   c.root = o.spec->rooted ? o.root : -1;
   c.busbw_factor = o.spec->busbw_factor(comm.Size());
   c.busbw_formula = FormulaOf(*o.spec);
@@ -564,45 +605,77 @@ BenchSummary RunBench(Communicator& comm, const BenchOptions& o, Reporter* repor
     throw UsageError(fmt::format("--root {} is out of range for {} ranks", o.root, comm.Size()));
   }
   CheckSizesFit(o, comm.Size(), comm.BufferKind());
+  const auto combos = SweepCombinations(o);
   if (reporter) reporter->Begin(context);
-  Runner runner(comm, o, context);
   BenchSummary summary;
   uint64_t seq = 0;
+  double busbw_sum = 0;
+  int busbw_rows = 0;
   // The live line (drawn only where the tool enabled it: rank 0 on a terminal). A row's time grows
   // with its bytes above a latency floor, so the ETA weighs sizes by that.
   const auto weight = [](uint64_t size) { return static_cast<double>(size) + (1 << 20); };
   double total = 0;
   for (uint64_t size : o.sizes) total += weight(size);
-  Progress progress("sweep", total, static_cast<int>(o.sizes.size()));
-  for (uint64_t size : o.sizes) {
-    progress.Begin(fmt::format("{} {}", context.collective, FormatSize(size)), weight(size));
-    std::vector<BenchRow> rows;
-    for (const bool inplace : {false, true}) {
-      if (!(inplace ? o.in_place : o.out_of_place)) continue;
-      runner.Agree(seq++, size, inplace);
-      rows.push_back(runner.Measure(size, inplace));
+  Progress progress("sweep", total * static_cast<double>(combos.size()),
+                    static_cast<int>(o.sizes.size() * combos.size()));
+  for (const auto& [type, op] : combos) {
+    // Each (dtype, op) is its own pass with its own buffers, as nccl-tests runs -d all -o all.
+    BenchOptions oc = o;
+    oc.type = type;
+    oc.op = op;
+    BenchContext cc = context;
+    cc.dtype = DTypeName(type);
+    cc.dtype_table = DTypeTableName(type);
+    cc.redop = o.spec->reduces ? ReduceOpName(op) : "-";
+    Runner runner(comm, oc, cc);
+    const std::string label =
+        combos.size() > 1 ? fmt::format("{} {} {}", context.collective, cc.dtype, cc.redop) : context.collective;
+    for (uint64_t size : o.sizes) {
+      progress.Begin(fmt::format("{} {}", label, FormatSize(size)), weight(size));
+      std::vector<BenchRow> rows;
+      for (const bool inplace : {false, true}) {
+        if (!(inplace ? o.in_place : o.out_of_place)) continue;
+        runner.Agree(seq++, size, inplace);
+        rows.push_back(runner.Measure(size, inplace));
+        BenchRow& r = rows.back();
+        r.dtype = cc.dtype;
+        r.dtype_table = cc.dtype_table;
+        r.redop = cc.redop;
+        if (o.baseline) r.baseline_busbw_gbps = o.baseline->BusbwAt(size);
+      }
+      for (const auto& r : rows) {
+        ++summary.rows;
+        summary.all_rows.push_back(r);
+        if (!r.ok()) {
+          ++(r.skipped ? summary.skipped_rows : summary.failed_rows);
+          continue;
+        }
+        summary.total_wrong += r.wrong;
+        if (!r.moves_bytes) continue;  // a no-op has no bandwidth to count for the peaks
+        busbw_sum += r.busbw_gbps;
+        ++busbw_rows;
+        if (r.algbw_gbps > summary.peak_algbw_gbps) {
+          summary.peak_algbw_gbps = r.algbw_gbps;
+          summary.peak_algbw_size_bytes = r.size_bytes;
+        }
+        if (r.busbw_gbps > summary.peak_busbw_gbps) {
+          summary.peak_busbw_gbps = r.busbw_gbps;
+          summary.peak_size_bytes = r.size_bytes;
+          summary.peak_inplace = r.inplace;
+        }
+      }
+      if (reporter) reporter->Size(rows);
+      progress.Done();
     }
-    for (const auto& r : rows) {
-      ++summary.rows;
-      summary.all_rows.push_back(r);
-      if (!r.ok()) {
-        ++(r.skipped ? summary.skipped_rows : summary.failed_rows);
-        continue;
-      }
-      summary.total_wrong += r.wrong;
-      if (!r.moves_bytes) continue;  // a no-op has no bandwidth to count for the peaks
-      if (r.algbw_gbps > summary.peak_algbw_gbps) {
-        summary.peak_algbw_gbps = r.algbw_gbps;
-        summary.peak_algbw_size_bytes = r.size_bytes;
-      }
-      if (r.busbw_gbps > summary.peak_busbw_gbps) {
-        summary.peak_busbw_gbps = r.busbw_gbps;
-        summary.peak_size_bytes = r.size_bytes;
-        summary.peak_inplace = r.inplace;
-      }
+  }
+  summary.avg_busbw_gbps = busbw_rows > 0 ? busbw_sum / busbw_rows : 0;
+  if (o.baseline) {
+    for (const auto& p : o.baseline->points) {
+      if (p.busbw_gbps <= summary.baseline_best_gbps) continue;
+      summary.baseline_best_gbps = p.busbw_gbps;
+      summary.baseline_best_size_bytes = p.bytes;
+      summary.baseline_best_source = p.source;
     }
-    if (reporter) reporter->Size(rows);
-    progress.Done();
   }
   summary.end_time = IsoNow();
   if (reporter) reporter->End(summary);

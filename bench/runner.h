@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/baseline.h"
 #include "bench/coll_spec.h"
 #include "bench/record.h"
 #include "collectives/communicator.h"
@@ -29,6 +30,10 @@ struct BenchOptions {
   std::vector<uint64_t> sizes;
   DType type = DType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
+  // A sweep over several dtypes and ops (-d all, -o all): every (dtype, op) pair in this order, each
+  // its own pass over the sizes. Empty: {type} and {op}.
+  std::vector<DType> types;
+  std::vector<ReduceOp> ops;
   int root = 0;
   // -1: auto, within row_budget_s per row: up to 1000 timed iterations below 8 KiB (OSU's count),
   // 200 below 1 MiB, 20 above (nccl-tests' default); at least 3.
@@ -48,7 +53,12 @@ struct BenchOptions {
   int corrupt_rank = -1;
   uint64_t corrupt_index = 0;
   Watchdog* watchdog = nullptr;
+  const Baseline* baseline = nullptr;  // --baseline: each row carries its size's published busbw
 };
+
+// The (dtype, op) pairs the sweep runs, dtype-major (nccl-tests' order); a collective that does not
+// reduce runs each dtype once, with `op`.
+std::vector<std::pair<DType, ReduceOp>> SweepCombinations(const BenchOptions& options);
 
 // Throws InputError before anything is allocated when the largest size cannot fit in this host's
 // (or this GPU's) free memory for nranks ranks, options.local_ranks of them on this host.

@@ -149,6 +149,13 @@ CREATE TABLE IF NOT EXISTS validations (
     R"sql(
 ALTER TABLE trials ADD COLUMN reason TEXT NOT NULL DEFAULT '';
 )sql",
+    // v5: the spread of a bench row's timed iterations (min, max, sample standard deviation); rows
+    // stored before have none (NULL).
+    R"sql(
+ALTER TABLE bench_rows ADD COLUMN time_min_us REAL;
+ALTER TABLE bench_rows ADD COLUMN time_max_us REAL;
+ALTER TABLE bench_rows ADD COLUMN time_stddev_us REAL;
+)sql",
 };
 
 bool IsEmptyFile(const std::string& path) {

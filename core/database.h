@@ -17,8 +17,9 @@ struct sqlite3_stmt;
 namespace ciuic {
 
 constexpr int32_t kDatabaseApplicationId = 0x43495543;  // "CIUC"
-// 1: bench runs; 2: tuner studies; 3: sized calibrations, validations; 4: failed trials' reasons
-constexpr int kDatabaseSchemaVersion = 4;
+// 1: bench runs; 2: tuner studies; 3: sized calibrations, validations; 4: failed trials' reasons;
+// 5: bench rows' time min, max and standard deviation
+constexpr int kDatabaseSchemaVersion = 5;
 
 class Statement {
  public:

@@ -26,20 +26,24 @@ class CsvReporter : public Reporter {
   void Begin(const BenchContext& c) override {
     ctx_ = c;
     out_ << "collective,backend,device,world_size,dtype,redop,algo,codec,size_bytes,count,inplace,root,iters,"
-            "time_us,time_p50_us,time_p99_us,algbw_gbps,busbw_gbps,wrong,error\n";
+            "time_us,time_p50_us,time_p99_us,time_min_us,time_max_us,time_stddev_us,algbw_gbps,busbw_gbps,wrong,"
+            "baseline_busbw_gbps,error\n";
   }
   void Size(const std::vector<BenchRow>& rows) override {
     for (const auto& r : rows) {
       out_ << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},", ctx_.collective, ctx_.backend, ctx_.device,
-                          ctx_.world_size, ctx_.dtype, ctx_.redop, ctx_.algo, ctx_.codec, r.size_bytes, r.count,
+                          ctx_.world_size, r.dtype.empty() ? ctx_.dtype : r.dtype,
+                          r.redop.empty() ? ctx_.redop : r.redop, ctx_.algo, ctx_.codec, r.size_bytes, r.count,
                           r.inplace ? "true" : "false", r.root, r.iters);
-      if (r.ok() && !r.moves_bytes) {  // a no-op: times, no bandwidths
-        out_ << fmt::format("{:.3f},{:.3f},{:.3f},,,{},\n", r.time_us, r.time_p50_us, r.time_p99_us, r.wrong);
-      } else if (r.ok()) {
-        out_ << fmt::format("{:.3f},{:.3f},{:.3f},{:.4f},{:.4f},{},\n", r.time_us, r.time_p50_us, r.time_p99_us,
-                            r.algbw_gbps, r.busbw_gbps, r.wrong);
+      const std::string baseline = r.baseline_busbw_gbps > 0 ? fmt::format("{:g}", r.baseline_busbw_gbps) : "";
+      if (r.ok()) {
+        out_ << fmt::format("{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},", r.time_us, r.time_p50_us, r.time_p99_us,
+                            r.time_min_us, r.time_max_us, r.time_stddev_us);
+        // A no-op (one rank, in place) has times but no bandwidths.
+        out_ << (r.moves_bytes ? fmt::format("{:.4f},{:.4f},", r.algbw_gbps, r.busbw_gbps) : std::string(",,"));
+        out_ << fmt::format("{},{},\n", r.wrong, baseline);
       } else {
-        out_ << fmt::format(",,,,,,{}\n", Quote(r.error));
+        out_ << fmt::format(",,,,,,,,,{},{}\n", baseline, Quote(r.error));
       }
     }
     out_.flush();

@@ -1,5 +1,6 @@
-// JSON: one object, "schema": "ciuic.bench/1", the run's context, "results" (one entry per row,
-// real booleans and numbers; null numbers and an "error" for failed rows) and a "summary".
+// JSON: one object, "schema": "ciuic.bench/1", the run's context, "results" (one entry per row, each
+// with its dtype and op; real booleans and numbers; null numbers and an "error" for failed rows) and a
+// "summary".
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -43,6 +44,12 @@ class JsonReporter : public Reporter {
     x["average"] = c.average;
     x["busbw_factor"] = c.busbw_factor;
     x["busbw_formula"] = c.busbw_formula;
+    if (c.blocking >= 0) x["blocking"] = c.blocking;
+    if (!c.baseline.empty()) {
+      x["baseline"] = c.baseline;
+      x["baseline_description"] = c.baseline_description;
+    }
+    ctx_ = c;
     doc_["results"] = nlohmann::ordered_json::array();
   }
 
@@ -52,12 +59,17 @@ class JsonReporter : public Reporter {
       j["size_bytes"] = r.size_bytes;
       j["count"] = r.count;
       j["inplace"] = r.inplace;
+      j["dtype"] = r.dtype.empty() ? ctx_.dtype : r.dtype;
+      j["op"] = r.redop.empty() ? ctx_.redop : r.redop;
       j["root"] = r.root;
       j["iters"] = r.iters;
       if (r.ok()) {
         j["time_us"] = r.time_us;
         j["time_p50_us"] = r.time_p50_us;
         j["time_p99_us"] = r.time_p99_us;
+        j["time_min_us"] = r.time_min_us;
+        j["time_max_us"] = r.time_max_us;
+        j["time_stddev_us"] = r.time_stddev_us;
         j["algbw_gbps"] = r.moves_bytes ? nlohmann::json(r.algbw_gbps) : nlohmann::json(nullptr);
         j["busbw_gbps"] = r.moves_bytes ? nlohmann::json(r.busbw_gbps) : nlohmann::json(nullptr);
         if (!r.moves_bytes) j["moves_bytes"] = false;
@@ -67,11 +79,20 @@ class JsonReporter : public Reporter {
           j["max_abs_error"] = std::isfinite(r.max_abs_error) ? nlohmann::json(r.max_abs_error) : nlohmann::json(nullptr);
         }
       } else {
-        for (const char* k : {"time_us", "time_p50_us", "time_p99_us", "algbw_gbps", "busbw_gbps", "wrong"}) {
+        for (const char* k : {"time_us", "time_p50_us", "time_p99_us", "time_min_us", "time_max_us", "time_stddev_us",
+                              "algbw_gbps", "busbw_gbps", "wrong"}) {
           j[k] = nullptr;
         }
         j["error"] = r.error;
         j["skipped"] = r.skipped;
+      }
+      if (!ctx_.baseline.empty()) {
+        // The published busbw at this size and this row's share of it; null where there is none.
+        const bool has = r.baseline_busbw_gbps > 0;
+        j["baseline_busbw_gbps"] = has ? nlohmann::json(r.baseline_busbw_gbps) : nlohmann::json(nullptr);
+        j["pct_of_baseline"] = has && r.ok() && r.moves_bytes
+                                   ? nlohmann::json(100.0 * r.busbw_gbps / r.baseline_busbw_gbps)
+                                   : nlohmann::json(nullptr);
       }
       doc_["results"].push_back(std::move(j));
     }
@@ -85,6 +106,13 @@ class JsonReporter : public Reporter {
     x["peak_inplace"] = s.peak_inplace;
     x["peak_algbw_gbps"] = s.peak_algbw_gbps;
     x["peak_algbw_size_bytes"] = s.peak_algbw_size_bytes;
+    x["avg_busbw_gbps"] = s.avg_busbw_gbps;  // nccl-tests' "Avg bus bandwidth"
+    if (!ctx_.baseline.empty() && s.baseline_best_gbps > 0) {
+      x["baseline_best_busbw_gbps"] = s.baseline_best_gbps;
+      x["baseline_best_size_bytes"] = s.baseline_best_size_bytes;
+      x["peak_pct_of_baseline_best"] = s.peak_size_bytes > 0 ? nlohmann::json(100.0 * s.peak_busbw_gbps / s.baseline_best_gbps)
+                                                             : nlohmann::json(nullptr);
+    }
     x["total_wrong"] = s.total_wrong;
     x["rows"] = s.rows;
     x["failed_rows"] = s.failed_rows;
@@ -97,6 +125,7 @@ class JsonReporter : public Reporter {
  private:
   std::ostream& out_;
   nlohmann::ordered_json doc_;
+  BenchContext ctx_;
 };
 
 }  // namespace

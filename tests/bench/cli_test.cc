@@ -304,7 +304,7 @@ TEST_F(ProfileCli, AProfileOfAnotherTopologyNeedsTheOverride) {
   EXPECT_NE(device.err.find("tuned for dgx_h100 (GPUs), this run is on cpu"), std::string::npos) << device.err;
   const Result forced = RunBenchCli(run + " --profile-override");
   EXPECT_EQ(forced.code, 0) << forced.err;
-  EXPECT_NE(forced.out.find("# wrong elements: 0 OK"), std::string::npos) << forced.out;
+  EXPECT_NE(forced.out.find("# Out of bounds values : 0 OK"), std::string::npos) << forced.out;
 }
 
 TEST(Cli, CompressJsonCarriesEveryFieldAndSaneNumbers) {
@@ -383,7 +383,7 @@ TEST(Cli, LocalRunWritesJsonAndDatabase) {
   const Result r = RunBenchCli("allgather --backend local --ranks 3 --sizes 3K:96K --format json --out " + json +
                        " --db " + db + " --iters 3");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("# wrong elements: 0 OK"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(Slurp(json));
   EXPECT_EQ(j["schema"], "ciuic.bench/1");
   EXPECT_EQ(j["context"]["world_size"], 3);
@@ -497,14 +497,14 @@ TEST(CliMpi, ThreeRanksEveryCollective) {
   for (const char* op : {"allgather", "reducescatter", "broadcast", "reduce", "alltoall", "sendrecv"}) {
     const Result r = RunBenchCli(std::string(op) + " --sizes 1K:1M:x8 --ranks 3 --dtype bf16 --iters 3");
     EXPECT_EQ(r.code, 0) << op << "\n" << r.err << r.out;
-    EXPECT_NE(r.out.find("# wrong elements: 0 OK"), std::string::npos) << op << "\n" << r.out;
+    EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << op << "\n" << r.out;
   }
 }
 
 TEST(CliMpi, PlantedFaultAcrossProcessesExitsThree) {
   const Result r = RunBenchCli("allreduce --sizes 64K --ranks 2 --debug-corrupt 1:5 --iters 2 --dtype fp16");
   EXPECT_EQ(r.code, 3) << r.err;
-  EXPECT_NE(r.out.find("# wrong elements: 2 FAILED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# Out of bounds values : 2 FAILED"), std::string::npos) << r.out;
 }
 #endif
 

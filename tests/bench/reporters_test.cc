@@ -37,6 +37,9 @@ std::vector<BenchRow> Rows() {
   a.time_us = 400.5;
   a.time_p50_us = 399.25;
   a.time_p99_us = 450.0;
+  a.time_min_us = 380.0;
+  a.time_max_us = 460.0;
+  a.time_stddev_us = 12.5;
   a.algbw_gbps = 1048576 / 400.5e-6 / 1e9;
   a.busbw_gbps = a.algbw_gbps;
   BenchRow b = a;
@@ -53,6 +56,7 @@ std::vector<std::string> Lines(const std::string& s) {
   return out;
 }
 
+// nccl-tests' 13 columns in its widths and order, ours after them, its two closing lines, then ours.
 TEST(Reporters, TableGolden) {
   std::ostringstream out;
   auto r = MakeTableReporter(out);
@@ -63,21 +67,54 @@ TEST(Reporters, TableGolden) {
   s.peak_size_bytes = 1048576;
   s.peak_algbw_gbps = s.peak_busbw_gbps;
   s.peak_algbw_size_bytes = 1048576;
+  s.avg_busbw_gbps = s.peak_busbw_gbps;
   r->End(s);
   const auto lines = Lines(out.str());
-  ASSERT_EQ(lines.size(), 14u) << out.str();
+  ASSERT_EQ(lines.size(), 16u) << out.str();
   EXPECT_EQ(lines[0], "# ciuic-bench allreduce  backend mpi  device cpu  ranks 2  dtype fp32  op sum  algo native  codec none");
   EXPECT_EQ(lines[1], "# ciuic 0.1.0 (abc123)  started 2026-11-22T12:00:00Z  mpi Open MPI v4.1.4");
   EXPECT_EQ(lines[2], "# hosts: node1 (2 ranks)");
   EXPECT_EQ(lines[3], "# warmup auto  iters auto  check 1  timing host  average max (max over ranks of each rank's mean)");
-  EXPECT_EQ(lines[6], "#       size         count      type  redop  root     algo      time   algbw   busbw #wrong      time   algbw   busbw #wrong");
-  EXPECT_EQ(lines[8], "     1048576        262144     float    sum    -1   native    400.50    2.62    2.62      0       n/a     n/a     n/a    n/a");
+  EXPECT_EQ(lines[5], "#                                                              out-of-place                       in-place");
+  EXPECT_EQ(lines[6], "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong      algo");
+  EXPECT_EQ(lines[7], "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)");
+  EXPECT_EQ(lines[8], "     1048576        262144     float     sum      -1   400.50    2.62    2.62       0      n/a     n/a     n/a     n/a    native");
   EXPECT_EQ(lines[9], "# n/a 1M in-place: in-place allreduce not supported by the x backend");
-  EXPECT_EQ(lines[10], "# wrong elements: 0 OK");
-  EXPECT_EQ(lines[11], "# peak busbw: 2.62 GB/s at 1048576 B (1M, out-of-place)");
-  EXPECT_EQ(lines[12], "# peak algbw: 2.62 GB/s at 1048576 B (1M)");
-  EXPECT_EQ(lines[13], "# time: max over ranks of each rank's mean; algbw = size / time (GB = 1e9 B); busbw = algbw x "
-                       "2(n-1)/n = algbw x 1.0000 (n = 2)");
+  EXPECT_EQ(lines[10], "# Out of bounds values : 0 OK");
+  EXPECT_EQ(lines[11], "# Avg bus bandwidth    : 2.61817 ");
+  EXPECT_EQ(lines[12], "#");
+  EXPECT_EQ(lines[13], "# peak busbw: 2.62 GB/s at 1048576 B (1M, out-of-place)");
+  EXPECT_EQ(lines[14], "# peak algbw: 2.62 GB/s at 1048576 B (1M)");
+  EXPECT_EQ(lines[15], "# time: max over ranks of each rank's mean; algbw = size / time (GB = 1e9 B); busbw = algbw x "
+                       "2(n-1)/n = algbw x 1.0000 (n = 2); avg bus bandwidth: mean busbw of every row that moved bytes");
+}
+
+// A time too wide for nccl-tests' 7 characters drops decimals, then goes to an exponent, as nccl-tests
+// prints it; a lossy codec's error and a baseline's share follow the algorithm.
+TEST(Reporters, TableCellsKeepNcclTestsWidths) {
+  BenchContext c = Context();
+  c.codec = "int8";
+  c.baseline = "ref";
+  c.baseline_description = "a reference";
+  std::ostringstream out;
+  auto r = MakeTableReporter(out);
+  r->Begin(c);
+  BenchRow a = Rows()[0];
+  a.time_us = 12345678.9;
+  a.rel_l2_error = 0.0125;
+  a.max_abs_error = 0.5;
+  a.baseline_busbw_gbps = 5.2363;
+  BenchRow b = a;
+  b.inplace = true;
+  b.time_us = 123456.7;
+  r->Size({a, b});
+  r->End(BenchSummary{});
+  const auto lines = Lines(out.str());
+  std::string row;
+  for (const auto& l : lines)
+    if (l.rfind("     1048576", 0) == 0) row = l;
+  EXPECT_EQ(row, "     1048576        262144     float     sum      -1  1.2e+07    2.62    2.62       0   123457    2.62    "
+                 "2.62       0    native  1.250e-02  5.000e-01  50.00") << out.str();
 }
 
 // One rank in place: the collective is a no-op, so the row has a time but no bandwidth, and a run
@@ -102,8 +139,10 @@ TEST(Reporters, ARowThatMovesNoBytesHasNoBandwidthAndNoPeak) {
   }
   const auto lines = Lines(table.str());
   EXPECT_EQ(lines[3], "# warmup auto  iters auto  check 1  timing host  average avg (average over ranks of each rank's mean)");
-  EXPECT_EQ(lines[8], "     1048576        262144     float    sum    -1   native       n/a     n/a     n/a    n/a    400.50     n/a     n/a      0");
-  EXPECT_EQ(lines[10], "# peak busbw: n/a (no row moved bytes between ranks)");
+  EXPECT_EQ(lines[8], "     1048576        262144     float     sum      -1      n/a     n/a     n/a     n/a   400.50     n/a     n/a       0    native");
+  EXPECT_EQ(lines[9], "# Out of bounds values : 0 OK");
+  EXPECT_EQ(lines[10], "# Avg bus bandwidth    : 0 ");  // no row moved bytes: nccl-tests prints 0 for one GPU
+  EXPECT_EQ(lines[12], "# peak busbw: n/a (no row moved bytes between ranks)");
   const auto doc = nlohmann::json::parse(json.str());
   EXPECT_TRUE(doc["results"][0]["busbw_gbps"].is_null());
   EXPECT_TRUE(doc["results"][0]["algbw_gbps"].is_null());
@@ -112,7 +151,7 @@ TEST(Reporters, ARowThatMovesNoBytesHasNoBandwidthAndNoPeak) {
   EXPECT_TRUE(doc["summary"]["peak_busbw_gbps"].is_null());
   EXPECT_EQ(doc["context"]["average"], "avg");
   EXPECT_EQ(Lines(csv.str())[1], "allreduce,mpi,cpu,1,fp32,sum,native,none,1048576,262144,true,-1,20,400.500,399.250,"
-                                 "450.000,,,0,");
+                                 "450.000,380.000,460.000,12.500,,,0,,");
 }
 
 TEST(Reporters, CsvGolden) {
@@ -125,11 +164,12 @@ TEST(Reporters, CsvGolden) {
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[0],
             "collective,backend,device,world_size,dtype,redop,algo,codec,size_bytes,count,inplace,root,iters,time_us,"
-            "time_p50_us,time_p99_us,algbw_gbps,busbw_gbps,wrong,error");
+            "time_p50_us,time_p99_us,time_min_us,time_max_us,time_stddev_us,algbw_gbps,busbw_gbps,wrong,"
+            "baseline_busbw_gbps,error");
   EXPECT_EQ(lines[1], "allreduce,mpi,cpu,2,fp32,sum,native,none,1048576,262144,false,-1,20,400.500,399.250,450.000,"
-                      "2.6182,2.6182,0,");
-  EXPECT_EQ(lines[2], "allreduce,mpi,cpu,2,fp32,sum,native,none,1048576,262144,true,-1,20,,,,,,,in-place allreduce "
-                      "not supported by the x backend");
+                      "380.000,460.000,12.500,2.6182,2.6182,0,,");
+  EXPECT_EQ(lines[2], "allreduce,mpi,cpu,2,fp32,sum,native,none,1048576,262144,true,-1,20,,,,,,,,,,,in-place "
+                      "allreduce not supported by the x backend");
 }
 
 TEST(Reporters, JsonSchemaAndFields) {
@@ -149,10 +189,18 @@ TEST(Reporters, JsonSchemaAndFields) {
   }
   ASSERT_EQ(j["results"].size(), 2u);
   const auto& a = j["results"][0];
-  for (const char* k : {"size_bytes", "count", "inplace", "time_us", "time_p50_us", "time_p99_us", "algbw_gbps",
-                        "busbw_gbps", "wrong"}) {
+  for (const char* k : {"size_bytes", "count", "inplace", "dtype", "op", "time_us", "time_p50_us", "time_p99_us",
+                        "time_min_us", "time_max_us", "time_stddev_us", "algbw_gbps", "busbw_gbps", "wrong"}) {
     EXPECT_TRUE(a.contains(k)) << k;
   }
+  EXPECT_EQ(a["dtype"], "fp32");
+  EXPECT_EQ(a["op"], "sum");
+  EXPECT_EQ(a["time_min_us"].get<double>(), 380.0);
+  EXPECT_EQ(a["time_max_us"].get<double>(), 460.0);
+  EXPECT_EQ(a["time_stddev_us"].get<double>(), 12.5);
+  EXPECT_FALSE(a.contains("baseline_busbw_gbps"));  // only with --baseline
+  EXPECT_TRUE(j["results"][1]["time_min_us"].is_null());
+  EXPECT_TRUE(j["summary"].contains("avg_busbw_gbps"));
   EXPECT_TRUE(a["inplace"].is_boolean());
   EXPECT_TRUE(a["time_us"].is_number());
   EXPECT_TRUE(a["wrong"].is_number_integer());

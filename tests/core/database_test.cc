@@ -319,6 +319,40 @@ TEST_F(DatabaseTest, ConcurrentWritersOnAFreshFileLoseNothing) {
 namespace ciuic {
 namespace {
 
+// What version 5 added (bench rows' time spread): dropped to turn today's schema back into an older one.
+constexpr const char* kDropV5Columns =
+    "ALTER TABLE bench_rows DROP COLUMN time_min_us; ALTER TABLE bench_rows DROP COLUMN time_max_us; "
+    "ALTER TABLE bench_rows DROP COLUMN time_stddev_us; ";
+
+// A version-4 file's bench rows are kept, with no time spread (NULL), after a backup.
+TEST(DatabaseMigrationTest, VersionFourBenchRowsGainTheTimeSpreadColumnsEmpty) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ciuic_mig4_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "v4.db").string();
+  {
+    Database db(path);  // today's schema, turned back into version 4 with one run and one row
+    db.Exec(std::string(kDropV5Columns) + "PRAGMA user_version=4;");
+    db.Exec("INSERT INTO bench_runs (start_time, tool_version, git_commit, collective, backend, device, world_size, "
+            "dtype, redop, codec, algo, hostnames, context_json) VALUES ('t', 'v', 'c', 'allreduce', 'mpi', 'cpu', 2, "
+            "'fp32', 'sum', 'none', 'native', 'h', '{}')");
+    db.Exec("INSERT INTO bench_rows (run_id, size_bytes, count, inplace, root, iters, time_us, time_p50_us, "
+            "time_p99_us, algbw_gbps, busbw_gbps, wrong) VALUES (1, 1024, 256, 0, -1, 20, 12.5, 12.0, 14.0, 0.08, "
+            "0.08, 0)");
+  }
+  Database db(path);
+  EXPECT_EQ(db.SchemaVersion(), kDatabaseSchemaVersion);
+  EXPECT_TRUE(std::filesystem::exists(path + ".v4.bak"));
+  Statement q(db.handle(), "SELECT time_us, time_p50_us, time_min_us, time_max_us, time_stddev_us FROM bench_rows");
+  ASSERT_TRUE(q.Step());
+  EXPECT_DOUBLE_EQ(q.ColumnDouble(0), 12.5);
+  EXPECT_DOUBLE_EQ(q.ColumnDouble(1), 12.0);
+  EXPECT_TRUE(q.ColumnIsNull(2));
+  EXPECT_TRUE(q.ColumnIsNull(3));
+  EXPECT_TRUE(q.ColumnIsNull(4));
+  EXPECT_FALSE(q.Step());
+  std::filesystem::remove_all(dir);
+}
+
 TEST(DatabaseMigrationTest, VersionOneIsMigratedAfterABackupAndKeepsItsRuns) {
   const auto dir = std::filesystem::temp_directory_path() / ("ciuic_mig_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
@@ -326,7 +360,7 @@ TEST(DatabaseMigrationTest, VersionOneIsMigratedAfterABackupAndKeepsItsRuns) {
   {
     Database db(path);  // today's schema; turn it back into a version-1 file holding one run
     db.Exec("DROP TABLE studies; DROP TABLE trials; DROP TABLE best_configs; DROP TABLE calibrations; "
-            "DROP TABLE gate_results; DROP TABLE validations; PRAGMA user_version=1;");
+            "DROP TABLE gate_results; DROP TABLE validations; " + std::string(kDropV5Columns) + "PRAGMA user_version=1;");
     db.Exec("INSERT INTO bench_runs (start_time, tool_version, git_commit, collective, backend, device, world_size, "
             "dtype, redop, codec, algo, hostnames, context_json) VALUES ('t', 'v', 'c', 'allreduce', 'mpi', 'cpu', 2, "
             "'fp32', 'sum', 'none', 'native', 'h', '{}')");
@@ -350,7 +384,7 @@ TEST(DatabaseMigrationTest, VersionTwoCalibrationsKeepTheirValuesAsSizeFreeRows)
   {
     Database db(path);  // today's schema, turned back into version 2 with one calibration row
     db.Exec("DROP TABLE validations; DROP TABLE calibrations; ALTER TABLE studies DROP COLUMN constraints; "
-            "ALTER TABLE trials DROP COLUMN reason; "
+            "ALTER TABLE trials DROP COLUMN reason; " + std::string(kDropV5Columns) +
             "CREATE TABLE calibrations (id INTEGER PRIMARY KEY, created TEXT NOT NULL, device TEXT NOT NULL, "
             "kernel TEXT NOT NULL, codec TEXT NOT NULL, gbps REAL NOT NULL); "
             "INSERT INTO calibrations (created, device, kernel, codec, gbps) VALUES ('t', 'cpu:x', 'encode', 'int8', 12.5); "
