@@ -149,7 +149,7 @@ cxxopts::Options MakeOptions() {
       ("command", "", cxxopts::value<std::string>());
   // nccl-tests' and OSU's short flags, with their meaning; each must agree with its long option
   // when both are given (README "nccl-tests and OSU flags").
-  o.add_options("nccl-tests and OSU flags")
+  o.add_options("nccl-tests and OSU short flag")
       ("b", "nccl-tests: min bytes (default 32M)", cxxopts::value<std::string>())
       ("e", "nccl-tests: max bytes (default 32M)", cxxopts::value<std::string>())
       ("f", "nccl-tests: step factor (without it: + --stepbytes, default 1M)", cxxopts::value<std::string>())
@@ -760,25 +760,28 @@ void CheckDebugCorrupt(const BenchOptions& b, int world) {
   if (b.spec->kind == Collective::kReduce && b.corrupt_rank != b.root)
     throw BadOption("debug-corrupt", text,
                     fmt::format("RANK must be the root ({}): only its receive buffer holds reduce's result", b.root));
-  CollArgs args;
-  args.nranks = world;
-  args.root = b.root;
-  args.type = b.type;
-  args.op = b.op;
-  size_t smallest = 0;
-  uint64_t smallest_size = 0;
-  for (uint64_t size : b.sizes) {
-    const CollCounts c = b.spec->counts(size, DTypeSize(b.type), args);
-    if (c.send == 0 || c.recv == 0) continue;
-    if (smallest == 0 || c.recv < smallest) {
-      smallest = c.recv;
-      smallest_size = size;
+  // Every dtype of a sweep: the widest has the fewest elements.
+  for (DType type : b.types.empty() ? std::vector<DType>{b.type} : b.types) {
+    CollArgs args;
+    args.nranks = world;
+    args.root = b.root;
+    args.type = type;
+    args.op = b.op;
+    size_t smallest = 0;
+    uint64_t smallest_size = 0;
+    for (uint64_t size : b.sizes) {
+      const CollCounts c = b.spec->counts(size, DTypeSize(type), args);
+      if (c.send == 0 || c.recv == 0) continue;
+      if (smallest == 0 || c.recv < smallest) {
+        smallest = c.recv;
+        smallest_size = size;
+      }
     }
+    if (smallest > 0 && b.corrupt_index >= smallest)
+      throw BadOption("debug-corrupt", text,
+                      fmt::format("INDEX must be in 0..{} (the receive buffer of the {} row holds {} {} element(s))",
+                                  smallest - 1, FormatSize(smallest_size), smallest, DTypeName(type)));
   }
-  if (smallest > 0 && b.corrupt_index >= smallest)
-    throw BadOption("debug-corrupt", text,
-                    fmt::format("INDEX must be in 0..{} (the receive buffer of the {} row holds {} {} element(s))",
-                                smallest - 1, FormatSize(smallest_size), smallest, DTypeName(b.type)));
 }
 
 // What can only be judged once the world size is known: the root, the hierarchy's groups and a
