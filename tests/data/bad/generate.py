@@ -984,7 +984,7 @@ DBS = [  # name, bytes
     ("other_app", foreign_db(app_id=0x12345678)),
     ("plain_sqlite", foreign_db(app_id=0)),
     ("plain_wal", foreign_db(app_id=0, wal=True)),
-    ("newer_v5", ciuic_db(user_version=5)),
+    ("newer_v6", ciuic_db(user_version=6)),  # the schema is v5 since 2026-11-23
     ("newer_v99", ciuic_db(user_version=99)),
     ("newer_max", ciuic_db(user_version=2 ** 31 - 1)),
     ("negative_version", ciuic_db(user_version=-1)),
