@@ -202,7 +202,7 @@ int RunTune(const cxxopts::ParseResult& r) {
   o.seed = r["seed"].as<uint64_t>();
   o.patience = r["patience"].as<int>();
   o.mode = r["mode"].as<std::string>();
-  o.db = DbOption(r);
+  if (r.count("db")) o.db = DbOption(r);  // else RunStudy takes the default once the inputs are good
   // An empty --out or --calibration is a mistake, not "use the default".
   if (r.count("out")) {
     o.out = r["out"].as<std::string>();
@@ -246,7 +246,7 @@ int RunTune(const cxxopts::ParseResult& r) {
                        rule.max_bytes ? std::to_string(rule.max_bytes) : "-", rule.algo, rule.codec, rule.precision,
                        rule.streams, rule.bucket_bytes >> 20, rule.predicted_us, rule.gate);
   log << fmt::format("# wrote {} and study {} in {}\n", profile_to_stdout ? "the profile to stdout" : res.profile_path,
-                     res.study_id, o.db);
+                     res.study_id, res.db_path);
   return 0;
 }
 

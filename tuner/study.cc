@@ -608,10 +608,12 @@ std::string DefaultProfilesDir() {
 
 TuneResult RunStudy(const TuneOptions& options, std::ostream& log) {
   TuneOptions o = options;
-  if (o.db.empty()) o.db = DefaultDatabasePath();
   Study::CheckOptions(o);
-  Study s(o, log);
+  Study s(o, log);  // holds a reference to o: sees the default database below
   s.LoadInputs();
+  // The data folder is made (and said) only for a run whose options and inputs are good.
+  if (o.db.empty()) o.db = DefaultDatabasePath();
+  s.res.db_path = o.db;
   s.CheckOutputs();
   s.StartMeter();
   s.LoadCodecCosts();

@@ -40,6 +40,7 @@ struct TuneResult {
   int64_t study_id = 0;
   Profile profile;
   std::string profile_path;
+  std::string db_path;  // the database the study is in (TuneOptions::db, or the default)
   int evaluations = 0;
   int reused = 0;  // trials served from a resumed study
 };
