@@ -31,17 +31,32 @@ namespace ciuic {
 namespace {
 
 // Gate verdicts for every codec and reduction precision of the space (GateName), from the database
-// or run now (and stored). The stored losses are the worst seed's.
-std::map<std::string, bool> GateAll(Database& db, const SearchSpace& space, double tolerance, int seeds,
-                                    std::ostream& log) {
+// or run now (and stored). The stored losses are the worst seed's. A codec or precision the --target
+// cannot run in any configuration is not gated (it is never proposed): its verdict is "fail".
+std::map<std::string, bool> GateAll(Database& db, const SearchSpace& space, const std::string& target,
+                                    double tolerance, int seeds, std::ostream& log) {
   GateOptions g;
   g.tolerance = tolerance;
   g.seeds = seeds;
   const std::string key = GateConfigKey(g);
   std::map<std::string, bool> pass;
-  std::vector<std::string> names = space.dims[0].values;
-  for (const auto& prec : space.dims[4].values)
-    if (prec != "fp32") names.push_back(GateName(PlanChoice{"none", 0, 1, "nccl", prec}));
+  std::vector<std::string> names;
+  std::vector<std::string> skipped;
+  const auto runnable = [&](const std::string& codec, const std::string& prec) {
+    for (const auto& algo : space.dims[3].values)
+      if (TargetRuns(target, PlanChoice{codec, 0, 1, algo, prec})) return true;
+    return false;
+  };
+  for (const auto& codec : space.dims[0].values) (runnable(codec, "fp32") ? names : skipped).push_back(codec);
+  for (const auto& prec : space.dims[4].values) {
+    if (prec == "fp32") continue;
+    const std::string name = GateName(PlanChoice{"none", 0, 1, "nccl", prec});
+    (runnable("none", prec) ? names : skipped).push_back(name);
+  }
+  for (const auto& name : skipped) {
+    pass[name] = false;
+    log << fmt::format("gate  {:<13} not run (--target {} cannot run it)\n", name, target);
+  }
   Progress progress("accuracy gate", static_cast<double>(names.size()), static_cast<int>(names.size()));
   for (const auto& codec : names) {
     progress.Begin(codec);
@@ -620,7 +635,7 @@ TuneResult RunStudy(const TuneOptions& options, std::ostream& log) {
   Database db(o.db);
   s.LogCostModel();
   s.LogSettings();
-  s.gate = GateAll(db, s.space, o.gate_tolerance, o.gate_seeds, log);
+  s.gate = GateAll(db, s.space, o.target, o.gate_tolerance, o.gate_seeds, log);
   s.SetConstraints();
   s.OpenOrResume(db);
   SearchResult sr = s.SearchPlans(db);

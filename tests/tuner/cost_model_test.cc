@@ -519,6 +519,9 @@ TEST(TuneCli, DefaultsLiveInTheDataFolderAndOutDashIsStdout) {
   EXPECT_EQ(nlohmann::json::parse(out)["schema"], "ciuic.profile/1") << out;
   EXPECT_NE(err.find("created " + data.string()), std::string::npos) << err;
   EXPECT_NE(err.find("# wrote the profile to stdout"), std::string::npos) << err;
+  // --target nccl runs no codec: none is gated (a codec it cannot run is never proposed).
+  EXPECT_NE(err.find("not run (--target nccl cannot run it)"), std::string::npos) << err;
+  EXPECT_EQ(err.find("gate  int8          pass"), std::string::npos) << err;
   EXPECT_TRUE(fs::exists(data / "ciuic.db"));
   EXPECT_FALSE(fs::exists(data / "profiles" / "dgx_a100.profile.json"));
   ASSERT_EQ(std::system((run + " >" + (data.string() + ".out") + " 2>" + (data.string() + ".err")).c_str()), 0);
