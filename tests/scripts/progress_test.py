@@ -88,7 +88,7 @@ def main():
                           [tune, "calibrate", "--sizes", "64K,256K", "--rounds", "3", "--db", os.path.join(d, "c.db")],
                           "kernel calibration", env)
         failures += check("ciuic-bench sweep",
-                          [bench, "allreduce", "--sizes", "1K:4M", "--iters", "3", "--warmup", "1", "--ranks", "2",
+                          [bench, "allreduce", "--sizes", "1K:512K", "--iters", "3", "--warmup", "1", "--ranks", "2",
                            "--backend", "mpi"],
                           "sweep", env)
     for f in failures:
