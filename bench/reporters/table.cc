@@ -25,7 +25,7 @@ std::string Fit(double v, int width) {
   return fmt::format("{:>{}.{}e}", v, width, width >= 7 ? 1 : 0);
 }
 
-constexpr int kTimeWidth = 7, kBwWidth = 6, kWrongWidth = 6, kAlgoWidth = 8, kErrorWidth = 10, kRefWidth = 6;
+constexpr int kTimeWidth = 7, kBwWidth = 6, kAlgoWidth = 8, kErrorWidth = 10, kRefWidth = 6;
 
 class TableReporter : public Reporter {
  public:
