@@ -15,7 +15,16 @@ case "${1:-}" in
   --quick) mode=quick ;;
   *) echo "usage: scripts/test.sh [--sanitize|--quick]" >&2; exit 1 ;;
 esac
+t_start=$SECONDS
+t_stage=$SECONDS
+# stage NAME: logs how long the stage since the previous call took (CI's 30-minute budget is watched
+# from these lines).
+stage() {
+  echo "test: ${1} took $((SECONDS - t_stage)) s (total $((SECONDS - t_start)) s)"
+  t_stage=$SECONDS
+}
 scripts/setup.sh
+stage setup
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 root=$(pwd)
 summary=()
@@ -65,13 +74,18 @@ sanitized() {
 
 if [ "$mode" != sanitize ]; then
   scripts/build.sh
+  stage build
   cd build
   # The gpu label first and the unit label last: the last ctest summary in the log is the largest one,
   # never a label whose only test skipped.
   run_label gpu "no device"
+  stage "gpu label"
   run_label fault "no MPI in this build"
+  stage "fault label"
   run_label mpi "no MPI in this build"
+  stage "mpi label"
   run_label unit "nothing to run" -j "$(nproc)"
+  stage "unit label"
   cd "$root"
 fi
 
@@ -81,22 +95,28 @@ if [ "$mode" != quick ]; then
   cmake -S "$root" -B build-fuzz -DCIUIC_FUZZ=ON -DCIUIC_CUDA=OFF -DCIUIC_MPI=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST >/dev/null
   cmake --build build-fuzz -j "$(nproc)" --target test_core test_kernels test_collectives test_bench test_c_api >/dev/null
+  stage "asan build"
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
   for t in test_core test_kernels test_collectives test_bench; do
     build-fuzz/tests/$t --gtest_brief=1 >"build-fuzz/$t.log" 2>&1 || { tail -n 40 "build-fuzz/$t.log"; echo "test: asan $t failed" >&2; exit 1; }
   done
   (cd build-fuzz/tests && ./test_c_api >../test_c_api.log 2>&1) || { tail -n 40 build-fuzz/test_c_api.log; echo "test: asan test_c_api failed" >&2; exit 1; }
   summary+=("asan+ubsan: test_core test_kernels test_collectives test_bench test_c_api clean")
+  stage "asan tests"
   unset ASAN_OPTIONS UBSAN_OPTIONS
   # TSan: the thread backend (ranks as threads) and every algorithm over it.
   sanitized build-tsan "-fsanitize=thread -fno-omit-frame-pointer" test_collectives
+  stage "tsan build"
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/tests/test_collectives --gtest_brief=1 \
     >build-tsan/test_collectives.log 2>&1 || { tail -n 60 build-tsan/test_collectives.log; echo "test: tsan failed" >&2; exit 1; }
   summary+=("tsan: test_collectives clean")
+  stage "tsan tests"
   # Each fuzzer for a short while from its seed corpus (scripts/fuzz.sh SECONDS for longer runs).
   scripts/fuzz.sh "${CIUIC_FUZZ_SECONDS:-10}"
   summary+=("fuzz: 5 harnesses x ${CIUIC_FUZZ_SECONDS:-10} s, no finding")
+  stage "fuzz"
 fi
+summary+=("time: $((SECONDS - t_start)) s")
 printf 'test: %s\n' "${summary[@]}"
 # The closing line: every ctest test that ran, over all labels (a failure exited above).
 echo "ciuic: ${passed_all} passed, 0 failed, ${skipped_all} skipped"
