@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fresh machine to green: installs packages, builds, and runs every test: the unit, mpi, fault and gpu
-# labels, then the sanitizer stage (unit tests under ASan+UBSan, the thread-backend tests under TSan,
+# Fresh machine to green: installs packages, builds, and runs every test: the unit, mpi, fault, lab and
+# gpu labels, then the sanitizer stage (unit tests under ASan+UBSan, the thread-backend tests under TSan,
 # each fuzzer for a short while). Non-zero on any failure. A label whose tests all skipped (gpu without
 # a device) is reported as skipped, never as passed; the closing lines list each stage's outcome.
 #   scripts/test.sh              everything (what CI runs)
@@ -84,6 +84,8 @@ if [ "$mode" != sanitize ]; then
   stage "fault label"
   run_label mpi "no MPI in this build"
   stage "mpi label"
+  run_label lab "needs root and MPI"
+  stage "lab label"
   run_label unit "nothing to run" -j "$(nproc)"
   stage "unit label"
   cd "$root"
