@@ -66,7 +66,7 @@ AllReduceEngine::AllReduceEngine(Communicator& comm, const AlgoConfig& config)
       if (k != CodecKind::kNone) refuse();
       break;
     case AllReduceAlgo::kHierarchical:
-      if (k != CodecKind::kNone && !HasHop(k)) refuse();
+      if (k != CodecKind::kNone && k != CodecKind::kTopK && !HasHop(k)) refuse();
       break;
     case AllReduceAlgo::kSparse:
       if (k != CodecKind::kTopK) refuse();

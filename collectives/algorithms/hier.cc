@@ -1,7 +1,8 @@
 // hier: depth 2 = intra-node reduce-scatter -> inter-node allreduce of the owned chunk (ring,
 // compressed when a codec is set) -> intra-node allgather. Nodes come from host names or
 // `ranks_per_node`; every group must have the same size. Depth 3 (`nodes_per_group`) repeats the
-// pattern one level up. Codecs: none or one with the fused hop. For fast intra-node links in front
+// pattern one level up. Codecs: none, one with the fused hop, or topk (a sparse allgather of each
+// chunk's top-k between nodes). For fast intra-node links in front
 // of a slower network: only 1/ranks-per-node of the data crosses nodes.
 #include <algorithm>
 #include <string>
@@ -49,7 +50,9 @@ void AllReduceEngine::Impl::HierLevel(size_t level, float* data, size_t n, size_
   if (level == levels.size()) {
     Communicator& top = level == 0 ? comm : *levels[level - 1].second;
     if (top.Size() == 1) return;
-    if (lossy) {
+    if (codec.spec().kind == CodecKind::kTopK) {
+      SparseOn(top, data, n, hier_state, static_cast<size_t>(data - hier_base), hier_n);
+    } else if (lossy) {
       CompressedRing(top, data, n, nullptr, false);
     } else {
       Ring(top, data, n);
@@ -68,7 +71,13 @@ void AllReduceEngine::Impl::HierLevel(size_t level, float* data, size_t n, size_
 void AllReduceEngine::Impl::Hierarchical(float* data, size_t n, CodecState* st) {
   MakeHierarchy();
   const bool lossy = codec.spec().kind != CodecKind::kNone;
-  if (lossy) QuantiseContribution(data, n, st);
+  // Element codecs quantise each rank's contribution once (error feedback per rank), then hop
+  // compressed between nodes; topk sums exactly within nodes and selects from each chunk of the node's
+  // sum between them (error feedback per chunk owner).
+  if (lossy && codec.spec().kind != CodecKind::kTopK) QuantiseContribution(data, n, st);
+  hier_base = data;
+  hier_n = n;
+  hier_state = st;
   const size_t align = lossy && HasHop(codec.spec().kind) && codec.spec().kind != CodecKind::kFp16 &&
                                codec.spec().kind != CodecKind::kBf16
                            ? codec.spec().block

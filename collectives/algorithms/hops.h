@@ -81,8 +81,15 @@ struct AllReduceEngine::Impl {
   void RecursiveDoubling(Communicator& c, float* data, size_t n);                                 // rd.cc
   void MakeHierarchy();                                                                            // hier.cc
   void HierLevel(size_t level, float* data, size_t n, size_t align, bool lossy);                   // hier.cc
+  float* hier_base = nullptr;       // the tensor a hier call reduces (topk: its chunk's residual offset)
+  size_t hier_n = 0;
+  CodecState* hier_state = nullptr;
   void Hierarchical(float* data, size_t n, CodecState* st);                                       // hier.cc
   void Sparse(float* data, size_t n, CodecState* st);                                             // sparse.cc
+  // Sparse over `c` on data[0, n): a slice at residual_offset of the tensor of tensor_n elements
+  // whose state `st` is.
+  void SparseOn(Communicator& c, float* data, size_t n, CodecState* st, size_t residual_offset,
+                size_t tensor_n);                                                                 // sparse.cc
   void RandomK(float* data, size_t n, CodecState* st);                                            // randomk.cc
   void TwoPhaseSign(float* data, size_t n, CodecState* st);                                       // sign2.cc
   void PowerSgd(float* data, size_t n, CodecState* st);                                           // powersgd.cc
