@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake git pkg-config
   libopenmpi-dev openmpi-bin
+  libgloo-dev   # the gloo backend (--backend gloo, --transport gloo)
   libfmt-dev libcxxopts-dev libsqlite3-dev nlohmann-json3-dev libhwloc-dev
   libgtest-dev libbenchmark-dev
   iproute2 python3 bc procps   # bc, procps: tests/scripts/fault_matrix.sh

@@ -1,0 +1,695 @@
+#include "collectives/backends/gloo/communicator.h"
+
+#include <net/if.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/files.h"
+
+#if CIUIC_HAVE_GLOO
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/allreduce_halving_doubling.h>
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/alltoall.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/logging.h>
+#include <gloo/config.h>
+#include <gloo/math.h>
+#include <gloo/reduce.h>
+#include <gloo/reduce_scatter.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include "collectives/backends/gloo/tcp_store.h"
+#include "kernels/reduce.h"
+
+// Gloo reports a dead peer, a timeout or a misuse by exception (IoException, EnforceNotMet, ...):
+// inside the communicator each becomes a RuntimeError naming the call, the rank and file:line.
+#define CIUIC_GLOO_CHECK(call)                                                                           \
+  do {                                                                                                   \
+    try {                                                                                                \
+      call;                                                                                              \
+    } catch (const ::ciuic::Error&) {                                                                    \
+      throw;                                                                                             \
+    } catch (const std::exception& ciuic_gloo_e_) {                                                      \
+      throw ::ciuic::RuntimeError(                                                                       \
+          ::ciuic::FormatCallFailure(#call, ciuic_gloo_e_.what(), __FILE__, __LINE__, Rank()));          \
+    }                                                                                                    \
+  } while (0)
+#endif
+
+namespace ciuic {
+
+namespace {
+struct AlgoName {
+  GlooAlgo algo;
+  const char* name;
+};
+constexpr AlgoName kAlgoNames[] = {{GlooAlgo::kAuto, "auto"},
+                                   {GlooAlgo::kRing, "ring"},
+                                   {GlooAlgo::kRingChunked, "ring-chunked"},
+                                   {GlooAlgo::kHalvingDoubling, "halving-doubling"},
+                                   {GlooAlgo::kBcube, "bcube"}};
+}  // namespace
+
+GlooAlgo ParseGlooAlgo(std::string_view name) {
+  for (const auto& a : kAlgoNames)
+    if (name == a.name) return a.algo;
+  throw UsageError(fmt::format("unknown gloo allreduce algorithm '{}' (known: ring, ring-chunked, "
+                               "halving-doubling, bcube, auto)",
+                               PrintableLine(name)));
+}
+
+const char* GlooAlgoName(GlooAlgo a) {
+  if (a == GlooAlgo::kAuto) return "ring";  // gloo::allreduce with no algorithm set runs its ring
+  for (const auto& n : kAlgoNames)
+    if (n.algo == a) return n.name;
+  return "?";
+}
+
+void CheckGlooInterface(const std::string& iface, const std::string& option) {
+  if (if_nametoindex(iface.c_str()) != 0) return;
+  std::string known;
+  if (struct if_nameindex* list = if_nameindex()) {
+    for (auto* p = list; p->if_index != 0; ++p) known += fmt::format("{}{}", known.empty() ? "" : ", ", p->if_name);
+    if_freenameindex(list);
+  }
+  throw UsageError(fmt::format("{} {}: no such network interface on this host (it has: {})", option,
+                               PrintableLine(iface), known));
+}
+
+#if CIUIC_HAVE_GLOO
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using gloo::transport::UnboundBuffer;
+
+// Slot prefixes of our point-to-point messages, above gloo's own (0x01..0x08 for its collectives,
+// small counters for its algorithm classes).
+constexpr uint8_t kPointToPointPrefix = 0x40;
+constexpr uint8_t kSendRecvPrefix = 0x41;
+// The algorithm classes built and kept per buffer (see Legacy below).
+constexpr size_t kMaxKept = 16;
+
+std::chrono::milliseconds TimeoutOf(double seconds) {
+  // "No timeout" as a week: gloo adds its timeout to the clock's now.
+  if (seconds <= 0) return std::chrono::hours(24 * 7);
+  return std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(seconds * 1000)));
+}
+
+bool GlooReduces(DType t) {
+  switch (t) {
+    case DType::kFloat32:
+    case DType::kFloat64:
+    case DType::kFloat16:
+    case DType::kInt8:
+    case DType::kUInt8:
+    case DType::kInt32:
+    case DType::kInt64: return true;
+    default: return false;
+  }
+}
+
+// Calls f(T{}) with the C++ type gloo reduces `t` as.
+template <class F>
+void WithGlooType(DType t, F&& f) {
+  switch (t) {
+    case DType::kFloat32: return f(float{});
+    case DType::kFloat64: return f(double{});
+    case DType::kFloat16: return f(gloo::float16{});
+    case DType::kInt8: return f(int8_t{});
+    case DType::kUInt8: return f(uint8_t{});
+    case DType::kInt32: return f(int32_t{});
+    case DType::kInt64: return f(int64_t{});
+    default: throw UsageError(fmt::format("gloo backend: gloo does not reduce {}", DTypeName(t)));
+  }
+}
+
+// Calls f(E{}) with an unsigned type of `size` bytes: gloo's byte-moving collectives take their
+// element size from a typed setter, and only move the bytes.
+template <class F>
+void WithElementType(size_t size, F&& f) {
+  switch (size) {
+    case 1: return f(uint8_t{});
+    case 2: return f(uint16_t{});
+    case 4: return f(uint32_t{});
+    default: return f(uint64_t{});
+  }
+}
+
+template <class T>
+void (*GlooFunction(ReduceOp op))(void*, const void*, const void*, size_t) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: return &gloo::sum<T>;
+    case ReduceOp::kProd: return &gloo::product<T>;
+    case ReduceOp::kMin: return &gloo::min<T>;
+    case ReduceOp::kMax: return &gloo::max<T>;
+  }
+  return &gloo::sum<T>;
+}
+
+template <class T>
+const gloo::ReductionFunction<T>* GlooReduction(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: return gloo::ReductionFunction<T>::sum;
+    case ReduceOp::kProd: return gloo::ReductionFunction<T>::product;
+    case ReduceOp::kMin: return gloo::ReductionFunction<T>::min;
+    case ReduceOp::kMax: return gloo::ReductionFunction<T>::max;
+  }
+  return gloo::ReductionFunction<T>::sum;
+}
+
+int CheckedCount(size_t count, const char* what) {
+  if (count > static_cast<size_t>(INT_MAX))
+    throw InputError(fmt::format("gloo backend: {} of {} elements exceeds gloo's 2^31-1 per call", what, count));
+  return static_cast<int>(count);
+}
+
+class GlooRequest : public Request {
+ public:
+  std::unique_ptr<UnboundBuffer> buffer;
+  bool send = false;
+  // A message to this rank itself: copied when both sides are posted.
+  bool self = false;
+  bool done = false;
+};
+
+// A message to this rank itself (a one-rank sub-world of a hierarchy): the send and the receive meet
+// here, in order per tag.
+struct SelfMailbox {
+  struct Posted {
+    void* buf;
+    size_t bytes;
+    GlooRequest* request;
+  };
+  std::map<int, std::deque<std::vector<char>>> sent;
+  std::map<int, std::deque<Posted>> receives;
+};
+
+// What every communicator of one world shares: the device, the store and, on world rank 0, its server.
+struct Shared {
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<TcpStoreServer> server;
+  std::shared_ptr<gloo::rendezvous::Store> store;
+  gloo::rendezvous::FileStore* file_store = nullptr;  // inside `store` with --gloo-store
+  GlooOptions options;
+  std::string device_text;
+};
+
+// Connects a full mesh of `control`'s ranks under `prefix` of the store; a control-plane barrier
+// after it, so no rank leaves (and rank 0 stops serving) while another still reads the store.
+std::shared_ptr<gloo::Context> Rendezvous(Communicator& control, Shared& shared, const std::string& prefix) {
+  auto context = std::make_shared<gloo::rendezvous::Context>(control.Rank(), control.Size());
+  context->setTimeout(TimeoutOf(shared.options.timeout_s));
+  std::string why;
+  try {
+    gloo::rendezvous::PrefixStore store(prefix, *shared.store);
+    context->connectFullMesh(store, shared.device);
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  double failed = why.empty() ? 0 : 1;
+  control.HostAllReduce(&failed, 1, ReduceOp::kMax);
+  if (shared.file_store) {
+    // Every rank has read every address: this rank's files go (a later run must not read them).
+    for (const auto& path : shared.file_store->getAllKeyFilePaths()) std::remove(path.c_str());
+  }
+  if (!why.empty())
+    throw RuntimeError(fmt::format("rank {}: gloo rendezvous over {} failed: {}", control.Rank(), shared.device_text,
+                                   PrintableLine(why, 1000)));
+  if (failed > 0) throw RuntimeError(fmt::format("rank {}: gloo rendezvous failed on another rank", control.Rank()));
+  return context;
+}
+
+class GlooCommunicator : public Communicator {
+ public:
+  GlooCommunicator(std::unique_ptr<Communicator> control, std::shared_ptr<Shared> shared,
+                   std::shared_ptr<gloo::Context> context, std::string prefix)
+      : control_(std::move(control)),
+        shared_(std::move(shared)),
+        context_(std::move(context)),
+        prefix_(std::move(prefix)) {}
+  ~GlooCommunicator() override {
+    kept_.clear();
+    context_.reset();
+  }
+
+  int Rank() const override { return control_->Rank(); }
+  int Size() const override { return control_->Size(); }
+  DeviceKind Device() const override { return DeviceKind::kCpu; }
+  std::string BackendName() const override { return "gloo"; }
+  std::string LibraryVersion() const override { return GlooVersion(); }
+  int MaxTag() const override { return INT_MAX; }
+
+  bool Supports(Collective c, DType t, ReduceOp, bool inplace) const override {
+    if (inplace && (c == Collective::kAllToAll || c == Collective::kSendRecv)) return false;
+    const bool reduces = c == Collective::kAllReduce || c == Collective::kReduceScatter || c == Collective::kReduce;
+    return !reduces || GlooReduces(t);
+  }
+
+  RequestPtr ISend(const void* buf, size_t bytes, int peer, int tag) override {
+    auto r = std::make_unique<GlooRequest>();
+    r->send = true;
+    if (peer == Rank()) {
+      SelfSend(buf, bytes, tag, *r);
+      return r;
+    }
+    r->buffer = context_->createUnboundBuffer(const_cast<void*>(buf), bytes);
+    CIUIC_GLOO_CHECK(r->buffer->send(peer, gloo::Slot::build(kPointToPointPrefix, static_cast<uint32_t>(tag))));
+    return r;
+  }
+  RequestPtr IRecv(void* buf, size_t bytes, int peer, int tag) override {
+    auto r = std::make_unique<GlooRequest>();
+    if (peer == Rank()) {
+      SelfRecv(buf, bytes, tag, *r);
+      return r;
+    }
+    r->buffer = context_->createUnboundBuffer(buf, bytes);
+    CIUIC_GLOO_CHECK(r->buffer->recv(peer, gloo::Slot::build(kPointToPointPrefix, static_cast<uint32_t>(tag))));
+    return r;
+  }
+  void Wait(Request& request) override {
+    auto& r = static_cast<GlooRequest&>(request);
+    if (r.self) {
+      if (!r.done) throw RuntimeError(fmt::format("rank {}: a receive from itself that no send matched", Rank()));
+      return;
+    }
+    bool completed = true;
+    CIUIC_GLOO_CHECK(completed = r.send ? r.buffer->waitSend() : r.buffer->waitRecv());
+    if (!completed) throw RuntimeError(fmt::format("rank {}: gloo aborted a {}", Rank(), r.send ? "send" : "receive"));
+  }
+
+  void AllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
+    if (count == 0) return;
+    const GlooAlgo algo = shared_->options.algo;
+    WithGlooType(t, [&](auto tag) {
+      using T = decltype(tag);
+      if (algo == GlooAlgo::kRingChunked || algo == GlooAlgo::kHalvingDoubling) {
+        if (send != recv) std::memcpy(recv, send, count * sizeof(T));
+        T* ptr = static_cast<T*>(recv);
+        gloo::Algorithm& a = Legacy(static_cast<int>(algo), ptr, count, t, op, [&] {
+          const int n = CheckedCount(count, "allreduce");
+          std::unique_ptr<gloo::Algorithm> made;
+          if (algo == GlooAlgo::kRingChunked)
+            made = std::make_unique<gloo::AllreduceRingChunked<T>>(context_, std::vector<T*>{ptr}, n, GlooReduction<T>(op));
+          else
+            made = std::make_unique<gloo::AllreduceHalvingDoubling<T>>(context_, std::vector<T*>{ptr}, n,
+                                                                       GlooReduction<T>(op));
+          return made;
+        });
+        CIUIC_GLOO_CHECK(a.run());
+      } else {
+        gloo::AllreduceOptions o(context_);
+        if (algo == GlooAlgo::kRing) o.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+        if (algo == GlooAlgo::kBcube) o.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
+        if (send != recv) o.setInput(const_cast<T*>(static_cast<const T*>(send)), count);
+        o.setOutput(static_cast<T*>(recv), count);
+        o.setReduceFunction(GlooFunction<T>(op));
+        CIUIC_GLOO_CHECK(gloo::allreduce(o));
+      }
+    });
+    if (op == ReduceOp::kAvg) DivideBy(recv, count, t, Size());
+  }
+
+  void AllGather(const void* send, void* recv, size_t send_count, DType t) override {
+    if (send_count == 0) return;
+    const size_t es = DTypeSize(t);
+    const bool inplace = send == static_cast<uint8_t*>(recv) + Rank() * send_count * es;
+    WithElementType(es, [&](auto tag) {
+      using E = decltype(tag);
+      gloo::AllgatherOptions o(context_);
+      if (!inplace) o.setInput(static_cast<E*>(const_cast<void*>(send)), send_count);
+      o.setOutput(static_cast<E*>(recv), send_count * Size());
+      CIUIC_GLOO_CHECK(gloo::allgather(o));
+    });
+  }
+
+  // Gloo's reduce-scatter (ReduceScatterHalvingDoubling) works in place on the whole buffer and
+  // leaves this rank's block at its start. In place: over the caller's buffer, the block then moved
+  // to this rank's slot (as the MPI backend). Out of place: over a copy the communicator keeps.
+  void ReduceScatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op) override {
+    if (recv_count == 0) return;
+    const size_t es = DTypeSize(t);
+    const size_t bytes = recv_count * es;
+    const bool inplace = recv == static_cast<const uint8_t*>(send) + Rank() * bytes;
+    const size_t count = recv_count * Size();
+    WithGlooType(t, [&](auto tag) {
+      using T = decltype(tag);
+      const int n = CheckedCount(count, "reducescatter");
+      std::vector<char>* scratch = nullptr;
+      T* base = inplace ? static_cast<T*>(const_cast<void*>(send)) : nullptr;
+      gloo::Algorithm& a = Legacy(kReduceScatterKind, base, count, t, op, [&] {
+        Kept& k = kept_.back();
+        if (!base) k.scratch.resize(count * sizeof(T));
+        T* ptr = base ? base : reinterpret_cast<T*>(k.scratch.data());
+        return std::make_unique<gloo::ReduceScatterHalvingDoubling<T>>(
+            context_, std::vector<T*>{ptr}, n, std::vector<int>(Size(), static_cast<int>(recv_count)),
+            GlooReduction<T>(op));
+      }, &scratch);
+      if (!inplace) std::memcpy(scratch->data(), send, count * es);
+      CIUIC_GLOO_CHECK(a.run());
+      const void* block = inplace ? static_cast<const void*>(send) : scratch->data();
+      if (block != recv) std::memmove(recv, block, bytes);
+    });
+    if (op == ReduceOp::kAvg) DivideBy(recv, recv_count, t, Size());
+  }
+
+  void Broadcast(const void* send, void* recv, size_t count, DType t, int root) override {
+    if (count == 0) return;
+    WithElementType(DTypeSize(t), [&](auto tag) {
+      using E = decltype(tag);
+      gloo::BroadcastOptions o(context_);
+      o.setRoot(root);
+      if (Rank() == root && send != recv) o.setInput(static_cast<E*>(const_cast<void*>(send)), count);
+      o.setOutput(static_cast<E*>(recv), count);
+      CIUIC_GLOO_CHECK(gloo::broadcast(o));
+    });
+  }
+
+  void Reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root) override {
+    if (count == 0) return;
+    WithGlooType(t, [&](auto tag) {
+      using T = decltype(tag);
+      gloo::ReduceOptions o(context_);
+      o.setRoot(root);
+      if (send != recv) o.setInput(const_cast<T*>(static_cast<const T*>(send)), count);
+      o.setOutput(static_cast<T*>(recv), count);
+      o.setReduceFunction(GlooFunction<T>(op));
+      CIUIC_GLOO_CHECK(gloo::reduce(o));
+    });
+    if (op == ReduceOp::kAvg && Rank() == root) DivideBy(recv, count, t, Size());
+  }
+
+  void AllToAll(const void* send, void* recv, size_t count_per_peer, DType t) override {
+    if (count_per_peer == 0) return;
+    if (send == recv) throw UsageError("gloo backend: in-place alltoall is not offered");
+    const size_t count = count_per_peer * Size();
+    WithElementType(DTypeSize(t), [&](auto tag) {
+      using E = decltype(tag);
+      gloo::AlltoallOptions o(context_);
+      o.setInput(static_cast<E*>(const_cast<void*>(send)), count);
+      o.setOutput(static_cast<E*>(recv), count);
+      CIUIC_GLOO_CHECK(gloo::alltoall(o));
+    });
+  }
+
+  void SendRecv(const void* send, int send_peer, void* recv, int recv_peer, size_t count, DType t) override {
+    if (count == 0) return;
+    if (send == recv) throw UsageError("gloo backend: in-place sendrecv is not offered");
+    const size_t bytes = count * DTypeSize(t);
+    if (send_peer == Rank() && recv_peer == Rank()) {
+      std::memcpy(recv, send, bytes);
+      return;
+    }
+    const auto slot = gloo::Slot::build(kSendRecvPrefix, 0);
+    auto out = context_->createUnboundBuffer(const_cast<void*>(send), bytes);
+    auto in = context_->createUnboundBuffer(recv, bytes);
+    CIUIC_GLOO_CHECK(in->recv(recv_peer, slot));
+    CIUIC_GLOO_CHECK(out->send(send_peer, slot));
+    CIUIC_GLOO_CHECK(out->waitSend());
+    CIUIC_GLOO_CHECK(in->waitRecv());
+  }
+
+  void Barrier() override {
+    gloo::BarrierOptions o(context_);
+    CIUIC_GLOO_CHECK(gloo::barrier(o));
+  }
+
+  std::unique_ptr<Communicator> Split(int color, int key) override {
+    auto control = control_->Split(color, key);
+    const std::string prefix = fmt::format("{}/split{}/color{}", prefix_, splits_++, color);
+    auto context = Rendezvous(*control, *shared_, prefix);
+    return std::make_unique<GlooCommunicator>(std::move(control), shared_, std::move(context), prefix);
+  }
+
+  void HostAllReduce(double* values, size_t n, ReduceOp op) override { control_->HostAllReduce(values, n, op); }
+  void HostAllGather(const void* send, void* recv, size_t bytes) override {
+    control_->HostAllGather(send, recv, bytes);
+  }
+
+ private:
+  static constexpr int kReduceScatterKind = 100;
+
+  // Gloo's algorithm classes are built over one buffer (their pairs' buffers, slots and scratch made
+  // once) and meant to run many times: one is kept per (kind, buffer) and rebuilt when the buffer's
+  // count, type or op change, at most kMaxKept, the least recently used dropped. Building one takes
+  // slots from the context's counter, so every rank must build and drop in the same order: it does
+  // when every rank passes its buffers in the same pattern (the same buffer on one rank is the same
+  // buffer on all, as ciuic-bench's arena and the runtime's buffers are).
+  struct Kept {
+    int kind;
+    const void* ptr;  // nullptr: over `scratch`
+    size_t count;
+    DType type;
+    ReduceOp op;
+    uint64_t used;
+    std::vector<char> scratch;
+    std::unique_ptr<gloo::Algorithm> algo;
+  };
+  template <class Make>
+  gloo::Algorithm& Legacy(int kind, const void* ptr, size_t count, DType t, ReduceOp op, Make make,
+                          std::vector<char>** scratch = nullptr) {
+    ++uses_;
+    auto it = std::find_if(kept_.begin(), kept_.end(), [&](const Kept& k) {
+      return k.kind == kind && k.ptr == ptr && (ptr != nullptr || (k.count == count && k.type == t && k.op == op));
+    });
+    if (it != kept_.end() && it->count == count && it->type == t && it->op == op) {
+      it->used = uses_;
+      if (scratch) *scratch = &it->scratch;
+      return *it->algo;
+    }
+    if (it != kept_.end()) kept_.erase(it);
+    if (kept_.size() >= kMaxKept) {
+      kept_.erase(std::min_element(kept_.begin(), kept_.end(),
+                                   [](const Kept& a, const Kept& b) { return a.used < b.used; }));
+    }
+    kept_.push_back(Kept{kind, ptr, count, t, op, uses_, {}, nullptr});
+    try {
+      CIUIC_GLOO_CHECK(kept_.back().algo = make());
+    } catch (...) {
+      kept_.pop_back();
+      throw;
+    }
+    if (scratch) *scratch = &kept_.back().scratch;
+    return *kept_.back().algo;
+  }
+
+  void SelfSend(const void* buf, size_t bytes, int tag, GlooRequest& r) {
+    r.self = true;
+    r.done = true;
+    auto& waiting = self_.receives[tag];
+    if (!waiting.empty()) {
+      const auto p = waiting.front();
+      waiting.pop_front();
+      if (p.bytes != bytes) throw RuntimeError(fmt::format("rank {}: a message to itself of {} B into {} B", Rank(), bytes, p.bytes));
+      if (bytes) std::memcpy(p.buf, buf, bytes);
+      p.request->done = true;
+      return;
+    }
+    const char* b = static_cast<const char*>(buf);
+    self_.sent[tag].emplace_back(b, b + bytes);
+  }
+  void SelfRecv(void* buf, size_t bytes, int tag, GlooRequest& r) {
+    r.self = true;
+    auto& sent = self_.sent[tag];
+    if (!sent.empty()) {
+      const auto msg = std::move(sent.front());
+      sent.pop_front();
+      if (msg.size() != bytes) throw RuntimeError(fmt::format("rank {}: a message to itself of {} B into {} B", Rank(), msg.size(), bytes));
+      if (bytes) std::memcpy(buf, msg.data(), bytes);
+      r.done = true;
+      return;
+    }
+    self_.receives[tag].push_back({buf, bytes, &r});
+  }
+
+  std::unique_ptr<Communicator> control_;
+  std::shared_ptr<Shared> shared_;
+  std::shared_ptr<gloo::Context> context_;
+  std::string prefix_;
+  int splits_ = 0;
+  uint64_t uses_ = 0;
+  std::vector<Kept> kept_;
+  SelfMailbox self_;
+};
+
+std::string NumericHost(const sockaddr_storage& addr, socklen_t len) {
+  char host[NI_MAXHOST] = {};
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&addr), len, host, sizeof(host), nullptr, 0, NI_NUMERICHOST) != 0)
+    return "";
+  return host;
+}
+
+bool IsLoopback(const sockaddr* a) {
+  if (a->sa_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
+  if (a->sa_family == AF_INET6) return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
+  return false;
+}
+
+// The first address `name` resolves to that this host can bind, or "" (why in `why`).
+std::string BindableAddress(const std::string& name, bool* loopback, std::string* why) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* list = nullptr;
+  if (const int rc = getaddrinfo(name.c_str(), nullptr, &hints, &list); rc != 0) {
+    *why = gai_strerror(rc);
+    return "";
+  }
+  std::string found;
+  for (addrinfo* a = list; a && found.empty(); a = a->ai_next) {
+    const int fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0) {
+      sockaddr_storage s{};
+      std::memcpy(&s, a->ai_addr, a->ai_addrlen);
+      found = NumericHost(s, a->ai_addrlen);
+      *loopback = IsLoopback(a->ai_addr);
+    } else {
+      *why = fmt::format("{} is not an address of this host", NumericHost(*reinterpret_cast<sockaddr_storage*>(a->ai_addr), a->ai_addrlen));
+    }
+    close(fd);
+  }
+  freeaddrinfo(list);
+  return found;
+}
+
+// The device's attributes: --gloo-iface, $GLOO_SOCKET_IFNAME, else the host name (PyTorch's order);
+// loopback when the host name does not resolve here and every rank is on this host.
+gloo::transport::tcp::attr DeviceAttr(const GlooOptions& options, const std::vector<std::string>& hosts, int rank) {
+  gloo::transport::tcp::attr attr;
+  std::string iface = options.iface;
+  const char* from = "--gloo-iface";
+  if (iface.empty()) {
+    if (const char* env = std::getenv("GLOO_SOCKET_IFNAME"); env && *env) {
+      iface = env;
+      from = "GLOO_SOCKET_IFNAME";
+    }
+  }
+  if (!iface.empty()) {
+    CheckGlooInterface(iface, from);
+    attr.iface = iface;
+    return attr;
+  }
+  const bool one_host = std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
+  const std::string& name = hosts[static_cast<size_t>(rank)];
+  bool loopback = false;
+  std::string why;
+  const std::string address = BindableAddress(name, &loopback, &why);
+  if (!address.empty() && (one_host || !loopback)) {
+    attr.hostname = address;
+    return attr;
+  }
+  if (one_host) {
+    attr.hostname = "127.0.0.1";
+    return attr;
+  }
+  throw RuntimeError(fmt::format(
+      "gloo backend: the host name '{}' {} and the ranks are on several hosts: set --gloo-iface IFACE or "
+      "GLOO_SOCKET_IFNAME to the interface the hosts reach each other on",
+      name, address.empty() ? fmt::format("does not resolve to an address of this host ({})", why)
+                            : fmt::format("resolves to the loopback address {}", address)));
+}
+
+// Raises on every rank when any rank failed: its own message there, the failing rank named elsewhere.
+void AgreeOrThrow(Communicator& control, const std::string& why, const char* what) {
+  double failed = why.empty() ? 0 : control.Rank() + 1;
+  std::vector<double> all(1, failed);
+  control.HostAllReduce(all.data(), 1, ReduceOp::kMax);
+  if (!why.empty()) throw RuntimeError(fmt::format("rank {}: {}", control.Rank(), PrintableLine(why, 1000)));
+  if (all[0] > 0) throw RuntimeError(fmt::format("rank {}: {} failed on rank {}", control.Rank(), what, static_cast<int>(all[0]) - 1));
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> MakeGlooWorld(std::unique_ptr<Communicator> control, const GlooOptions& options) {
+  const int rank = control->Rank();
+  const auto hosts = GatherHostnames(*control);
+  auto shared = std::make_shared<Shared>();
+  shared->options = options;
+  // Rank 0's store endpoint (or nothing with --gloo-store) and a run id naming this world's keys,
+  // so files a killed run left in a --gloo-store folder are never read.
+  constexpr size_t kLen = 256;
+  char mine[kLen] = {};
+  std::string why;
+  try {
+    const auto attr = DeviceAttr(options, hosts, rank);
+    shared->device = gloo::transport::tcp::CreateDevice(attr);
+    shared->device_text = shared->device->str();
+    if (rank == 0) {
+      std::string endpoint;
+      if (options.store_dir.empty()) {
+        const auto resolved = gloo::transport::tcp::CreateDeviceAttr(attr);
+        shared->server = std::make_shared<TcpStoreServer>(NumericHost(resolved.ai_addr, resolved.ai_addrlen));
+        endpoint = shared->server->Endpoint();
+      }
+      std::random_device rd;
+      const std::string text = fmt::format("{:08x}{:08x} {}", rd(), rd(), endpoint);
+      std::snprintf(mine, kLen, "%s", text.c_str());
+    }
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  AgreeOrThrow(*control, why, "making the gloo device");
+  std::vector<char> all(kLen * static_cast<size_t>(control->Size()));
+  control->HostAllGather(mine, all.data(), kLen);
+  const std::string root_text(all.data(), strnlen(all.data(), kLen));
+  const std::string run_id = root_text.substr(0, root_text.find(' '));
+  const std::string endpoint = root_text.substr(root_text.find(' ') + 1);
+  try {
+    if (options.store_dir.empty()) {
+      shared->store = std::make_shared<TcpStore>(endpoint, TimeoutOf(options.timeout_s));
+    } else {
+      auto file = std::make_shared<gloo::rendezvous::FileStore>(options.store_dir);
+      shared->file_store = file.get();
+      shared->store = file;
+    }
+    why.clear();
+  } catch (const std::exception& e) {
+    why = fmt::format("gloo store {}: {}", options.store_dir.empty() ? endpoint : options.store_dir, e.what());
+  }
+  AgreeOrThrow(*control, why, "opening the gloo store");
+  const std::string prefix = "ciuic-" + run_id;
+  auto context = Rendezvous(*control, *shared, prefix);
+  auto comm = std::make_unique<GlooCommunicator>(std::move(control), std::move(shared), std::move(context), prefix);
+  SetErrorRank(rank);
+  return comm;
+}
+
+std::string GlooVersion() {
+  return fmt::format("Gloo {}.{}.{}", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH);
+}
+
+#else
+std::unique_ptr<Communicator> MakeGlooWorld(std::unique_ptr<Communicator>, const GlooOptions&) {
+  throw RuntimeError("gloo backend: this build has no Gloo (install libgloo-dev and configure again)");
+}
+std::string GlooVersion() { return ""; }
+#endif
+
+}  // namespace ciuic

@@ -1,0 +1,50 @@
+#pragma once
+// Gloo backend (host buffers, gloo's TCP transport): `--backend gloo` measures gloo's own
+// collectives, the transport PyTorch's CPU jobs use. The world bootstraps over a host control
+// communicator (MPI under mpiexec, a local thread world in tests), as the NCCL backend does: its ranks
+// meet through a key-value store (rank 0 serves one over TCP; --gloo-store DIR: gloo's FileStore on a
+// shared file system), and the control plane keeps carrying timings and error counts.
+// Types gloo reduces: fp32, fp64, fp16 (gloo::float16), int8, uint8, int32, int64 with sum, prod,
+// min, max (avg = sum, then a division, as the MPI backend); bf16 and fp8 only where nothing is
+// reduced. In-place alltoall and sendrecv are not offered (gloo sends and receives distinct buffers).
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "collectives/communicator.h"
+
+namespace ciuic {
+
+// Gloo's allreduce algorithms. kRing and kBcube run gloo::allreduce (the call PyTorch's gloo process
+// group makes); kAuto leaves the choice to it (this gloo runs its ring). kRingChunked and
+// kHalvingDoubling are gloo's algorithm classes (AllreduceRingChunked, AllreduceHalvingDoubling).
+enum class GlooAlgo { kAuto, kRing, kRingChunked, kHalvingDoubling, kBcube };
+
+// "ring", "ring-chunked", "halving-doubling", "bcube" (and "auto"). Throws UsageError.
+GlooAlgo ParseGlooAlgo(std::string_view name);
+// The algorithm that runs: kAuto is named by what gloo picks for it ("ring").
+const char* GlooAlgoName(GlooAlgo a);
+
+struct GlooOptions {
+  GlooAlgo algo = GlooAlgo::kAuto;
+  // Non-empty: rendezvous through gloo's FileStore in this directory (every rank must see it);
+  // empty: through the TCP store rank 0 serves.
+  std::string store_dir;
+  // The network interface gloo binds; empty: $GLOO_SOCKET_IFNAME, else the host name's address
+  // (loopback when it does not resolve and every rank is on this host).
+  std::string iface;
+  // Gloo's timeout for every call and the rendezvous; 0: none.
+  double timeout_s = 60;
+};
+
+// Takes ownership of `control` (every rank calls it together). Throws RuntimeError, the same on
+// every rank, when a rank cannot make its device or the ranks cannot meet.
+std::unique_ptr<Communicator> MakeGlooWorld(std::unique_ptr<Communicator> control, const GlooOptions& options);
+
+// "Gloo 0.5.0" of the headers this build compiled against; "" without Gloo.
+std::string GlooVersion();
+
+// Throws UsageError naming the option when `iface` is not a network interface of this host.
+void CheckGlooInterface(const std::string& iface, const std::string& option);
+
+}  // namespace ciuic

@@ -1,0 +1,272 @@
+#include "collectives/backends/gloo/tcp_store.h"
+
+#if CIUIC_HAVE_GLOO
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace ciuic {
+
+namespace {
+
+// A key or value larger than this is not a rendezvous message: the connection is dropped.
+constexpr uint32_t kMaxField = 1u << 20;
+
+std::string Errno() { return std::strerror(errno); }
+
+void PutU32(std::string& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+uint32_t GetU32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+
+bool WriteAll(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// Splits "HOST:PORT" or "[HOST]:PORT".
+std::pair<std::string, std::string> SplitEndpoint(const std::string& endpoint) {
+  const size_t colon = endpoint.rfind(':');
+  if (colon == std::string::npos) throw RuntimeError(fmt::format("gloo store: bad endpoint '{}'", endpoint));
+  std::string host = endpoint.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return {host, endpoint.substr(colon + 1)};
+}
+
+struct AddrInfo {
+  addrinfo* list = nullptr;
+  ~AddrInfo() {
+    if (list) freeaddrinfo(list);
+  }
+};
+
+}  // namespace
+
+TcpStoreServer::TcpStoreServer(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_PASSIVE;
+  AddrInfo ai;
+  if (const int rc = getaddrinfo(host.c_str(), "0", &hints, &ai.list); rc != 0)
+    throw RuntimeError(fmt::format("gloo store: address '{}': {}", host, gai_strerror(rc)));
+  listen_fd_ = socket(ai.list->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) throw RuntimeError("gloo store: socket: " + Errno());
+  if (bind(listen_fd_, ai.list->ai_addr, ai.list->ai_addrlen) != 0 || listen(listen_fd_, 128) != 0) {
+    const std::string why = Errno();
+    close(listen_fd_);
+    throw RuntimeError(fmt::format("gloo store: cannot listen on {}: {}", host, why));
+  }
+  sockaddr_storage bound{};
+  socklen_t len = sizeof(bound);
+  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &len);
+  const int port = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
+                                               : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  endpoint_ = ai.list->ai_family == AF_INET6 ? fmt::format("[{}]:{}", host, port) : fmt::format("{}:{}", host, port);
+  if (pipe2(wake_, O_CLOEXEC) != 0) {
+    close(listen_fd_);
+    throw RuntimeError("gloo store: pipe: " + Errno());
+  }
+  thread_ = std::thread([this] { Serve(); });
+}
+
+TcpStoreServer::~TcpStoreServer() {
+  const char byte = 0;
+  (void)!write(wake_[1], &byte, 1);
+  thread_.join();
+  close(listen_fd_);
+  close(wake_[0]);
+  close(wake_[1]);
+}
+
+void TcpStoreServer::Serve() {
+  struct Client {
+    int fd;
+    std::string in;
+  };
+  std::vector<Client> clients;
+  // Answers every whole request in c.in; false when the client must be dropped.
+  const auto handle = [&](Client& c) {
+    while (c.in.size() >= 5) {
+      const char op = c.in[0];
+      const uint32_t klen = GetU32(c.in.data() + 1);
+      if (klen > kMaxField || (op != 'S' && op != 'G' && op != 'C')) return false;
+      size_t need = 5 + klen;
+      if (c.in.size() < need) return true;
+      const std::string key = c.in.substr(5, klen);
+      std::string reply;
+      if (op == 'S') {
+        if (c.in.size() < need + 4) return true;
+        const uint32_t vlen = GetU32(c.in.data() + need);
+        if (vlen > kMaxField) return false;
+        if (c.in.size() < need + 4 + vlen) return true;
+        data_[key].assign(c.in.data() + need + 4, c.in.data() + need + 4 + vlen);
+        need += 4 + vlen;
+        reply.push_back(1);
+      } else {
+        const auto it = data_.find(key);
+        reply.push_back(it == data_.end() ? 0 : 1);
+        if (op == 'G' && it != data_.end()) {
+          PutU32(reply, static_cast<uint32_t>(it->second.size()));
+          reply.append(it->second.data(), it->second.size());
+        }
+      }
+      c.in.erase(0, need);
+      if (!WriteAll(c.fd, reply.data(), reply.size())) return false;
+    }
+    return true;
+  };
+  while (true) {
+    std::vector<pollfd> fds = {{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+    for (const auto& c : clients) fds.push_back({c.fd, POLLIN, 0});
+    if (poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (fds[0].revents) break;
+    if (fds[1].revents & POLLIN) {
+      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) clients.push_back({fd, {}});
+    }
+    for (size_t i = 2; i < fds.size(); ++i) {
+      if (!fds[i].revents) continue;
+      Client& c = clients[i - 2];
+      char buf[4096];
+      const ssize_t n = recv(c.fd, buf, sizeof(buf), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n > 0) c.in.append(buf, static_cast<size_t>(n));
+      if (n <= 0 || !handle(c)) {
+        close(c.fd);
+        c.fd = -1;
+      }
+    }
+    clients.erase(std::remove_if(clients.begin(), clients.end(), [](const Client& c) { return c.fd < 0; }),
+                  clients.end());
+  }
+  for (const auto& c : clients) close(c.fd);
+}
+
+TcpStore::TcpStore(const std::string& endpoint, std::chrono::milliseconds timeout)
+    : endpoint_(endpoint), timeout_(timeout) {
+  const auto [host, port] = SplitEndpoint(endpoint);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+  AddrInfo ai;
+  if (const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &ai.list); rc != 0)
+    throw RuntimeError(fmt::format("gloo store: address '{}': {}", endpoint, gai_strerror(rc)));
+  // The server listens before its endpoint is shared, so a refusal is a real one; a few retries
+  // cover a backlog that is momentarily full.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string why;
+  for (int attempt = 0;; ++attempt) {
+    fd_ = socket(ai.list->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) throw RuntimeError("gloo store: socket: " + Errno());
+    if (connect(fd_, ai.list->ai_addr, ai.list->ai_addrlen) == 0) break;
+    why = Errno();
+    close(fd_);
+    fd_ = -1;
+    if (attempt >= 20 || std::chrono::steady_clock::now() > deadline)
+      throw RuntimeError(fmt::format("gloo store: cannot connect to rank 0's store at {}: {}", endpoint, why));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const int one = 1;
+  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+TcpStore::~TcpStore() {
+  if (fd_ >= 0) close(fd_);
+}
+
+void TcpStore::SendAll(const void* data, size_t bytes) {
+  if (!WriteAll(fd_, static_cast<const char*>(data), bytes))
+    throw RuntimeError(fmt::format("gloo store: rank 0's store at {} is gone: {}", endpoint_, Errno()));
+}
+
+void TcpStore::RecvAll(void* data, size_t bytes) {
+  char* p = static_cast<char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = recv(fd_, p, bytes, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      throw RuntimeError(fmt::format("gloo store: rank 0's store at {} closed the connection", endpoint_));
+    p += n;
+    bytes -= static_cast<size_t>(n);
+  }
+}
+
+void TcpStore::Request(char op, const std::string& key, const std::vector<char>* value) {
+  if (key.size() > kMaxField || (value && value->size() > kMaxField))
+    throw RuntimeError(fmt::format("gloo store: key '{}' or its value is over {} bytes", key, kMaxField));
+  std::string msg(1, op);
+  PutU32(msg, static_cast<uint32_t>(key.size()));
+  msg += key;
+  if (value) {
+    PutU32(msg, static_cast<uint32_t>(value->size()));
+    msg.append(value->data(), value->size());
+  }
+  SendAll(msg.data(), msg.size());
+}
+
+void TcpStore::set(const std::string& key, const std::vector<char>& data) {
+  Request('S', key, &data);
+  char ok = 0;
+  RecvAll(&ok, 1);
+}
+
+bool TcpStore::Check(const std::string& key) {
+  Request('C', key, nullptr);
+  char found = 0;
+  RecvAll(&found, 1);
+  return found != 0;
+}
+
+std::vector<char> TcpStore::get(const std::string& key) {
+  wait({key}, timeout_);
+  Request('G', key, nullptr);
+  char found = 0;
+  RecvAll(&found, 1);
+  if (!found) throw RuntimeError(fmt::format("gloo store: key '{}' vanished from {}", key, endpoint_));
+  char len[4];
+  RecvAll(len, 4);
+  std::vector<char> out(GetU32(len));
+  if (!out.empty()) RecvAll(out.data(), out.size());
+  return out;
+}
+
+void TcpStore::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
+  const auto start = std::chrono::steady_clock::now();
+  auto pause = std::chrono::milliseconds(1);
+  for (const auto& key : keys) {
+    while (!Check(key)) {
+      if (timeout.count() > 0 && std::chrono::steady_clock::now() - start > timeout)
+        throw RuntimeError(fmt::format("gloo store: no key '{}' at {} after {} s (a rank did not arrive)", key,
+                                       endpoint_, timeout.count() / 1000.0));
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(50));
+    }
+  }
+}
+
+}  // namespace ciuic
+#endif

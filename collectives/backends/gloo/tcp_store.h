@@ -1,0 +1,74 @@
+#pragma once
+// The key-value store gloo's rendezvous reads the ranks' addresses from, over TCP: rank 0 serves it
+// on an ephemeral port of the address its gloo device uses, the others reach it there, so ranks on
+// different hosts meet without a shared file system (--gloo-store DIR uses gloo's FileStore
+// instead). Small and short-lived: a few keys per communicator, read once each at start-up.
+// Wire format, one request at a time per connection: op (1 byte: 'S'et, 'G'et, 'C'heck), key
+// length (u32, little-endian), key, and for set a value length (u32) and the value; the reply to a
+// set is one byte, to a check one byte (1: present), to a get a byte (1: present) then the value's
+// length and bytes.
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/config.h"
+
+#if CIUIC_HAVE_GLOO
+#include <gloo/rendezvous/store.h>
+
+namespace ciuic {
+
+// Serves the store on its own thread until destroyed.
+class TcpStoreServer {
+ public:
+  // Binds host (a numeric address) on an ephemeral port. Throws RuntimeError.
+  explicit TcpStoreServer(const std::string& host);
+  ~TcpStoreServer();
+  TcpStoreServer(const TcpStoreServer&) = delete;
+  TcpStoreServer& operator=(const TcpStoreServer&) = delete;
+
+  // "HOST:PORT" ("[HOST]:PORT" for IPv6) as the clients connect to it.
+  const std::string& Endpoint() const { return endpoint_; }
+
+ private:
+  void Serve();
+
+  int listen_fd_ = -1;
+  int wake_[2] = {-1, -1};  // a byte written here ends Serve()
+  std::string endpoint_;
+  std::map<std::string, std::vector<char>> data_;
+  std::thread thread_;
+};
+
+// One rank's connection to the server. get() waits for its key; wait() polls until every key is
+// present or the timeout passes (RuntimeError naming the missing key).
+class TcpStore : public gloo::rendezvous::Store {
+ public:
+  // Connects to "HOST:PORT" (Endpoint()), retrying until timeout. Throws RuntimeError.
+  TcpStore(const std::string& endpoint, std::chrono::milliseconds timeout);
+  ~TcpStore() override;
+
+  void set(const std::string& key, const std::vector<char>& data) override;
+  std::vector<char> get(const std::string& key) override;
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
+
+ private:
+  bool Check(const std::string& key);
+  void Request(char op, const std::string& key, const std::vector<char>* value);
+  void SendAll(const void* data, size_t bytes);
+  void RecvAll(void* data, size_t bytes);
+
+  int fd_ = -1;
+  std::string endpoint_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace ciuic
+#endif
