@@ -7,12 +7,15 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <thread>
 
 #include "core/cuda_check.h"
+#include "core/watchdog.h"
 
 #define CIUIC_NCCL_CHECK(call)                                                                          \
   do {                                                                                                  \
@@ -22,15 +25,19 @@
                                                              __FILE__, __LINE__));                      \
     }                                                                                                   \
   } while (0)
-// Inside the communicator: a failed call also marks it failed, so it is aborted rather than destroyed.
-#define CIUIC_NCCL_COMM_CHECK(call) \
-  do {                              \
-    try {                           \
-      CIUIC_NCCL_CHECK(call);       \
-    } catch (...) {                 \
-      failed_ = true;               \
-      throw;                        \
-    }                               \
+// Inside the communicator (non-blocking, see MakeNcclWorld): a call that returns ncclInProgress is
+// waited for before the next one; a failed call also marks the communicator failed, so it is aborted
+// rather than destroyed.
+#define CIUIC_NCCL_COMM_CHECK(call)                                                                   \
+  do {                                                                                                \
+    const ncclResult_t ciuic_nccl_rc_ = (call);                                                       \
+    if (ciuic_nccl_rc_ == ncclInProgress) {                                                           \
+      Await(comm_, #call);                                                                            \
+    } else if (ciuic_nccl_rc_ != ncclSuccess) {                                                       \
+      failed_ = true;                                                                                 \
+      throw ::ciuic::RuntimeError(::ciuic::FormatCallFailure(#call, ncclGetErrorString(ciuic_nccl_rc_), \
+                                                             __FILE__, __LINE__));                    \
+    }                                                                                                 \
   } while (0)
 #define CIUIC_CUDA_COMM_CHECK(call) \
   do {                              \
@@ -80,6 +87,31 @@ std::string VersionText(int code) {
   return fmt::format("{}.{}.{}", code / 10000, code / 100 % 100, code % 100);
 }
 
+// How long a non-blocking NCCL operation (start-up, split, finalize, a call left in progress) may stay
+// in progress: $CIUIC_TIMEOUT seconds (ciuic-bench sets it from --timeout), 60 by default; 0: no limit.
+double InProgressLimitS() {
+  try {
+    const double v = DefaultTimeoutSeconds();
+    return v > 0 ? v : std::numeric_limits<double>::infinity();
+  } catch (const Error&) {
+    return 60.0;
+  }
+}
+
+// Polls a non-blocking communicator until its pending operation ends. Returns its state: ncclSuccess,
+// an error, or ncclInProgress when `limit_s` passed first.
+ncclResult_t PollUntilDone(ncclComm_t comm, double limit_s) {
+  const auto start = std::chrono::steady_clock::now();
+  while (true) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t rc = ncclCommGetAsyncError(comm, &state);
+    if (rc != ncclSuccess) return rc;
+    if (state != ncclInProgress) return state;
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limit_s) return ncclInProgress;
+    std::this_thread::yield();
+  }
+}
+
 class NcclRequest : public Request {
  public:
   cudaEvent_t done = nullptr;
@@ -101,11 +133,15 @@ class NcclCommunicator : public Communicator {
   // After an error the peers may never arrive, and ncclCommDestroy would wait for them: the
   // communicator is aborted instead (also while an exception unwinds, or when NCCL holds an
   // asynchronous error), which returns without them.
+  // A healthy one is finalized (waited for within the in-progress limit), then destroyed.
   ~NcclCommunicator() override {
     ncclResult_t async = ncclSuccess;
-    const bool broken = failed_ || std::uncaught_exceptions() > 0 ||
-                        ncclCommGetAsyncError(comm_, &async) != ncclSuccess ||
-                        (async != ncclSuccess && async != ncclInProgress);
+    bool broken = failed_ || std::uncaught_exceptions() > 0 || ncclCommGetAsyncError(comm_, &async) != ncclSuccess ||
+                  (async != ncclSuccess && async != ncclInProgress);
+    if (!broken) {
+      const ncclResult_t rc = ncclCommFinalize(comm_);
+      broken = (rc != ncclSuccess && rc != ncclInProgress) || PollUntilDone(comm_, InProgressLimitS()) != ncclSuccess;
+    }
     if (broken)
       ncclCommAbort(comm_);
     else
@@ -221,8 +257,26 @@ class NcclCommunicator : public Communicator {
   std::unique_ptr<Communicator> Split(int color, int key) override {
     Synchronize();
     auto control = control_->Split(color, key);
-    ncclComm_t out;
-    CIUIC_NCCL_COMM_CHECK(ncclCommSplit(comm_, color, key, &out, nullptr));
+    ncclComm_t out = nullptr;
+    // The child inherits the parent's non-blocking config: its start-up is waited for on itself.
+    const ncclResult_t rc = ncclCommSplit(comm_, color, key, &out, nullptr);
+    if (rc != ncclSuccess && rc != ncclInProgress) {
+      failed_ = true;
+      throw RuntimeError(FormatCallFailure("ncclCommSplit(comm_, color, key, &out, nullptr)", ncclGetErrorString(rc),
+                                           __FILE__, __LINE__));
+    }
+    if (out) {
+      const ncclResult_t state = PollUntilDone(out, InProgressLimitS());
+      if (state != ncclSuccess) {
+        ncclCommAbort(out);
+        failed_ = true;
+        throw RuntimeError(fmt::format("rank {}: ncclCommSplit: {}", Rank(),
+                                       state == ncclInProgress ? fmt::format("not done within {:.0f} s",
+                                                                             InProgressLimitS())
+                                                               : std::string(ncclGetErrorString(state))));
+      }
+    }
+    Await(comm_, "ncclCommSplit");
     cudaStream_t stream;
     CIUIC_CUDA_COMM_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     return std::make_unique<NcclCommunicator>(std::move(control), out, stream, device_);
@@ -234,6 +288,18 @@ class NcclCommunicator : public Communicator {
   }
 
  private:
+  // Waits for the operation `what` left in progress on `c`; an error or a timeout marks this
+  // communicator failed and throws, naming the rank.
+  void Await(ncclComm_t c, const char* what) {
+    const double limit = InProgressLimitS();
+    const ncclResult_t state = PollUntilDone(c, limit);
+    if (state == ncclSuccess) return;
+    failed_ = true;
+    throw RuntimeError(fmt::format("rank {}: {}: {}", Rank(), what,
+                                   state == ncclInProgress ? fmt::format("still in progress after {:.0f} s", limit)
+                                                           : std::string(ncclGetErrorString(state))));
+  }
+
   std::unique_ptr<Communicator> control_;
   ncclComm_t comm_;
   cudaStream_t stream_;
@@ -260,8 +326,27 @@ std::unique_ptr<Communicator> MakeNcclWorld(std::unique_ptr<Communicator> contro
   std::vector<ncclUniqueId> all(control->Size());
   control->HostAllGather(&id, all.data(), sizeof(id));
   id = all[0];
-  ncclComm_t comm;
-  CIUIC_NCCL_CHECK(ncclCommInitRank(&comm, control->Size(), id, control->Rank()));
+  // Non-blocking: start-up returns at once and is polled, so a peer that never arrives ends in an
+  // error after the in-progress limit (ncclCommAbort) instead of a hang inside NCCL; calls that return
+  // ncclInProgress later are waited for the same way (CIUIC_NCCL_COMM_CHECK).
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  const ncclResult_t rc = ncclCommInitRankConfig(&comm, control->Size(), id, control->Rank(), &config);
+  if (rc != ncclSuccess && rc != ncclInProgress) {
+    if (comm) ncclCommAbort(comm);
+    throw RuntimeError(FormatCallFailure("ncclCommInitRankConfig(&comm, size, id, rank, &config)", ncclGetErrorString(rc),
+                                         __FILE__, __LINE__));
+  }
+  const double limit = InProgressLimitS();
+  const ncclResult_t state = PollUntilDone(comm, limit);
+  if (state != ncclSuccess) {
+    ncclCommAbort(comm);
+    throw RuntimeError(fmt::format("rank {}: NCCL start-up: {}", control->Rank(),
+                                   state == ncclInProgress ? fmt::format("not done within {:.0f} s (a peer did not "
+                                                                         "arrive?)", limit)
+                                                           : std::string(ncclGetErrorString(state))));
+  }
   cudaStream_t stream;
   CIUIC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   return std::make_unique<NcclCommunicator>(std::move(control), comm, stream, device);
