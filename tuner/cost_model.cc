@@ -64,6 +64,10 @@ const char* ModelAlgoName(ModelAlgo a) {
   return "?";
 }
 
+double NicGbpsFor(double node_gb_per_s, int nics) {
+  return node_gb_per_s * 8.0 / (std::max(1, nics) * kInfinibandEncoding);
+}
+
 Fabric EffectiveFabric(const Topology& t, const ModelConstants& c) {
   Fabric f;
   f.nodes = t.nodes;

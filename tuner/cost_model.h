@@ -92,6 +92,9 @@ struct Fabric {
 };
 
 Fabric EffectiveFabric(const Topology& t, const ModelConstants& c = kFittedConstants);
+// The per-NIC line rate (Gb/s, the topology's nics.gbps) at which a node of `nics` NICs moves
+// node_gb_per_s GB/s after EffectiveFabric's line encoding (a measured rate put back into a topology).
+double NicGbpsFor(double node_gb_per_s, int nics);
 
 enum class ModelAlgo {
   kRing,

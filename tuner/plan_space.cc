@@ -91,9 +91,11 @@ CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible, const Ca
   }
   if (!cal || !*feasible) return plan;
   // A calibration applies to the machine it was made on: a GPU's to GPU topologies, this CPU's to
-  // cpu_local (the study loads only a matching one; this guards other callers).
-  const bool local = t.name == "cpu_local";
-  if (local == IsGpuCalibration(*cal)) return plan;
+  // CPU topologies (cpu_local, a cluster of CPU hosts; the study loads only a matching one; this
+  // guards other callers).
+  const bool cpu = t.intra.fabric == "shm";
+  const bool local = cpu && t.nodes == 1;
+  if (cpu == IsGpuCalibration(*cal)) return plan;
   // A function of the bucket size from a model of `a` at that size.
   auto at_size = [cal, a](double (*model)(const Calibration&, const LocalAllReduce&)) {
     return [cal, a, model](double bytes) {

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -24,6 +25,7 @@
 #include "kernels/codec_spec.h"
 #include "tuner/bench_runner.h"
 #include "tuner/calibrate.h"
+#include "tuner/cost_model.h"
 #include "tuner/gate.h"
 
 namespace ciuic {
@@ -94,9 +96,16 @@ std::map<std::string, bool> GateAll(Database& db, const SearchSpace& space, cons
 // (the child's exit or signal and its last line): the trial is stored as failed and the study goes on.
 class BucketMeter {
  public:
-  BucketMeter(int ranks, std::ostream& log) : ranks_(ranks), log_(log) {
+  // `nodes` > 1: a CPU cluster reached through the launcher (scripts/cluster-lab.sh --run): the ranks
+  // must land on that many hosts, which the first run checks; hier finds them by host name.
+  BucketMeter(int ranks, int nodes, std::ostream& log) : ranks_(ranks), nodes_(nodes), log_(log) {
     BenchExecutable();
-    log_ << fmt::format("measure: ciuic-bench on {} local MPI ranks ({})\n", ranks_, LocalMpiSetting());
+    if (nodes_ > 1) {
+      log_ << fmt::format("measure: ciuic-bench on {} MPI ranks over {} hosts (the launcher's hostfile)\n", ranks_,
+                          nodes_);
+    } else {
+      log_ << fmt::format("measure: ciuic-bench on {} local MPI ranks ({})\n", ranks_, LocalMpiSetting());
+    }
   }
   double Us(const PlanChoice& c, uint64_t bytes, std::string* failure = nullptr) {
     const std::string key = fmt::format("{}|{}|{}|{}|{}", c.codec, c.algo, c.streams, c.precision, bytes);
@@ -111,16 +120,19 @@ class BucketMeter {
       args += " --backend mpi";  // on a CPU machine the library's own allreduce is MPI's
     } else {
       args += fmt::format(" --backend ciuic --algo {} --codec {} --streams {}", RuntimeAlgo(c), c.codec, c.streams);
-      if (c.algo == "hier") args += " --ranks-per-node 1";
+      if (c.algo == "hier" && nodes_ <= 1) args += " --ranks-per-node 1";  // one host: each rank a node
     }
     double us = std::numeric_limits<double>::infinity();
     std::string why;
+    nlohmann::json doc;
     try {
-      us = BenchP50Us(RunBenchJson(args), static_cast<double>(bytes));
+      doc = RunBenchJson(args);
+      us = BenchP50Us(doc, static_cast<double>(bytes));
       if (!std::isfinite(us)) why = fmt::format("ciuic-bench {}: no row of {} bytes in its results", args, bytes);
     } catch (const Error& e) {  // the child died, exited nonzero or wrote no document
       why = e.what();
     }
+    if (why.empty() && nodes_ > 1) CheckHosts(doc);
     if (!why.empty()) log_ << fmt::format("measure: {} failed (stored as a failed trial; the study goes on): {}\n", key, why);
     cache_[key] = {us, why};
     if (failure) *failure = why;
@@ -128,7 +140,23 @@ class BucketMeter {
   }
 
  private:
+  // A cluster topology timed on fewer hosts would store one host's numbers as the cluster's.
+  void CheckHosts(const nlohmann::json& doc) {
+    if (hosts_checked_) return;
+    std::set<std::string> hosts;
+    if (doc.contains("context") && doc["context"].contains("hostnames"))
+      for (const auto& h : doc["context"]["hostnames"])
+        if (h.is_string()) hosts.insert(h.get<std::string>());
+    if (static_cast<int>(hosts.size()) != nodes_)
+      throw UsageError(fmt::format(
+          "--mode measure on a {}-node topology: ciuic-bench's {} ranks ran on {} host(s); start ciuic-tune where "
+          "mpiexec spans the nodes (scripts/cluster-lab.sh --hosts {} --run -- ciuic-tune ..., or a hostfile)",
+          nodes_, ranks_, hosts.size(), nodes_));
+    hosts_checked_ = true;
+  }
   int ranks_;
+  int nodes_;
+  bool hosts_checked_ = false;
   std::ostream& log_;
   std::map<std::string, std::pair<double, std::string>> cache_;  // key -> (us, why it failed)
 };
@@ -209,17 +237,22 @@ struct Study {
     CheckWritableOutput(o.db, "--db", /*regular_file_only=*/true);
   }
 
+  // CPU ranks: this machine (cpu_local) or a cluster of CPU hosts (intra fabric shm, e.g. cluster_lab).
+  bool CpuTopology() const { return topo.intra.fabric == "shm"; }
+
   void StartMeter() {
-    if (o.mode == "measure" && topo.name != "cpu_local")
-      throw UsageError(
-          fmt::format("--mode measure runs on the target hardware: this machine is cpu_local, not {}", topo.name));
+    if (o.mode == "measure" && !CpuTopology())
+      throw UsageError(fmt::format("--mode measure runs on the target hardware: this machine's CPU ranks (cpu_local) "
+                                   "or a CPU cluster reached through mpiexec (intra fabric shm), not {}",
+                                   topo.name));
     if (o.mode != "measure") return;
-    // The ranks the study models, all of them on this host: a multi-node study cannot be timed here.
-    if (topo.nodes != 1)
-      throw UsageError(fmt::format("--mode measure times the study's ranks on this host: a {}-node study cannot "
-                                   "be measured here (--nodes 1, or --mode model)",
+    // cpu_local: the ranks the study models, all of them on this host.
+    if (topo.name == "cpu_local" && topo.nodes != 1)
+      throw UsageError(fmt::format("--mode measure times cpu_local's ranks on this host: a {}-node study cannot "
+                                   "be measured here (--nodes 1, a cluster topology under its launcher, or --mode "
+                                   "model)",
                                    topo.nodes));
-    meter = std::make_unique<BucketMeter>(topo.ranks(), log);
+    meter = std::make_unique<BucketMeter>(topo.ranks(), topo.nodes, log);
   }
 
   // Codec costs: this machine's calibration when tuning for it; on a GPU topology a calibration of its
@@ -228,12 +261,50 @@ struct Study {
     cal_db = o.calibration_db.empty() ? o.db : o.calibration_db;
     if (!o.calibration_db.empty() && !std::filesystem::is_regular_file(o.calibration_db))
       throw InputError(fmt::format("--calibration '{}': no such database file", o.calibration_db));
-    if (topo.name == "cpu_local") {
+    if (CpuTopology()) {
       cal = LoadCalibration(cal_db, CalibrationDevice(false));
     } else {
       cal = LoadGpuCalibrationFor(cal_db, topo.device.name);
     }
     calp = cal.empty() ? nullptr : &cal;
+    if (CpuTopology() && topo.nodes > 1) CalibrateClusterLinks();
+  }
+
+  // A CPU cluster's links from `calibrate --ranks PER_NODE,RANKS` run under its launcher: a ring step
+  // of PER_NODE ranks stays on the first host (the hostfile fills it first), one of all the ranks
+  // crosses between hosts with one sender per host egress. Each curve gives a latency (its smallest
+  // message) and a rate (its largest, after that latency), replacing the topology's figures.
+  void CalibrateClusterLinks() {
+    const int per_node = topo.devices_per_node, ranks = topo.ranks();
+    if (!calp || !cal.HasLink(per_node) || !cal.HasLink(ranks) || per_node < 2) {
+      log << fmt::format("links: the topology's figures (calibrate them under the cluster's launcher: ciuic-tune "
+                         "calibrate --ranks {},{}, e.g. through scripts/cluster-lab.sh --run)\n",
+                         per_node, ranks);
+      return;
+    }
+    auto fit = [&](int n, double* gb_per_s, double* alpha_us) {
+      const auto& pts = cal.sendrecv.at(n).points();
+      const double alpha = pts.front().second;
+      const auto [bytes, us] = pts.back();
+      *alpha_us = alpha;
+      *gb_per_s = bytes / std::max(us - alpha, 1e-3) / 1e3;
+    };
+    double intra_gbps, intra_us, node_gbps, inter_us;
+    fit(per_node, &intra_gbps, &intra_us);
+    fit(ranks, &node_gbps, &inter_us);
+    topo.intra.bw_gbps = intra_gbps;
+    topo.intra.latency_us = intra_us;
+    topo.nics.gbps = NicGbpsFor(node_gbps, topo.nics.count);
+    topo.nics.latency_us = inter_us;
+    for (const char* f : {"intra.bw_gbps_per_device", "intra.latency_us", "nics.gbps", "nics.latency_us"})
+      topo.live.insert(f);
+    topo.sources["intra.bw_gbps_per_device"] = topo.sources["intra.latency_us"] =
+        fmt::format("calibrated: ring step of {} ranks on one host ({})", per_node, cal_db);
+    topo.sources["nics.gbps"] = topo.sources["nics.latency_us"] =
+        fmt::format("calibrated: ring step of {} ranks across {} hosts ({})", ranks, topo.nodes, cal_db);
+    log << fmt::format("links: calibrated in {}: within a host {:.2f} GB/s, {:.1f} us; between hosts {:.3f} GB/s "
+                       "per host ({:.2f} Gb/s), {:.1f} us\n",
+                       cal_db, intra_gbps, intra_us, node_gbps, node_gbps * 8, inter_us);
   }
 
   // Says which cost model the study runs on; a calibrated kernel model becomes part of its settings.

@@ -57,11 +57,11 @@ std::string Topology::Fingerprint() const {
     return live.count(field) ? std::string("live") : fmt::format("{:.6g}", v);
   };
   const std::string text = fmt::format(
-      "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{:.6g}|{:.6g}|{}", nodes, devices_per_node, device.name,
+      "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", nodes, devices_per_node, device.name,
       figure("device.memory_gib", device.memory_gib), figure("device.memory_bw_gbps", device.memory_bw_gbps),
       figure("device.peak_tflops_bf16", device.peak_tflops_bf16), intra.fabric,
       figure("intra.bw_gbps_per_device", intra.bw_gbps), figure("intra.latency_us", intra.latency_us), intra.nvls,
-      nics.count, nics.gbps, nics.latency_us, nics.rail_optimized);
+      nics.count, figure("nics.gbps", nics.gbps), figure("nics.latency_us", nics.latency_us), nics.rail_optimized);
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
   return fmt::format("{:016x}", h);

@@ -3,7 +3,8 @@
 # runs its collectives at small sizes with exact verification across the two hosts (ciuic's ring and
 # hier, hier with a codec on the inter-host step, Gloo when built); the hosts are found by name; then
 # the lab's failure paths (a failing command, an interrupted lab, bad options). After each lab: no
-# namespace, /etc/netns entry, interface or process of it is left.
+# namespace, /etc/netns entry, interface or process of it is left. And the tuner refuses to measure
+# the lab's topology (cluster_lab) from outside it.
 #   tests/scripts/cluster_lab_test.sh BUILD/bin/ciuic-bench
 # Exit 77 (skipped) without root or without ip/tc/unshare.
 set -uo pipefail
@@ -94,7 +95,18 @@ rc=$?
 check_clean "after SIG$sig"
 done
 
-# 4. Bad options: one line, exit 1, nothing made.
+# 4. The tuner measures a cluster topology only where its ranks reach its hosts: outside the lab, the
+#    first measured trial lands on one host and the study stops with one line, exit 1.
+tune="$(dirname "$bench")/ciuic-tune"
+if [ -x "$tune" ]; then
+  CIUIC_DATA_DIR="$work/data" "$tune" run --topology cluster_lab --mode measure --target nccl --budget 1 \
+    --db "$work/tune.db" --out "$work/lab.profile.json" >/dev/null 2>"$work/tune.err"
+  rc=$?
+  [ "$rc" -eq 1 ] && [ "$(wc -l <"$work/tune.err")" -eq 1 ] && grep -q "ran on 1 host(s)" "$work/tune.err" ||
+    fail "a cluster_lab measure study outside the lab: exit $rc, stderr: $(cat "$work/tune.err")"
+fi
+
+# 5. Bad options: one line, exit 1, nothing made.
 for bad in "--hosts 0" "--hosts x" "--ranks-per-host 0" "--rate fast" "--delay soon" "--loss 100" "--bogus"; do
   # shellcheck disable=SC2086
   "$lab" $bad -- true >"$work/bad" 2>&1

@@ -116,6 +116,39 @@ TEST_F(Study, AStateMemoryLimitKeepsErrorFeedbackCodecsOutEvenOverASlowLink) {
 
 // The slow half (a 1 Gb/s link: a gated lossy codec for large buckets) is in
 // StudyRowsProfileAndEveryExportAgreeFieldByField, which checks that study's rows and exports too.
+// A CPU cluster's links come from a calibration made under its launcher (calibrate --ranks 2,4 through
+// scripts/cluster-lab.sh): the ring step of 2 ranks on one host gives the intra-host link, that of all 4
+// ranks the inter-host one; the model then prices buckets at those rates.
+TEST_F(Study, AClusterTopologyTakesItsLinksFromACalibrationUnderItsLauncher) {
+  const std::string cal_db = (dir_ / "lab_cal.db").string();
+  const double big = 64.0 * (1 << 20);
+  LinkSamples s;
+  s[{2, 4096}] = {5.0};
+  s[{2, 64u << 20}] = {5.0 + big / 8e3};   // 8 GB/s within a host
+  s[{4, 4096}] = {80.0};
+  s[{4, 64u << 20}] = {80.0 + big / 10.0};  // 0.01 GB/s between hosts
+  StoreLinkMedians(cal_db, s);
+  TuneOptions o = Options("cluster_lab", 0);
+  o.budget = 4;
+  o.target = "nccl";
+  o.calibration_db = cal_db;
+  const TuneResult r = RunStudy(o, log_);
+  const std::string log = log_.str();
+  EXPECT_NE(log.find("links: calibrated in " + cal_db + ": within a host 8.00 GB/s, 5.0 us; between hosts 0.010 GB/s "
+                     "per host (0.08 Gb/s), 80.0 us"),
+            std::string::npos)
+      << log;
+  // The band of 16M..256M, priced at 64M: the library's ring moves 2(n-1)/n of it through each host's
+  // 0.01 GB/s egress: about 10 s, where the topology's own 1 Gb/s would give about 0.8 s.
+  bool seen = false;
+  for (const auto& rule : r.profile.rules) {
+    if (rule.min_bytes != (16u << 20)) continue;
+    seen = true;
+    EXPECT_GT(rule.predicted_us, 5e6) << rule.algo;
+  }
+  EXPECT_TRUE(seen);
+}
+
 TEST_F(Study, FastLinksPickNoCodec) {
   const TuneResult fast = RunStudy(Options(WithNics(1e5), 4), log_);
   for (const auto& r : fast.profile.rules) EXPECT_EQ(r.codec, "none") << r.min_bytes;
