@@ -27,6 +27,7 @@
 #include "bench/coll_spec.h"
 #include "bench/record.h"
 #include "bench/runner.h"
+#include "collectives/backends/gloo/communicator.h"
 #include "collectives/backends/local/communicator.h"
 #include "collectives/backends/nccl/communicator.h"
 #include "collectives/runtime_comm.h"
@@ -74,6 +75,7 @@ std::string AvailableBackends() {
   std::string s = "local";
   if (CIUIC_HAVE_MPI) s += ", mpi";
   if (CIUIC_HAVE_NCCL) s += ", nccl";
+  if (CIUIC_HAVE_GLOO) s += ", gloo";
   s += ", ciuic";
   return s;
 }
@@ -83,8 +85,9 @@ struct Cli {
   BenchOptions bench;
   std::string sizes_text;  // --sizes as given, for the messages that refuse one of its sizes
   std::string backend;
-  std::string transport;  // ciuic: what the runtime runs over (mpi | local | nccl)
+  std::string transport;  // ciuic: what the runtime runs over (mpi | local | nccl | gloo)
   RuntimeCommConfig runtime;
+  GlooOptions gloo;  // --backend gloo or --transport gloo: algorithm, store, interface, timeout
   std::string device;
   std::string format = "table";
   std::string out_path;
@@ -110,8 +113,10 @@ cxxopts::Options MakeOptions() {
   cxxopts::Options o("ciuic-bench", "Benchmark collectives with exact verification.\n\nUsage: ciuic-bench OP [options]\n\n" + help);
   o.add_options()
       ("sizes", "MIN:MAX[:xF|:+STEP] or a comma list; K/M/G binary, KB/MB/GB decimal", cxxopts::value<std::string>()->default_value("1K:1G"))
-      ("backend", "mpi | nccl | local | ciuic (default: nccl on cuda, mpi on cpu)", cxxopts::value<std::string>())
-      ("transport", "ciuic: mpi | local | nccl (default: nccl on cuda, mpi on cpu)", cxxopts::value<std::string>())
+      ("backend", "mpi | nccl | gloo | local | ciuic (default: nccl on cuda, mpi on cpu)", cxxopts::value<std::string>())
+      ("transport", "ciuic: mpi | local | nccl | gloo (default: nccl on cuda, mpi on cpu)", cxxopts::value<std::string>())
+      ("gloo-store", "gloo: rendezvous through gloo's FileStore in DIR, a folder every rank sees (default: a TCP store rank 0 serves)", cxxopts::value<std::string>())
+      ("gloo-iface", "gloo: the network interface of gloo's TCP pairs (default: $GLOO_SOCKET_IFNAME, else the host name's address)", cxxopts::value<std::string>())
       ("block", "ciuic codecs: elements per scale block (multiple of 32)", cxxopts::value<uint32_t>()->default_value("256"))
       ("rounding", "ciuic codecs: nearest | stochastic", cxxopts::value<std::string>()->default_value("nearest"))
       ("prescale", "ciuic fp16/bf16: multiply before the cast (e.g. 1/ranks so sums stay in range)", cxxopts::value<float>()->default_value("1"))
@@ -125,7 +130,7 @@ cxxopts::Options MakeOptions() {
       ("dtype", "fp32 fp64 fp16 bf16 fp8e4m3 fp8e5m2 int8 uint8 int32 int64 (or nccl-tests' names), a comma list, or all", cxxopts::value<std::string>()->default_value("fp32"))
       ("op", "sum | avg | min | max | prod, a comma list, or all", cxxopts::value<std::string>()->default_value("sum"))
       ("root", "root rank of broadcast and reduce", cxxopts::value<int>()->default_value("0"))
-      ("algo", "ciuic: auto ring rd hier sparse sign2 powersgd native (others: the library's own)", cxxopts::value<std::string>()->default_value("auto"))
+      ("algo", "ciuic: auto ring rd hier sparse sign2 powersgd native; gloo allreduce: ring ring-chunked halving-doubling bcube (others: the library's own)", cxxopts::value<std::string>()->default_value("auto"))
       ("precision", "ciuic native: the dtype the transport reduces in: fp32 | bf16 | fp16", cxxopts::value<std::string>()->default_value("fp32"))
       ("codec", "ciuic: none fp16 bf16 fp8e4m3 fp8e5m2 int8 int4 sign1 topk:R randomk:R powersgd:N", cxxopts::value<std::string>()->default_value("none"))
       ("iters", "timed iterations per row (default: auto, ~1 s per row: up to 1000 below 8 KiB, 200 below 1 MiB, 20 above)", cxxopts::value<int>())
@@ -488,6 +493,9 @@ void ParseSweep(const cxxopts::ParseResult& r, Cli& cli) {
 bool CiuicBackend(const cxxopts::ParseResult& r) {
   return r.count("backend") && Get<std::string>(r, "backend") == "ciuic";
 }
+bool GlooBackend(const cxxopts::ParseResult& r) {
+  return r.count("backend") && Get<std::string>(r, "backend") == "gloo";
+}
 
 // --algo (other than the library's own), --precision, --codec and the runtime's knobs belong to the
 // bundled runtime: given to another backend they are refused, never silently ignored.
@@ -498,8 +506,10 @@ void RequireCiuicForRuntimeOptions(const cxxopts::ParseResult& r) {
                            "ranks-per-node"}) {
     if (r.count(knob)) throw UsageError(fmt::format("--{}: applies to --backend ciuic (the bundled runtime) only", knob));
   }
-  if (algo != "auto" && algo != "native") {
-    throw UsageError(fmt::format("--algo {}: the mpi, nccl and local backends run their own algorithm; use --backend ciuic", algo));
+  if (algo != "auto" && algo != "native" && !GlooBackend(r)) {
+    throw UsageError(fmt::format("--algo {}: the mpi, nccl and local backends run their own algorithm; use --backend "
+                                 "ciuic (gloo's allreduce algorithms: --backend gloo)",
+                                 PrintableLine(algo)));
   }
   if (Get<std::string>(r, "precision") != "fp32")
     throw UsageError("--precision: the runtime's native algorithm casts around the library's allreduce; use --backend ciuic --algo native (or --dtype for the library alone)");
@@ -589,6 +599,39 @@ void ParseRuntime(const cxxopts::ParseResult& r, Cli& cli) {
     }
   }
   b.lossy = b.lossy || a.codec.kind != CodecKind::kNone || a.precision != DType::kFloat32;
+}
+
+// --backend gloo's allreduce algorithm (--algo), and the rendezvous store and interface of gloo's
+// world (--backend gloo or --transport gloo). Called once the backend is resolved.
+void ParseGloo(const cxxopts::ParseResult& r, Cli& cli) {
+  const bool gloo = cli.backend == "gloo" || (cli.backend == "ciuic" && cli.transport == "gloo");
+  for (const char* knob : {"gloo-store", "gloo-iface"}) {
+    if (r.count(knob) && !gloo)
+      throw UsageError(fmt::format("--{}: applies to --backend gloo or --backend ciuic --transport gloo", knob));
+  }
+  cli.gloo.timeout_s = cli.timeout_s;
+  if (cli.backend == "gloo") {
+    const std::string algo = Get<std::string>(r, "algo");
+    if (algo == "native") throw BadOption("algo", algo, "the bundled runtime's (--backend ciuic); gloo's allreduce algorithms are ring, ring-chunked, halving-doubling, bcube");
+    cli.gloo.algo = Named(r, "algo", [](const std::string& v) { return ParseGlooAlgo(v); });
+    if (cli.gloo.algo != GlooAlgo::kAuto && cli.bench.spec != &kAllReduceSpec)
+      throw BadOption("algo", algo, fmt::format("chooses gloo's allreduce algorithm; gloo's {} has one", cli.bench.spec->name));
+  }
+  if (!gloo) return;
+  if (r.count("gloo-store")) {
+    cli.gloo.store_dir = Get<std::string>(r, "gloo-store");
+    std::error_code ec;
+    if (cli.gloo.store_dir.empty() || !std::filesystem::is_directory(cli.gloo.store_dir, ec))
+      throw BadOption("gloo-store", cli.gloo.store_dir, "not a directory (give a folder every rank sees)");
+    if (access(cli.gloo.store_dir.c_str(), W_OK | X_OK) != 0)
+      throw BadOption("gloo-store", cli.gloo.store_dir, fmt::format("cannot write there: {}", std::strerror(errno)));
+  }
+  if (r.count("gloo-iface")) {
+    cli.gloo.iface = Get<std::string>(r, "gloo-iface");
+    CheckGlooInterface(cli.gloo.iface, "--gloo-iface");
+  } else if (const char* env = std::getenv("GLOO_SOCKET_IFNAME"); env && *env) {
+    CheckGlooInterface(env, "GLOO_SOCKET_IFNAME");
+  }
 }
 
 // Where the results go: --format, --out, --db (an empty path is a mistake, not "not given"; the
@@ -695,9 +738,9 @@ void ResolveDeviceAndBackend(const cxxopts::ParseResult& r, Cli& cli) {
   if (cli.backend == "ciuic") {
     cli.transport = r.count("transport") ? Get<std::string>(r, "transport")
                                          : (cli.device == "cuda" ? "nccl" : (CIUIC_HAVE_MPI ? "mpi" : "local"));
-    if (cli.transport != "local" && cli.transport != "mpi" && cli.transport != "nccl")
-      throw BadOption("transport", cli.transport, "the runtime runs over mpi, local or nccl");
-  } else if (cli.backend != "local" && cli.backend != "mpi" && cli.backend != "nccl") {
+    if (cli.transport != "local" && cli.transport != "mpi" && cli.transport != "nccl" && cli.transport != "gloo")
+      throw BadOption("transport", cli.transport, "the runtime runs over mpi, local, nccl or gloo");
+  } else if (cli.backend != "local" && cli.backend != "mpi" && cli.backend != "nccl" && cli.backend != "gloo") {
     throw BadOption("backend", cli.backend, fmt::format("unknown backend (this build has: {})", AvailableBackends()));
   }
   // What the library comes from: --backend, or --transport under --backend ciuic.
@@ -707,8 +750,11 @@ void ResolveDeviceAndBackend(const cxxopts::ParseResult& r, Cli& cli) {
     throw BadOption(lib_option, lib, "this build has no MPI (its backends: " + AvailableBackends() + ")");
   if (lib == "nccl" && !CIUIC_HAVE_NCCL)
     throw BadOption(lib_option, lib, "this build has no NCCL (its backends: " + AvailableBackends() + ")");
+  if (lib == "gloo" && !CIUIC_HAVE_GLOO)
+    throw BadOption(lib_option, lib, "this build has no Gloo (its backends: " + AvailableBackends() + ")");
   if (lib == "nccl" && cli.device != "cuda") throw BadOption(lib_option, lib, "needs --device cuda");
-  if (lib == "mpi" && cli.device == "cuda") throw BadOption(lib_option, lib, "runs on host memory; use --device cpu");
+  if ((lib == "mpi" || lib == "gloo") && cli.device == "cuda")
+    throw BadOption(lib_option, lib, "runs on host memory; use --device cpu");
   // The local transport runs on device buffers too: ranks as threads on the one GPU.
   if (lib == "local" && cli.device == "cuda" && CudaDeviceCount() == 0) {
     throw RuntimeError(fmt::format("--device cuda: no CUDA device is visible on this machine (the {} transport "
@@ -736,6 +782,7 @@ Cli ParseCli(int argc, char** argv) {
   ParseOutputs(r, cli);
   ParseRunControls(r, cli);
   ResolveDeviceAndBackend(r, cli);
+  ParseGloo(r, cli);
   return cli;
 }
 
@@ -837,7 +884,7 @@ int DefaultRanks(const Cli& cli) {
 
 bool NeedsMpiLaunch(const Cli& cli) {
   const std::string& lib = cli.backend == "ciuic" ? cli.transport : cli.backend;
-  return CIUIC_HAVE_MPI && (lib == "mpi" || lib == "nccl");
+  return CIUIC_HAVE_MPI && (lib == "mpi" || lib == "nccl" || lib == "gloo");
 }
 
 // Replaces this process with `mpiexec -n N <self> args` (root-safe, --oversubscribe when N exceeds
@@ -938,13 +985,16 @@ int ListBuild() {
   }
   std::cout << "\n";
   if (CIUIC_HAVE_NCCL) std::cout << "nccl:        built " << NcclBuildVersion() << ", loaded " << NcclRuntimeVersion() << "\n";
+  if (CIUIC_HAVE_GLOO) std::cout << "gloo:        " << GlooVersion() << ", TCP transport\n";
   std::cout << "collectives:";
   for (const CollSpec* s : AllCollectives()) std::cout << " " << s->name;
   std::cout << "\ndtypes:     ";
   for (DType t : AllDTypes()) std::cout << " " << DTypeName(t);
   std::cout << "\nops:        ";
   for (ReduceOp op : AllReduceOps()) std::cout << " " << ReduceOpName(op);
-  std::cout << "\nalgorithms:  auto (the library's own); ciuic: ring rd hier sparse sign2 powersgd native\ncodecs:     ";
+  std::cout << "\nalgorithms:  auto (the library's own)";
+  if (CIUIC_HAVE_GLOO) std::cout << "; gloo allreduce: ring ring-chunked halving-doubling bcube";
+  std::cout << "; ciuic: ring rd hier sparse sign2 powersgd native\ncodecs:     ";
   for (const auto& c : CodecNames()) std::cout << " " << c;
   std::cout << "\nkernels:     cpu" << (cuda::Available() ? ", cuda" : "") << "\n";
   return 0;
@@ -984,6 +1034,11 @@ int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* wat
   if (watchdog) watchdog->Disarm();
   for (const auto& a : cli.argv) ctx.command_line += (ctx.command_line.empty() ? "" : " ") + a;
   if (cli.backend == "nccl" || cli.transport == "nccl") ctx.library_versions["nccl-build"] = NcclBuildVersion();
+  if (cli.backend == "gloo" || cli.transport == "gloo") {
+    ctx.library_versions["gloo"] = GlooVersion();
+    ctx.library_versions["gloo-store"] = cli.gloo.store_dir.empty() ? "tcp" : "file";
+  }
+  if (cli.backend == "gloo") ctx.algo = GlooAlgoName(cli.gloo.algo);
   if (cli.backend == "ciuic") {
     ctx.codec = CodecName(cli.runtime.algo.codec);
     ctx.algo = AlgoName(cli.runtime.algo.algo == AllReduceAlgo::kAuto ? DefaultAlgo(cli.runtime.algo.codec.kind)
@@ -1084,6 +1139,8 @@ int Run(int argc, char** argv) {
   SetLogPrefix("ciuic-bench");
   Cli cli = ParseCli(argc, argv);
   if (cli.op == "list") return ListBuild();
+  // The libraries' own waits (NCCL's non-blocking start-up) use the same limit as the watchdog.
+  setenv("CIUIC_TIMEOUT", fmt::format("{}", cli.timeout_s).c_str(), 1);
 
   const bool launched = CIUIC_HAVE_MPI && ([] {
 #if CIUIC_HAVE_MPI
@@ -1106,7 +1163,10 @@ int Run(int argc, char** argv) {
     if (ranks > 1) Relaunch(cli, ranks);
   }
 
-  const bool local_transport = cli.backend == "local" || (cli.backend == "ciuic" && cli.transport == "local");
+  // Without MPI a gloo world's ranks are threads of this process, bootstrapped over a local world.
+  const bool gloo_threads = !CIUIC_HAVE_MPI && (cli.backend == "gloo" || cli.transport == "gloo");
+  const bool local_transport =
+      cli.backend == "local" || (cli.backend == "ciuic" && cli.transport == "local") || gloo_threads;
   if (local_transport) {
     const int ranks = cli.ranks_given ? cli.ranks : 2;
     CheckWorld(cli, ranks);
@@ -1120,7 +1180,9 @@ int Run(int argc, char** argv) {
         ranks,
         [&](Communicator& base) {
           std::unique_ptr<Communicator> wrapped;
-          if (cli.backend == "ciuic") wrapped = MakeRuntimeCommunicator(base.Split(0, base.Rank()), cli.runtime);
+          if (gloo_threads) wrapped = MakeGlooWorld(base.Split(0, base.Rank()), cli.gloo);
+          if (cli.backend == "ciuic")
+            wrapped = MakeRuntimeCommunicator(wrapped ? std::move(wrapped) : base.Split(0, base.Rank()), cli.runtime);
           Communicator& comm = wrapped ? *wrapped : base;
           const int c = RunOnComm(comm, cli, ranks, &watchdog);
           std::lock_guard lock(mu);
@@ -1167,6 +1229,9 @@ int Run(int argc, char** argv) {
   if (cli.backend == "nccl" || (cli.backend == "ciuic" && cli.transport == "nccl")) {
     watchdog.Arm("NCCL communicator start-up");
     comm = MakeNcclWorld(std::move(world));
+  } else if (cli.backend == "gloo" || (cli.backend == "ciuic" && cli.transport == "gloo")) {
+    watchdog.Arm(fmt::format("the gloo rendezvous on rank {}", world->Rank()));
+    comm = MakeGlooWorld(std::move(world), cli.gloo);
   } else {
     comm = std::move(world);
   }

@@ -8,9 +8,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "bench/coll_spec.h"
 #include "collectives/profile.h"
 #include "core/buffer.h"
 #include "core/trace.h"
@@ -66,7 +68,7 @@ INSTANTIATE_TEST_SUITE_P(
     Cli, BadInput,
     testing::Values("", "allreducex", "allreduce --sizes 0", "allreduce --sizes 1K:1X", "allreduce --sizes 2K:1K",
                     "allreduce --sizes 1K:1G:x1", "allreduce --sizes=-5", "allreduce --dtype fp4",
-                    "allreduce --op xor", "allreduce --backend gloo", "allreduce --device tpu",
+                    "allreduce --op xor", "allreduce --backend tcp", "allreduce --device tpu",
                     "allreduce --inplace maybe", "allreduce --format xml", "allreduce --iters 0",
                     "allreduce --iters abc", "allreduce --warmup -1", "allreduce --check -2", "allreduce --ranks 0",
                     "allreduce --timeout -1", "allreduce --expect 'speed>=3'", "allreduce --expect 'busbw>=x'",
@@ -189,10 +191,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadValueCase{"allreduce --backend local --sizes 4K --expect 'busbw>=1@8K'",
                      "--expect busbw>=1@8K: SIZE 8K is not one of --sizes 4K"},
         BadValueCase{"allreduce --backend local --sizes 4K --expect 'busbw>=x'", "--expect busbw>=x: GBPS must be"},
-        BadValueCase{"allreduce --sizes 4K --backend gloo", "--backend gloo: unknown backend"},
+        BadValueCase{"allreduce --sizes 4K --backend tcp", "--backend tcp: unknown backend"},
         BadValueCase{"allreduce --sizes 4K --backend ''", "--backend '': unknown backend"},
         BadValueCase{"allreduce --backend ciuic --sizes 4K --transport bogus",
-                     "--transport bogus: the runtime runs over mpi, local or nccl"},
+                     "--transport bogus: the runtime runs over mpi, local, nccl or gloo"},
         BadValueCase{"allreduce --backend local --sizes 4K --format \"$(printf 'x\\ny')\"",
                      "--format x?y: use table, csv or json"},
         BadValueCase{"allreduce --device tpu", "--device tpu: use cpu or cuda"},
@@ -500,6 +502,73 @@ TEST(CliMpi, ThreeRanksEveryCollective) {
     EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << op << "\n" << r.out;
   }
 }
+
+// --backend gloo over mpiexec: every collective verified exactly at small sizes (fp32 and a dtype
+// gloo reduces in 16 bits), each allreduce algorithm named in the output, the runtime over gloo's
+// pairs, gloo's FileStore, a planted fault counted, bf16 reductions skipped with the reason.
+#if CIUIC_TEST_HAVE_GLOO
+TEST(CliMpiGloo, EveryCollectiveVerifies) {
+  for (const CollSpec* spec : AllCollectives()) {
+    const std::string args = fmt::format("{} --backend gloo --ranks 2 --sizes 1K:256K:x16 --iters 3 --warmup 1 "
+                                         "--dtype fp32,fp16{}", spec->name, spec->reduces ? " --op sum,max,avg" : "");
+    const Result r = RunBenchCli(args);
+    EXPECT_EQ(r.code, 0) << args << "\n" << r.err << r.out;
+    EXPECT_NE(r.out.find("backend gloo"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("gloo Gloo 0.5.0"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << args << "\n" << r.out;
+    EXPECT_EQ(r.err.find("failed"), std::string::npos) << args << "\n" << r.err;
+    // Only what gloo does not offer is skipped: in-place alltoall and sendrecv.
+    const bool skips = spec->kind == Collective::kAllToAll || spec->kind == Collective::kSendRecv;
+    EXPECT_EQ(r.out.find("not supported by the gloo backend") != std::string::npos, skips) << args << "\n" << r.out;
+  }
+  const Result three = RunBenchCli("reducescatter --backend gloo --ranks 3 --sizes 96:96K:x32 --iters 2 --dtype int32,fp64 --op prod,min");
+  EXPECT_EQ(three.code, 0) << three.err << three.out;
+  EXPECT_NE(three.out.find("# Out of bounds values : 0 OK"), std::string::npos) << three.out;
+}
+
+TEST(CliMpiGloo, EachAllReduceAlgorithmByName) {
+  for (const char* algo : {"ring", "ring-chunked", "halving-doubling", "bcube"}) {
+    const Result r = RunBenchCli(fmt::format("allreduce --backend gloo --ranks 2 --algo {} --sizes 1K:4M:x16 --iters 3 "
+                                             "--warmup 1 --format json", algo));
+    ASSERT_EQ(r.code, 0) << algo << "\n" << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["context"]["algo"], algo);
+    EXPECT_EQ(j["context"]["backend"], "gloo");
+    EXPECT_EQ(j["context"]["library_versions"]["gloo"], "Gloo 0.5.0");
+    ASSERT_EQ(j["results"].size(), 8u);
+    for (const auto& row : j["results"]) EXPECT_EQ(row["wrong"], 0) << algo;
+  }
+  const Result dflt = RunBenchCli("allreduce --backend gloo --ranks 3 --sizes 4K --iters 2 --warmup 1");
+  EXPECT_EQ(dflt.code, 0) << dflt.err;
+  EXPECT_NE(dflt.out.find("algo ring"), std::string::npos) << dflt.out;  // what gloo::allreduce picks
+}
+
+TEST(CliMpiGloo, RuntimeOverGlooAndFileStore) {
+  for (const char* algo : {"ring", "hier --ranks-per-node 1", "rd"}) {
+    const Result r = RunBenchCli(fmt::format("allreduce --backend ciuic --transport gloo --algo {} --ranks 2 "
+                                             "--sizes 4K:1M:x16 --iters 3 --warmup 1", algo));
+    EXPECT_EQ(r.code, 0) << algo << "\n" << r.err << r.out;
+    EXPECT_NE(r.out.find("transport gloo"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << algo << "\n" << r.out;
+  }
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("ciuic-gloo-cli-{}", getpid());
+  std::filesystem::create_directories(dir);
+  const Result f = RunBenchCli(fmt::format("allgather --backend gloo --ranks 2 --sizes 4K --iters 2 --gloo-store {}", dir.string()));
+  EXPECT_EQ(f.code, 0) << f.err;
+  EXPECT_NE(f.out.find("gloo-store file"), std::string::npos) << f.out;
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CliMpiGloo, PlantedFaultAndUnsupportedRows) {
+  const Result r = RunBenchCli("allreduce --backend gloo --ranks 2 --sizes 64K --iters 2 --debug-corrupt 1:5");
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.out.find("# Out of bounds values : 2 FAILED"), std::string::npos) << r.out;
+  const Result bf16 = RunBenchCli("allreduce --backend gloo --ranks 2 --sizes 4K --iters 2 --dtype bf16");
+  EXPECT_EQ(bf16.code, 0) << bf16.err;
+  EXPECT_NE(bf16.out.find("not supported by the gloo backend"), std::string::npos) << bf16.out;
+}
+#endif
 
 TEST(CliMpi, PlantedFaultAcrossProcessesExitsThree) {
   const Result r = RunBenchCli("allreduce --sizes 64K --ranks 2 --debug-corrupt 1:5 --iters 2 --dtype fp16");

@@ -242,6 +242,22 @@ case("bench-cli", "NAME", "{bench} kernel --codec int8 --sizes 4K")
 case("bench-cli", "bogus", "{bench} kernel bogus --codec int8 --sizes 4K")
 case("bench-cli", "--codec", "{bench} kernel ef-quantize --codec topk:0.1 --sizes 4K --iters 1")
 case("bench-cli", "--nope", "{bench} list --nope")
+# --backend gloo (issue 16): --algo picks gloo's allreduce algorithm and nothing else; --gloo-store and
+# --gloo-iface belong to gloo; an interface this host lacks is refused before any rank starts.
+GLOO = "{bench} allreduce --backend gloo --sizes 4K --iters 1 --warmup 0"
+MPI = "{bench} allreduce --backend mpi --sizes 4K --iters 1 --warmup 0"
+bc("--algo", "--algo bcube", base=MPI)
+for v in ["nonsense", "", "rd", "native", "Ring", "halving_doubling"]:
+    bc("--algo", f"--algo {sq(v)}", base=GLOO)
+bc("--algo", "--algo ring", base="{bench} allgather --backend gloo --sizes 4K --iters 1 --warmup 0")
+bc("--gloo-iface", "--gloo-iface nosuchif0", base=GLOO)
+bc("--gloo-iface", "--gloo-iface ''", base=GLOO)
+bc("GLOO_SOCKET_IFNAME", "", base="env GLOO_SOCKET_IFNAME=nosuchif0 " + GLOO)
+bc("--gloo-iface", "--gloo-iface lo", base=MPI)
+bc("--gloo-store", "--gloo-store {work}", base=MPI)
+bc("--gloo-store||missing", "--gloo-store {work}/missing", base=GLOO)
+bc("--gloo-store", "--gloo-store ''", base=GLOO)
+bc("--transport", "--transport tcp", base="{bench} allreduce --backend ciuic --sizes 4K --iters 1 --warmup 0")
 
 
 # ---- ciuic-tune's command line: every subcommand ---------------------------------------------------
