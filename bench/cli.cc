@@ -1038,7 +1038,7 @@ int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* wat
     ctx.library_versions["gloo"] = GlooVersion();
     ctx.library_versions["gloo-store"] = cli.gloo.store_dir.empty() ? "tcp" : "file";
   }
-  if (cli.backend == "gloo") ctx.algo = GlooAlgoName(cli.gloo.algo);
+  if (cli.backend == "gloo" && cli.bench.spec == &kAllReduceSpec) ctx.algo = GlooAlgoName(cli.gloo.algo);
   if (cli.backend == "ciuic") {
     ctx.codec = CodecName(cli.runtime.algo.codec);
     ctx.algo = AlgoName(cli.runtime.algo.algo == AllReduceAlgo::kAuto ? DefaultAlgo(cli.runtime.algo.codec.kind)
