@@ -145,7 +145,7 @@ bc("-z", "-z")
 bc("--Sizes", "--Sizes 4K")
 bc("--iters", "--iters", base="{bench} allreduce --backend local --sizes 4K")
 bc("--sizes", "--sizes", base="{bench} allreduce --backend local")
-for v in ["bogus", "MPI", "", "gloo"]:
+for v in ["bogus", "MPI", "", "tcp"]:
     bc("--backend", f"--backend {sq(v)}", base="{bench} allreduce --sizes 4K --iters 1 --warmup 0")
 bc("--backend||--transport", "--transport local", base="{bench} allreduce --backend local --sizes 4K")
 bc("--transport", "--transport ciuic", base="{bench} allreduce --backend ciuic --sizes 4K")
