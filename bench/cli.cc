@@ -853,7 +853,7 @@ void CheckWorld(const Cli& cli, int world) {
   const Profile* p = cli.runtime.profile.get();
   if (!p || cli.profile_override) return;
   // A profile's rules were chosen for its topology: applied to another, they are somebody else's answer.
-  const bool cpu_profile = p->topology == "cpu_local";
+  const bool cpu_profile = p->Device() == "cpu";
   std::string why;
   if (p->ranks != world) {
     why = fmt::format("tuned for {} ({} rank(s) on {} node(s)), this run has {} rank(s)", p->topology, p->ranks, p->nodes,

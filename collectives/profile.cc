@@ -36,7 +36,8 @@ const ProfileRule& Profile::RuleFor(uint64_t bytes, const std::string& op) const
 std::string ProfileToJson(const Profile& p) {
   json j;
   j["schema"] = kSchema;
-  j["topology"] = {{"name", p.topology}, {"fingerprint", p.fingerprint}, {"nodes", p.nodes}, {"ranks", p.ranks}};
+  j["topology"] = {{"name", p.topology}, {"fingerprint", p.fingerprint}, {"nodes", p.nodes}, {"ranks", p.ranks},
+                   {"device", p.Device()}};
   j["workload"] = p.workload;
   j["provenance"] = {{"tool_version", p.tool_version}, {"git_commit", p.git_commit}, {"created", p.created},
                      {"study_id", p.study_id},         {"mode", p.mode},             {"strategy", p.strategy},
@@ -71,8 +72,9 @@ Profile ParseProfile(const std::string& text, const std::string& origin) {
                     : fmt::format("{} is not a ciuic profile ({})", schema.Text(), kSchema));
   Profile p;
   const JsonValue t = j["topology"];
-  t.OnlyKeys({"name", "fingerprint", "nodes", "ranks"});
+  t.OnlyKeys({"name", "fingerprint", "nodes", "ranks", "device"});
   p.topology = t["name"].NonEmptyString();
+  if (t.Has("device")) p.device = t["device"].OneOf({"cpu", "gpu"});
   p.fingerprint = t["fingerprint"].NonEmptyString();
   p.nodes = static_cast<int>(t["nodes"].Integer(1, kMaxProfileNodes));
   p.ranks = static_cast<int>(t["ranks"].Integer(1, kMaxProfileRanks));

@@ -42,6 +42,10 @@ struct ProfileRule {
 struct Profile {
   std::string topology, fingerprint;
   int nodes = 1, ranks = 1;
+  // "cpu" or "gpu": the ranks it was tuned for; "" (a file without the key): see Device().
+  std::string device;
+  // device, else cpu for cpu_local and gpu for every other topology (profiles before the key).
+  std::string Device() const { return !device.empty() ? device : topology == "cpu_local" ? "cpu" : "gpu"; }
   std::string workload;
   std::string tool_version, git_commit, created, mode, strategy;
   int64_t study_id = 0;

@@ -164,6 +164,9 @@ export OMPI_MCA_plm_rsh_no_tree_spawn=1
 export OMPI_MCA_btl=self,vader,tcp
 export OMPI_MCA_btl_tcp_if_include=eth0 OMPI_MCA_oob_tcp_if_include=eth0
 export OMPI_MCA_rmaps_base_oversubscribe=1
+# The lab's hosts share this machine's cores: a rank waiting for a message yields its core instead of
+# spinning on it (Open MPI cannot see that the slots of different "hosts" are the same cores).
+export OMPI_MCA_mpi_yield_when_idle=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export GLOO_SOCKET_IFNAME=eth0
 export CIUIC_LAB_HOSTS=$hosts CIUIC_LAB_RANKS_PER_HOST=$rph

@@ -562,6 +562,7 @@ struct Study {
     prof.fingerprint = topo.Fingerprint();
     prof.nodes = topo.nodes;
     prof.ranks = topo.ranks();
+    prof.device = CpuTopology() ? "cpu" : "gpu";
     prof.workload = work.name;
     prof.tool_version = CIUIC_VERSION;
     prof.git_commit = CIUIC_GIT_COMMIT;
