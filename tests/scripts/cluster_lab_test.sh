@@ -28,7 +28,8 @@ check_clean() {
   ip netns list | grep -q 'ciuic-lab-' && fail "$what: a lab namespace is left: $(ip netns list | grep ciuic-lab- | tr '\n' ' ')"
   ls /etc/netns 2>/dev/null | grep -q 'ciuic-lab-' && fail "$what: an /etc/netns entry is left"
   [ "$(ip -o link | awk '{print $2}')" = "$links_before" ] || fail "$what: the root namespace's interfaces changed"
-  pgrep -f "$bench" >/dev/null && fail "$what: a ciuic-bench process is left: $(pgrep -af "$bench" | head -3)"
+  # Processes started as ciuic-bench (this script's own command line names it as an argument).
+  pgrep -f "^$bench( |\$)" >/dev/null && fail "$what: a ciuic-bench process is left: $(pgrep -af "^$bench( |\$)" | head -3)"
   pgrep -f 'orted.*10\.213\.' >/dev/null && fail "$what: an orted of the lab is left"
   pgrep -f 'sleep 60$' >/dev/null && fail "$what: the interrupted command is left"
   true
