@@ -300,10 +300,19 @@ TEST_F(ProfileCli, AProfileOfAnotherTopologyNeedsTheOverride) {
                        ": tuned for dgx_h100 (8 rank(s) on 1 node(s)), this run has 2 rank(s); --profile-override "
                        "applies it anyway\n");
   h100["topology"]["ranks"] = 2;  // the rank count matches, the device does not
+  h100["topology"]["device"] = "gpu";
   Write(h100, "h100.json");
   const Result device = RunBenchCli(run);
   EXPECT_EQ(device.code, 1) << device.err;
   EXPECT_NE(device.err.find("tuned for dgx_h100 (GPUs), this run is on cpu"), std::string::npos) << device.err;
+  h100["topology"].erase("device");  // a profile from before the key: any topology but cpu_local is GPUs
+  Write(h100, "h100.json");
+  EXPECT_NE(RunBenchCli(run).err.find("tuned for dgx_h100 (GPUs), this run is on cpu"), std::string::npos);
+  h100["topology"]["name"] = "cluster_lab";  // CPU ranks of several hosts: applies to a CPU run
+  h100["topology"]["device"] = "cpu";
+  Write(h100, "h100.json");
+  const Result cpu = RunBenchCli(run);
+  EXPECT_EQ(cpu.code, 0) << cpu.err;
   const Result forced = RunBenchCli(run + " --profile-override");
   EXPECT_EQ(forced.code, 0) << forced.err;
   EXPECT_NE(forced.out.find("# Out of bounds values : 0 OK"), std::string::npos) << forced.out;
