@@ -15,6 +15,7 @@ command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (scripts/setup.
 # The same configuration as the sanitizer stage of scripts/test.sh, which builds its ASan+UBSan unit
 # tests in this tree too (one instrumented build for both).
 cmake -S . -B build-fuzz -DCIUIC_FUZZ=ON -DCIUIC_CUDA=OFF -DCIUIC_MPI=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST >/dev/null
 targets=()
 for h in "${harnesses[@]}"; do targets+=("${h}_fuzz"); done
