@@ -477,7 +477,12 @@ class GlooCommunicator : public Communicator {
     auto it = std::find_if(kept_.begin(), kept_.end(), [&](const Kept& k) {
       return k.kind == kind && k.ptr == ptr && (ptr != nullptr || (k.count == count && k.type == t && k.op == op));
     });
-    if (it != kept_.end() && it->count == count && it->type == t && it->op == op) {
+    // Reuse only where every rank reuses: buffers sit at different addresses on different ranks, so
+    // one rank may find its instance while a peer builds a new one, whose set-up the first never
+    // answers (a closed connection under test_gloo at 4 ranks). Building is collective; so is this.
+    double hit = it != kept_.end() && it->count == count && it->type == t && it->op == op ? 1.0 : 0.0;
+    control_->HostAllReduce(&hit, 1, ReduceOp::kMin);
+    if (hit > 0) {
       it->used = uses_;
       if (scratch) *scratch = &it->scratch;
       return *it->algo;
