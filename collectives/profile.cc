@@ -56,6 +56,7 @@ std::string ProfileToJson(const Profile& p) {
                           {"precision", r.precision},
                           {"predicted_us", r.predicted_us},
                           {"measured_us", r.measured_us < 0 ? json(nullptr) : json(r.measured_us)},
+                          {"baseline_us", r.baseline_us < 0 ? json(nullptr) : json(r.baseline_us)},
                           {"gate", r.gate}});
   }
   return j.dump(2) + "\n";
@@ -99,7 +100,7 @@ Profile ParseProfile(const std::string& text, const std::string& origin) {
   if (rules.empty()) j["rules"].Fail("a profile needs at least one rule");
   for (const JsonValue& r : rules) {
     r.OnlyKeys({"op", "min_bytes", "max_bytes", "algo", "codec", "streams", "bucket_bytes", "hierarchy_depth",
-                "precision", "predicted_us", "measured_us", "gate"});
+                "precision", "predicted_us", "measured_us", "baseline_us", "gate"});
     ProfileRule x;
     x.op = r["op"].OneOf({"allreduce"});
     x.min_bytes = r["min_bytes"].Size(0, kMaxProfileBandBytes);
@@ -129,6 +130,10 @@ Profile ParseProfile(const std::string& text, const std::string& origin) {
     x.predicted_us = r["predicted_us"].Number(0, kMaxProfileUs);
     const JsonValue measured = r["measured_us"];
     x.measured_us = measured.IsNull() ? -1 : measured.Number(0, kMaxProfileUs);
+    if (r.Has("baseline_us")) {  // optional: profiles before it lack the key
+      const JsonValue base = r["baseline_us"];
+      x.baseline_us = base.IsNull() ? -1 : base.Number(0, kMaxProfileUs);
+    }
     x.gate = r["gate"].OneOf({"passed", "failed", "n/a"});
     p.rules.push_back(x);
   }

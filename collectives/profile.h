@@ -36,6 +36,9 @@ struct ProfileRule {
   std::string precision = "fp32";
   double predicted_us = 0;
   double measured_us = -1;   // -1: not measured
+  // The baseline (the library's allreduce in 25 MiB buckets) measured beside measured_us at the band's
+  // representative size (--mode measure); -1: not measured.
+  double baseline_us = -1;
   std::string gate = "n/a";  // passed | failed | n/a (lossless)
 };
 

@@ -39,10 +39,16 @@ class RuntimeCommunicator : public Communicator {
     int rule_index = -1;
     if (cfg_.profile) {
       const ProfileRule& rule = cfg_.profile->RuleFor(count * 4);
-      if (rule.algo == "nccl" && rule.precision == "fp32") {  // the library's own allreduce, as it is
-        trace::Span span("native allreduce", trace::Category::kComm);
-        span.With("bytes", static_cast<int64_t>(count * 4));
-        t_->AllReduce(send, recv, count, t, op);
+      if (rule.algo == "nccl" && rule.precision == "fp32") {  // the library's own allreduce, in the rule's buckets
+        const size_t bucket = rule.bucket_bytes ? std::max<size_t>(rule.bucket_bytes / 4, 1) : count;
+        const auto* in = static_cast<const float*>(send);
+        auto* out = static_cast<float*>(recv);
+        for (size_t b = 0; b < count; b += bucket) {
+          const size_t n = std::min(bucket, count - b);
+          trace::Span span("native allreduce", trace::Category::kComm);
+          span.With("bytes", static_cast<int64_t>(n * 4));
+          t_->AllReduce(in + b, out + b, n, t, op);
+        }
         return;
       }
       rule_index = static_cast<int>(&rule - cfg_.profile->rules.data());
@@ -59,8 +65,7 @@ class RuntimeCommunicator : public Communicator {
         slot = std::make_unique<AllReduceEngine>(*t_, a);
       }
       engine = slot.get();
-      // A whole-buffer rule for the library's allreduce; else the rule's buckets.
-      bucket_bytes = rule.algo == "nccl" ? 0 : rule.bucket_bytes;
+      bucket_bytes = rule.bucket_bytes;  // 0: the whole buffer at once
     }
     if (send != recv) CopyBytesAsync(recv, BufferKind(), send, BufferKind(), count * 4, Stream());
     auto* data = static_cast<float*>(recv);

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Hierarchy over a real slow link: in one multi-host lab (scripts/cluster-lab.sh, HOSTS x RPH ranks,
-# each host's link shaped to RATE) times MPI's allreduce, Gloo's when built, the flat ciuic ring, hier
-# uncompressed and hier with each CODEC on the inter-host step, all on the same sizes in one run; then
-# the codecs' kernel speeds here on the inter-host chunk. Writes OUT/<config>.json, OUT/codecs.txt and
-# OUT/table.md (time per size, speed-up over MPI and over hier uncompressed, the error).
+# each host's link shaped to RATE) times MPI's allreduce, Gloo's allreduce algorithms when built, the
+# flat ciuic ring, hier uncompressed and hier with each CODEC on the inter-host step, all on the same
+# sizes in one run; then the codecs' kernel speeds here on the inter-host chunk. Writes
+# OUT/<config>.json, OUT/codecs.txt and OUT/table.md (time per size, speed-up over MPI and over hier
+# uncompressed, the error). --hosts 1 is the same runs on one host (shared memory, no link).
 #   scripts/lab-hier.sh [--rate 1gbit] [--hosts 2] [--ranks-per-host 2] [--sizes 16M,64M] [--iters 5]
-#                       [--out DIR] [CODEC...]          (default codecs: int8 sign1 topk:0.01)
+#     [--gloo-algos ring,ring-chunked,halving-doubling,bcube] [--out DIR] [CODEC...]  (codecs: int8 sign1 topk:0.01)
 # Needs root and a build in build/ (or $CIUIC_BUILD).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rate=1gbit hosts=2 rph=2 sizes=16M,64M iters=5 out=""
+rate=1gbit hosts=2 rph=2 sizes=16M,64M iters=5 out="" gloo_algos=ring,ring-chunked,halving-doubling,bcube
 while [ $# -gt 0 ]; do
   case "$1" in
     --rate) rate=$2; shift 2 ;;
@@ -18,7 +19,8 @@ while [ $# -gt 0 ]; do
     --sizes) sizes=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --gloo-algos) gloo_algos=$2; shift 2 ;;
+    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "lab-hier: unknown option '$1' (see --help)" >&2; exit 1 ;;
     *) break ;;
   esac
@@ -35,7 +37,10 @@ ranks=$((hosts * rph))
 
 # The runs, in the order they execute inside the lab: NAME|ARGS.
 runs=("mpi|--backend mpi")
-if "$bench" list | grep -q '^backends:.*gloo'; then runs+=("gloo|--backend gloo"); fi
+# Gloo's allreduce algorithms when it is built: what a PyTorch CPU job's allreduce runs.
+if "$bench" list | grep -q '^backends:.*gloo'; then
+  for a in ${gloo_algos//,/ }; do runs+=("gloo-$a|--backend gloo --algo $a"); done
+fi
 runs+=("ring|--backend ciuic --algo ring" "hier|--backend ciuic --algo hier")
 for c in "${codecs[@]}"; do runs+=("hier-$(echo "$c" | tr ':' '_')|--backend ciuic --algo hier --codec $c"); done
 script="$out/runs.sh"

@@ -4,12 +4,14 @@
 #   1. ciuic-tune calibrate --ranks 2,4: codec kernels, and the ring step within a host (2 ranks: the
 #      hostfile fills labhost0 first) and across hosts (4 ranks);
 #   2. ciuic-tune run --topology cluster_lab --mode measure: every trial timed on the lab's 4 ranks,
-#      the links taken from step 1;
-#   3. at each size band's representative size (the one the study measured): the profile applied by
-#      ciuic-bench --profile, and the NCCL-defaults-style baseline (MPI's allreduce in 25 MiB buckets:
-#      --backend ciuic --algo native --bucket 25M), in one ciuic-bench run each;
-# then a table per band: the study's prediction, its own measurement, the profile's and the baseline's
-# time now, the predicted and measured speed-up over the baseline.
+#      the links taken from step 1; per size band the model's best few and the baseline timed at the
+#      band's representative size the runtime's way, the fastest measured kept as the rule;
+#   3. at those sizes, twice in turn: the profile applied by ciuic-bench --profile, and the
+#      NCCL-defaults-style baseline (MPI's allreduce in 25 MiB buckets: --backend ciuic --algo native
+#      --bucket 25M), one ciuic-bench run each (sizes from 256M up with fewer iterations, as the study);
+# then a table per band: the rule, the model's time, the study's measured time for the rule and for the
+# baseline (the predicted speed-up), the profile's and the baseline's time now (the measured speed-up,
+# run 1 / repeat) and measured over predicted speed-up.
 #   scripts/lab-tune.sh [--rate 1gbit] [--budget 16] [--workload W] [--out DIR] [--skip-calibrate]
 # Needs root and a build in build/ (or $CIUIC_BUILD).
 set -euo pipefail
@@ -22,7 +24,7 @@ while [ $# -gt 0 ]; do
     --workload) workload=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --skip-calibrate) calibrate=0; shift ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "lab-tune: unknown option '$1' (see --help)" >&2; exit 1 ;;
   esac
 done
@@ -46,53 +48,75 @@ fi
 echo "lab-tune: run --mode measure" >&2
 "$build/bin/ciuic-tune" run --topology cluster_lab --mode measure --budget $budget --workload "$workload" \\
   --gate-seeds 1 --db "$db" --out "$profile" >"$out/study.log" 2>&1
-sizes=\$(python3 -c '
+# The bands' sizes: below 256M (7 iterations) and from 256M up (3, as the study timed them).
+sizes() {
+  python3 -c '
 import json, math, sys
 rules = json.load(open(sys.argv[1]))["rules"]
+big = sys.argv[2] == "big"
 out = []
 for r in rules:
     lo, hi = r["min_bytes"], r.get("max_bytes") or 0
-    size = math.sqrt(max(lo, 4096) * hi) if hi else 4.0 * lo
-    out.append(str(int(size / 4) * 4))
-print(",".join(out))' "$profile")
-echo "lab-tune: the profile and the baseline at \$sizes" >&2
-"$build/bin/ciuic-bench" allreduce --backend ciuic --profile "$profile" --ranks 4 --sizes "\$sizes" --inplace yes \\
-  -n 5 -w 2 --format json --out "$out/profile_run.json" >/dev/null
-"$build/bin/ciuic-bench" allreduce --backend ciuic --algo native --bucket 25M --ranks 4 --sizes "\$sizes" \\
-  --inplace yes -n 5 -w 2 --format json --out "$out/baseline_run.json" >/dev/null
+    size = int((math.sqrt(max(lo, 4096) * hi) if hi else 4.0 * lo) / 4) * 4
+    if (size >= 256 << 20) == big: out.append(str(size))
+print(",".join(out))' "$profile" "\$1"
+}
+for run in 1 2; do
+  for part in small big; do
+    s=\$(sizes \$part)
+    [ -n "\$s" ] || continue
+    if [ \$part = big ]; then it="-n 3 -w 1"; else it="-n 7 -w 2"; fi
+    echo "lab-tune: run \$run: the profile and the baseline at \$s" >&2
+    "$build/bin/ciuic-bench" allreduce --backend ciuic --profile "$profile" --ranks 4 --sizes "\$s" --inplace yes \
+      \$it --format json --out "$out/profile_run\$run-\$part.json" >/dev/null
+    "$build/bin/ciuic-bench" allreduce --backend ciuic --algo native --bucket 25M --ranks 4 --sizes "\$s" \
+      --inplace yes \$it --format json --out "$out/baseline_run\$run-\$part.json" >/dev/null
+  done
+done
 EOF
 chmod +x "$out/tune.sh"
 scripts/cluster-lab.sh --hosts 2 --ranks-per-host 2 --rate "$rate" --run -- "$out/tune.sh"
 
 python3 - "$out" <<'PY' | tee "$out/table.md"
-import json, math, os, sys
+import glob, json, math, os, sys
 out = sys.argv[1]
 prof = json.load(open(os.path.join(out, "cluster_lab.profile.json")))
-def times(name):
-    doc = json.load(open(os.path.join(out, name)))
-    return {r["size_bytes"]: r.get("time_p50_us") or r.get("time_us") for r in doc["results"] if r.get("time_us")}
-p, b = times("profile_run.json"), times("baseline_run.json")
+def times(name, run):
+    t = {}
+    for path in glob.glob(os.path.join(out, f"{name}_run{run}-*.json")):
+        for r in json.load(open(path))["results"]:
+            if r.get("time_us"): t[r["size_bytes"]] = r.get("time_p50_us") or r.get("time_us")
+    return t
+runs = [(times("profile", k), times("baseline", k)) for k in (1, 2)]
 def fs(x):
     for u, f in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
         if x >= f: return f"{x / f:.3g}{u}"
     return str(int(x))
+def ms(v): return f"{v / 1e3:.2f}" if v and v > 0 else "-"
 pv, step = prof["provenance"], prof["step"]
 print(f"# cluster_lab (2 hosts x 2 ranks): study {pv['study_id']} ({pv['mode']}, {pv['strategy']}, "
       f"budget {pv['budget']}), commit {pv['git_commit']}")
 print(f"# step: predicted {step['predicted_us'] / 1e3:.1f} ms vs baseline {step['baseline_us'] / 1e3:.1f} ms "
-      f"({step['baseline_us'] / step['predicted_us']:.2f}x predicted)\n")
-print("| band | size | rule | predicted ms | study measured ms | profile now ms | baseline now ms | speed-up now | predicted/measured |")
-print("|---|---|---|---|---|---|---|---|---|")
+      f"({step['baseline_us'] / step['predicted_us']:.2f}x predicted)")
+print("# baseline: the library's allreduce (MPI) in 25 MiB buckets; predicted speed-up: the study's baseline over")
+print("# its rule, both measured at the band's size; now: run 1 / repeat\n")
+print("| band | size | rule | model ms | study: rule ms | study: baseline ms | predicted speed-up "
+      "| profile now ms | baseline now ms | measured speed-up | measured / predicted |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for r in prof["rules"]:
     lo, hi = r["min_bytes"], r.get("max_bytes") or 0
     size = int((math.sqrt(max(lo, 4096) * hi) if hi else 4.0 * lo) / 4) * 4
     rule = f"{r['algo']} {r['codec']}" + (f" {r['precision']}" if r.get("precision", "fp32") != "fp32" else "")
-    pred, meas = r.get("predicted_us"), r.get("measured_us")
-    pn, bn = p.get(size), b.get(size)
-    cells = [f"[{fs(lo)}, {fs(hi) if hi else 'inf'})", fs(size), rule,
-             f"{pred / 1e3:.2f}" if pred else "-", f"{meas / 1e3:.2f}" if meas else "-",
-             f"{pn / 1e3:.2f}" if pn else "-", f"{bn / 1e3:.2f}" if bn else "-",
-             f"{bn / pn:.2f}x" if pn and bn else "-", f"{pred / pn:.2f}" if pred and pn else "-"]
+    rule += f", bucket {'whole' if r['bucket_bytes'] >= size else fs(r['bucket_bytes'])}"
+    if r["algo"] != "nccl": rule += f", {r['streams']} stream(s)"
+    pred, meas, base = r.get("predicted_us"), r.get("measured_us"), r.get("baseline_us")
+    want = base / meas if meas and base else None
+    got = [b.get(size) / p.get(size) if p.get(size) and b.get(size) else None for p, b in runs]
+    cells = [f"[{fs(lo)}, {fs(hi) if hi else 'inf'})", fs(size), rule, ms(pred), ms(meas), ms(base),
+             f"{want:.2f}x" if want else "-",
+             " / ".join(ms(p.get(size)) for p, _ in runs), " / ".join(ms(b.get(size)) for _, b in runs),
+             " / ".join(f"{g:.2f}x" if g else "-" for g in got),
+             " / ".join(f"{g / want:.2f}" if g and want else "-" for g in got)]
     print("| " + " | ".join(cells) + " |")
 PY
 echo "lab-tune: results in $out" >&2

@@ -239,12 +239,18 @@ int RunTune(const cxxopts::ParseResult& r) {
                            "defaults {:.1f} us ({:.2f}x)\n",
                            res.study_id, res.evaluations, res.reused, p.step_us, p.baseline_step_us,
                            p.baseline_step_us / p.step_us);
-  log << fmt::format("# {:>11} {:>11} {:<9} {:<12} {:<9} {:>7} {:>10} {:>12}  gate\n", "min_bytes", "max_bytes", "algo",
-                     "codec", "precision", "streams", "bucket_MB", "predicted_us");
+  // --mode measure adds each band's measured time and the baseline's beside it (- where a run failed).
+  const bool measured = o.mode == "measure";
+  const auto us = [](double v) { return v < 0 ? std::string("-") : fmt::format("{:.1f}", v); };
+  log << fmt::format("# {:>11} {:>11} {:<9} {:<12} {:<9} {:>7} {:>10} {:>12}{}  gate\n", "min_bytes", "max_bytes",
+                     "algo", "codec", "precision", "streams", "bucket", "predicted_us",
+                     measured ? fmt::format(" {:>12} {:>12}", "measured_us", "baseline_us") : "");
   for (const auto& rule : p.rules)
-    log << fmt::format("  {:>11} {:>11} {:<9} {:<12} {:<9} {:>7} {:>10} {:>12.1f}  {}\n", rule.min_bytes,
+    log << fmt::format("  {:>11} {:>11} {:<9} {:<12} {:<9} {:>7} {:>10} {:>12.1f}{}  {}\n", rule.min_bytes,
                        rule.max_bytes ? std::to_string(rule.max_bytes) : "-", rule.algo, rule.codec, rule.precision,
-                       rule.streams, rule.bucket_bytes >> 20, rule.predicted_us, rule.gate);
+                       rule.streams, FormatSize(rule.bucket_bytes), rule.predicted_us,
+                       measured ? fmt::format(" {:>12} {:>12}", us(rule.measured_us), us(rule.baseline_us)) : "",
+                       rule.gate);
   log << fmt::format("# wrote {} and study {} in {}\n", profile_to_stdout ? "the profile to stdout" : res.profile_path,
                      res.study_id, res.db_path);
   return 0;

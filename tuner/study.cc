@@ -139,6 +139,39 @@ class BucketMeter {
     return us;
   }
 
+  // A message of `bytes` as the runtime runs a profile rule of choice `c` and bucket `bucket`: through
+  // the ciuic backend (the library's allreduce as --algo native), `bucket` bytes at a time in sequence
+  // (collectives/runtime_comm.cc). Big messages take fewer iterations. +inf when the run fails.
+  double RuleUs(const PlanChoice& c, uint64_t bucket, uint64_t bytes) {
+    const std::string key = fmt::format("rule|{}|{}|{}|{}|{}|{}", c.codec, c.algo, c.streams, c.precision, bucket, bytes);
+    if (auto it = cache_.find(key); it != cache_.end()) return it->second.first;
+    const bool big = bytes >= (uint64_t{256} << 20);
+    std::string args = fmt::format("allreduce --sizes {} --ranks {} --inplace yes --iters {} --warmup {} --backend ciuic "
+                                   "--bucket {}",
+                                   bytes, ranks_, big ? 3 : 5, big ? 1 : 2, bucket);
+    if (c.algo == "nccl") {
+      args += " --algo native";
+      if (c.precision != "fp32") args += fmt::format(" --precision {}", c.precision);
+    } else {
+      args += fmt::format(" --algo {} --codec {} --streams {}", RuntimeAlgo(c), c.codec, c.streams);
+      if (c.algo == "hier" && nodes_ <= 1) args += " --ranks-per-node 1";
+    }
+    double us = std::numeric_limits<double>::infinity();
+    std::string why;
+    nlohmann::json doc;
+    try {
+      doc = RunBenchJson(args);
+      us = BenchP50Us(doc, static_cast<double>(bytes));
+      if (!std::isfinite(us)) why = fmt::format("ciuic-bench {}: no row of {} bytes in its results", args, bytes);
+    } catch (const Error& e) {
+      why = e.what();
+    }
+    if (why.empty() && nodes_ > 1) CheckHosts(doc);
+    if (!why.empty()) log_ << fmt::format("measure: {} failed (the band goes on without it): {}\n", key, why);
+    cache_[key] = {us, why};
+    return us;
+  }
+
  private:
   // A cluster topology timed on fewer hosts would store one host's numbers as the cluster's.
   void CheckHosts(const nlohmann::json& doc) {
@@ -585,8 +618,19 @@ struct Study {
     }
   }
 
+  // What the runtime runs for one message of `size` under a rule of `bucket` bytes: whole buckets in
+  // sequence, then the rest (collectives/runtime_comm.cc).
+  double RuleModelUs(const Fabric& fabric, const CommPlan& plan, double size, double bucket) const {
+    if (size <= bucket) return BucketUs(fabric, topo, plan, size);
+    const double whole = std::floor(size / bucket), rest = size - whole * bucket;
+    return whole * BucketUs(fabric, topo, plan, bucket) + (rest > 0 ? BucketUs(fabric, topo, plan, rest) : 0.0);
+  }
+
   // Rules per size band: the best (codec that passed the gate, streams, algorithm) for one message of
-  // the band's representative size, with the study's bucket size.
+  // the band's representative size, run in the study's bucket size as the runtime runs it. With
+  // --mode measure the model's best few, each also at the baseline's 25 MiB and at the band's largest
+  // bucket of the space, and the baseline itself are timed at that size the runtime's way, and the
+  // fastest measured is the rule.
   void PickRules(const PlanChoice& best) {
     const Fabric fabric = EffectiveFabric(topo);
     // A band may go lossy only when the step does: per message a codec can win while the step,
@@ -594,58 +638,139 @@ struct Study {
     const bool lossy_allowed = !Lossless(best);
     if (!lossy_allowed)
       log << "bands: lossless only (the step's best is lossless: no lossy codec pays --min-gain per step)\n";
+    const PlanChoice baseline{"none", 25.0 * (1 << 20), 1, "nccl"};
+    const double largest_bucket = std::stod(space.dims[1].values.back()) * (1 << 20);
     for (const auto& [lo, hi] : SizeBands()) {
       const double size =
           hi ? std::sqrt(std::max<double>(lo, 4096) * static_cast<double>(hi)) : 4.0 * static_cast<double>(lo);
-      ProfileRule rule;
-      rule.min_bytes = lo;
-      rule.max_bytes = hi;
-      rule.bucket_bytes = static_cast<uint64_t>(best.bucket_bytes);
-      rule.predicted_us = std::numeric_limits<double>::infinity();
-      PlanChoice chosen, chosen_lossless;
-      ProfileRule lossless_rule = rule;
+      const std::string band = fmt::format("band [{}, {})", FormatSize(lo), hi ? FormatSize(hi) : "inf");
+      // The buckets a band may take: the study's; measured, also the baseline's and the largest the space
+      // offers. Buckets at or above the size run it whole: one of them is enough.
+      std::vector<double> buckets{std::max(best.bucket_bytes, static_cast<double>(kMinBucketBytes))};
+      if (meter) buckets.insert(buckets.end(), {baseline.bucket_bytes, largest_bucket});
+      std::vector<double> distinct;
+      for (double b : buckets) {
+        const auto same = [&](double x) { return std::min(x, size) == std::min(b, size); };
+        if (std::none_of(distinct.begin(), distinct.end(), same)) distinct.push_back(b);
+      }
+      struct Candidate {
+        PlanChoice c;
+        double model_us;
+      };
+      std::vector<Candidate> candidates;
       for (const auto& codec : space.dims[0].values) {
         for (const auto& s : space.dims[2].values) {
           for (const auto& algo : space.dims[3].values) {
             for (const auto& prec : space.dims[4].values) {
-              PlanChoice c{codec, static_cast<double>(std::max<uint64_t>(rule.bucket_bytes, 1)), std::stoi(s), algo,
-                           prec};
-              if (auto v = gate.find(GateName(c)); v == gate.end() || !v->second) continue;
-              if (!StateFits(c) || !TargetRuns(o.target, c)) continue;
-              if (!lossy_allowed && !Lossless(c)) continue;
-              bool feasible = false;
-              const CommPlan plan = PlanOf(c, topo, &feasible, calp);
-              if (!feasible) continue;
-              const double us = BucketUs(fabric, topo, plan, size);
-              const auto take = [&](ProfileRule& r, PlanChoice& into) {
-                into = c;
-                r.predicted_us = us;
-                r.codec = codec;
-                r.streams = c.streams;
-                r.algo = RuntimeAlgo(c);
-                r.hierarchy_depth = algo == "hier" ? 2 : 1;
-                r.precision = prec;
-                r.gate = Lossless(c) ? "n/a" : "passed";
-              };
-              if (us < rule.predicted_us) take(rule, chosen);
-              if (Lossless(c) && us < lossless_rule.predicted_us) take(lossless_rule, chosen_lossless);
+              for (double bucket : distinct) {
+                PlanChoice c{codec, bucket, std::stoi(s), algo, prec};
+                // The runtime runs a library rule in fp32 as the library's calls alone: streams do nothing.
+                if (algo == "nccl" && prec == "fp32" && c.streams != 1) continue;
+                if (auto v = gate.find(GateName(c)); v == gate.end() || !v->second) continue;
+                if (!StateFits(c) || !TargetRuns(o.target, c)) continue;
+                if (!lossy_allowed && !Lossless(c)) continue;
+                bool feasible = false;
+                const CommPlan plan = PlanOf(c, topo, &feasible, calp);
+                if (!feasible) continue;
+                candidates.push_back({c, RuleModelUs(fabric, plan, size, bucket)});
+              }
             }
           }
         }
       }
-      // The band's lossy choice must pay for its error by --min-gain over the band's best lossless one.
-      if (std::isfinite(rule.predicted_us) && !Lossless(chosen) &&
-          !LossyPays(fmt::format("band [{}, {})", FormatSize(lo), hi ? FormatSize(hi) : "inf"),
-                     GateName(chosen) + " " + rule.algo, rule.predicted_us,
-                     GateName(chosen_lossless) + " " + lossless_rule.algo, lossless_rule.predicted_us)) {
-        rule = lossless_rule;
-        chosen = chosen_lossless;
+      std::stable_sort(candidates.begin(), candidates.end(),
+                       [](const Candidate& a, const Candidate& b) { return a.model_us < b.model_us; });
+      ProfileRule rule;
+      rule.min_bytes = lo;
+      rule.max_bytes = hi;
+      rule.predicted_us = std::numeric_limits<double>::infinity();
+      if (candidates.empty()) {  // nothing feasible: an empty rule, as before
+        rule.bucket_bytes = static_cast<uint64_t>(distinct.front());
+        res.profile.rules.push_back(rule);
+        continue;
       }
-      // --mode measure: the chosen configuration timed at the band's representative size, as predicted.
-      if (meter && std::isfinite(rule.predicted_us)) {
-        const double us = meter->Us(chosen, static_cast<uint64_t>(size / 4) * 4);
-        if (std::isfinite(us)) rule.measured_us = us;
+      const auto take = [&](const Candidate& x, ProfileRule& r) {
+        r.predicted_us = x.model_us;
+        r.codec = x.c.codec;
+        r.streams = x.c.streams;
+        r.algo = RuntimeAlgo(x.c);
+        r.hierarchy_depth = x.c.algo == "hier" ? 2 : 1;
+        r.precision = x.c.precision;
+        r.bucket_bytes = static_cast<uint64_t>(x.c.bucket_bytes);
+        r.gate = Lossless(x.c) ? "n/a" : "passed";
+      };
+      // A bucket at or above the size runs the message whole: "whole" names every such bucket, so the
+      // baseline at a size below its 25 MiB is the same run as any whole-message candidate.
+      const auto label = [&](const Candidate& x) {
+        return fmt::format("{} {} streams {} bucket {}", GateName(x.c), RuntimeAlgo(x.c), x.c.streams,
+                           x.c.bucket_bytes >= size ? "whole" : FormatSize(static_cast<uint64_t>(x.c.bucket_bytes)));
+      };
+      const auto best_of = [&](const std::vector<Candidate>& xs, bool lossless, auto score) -> const Candidate* {
+        const Candidate* out = nullptr;
+        for (const auto& x : xs)
+          if (!lossless || Lossless(x.c))
+            if (std::isfinite(score(x)) && (!out || score(x) < score(*out))) out = &x;
+        return out;
+      };
+      const auto model = [](const Candidate& x) { return x.model_us; };
+      if (!meter) {
+        const Candidate* chosen = best_of(candidates, false, model);
+        const Candidate* lossless = best_of(candidates, true, model);
+        if (!chosen) {
+          res.profile.rules.push_back(rule);
+          continue;
+        }
+        if (!Lossless(chosen->c) &&
+            !LossyPays(band, label(*chosen), chosen->model_us, lossless ? label(*lossless) : "",
+                       lossless ? lossless->model_us : std::numeric_limits<double>::infinity()))
+          chosen = lossless;
+        take(*chosen, rule);
+        res.profile.rules.push_back(rule);
+        continue;
       }
+      // --mode measure: the model's best four (two buckets at most per configuration) and the baseline.
+      std::vector<Candidate> timed;
+      std::string baseline_label;
+      std::map<std::string, int> per_config;
+      for (const auto& x : candidates) {
+        if (timed.size() >= 4) break;
+        const std::string config = fmt::format("{}|{}|{}|{}", x.c.codec, x.c.algo, x.c.streams, x.c.precision);
+        if (per_config[config]++ < 2) timed.push_back(x);
+      }
+      {
+        bool feasible = false;
+        const CommPlan plan = PlanOf(baseline, topo, &feasible, calp);
+        const Candidate b{baseline, feasible ? RuleModelUs(fabric, plan, size, baseline.bucket_bytes)
+                                             : std::numeric_limits<double>::infinity()};
+        baseline_label = label(b);
+        if (std::none_of(timed.begin(), timed.end(), [&](const Candidate& x) { return label(x) == baseline_label; }))
+          timed.push_back(b);
+      }
+      const uint64_t bytes = static_cast<uint64_t>(size / 4) * 4;
+      std::map<std::string, double> measured;
+      for (const auto& x : timed) {
+        measured[label(x)] = meter->RuleUs(x.c, std::min(static_cast<uint64_t>(x.c.bucket_bytes), bytes), bytes);
+        log << fmt::format("{} at {}: {:<40} model {:>12.1f} us, measured {:>12.1f} us\n", band,
+                           FormatSize(bytes), label(x), x.model_us, measured[label(x)]);
+      }
+      const auto time = [&](const Candidate& x) { return measured.at(label(x)); };
+      const Candidate* chosen = best_of(timed, false, time);
+      const Candidate* lossless = best_of(timed, true, time);
+      if (!chosen) {  // every run failed: the model's choice, unmeasured
+        take(timed.front(), rule);
+        res.profile.rules.push_back(rule);
+        continue;
+      }
+      if (!Lossless(chosen->c) &&
+          !LossyPays(band, label(*chosen), time(*chosen), lossless ? label(*lossless) : "",
+                     lossless ? time(*lossless) : std::numeric_limits<double>::infinity()))
+        chosen = lossless;
+      take(*chosen, rule);
+      rule.measured_us = time(*chosen);
+      if (const double b = measured.at(baseline_label); std::isfinite(b)) rule.baseline_us = b;
+      log << fmt::format("{}: {} measured {:.1f} us; the baseline {} {:.1f} us ({:.2f}x)\n", band, label(*chosen),
+                         rule.measured_us, baseline_label, measured.at(baseline_label),
+                         measured.at(baseline_label) / rule.measured_us);
       res.profile.rules.push_back(rule);
     }
   }

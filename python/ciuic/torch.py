@@ -721,7 +721,7 @@ class _MpiRuntime:
     def _config(rule):
         if rule.algo == "nccl":
             algo = "native" if rule.precision == "fp32" else f"native:{rule.precision}"
-            return algo, rule.codec, 0
+            return algo, rule.codec, rule.bucket_bytes  # the library's allreduce in the rule's buckets
         return rule.algo, rule.codec, rule.bucket_bytes
 
     def _get(self, cfg):
@@ -736,7 +736,7 @@ class _MpiRuntime:
     def allreduce(self, entry, x):
         cfg = self._config(entry.rule)
         if cfg[2] == 0:
-            cfg = (cfg[0], cfg[1], max(4, x.size * 4))  # the library's allreduce: the whole bucket at once
+            cfg = (cfg[0], cfg[1], max(4, x.size * 4))  # a rule without a bucket: the whole message at once
         tensor_id = int(entry.key.split(":")[2], 16) & ((1 << 63) - 1)
         _lib.call("ciuic_allreduce", self._get(cfg), x.ctypes.data_as(ctypes.c_void_p), x.size, tensor_id, 1)
 

@@ -318,6 +318,40 @@ TEST_F(ProfileCli, AProfileOfAnotherTopologyNeedsTheOverride) {
   EXPECT_NE(forced.out.find("# Out of bounds values : 0 OK"), std::string::npos) << forced.out;
 }
 
+// A rule for the library's own allreduce ("nccl") runs in its buckets like every other rule: a 1 MiB
+// message under a 64 KiB bucket is 16 native allreduces, under a 16 MiB bucket one. A baseline_us
+// carried by the profile is read and written back.
+TEST_F(ProfileCli, ALibraryRuleRunsInItsBuckets) {
+  for (const uint64_t bucket : {uint64_t{64} << 10, uint64_t{16} << 20}) {
+    nlohmann::json j = good_;
+    for (auto& rule : j["rules"]) {
+      rule["algo"] = "nccl";
+      rule["streams"] = 1;
+      rule["bucket_bytes"] = bucket;
+      rule["baseline_us"] = 12.5;
+    }
+    const std::string path = Write(j, "nccl.json");
+    EXPECT_EQ(ParseProfile(Slurp(path), path).rules[0].baseline_us, 12.5);
+    const std::string trace = (dir_ / "t.json").string();
+    const Result r = RunBenchCli("allreduce --backend ciuic --transport local --ranks 2 --sizes 1M --iters 2 -w 1 "
+                                 "--profile " + path + " --trace " + trace);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
+    const auto t = nlohmann::json::parse(Slurp(trace));
+    int calls = 0, native = 0;
+    for (const auto& e : t["traceEvents"]) {
+      if (e["pid"] != 0 || !e.contains("args") || !e["args"].contains("bytes")) continue;
+      if (e["name"] == "ciuic allreduce" && e["args"]["bytes"] == 1 << 20) ++calls;
+      if (e["name"] == "native allreduce") {
+        ++native;
+        EXPECT_EQ(e["args"]["bytes"].get<uint64_t>(), std::min<uint64_t>(bucket, 1 << 20));
+      }
+    }
+    ASSERT_GT(calls, 0) << bucket;
+    EXPECT_EQ(native, calls * static_cast<int>((1 << 20) / std::min<uint64_t>(bucket, 1 << 20))) << bucket;
+  }
+}
+
 TEST(Cli, CompressJsonCarriesEveryFieldAndSaneNumbers) {
   const auto dir = std::filesystem::temp_directory_path() / ("ciuic_cmp_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
