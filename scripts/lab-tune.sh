@@ -8,7 +8,7 @@
 #      band's representative size the runtime's way, the fastest measured kept as the rule;
 #   3. at those sizes, twice in turn: the profile applied by ciuic-bench --profile, and the
 #      NCCL-defaults-style baseline (MPI's allreduce in 25 MiB buckets: --backend ciuic --algo native
-#      --bucket 25M), one ciuic-bench run each (sizes from 256M up with fewer iterations, as the study);
+#      --bucket 25M), one ciuic-bench run each, with the study's iterations per size;
 # then a table per band: the rule, the model's time, the study's measured time for the rule and for the
 # baseline (the predicted speed-up), the profile's and the baseline's time now (the measured speed-up,
 # run 1 / repeat) and measured over predicted speed-up.
@@ -48,24 +48,25 @@ fi
 echo "lab-tune: run --mode measure" >&2
 "$build/bin/ciuic-tune" run --topology cluster_lab --mode measure --budget $budget --workload "$workload" \\
   --gate-seeds 1 --db "$db" --out "$profile" >"$out/study.log" 2>&1
-# The bands' sizes: below 256M (7 iterations) and from 256M up (3, as the study timed them).
+# The bands' sizes in the study's iteration groups: below 1M (40 iterations), below 256M (7), from
+# 256M up (3).
 sizes() {
   python3 -c '
 import json, math, sys
 rules = json.load(open(sys.argv[1]))["rules"]
-big = sys.argv[2] == "big"
 out = []
 for r in rules:
     lo, hi = r["min_bytes"], r.get("max_bytes") or 0
     size = int((math.sqrt(max(lo, 4096) * hi) if hi else 4.0 * lo) / 4) * 4
-    if (size >= 256 << 20) == big: out.append(str(size))
+    group = "tiny" if size < 1 << 20 else "mid" if size < 256 << 20 else "big"
+    if group == sys.argv[2]: out.append(str(size))
 print(",".join(out))' "$profile" "\$1"
 }
 for run in 1 2; do
-  for part in small big; do
+  for part in tiny mid big; do
     s=\$(sizes \$part)
     [ -n "\$s" ] || continue
-    if [ \$part = big ]; then it="-n 3 -w 1"; else it="-n 7 -w 2"; fi
+    case \$part in tiny) it="-n 40 -w 5" ;; mid) it="-n 7 -w 2" ;; *) it="-n 3 -w 1" ;; esac
     echo "lab-tune: run \$run: the profile and the baseline at \$s" >&2
     "$build/bin/ciuic-bench" allreduce --backend ciuic --profile "$profile" --ranks 4 --sizes "\$s" --inplace yes \
       \$it --format json --out "$out/profile_run\$run-\$part.json" >/dev/null
