@@ -10,13 +10,14 @@
 #      NCCL-defaults-style baseline (MPI's allreduce in 25 MiB buckets: --backend ciuic --algo native
 #      --bucket 25M), one ciuic-bench run each, with the study's iterations per size;
 # then a table per band: the rule, the model's time, the study's measured time for the rule and for the
-# baseline (the predicted speed-up), the profile's and the baseline's time now (the measured speed-up,
-# run 1 / repeat) and measured over predicted speed-up.
+# baseline (the predicted speed-up), the profile's and the baseline's time now (the measured speed-up
+# of each of --rounds rounds and their median) and the median over the predicted speed-up.
 #   scripts/lab-tune.sh [--rate 1gbit] [--budget 16] [--workload W] [--out DIR] [--skip-calibrate]
+#                       [--rounds 2] [--check-only]   (--check-only: step 3 alone, on DIR's profile)
 # Needs root and a build in build/ (or $CIUIC_BUILD).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rate=1gbit budget=16 workload=resnet50 out="" calibrate=1
+rate=1gbit budget=16 workload=resnet50 out="" calibrate=1 study=1 rounds=2
 while [ $# -gt 0 ]; do
   case "$1" in
     --rate) rate=$2; shift 2 ;;
@@ -24,12 +25,19 @@ while [ $# -gt 0 ]; do
     --workload) workload=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --skip-calibrate) calibrate=0; shift ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --check-only) calibrate=0 study=0; shift ;;
+    --rounds) rounds=$2; shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "lab-tune: unknown option '$1' (see --help)" >&2; exit 1 ;;
   esac
 done
 build=$(cd "${CIUIC_BUILD:-build}" && pwd)
 [ -x "$build/bin/ciuic-tune" ] || { echo "lab-tune: $build/bin/ciuic-tune is missing (scripts/build.sh)" >&2; exit 1; }
+[[ "$rounds" =~ ^[1-9][0-9]?$ ]] || { echo "lab-tune: --rounds '$rounds' is not a count in 1..99" >&2; exit 1; }
+if [ $study -eq 0 ] && [ ! -f "$out/cluster_lab.profile.json" ]; then
+  echo "lab-tune: --check-only needs --out DIR holding an earlier run's cluster_lab.profile.json" >&2
+  exit 1
+fi
 [ -n "$out" ] || out=$(mktemp -d /tmp/lab-tune.XXXXXX)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -45,9 +53,12 @@ if [ $calibrate -eq 1 ]; then
   echo "lab-tune: calibrate" >&2
   "$build/bin/ciuic-tune" calibrate --ranks 2,4 --rounds 2 --db "$db" >"$out/calibrate.log" 2>&1
 fi
-echo "lab-tune: run --mode measure" >&2
-"$build/bin/ciuic-tune" run --topology cluster_lab --mode measure --budget $budget --workload "$workload" \\
-  --gate-seeds 1 --db "$db" --out "$profile" >"$out/study.log" 2>&1
+if [ $study -eq 1 ]; then
+  echo "lab-tune: run --mode measure" >&2
+  "$build/bin/ciuic-tune" run --topology cluster_lab --mode measure --budget $budget --workload "$workload" \\
+    --gate-seeds 1 --db "$db" --out "$profile" >"$out/study.log" 2>&1
+fi
+rm -f "$out"/profile_run*.json "$out"/baseline_run*.json
 # The bands' sizes in the study's iteration groups: below 1M (40 iterations), below 256M (7), from
 # 256M up (3).
 sizes() {
@@ -62,7 +73,7 @@ for r in rules:
     if group == sys.argv[2]: out.append(str(size))
 print(",".join(out))' "$profile" "\$1"
 }
-for run in 1 2; do
+for run in \$(seq 1 $rounds); do
   for part in tiny mid big; do
     s=\$(sizes \$part)
     [ -n "\$s" ] || continue
@@ -88,7 +99,10 @@ def times(name, run):
         for r in json.load(open(path))["results"]:
             if r.get("time_us"): t[r["size_bytes"]] = r.get("time_p50_us") or r.get("time_us")
     return t
-runs = [(times("profile", k), times("baseline", k)) for k in (1, 2)]
+runs = []
+while os.path.exists(os.path.join(out, f"profile_run{len(runs) + 1}-tiny.json")) or \
+        os.path.exists(os.path.join(out, f"profile_run{len(runs) + 1}-mid.json")):
+    runs.append((times("profile", len(runs) + 1), times("baseline", len(runs) + 1)))
 def fs(x):
     for u, f in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
         if x >= f: return f"{x / f:.3g}{u}"
@@ -100,10 +114,11 @@ print(f"# cluster_lab (2 hosts x 2 ranks): study {pv['study_id']} ({pv['mode']},
 print(f"# step: predicted {step['predicted_us'] / 1e3:.1f} ms vs baseline {step['baseline_us'] / 1e3:.1f} ms "
       f"({step['baseline_us'] / step['predicted_us']:.2f}x predicted)")
 print("# baseline: the library's allreduce (MPI) in 25 MiB buckets; predicted speed-up: the study's baseline over")
-print("# its rule, both measured at the band's size; now: run 1 / repeat\n")
+print(f"# its rule, both measured at the band's size; now: {len(runs)} round(s), each the profile then the baseline;")
+print("# measured / predicted: the median round's\n")
 print("| band | size | rule | model ms | study: rule ms | study: baseline ms | predicted speed-up "
-      "| profile now ms | baseline now ms | measured speed-up | measured / predicted |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+      "| profile now ms | baseline now ms | measured speed-up per round | median | measured / predicted |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in prof["rules"]:
     lo, hi = r["min_bytes"], r.get("max_bytes") or 0
     size = int((math.sqrt(max(lo, 4096) * hi) if hi else 4.0 * lo) / 4) * 4
@@ -116,8 +131,10 @@ for r in prof["rules"]:
     cells = [f"[{fs(lo)}, {fs(hi) if hi else 'inf'})", fs(size), rule, ms(pred), ms(meas), ms(base),
              f"{want:.2f}x" if want else "-",
              " / ".join(ms(p.get(size)) for p, _ in runs), " / ".join(ms(b.get(size)) for _, b in runs),
-             " / ".join(f"{g:.2f}x" if g else "-" for g in got),
-             " / ".join(f"{g / want:.2f}" if g and want else "-" for g in got)]
+             " / ".join(f"{g:.2f}x" if g else "-" for g in got)]
+    ok = sorted(g for g in got if g)
+    med = (ok[len(ok) // 2] if len(ok) % 2 else (ok[len(ok) // 2 - 1] + ok[len(ok) // 2]) / 2) if ok else None
+    cells += [f"{med:.2f}x" if med else "-", f"{med / want:.2f}" if med and want else "-"]
     print("| " + " | ".join(cells) + " |")
 PY
 echo "lab-tune: results in $out" >&2

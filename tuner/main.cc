@@ -218,6 +218,7 @@ int RunTune(const cxxopts::ParseResult& r) {
     o.state_memory_gib = OptionInRange("state-memory", NumberOption("state-memory", m), 0.0, 1e6);
   }
   o.min_gain = OptionInRange("min-gain", r["min-gain"].as<double>(), 0.0, 0.99);
+  o.band_candidates = OptionInRange("band-candidates", r["band-candidates"].as<int>(), 1, 16);
   o.target = r["target"].as<std::string>();
   OneOfOption("target", o.target, TuneTargets());
   o.budget = OptionInRange("budget", o.budget, 1, kMaxBudget);
@@ -423,7 +424,7 @@ int PlotNotFirst(const cxxopts::ParseResult&) {
 const Subcommand kSubcommands[] = {
     {"run", "search for the best configuration (the default with --topology), store it, write the profile",
      {"topology", "nodes", "workload", "strategy", "budget", "seed", "patience", "mode", "db", "calibration", "out",
-      "state-memory", "target", "min-gain", "gate-tolerance", "gate-seeds"},
+      "state-memory", "target", "min-gain", "band-candidates", "gate-tolerance", "gate-seeds"},
      RunTune},
     {"show", "stored studies and best configurations", {"db"}, Show},
     {"calibrate", "measure the model's primitives here: kernels (cpu or cuda) and the link (--ranks) -> --db",
@@ -501,6 +502,8 @@ int Run(int argc, char** argv) {
       cxxopts::value<std::string>()->default_value("ciuic"))(
       "min-gain", "run: a lossy codec must predict a step (and a band) this fraction faster than the best lossless "
       "configuration", cxxopts::value<double>()->default_value("0.05"))(
+      "band-candidates", "run --mode measure: the model's best configurations each size band times beside the "
+      "baseline (the fastest measured is the band's rule)", cxxopts::value<int>()->default_value("4"))(
       "gate-tolerance", "accuracy gate: held-out accuracy (fraction) a codec may lose per seed",
       cxxopts::value<double>()->default_value("0.01"))(
       "gate-seeds", "accuracy gate: seeds, each must pass", cxxopts::value<int>()->default_value("3"))(

@@ -642,9 +642,9 @@ struct Study {
 
   // Rules per size band: the best (codec that passed the gate, streams, algorithm) for one message of
   // the band's representative size, run in the study's bucket size as the runtime runs it. With
-  // --mode measure the model's best few, each also at the baseline's 25 MiB and at the band's largest
-  // bucket of the space, and the baseline itself are timed at that size the runtime's way, and the
-  // fastest measured is the rule.
+  // --mode measure the model's best --band-candidates (buckets: the study's, the baseline's 25 MiB, the
+  // space's largest) and the baseline itself are timed at that size the runtime's way; the fastest
+  // measured, timed again beside the baseline, is the rule if it still wins by kBandMinGain.
   void PickRules(const PlanChoice& best) {
     const Fabric fabric = EffectiveFabric(topo);
     // A band may go lossy only when the step does: per message a codec can win while the step,
@@ -742,12 +742,13 @@ struct Study {
         res.profile.rules.push_back(rule);
         continue;
       }
-      // --mode measure: the model's best four (two buckets at most per configuration) and the baseline.
+      // --mode measure: the model's best --band-candidates (two buckets at most per configuration) and
+      // the baseline.
       std::vector<Candidate> timed;
       std::string baseline_label;
       std::map<std::string, int> per_config;
       for (const auto& x : candidates) {
-        if (timed.size() >= 4) break;
+        if (timed.size() >= static_cast<size_t>(o.band_candidates)) break;
         const std::string config = fmt::format("{}|{}|{}|{}", x.c.codec, x.c.algo, x.c.streams, x.c.precision);
         if (per_config[config]++ < 2) timed.push_back(x);
       }

@@ -34,6 +34,9 @@ struct TuneOptions {
   // predicted time is lower by at least this fraction: 0.05 = 5% faster.
   double min_gain = 0.05;
   std::string target = "ciuic";  // TuneTargets(): search only what that consumer can run
+  // --mode measure: how many of the model's best configurations each size band times beside the
+  // baseline (study.cc PickRules).
+  int band_candidates = 4;
 };
 
 struct TuneResult {

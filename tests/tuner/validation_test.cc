@@ -346,6 +346,8 @@ TEST(Validation, TuneOptionValuesAreOneLineNamingTheOption) {
       {"gate --gate-seeds 0", "--gate-seeds 0: must be in 1..20"},
       {"gate --format csv", "--format csv: use text or json"},
       {"--topology dgx_a100 --gate-seeds 21", "--gate-seeds 21: must be in 1..20"},
+      {"--topology dgx_a100 --band-candidates 0", "--band-candidates 0: must be in 1..16"},
+      {"--topology dgx_a100 --band-candidates x", "--band-candidates x: not a number"},
       {"calibrate --concurrency -1" + db, "--concurrency -1: must be in 0..4096"},
       {"calibrate --device tpu" + db, "--device tpu: use cpu or cuda"},
       {"model --topology dgx_a100 --sizes 0", "--sizes 0: bad size '0': must be positive"},
