@@ -23,7 +23,7 @@ namespace ciuic {
 
 class LocalWorld {
  public:
-  explicit LocalWorld(int size) : send_(size), recv_(size), ints_(size), size_(size) {}
+  explicit LocalWorld(int size) : send_(size), recv_(size), ints_(size), size_(size), mail_cv_(size) {}
 
   int size() const { return size_; }
 
@@ -48,7 +48,7 @@ class LocalWorld {
       std::lock_guard lock(mu_);
       poisoned_ = true;
       cv_.notify_all();
-      mail_cv_.notify_all();
+      for (auto& cv : mail_cv_) cv.notify_all();
       for (auto& w : descendants_) {
         if (auto c = w.lock()) children.push_back(c);
       }
@@ -70,16 +70,21 @@ class LocalWorld {
     size_t bytes = 0;
   };
 
+  // Each destination rank waits on its own condition variable: a message wakes its receiver only,
+  // not every rank of the world (with more ranks than cores, waking all of them per message cost
+  // more than the messages).
   void Post(int src, int dst, int tag, Message msg) {
-    std::lock_guard lock(mu_);
-    mail_[{src, dst, tag}].push_back(std::move(msg));
-    mail_cv_.notify_all();
+    {
+      std::lock_guard lock(mu_);
+      mail_[{src, dst, tag}].push_back(std::move(msg));
+    }
+    mail_cv_[static_cast<size_t>(dst)].notify_all();
   }
 
   Message Take(int src, int dst, int tag) {
     std::unique_lock lock(mu_);
     auto key = std::make_tuple(src, dst, tag);
-    mail_cv_.wait(lock, [&] { return poisoned_ || (mail_.count(key) && !mail_[key].empty()); });
+    mail_cv_[static_cast<size_t>(dst)].wait(lock, [&] { return poisoned_ || (mail_.count(key) && !mail_[key].empty()); });
     if (poisoned_ && (!mail_.count(key) || mail_[key].empty())) {
       throw RuntimeError("local backend: a peer rank failed");
     }
@@ -99,7 +104,7 @@ class LocalWorld {
   int size_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::condition_variable mail_cv_;
+  std::vector<std::condition_variable> mail_cv_;  // one per destination rank
   int arrived_ = 0;
   uint64_t generation_ = 0;
   bool poisoned_ = false;
