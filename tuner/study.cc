@@ -130,21 +130,7 @@ class BucketMeter {
       args += fmt::format(" --backend ciuic --algo {} --codec {} --streams {}", RuntimeAlgo(c), c.codec, c.streams);
       if (c.algo == "hier" && nodes_ <= 1) args += " --ranks-per-node 1";  // one host: each rank a node
     }
-    double us = std::numeric_limits<double>::infinity();
-    std::string why;
-    nlohmann::json doc;
-    try {
-      doc = RunBenchJson(args);
-      us = BenchP50Us(doc, static_cast<double>(bytes));
-      if (!std::isfinite(us)) why = fmt::format("ciuic-bench {}: no row of {} bytes in its results", args, bytes);
-    } catch (const Error& e) {  // the child died, exited nonzero or wrote no document
-      why = e.what();
-    }
-    if (why.empty() && nodes_ > 1) CheckHosts(doc);
-    if (!why.empty()) log_ << fmt::format("measure: {} failed (stored as a failed trial; the study goes on): {}\n", key, why);
-    cache_[key] = {us, why};
-    if (failure) *failure = why;
-    return us;
+    return Time(key, args, bytes, "stored as a failed trial; the study goes on", failure);
   }
 
   // A message of `bytes` as the runtime runs a profile rule of choice `c` and bucket `bucket`: through
@@ -166,6 +152,14 @@ class BucketMeter {
       args += fmt::format(" --algo {} --codec {} --streams {}", RuntimeAlgo(c), c.codec, c.streams);
       if (c.algo == "hier" && nodes_ <= 1) args += " --ranks-per-node 1";
     }
+    return Time(key, args, bytes, "the band goes on without it");
+  }
+
+ private:
+  // ciuic-bench ARGS' p50 for `bytes`, cached under `key`; +inf with why (logged, and in `failure`)
+  // when the child died, exited nonzero or wrote no such row.
+  double Time(const std::string& key, const std::string& args, uint64_t bytes, const char* then,
+              std::string* failure = nullptr) {
     double us = std::numeric_limits<double>::infinity();
     std::string why;
     nlohmann::json doc;
@@ -177,12 +171,12 @@ class BucketMeter {
       why = e.what();
     }
     if (why.empty() && nodes_ > 1) CheckHosts(doc);
-    if (!why.empty()) log_ << fmt::format("measure: {} failed (the band goes on without it): {}\n", key, why);
+    if (!why.empty()) log_ << fmt::format("measure: {} failed ({}): {}\n", key, then, why);
     cache_[key] = {us, why};
+    if (failure) *failure = why;
     return us;
   }
 
- private:
   // A cluster topology timed on fewer hosts would store one host's numbers as the cluster's.
   void CheckHosts(const nlohmann::json& doc) {
     if (hosts_checked_) return;
