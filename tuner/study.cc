@@ -732,6 +732,14 @@ struct Study {
             !LossyPays(band, label(*chosen), chosen->model_us, lossless ? label(*lossless) : "",
                        lossless ? lossless->model_us : std::numeric_limits<double>::infinity()))
           chosen = lossless;
+        // A lossless winner where lossy rules were allowed: say what the best lossy one would have cost.
+        if (lossy_allowed && Lossless(chosen->c))
+          for (const auto& x : candidates)
+            if (!Lossless(x.c)) {
+              log << fmt::format("{}: lossless {} at {:.1f} us beats the best lossy, {} at {:.1f} us\n", band,
+                                 label(*chosen), chosen->model_us, label(x), x.model_us);
+              break;
+            }
         take(*chosen, rule);
         res.profile.rules.push_back(rule);
         continue;

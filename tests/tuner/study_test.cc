@@ -381,8 +381,17 @@ namespace {
 TEST_F(Study, ALossyCodecMustBeatLosslessByTheMinimumGain) {
   TuneOptions o = Options(WithNics(1.0), 4);
   o.min_gain = 0;
-  const TuneResult lossy = RunStudy(o, log_);
+  std::ostringstream bands;
+  const TuneResult lossy = RunStudy(o, bands);
   EXPECT_NE(lossy.profile.RuleFor(uint64_t{1} << 30).codec, "none");
+  // A band that stays lossless where lossy rules were allowed says what the best lossy one would cost.
+  for (const auto& rule : lossy.profile.rules) {
+    if (rule.codec == "none" && rule.precision == "fp32") {
+      EXPECT_NE(bands.str().find(fmt::format("band [{}, ", FormatSize(rule.min_bytes))), std::string::npos)
+          << bands.str();
+    }
+  }
+  EXPECT_EQ(bands.str().find("bands: lossless only"), std::string::npos) << bands.str();
   o.min_gain = 0.999;  // no codec is 1000x faster
   std::ostringstream why;
   const TuneResult lossless = RunStudy(o, why);
@@ -566,7 +575,9 @@ void ExpectExportAgrees(const Profile& p, const std::string& format) {
     const nlohmann::json j = nlohmann::json::parse(text);
     const int stage = j["zero_optimization"]["stage"].get<int>();
     EXPECT_EQ(stage, k == CodecKind::kInt4 ? 3 : k == CodecKind::kSign1 ? 0 : 1);
-    if (stage > 0) EXPECT_EQ(j["zero_optimization"]["reduce_bucket_size"].get<uint64_t>(), big.bucket_bytes / 4);
+    if (stage > 0) {
+      EXPECT_EQ(j["zero_optimization"]["reduce_bucket_size"].get<uint64_t>(), big.bucket_bytes / 4);
+    }
     EXPECT_EQ(j["communication_data_type"].get<std::string>(),
               big.precision != "fp32" ? big.precision
               : k == CodecKind::kFp16 ? "fp16"
