@@ -59,7 +59,7 @@ if [ $study -eq 1 ]; then
     --gate-seeds 1 --db "$db" --out "$profile" >"$out/study.log" 2>&1
 fi
 rm -f "$out"/profile_run*.json "$out"/baseline_run*.json
-# The bands' sizes in the study's iteration groups: below 1M (40 iterations), below 256M (7), from
+# The bands' sizes in the study's iteration groups: below 16M (40 iterations), below 256M (7), from
 # 256M up (3).
 sizes() {
   python3 -c '
@@ -69,7 +69,7 @@ out = []
 for r in rules:
     lo, hi = r["min_bytes"], r.get("max_bytes") or 0
     size = int((math.sqrt(max(lo, 4096) * hi) if hi else 4.0 * lo) / 4) * 4
-    group = "tiny" if size < 1 << 20 else "mid" if size < 256 << 20 else "big"
+    group = "tiny" if size < 16 << 20 else "mid" if size < 256 << 20 else "big"
     if group == sys.argv[2]: out.append(str(size))
 print(",".join(out))' "$profile" "\$1"
 }

@@ -310,6 +310,51 @@ printf '{"results": [{"size_bytes": %s, "time_p50_us": 100}]}' "$size" > "$out"
   EXPECT_EQ(DescribeExit(2 << 8), "exit 2");
 }
 
+// --mode measure bands: the choice and the baseline are timed again in turn, three pairs below 256 MiB
+// and one above, and the band keeps the medians of those pairs. The fake ciuic-bench's 4 MiB baseline
+// (a whole-message library call) takes 100 us in every run but the first pair's (30); the other choices
+// take 40 us but 200 in the first pair: one pair alone would keep the baseline, the means (93 against
+// 77) too; the medians give 40 against 100.
+TEST_F(Resume, ABandKeepsTheMediansOfItsPairedTimings) {
+  const std::string fake = (dir_ / "fake-bench").string();
+  std::ofstream(fake) << R"(#!/bin/sh
+out=""; size=""; prev=""
+for a in "$@"; do
+  [ "$prev" = "--out" ] && out="$a"
+  [ "$prev" = "--sizes" ] && size="$a"
+  prev="$a"
+done
+t=100
+case " $* " in
+  *" --iters 5 "*) ;;
+  *" --sizes 4194304 "*)
+    key=$(echo "$*" | sed 's/--out .*//' | cksum | cut -d' ' -f1)
+    n=$(cat "$(dirname "$0")/calls.$key" 2>/dev/null || echo 0); n=$((n + 1)); echo $n > "$(dirname "$0")/calls.$key"
+    case " $* " in
+      *" --bucket 4194304 --algo native "*) [ $n -eq 2 ] && t=30 ;;
+      *) t=40; [ $n -eq 2 ] && t=200 ;;
+    esac ;;
+esac
+printf '{"results": [{"size_bytes": %s, "time_p50_us": %s}]}' "$size" "$t" > "$out"
+)";
+  chmod(fake.c_str(), 0755);
+  setenv("CIUIC_BENCH_EXE", fake.c_str(), 1);
+  TuneOptions o = Options();
+  o.mode = "measure";
+  o.budget = 4;
+  const TuneResult r = RunStudy(o, log_);
+  const ProfileRule& mid = r.profile.RuleFor(uint64_t{4} << 20);
+  EXPECT_DOUBLE_EQ(mid.measured_us, 40) << log_.str();
+  EXPECT_DOUBLE_EQ(mid.baseline_us, 100) << log_.str();
+  EXPECT_FALSE(mid.algo == "nccl" && mid.bucket_bytes >= (uint64_t{4} << 20)) << "the baseline kept";
+  EXPECT_NE(log_.str().find("band [1M, 16M): pair 3/3: "), std::string::npos) << log_.str();
+  // Elsewhere every run takes 100 us: the baseline is kept, and from 256 MiB up it is timed once.
+  EXPECT_EQ(log_.str().find("band [256M, inf): pair"), std::string::npos) << log_.str();
+  const ProfileRule& big = r.profile.RuleFor(uint64_t{1} << 30);
+  EXPECT_EQ(big.algo, "nccl");
+  EXPECT_DOUBLE_EQ(big.measured_us, big.baseline_us);
+}
+
 // ciuic-tune: a bad option value is one line naming the option and the value, exit 1.
 int RunTune(const std::string& args, std::string* err) {
   const std::string base = ::testing::TempDir() + "/ciuic_tune_v" + std::to_string(getpid());
