@@ -115,10 +115,11 @@ print(f"# step: predicted {step['predicted_us'] / 1e3:.1f} ms vs baseline {step[
       f"({step['baseline_us'] / step['predicted_us']:.2f}x predicted)")
 print("# baseline: the library's allreduce (MPI) in 25 MiB buckets; predicted speed-up: the study's baseline over")
 print(f"# its rule, both measured at the band's size; now: {len(runs)} round(s), each the profile then the baseline;")
-print("# measured / predicted: the median round's\n")
+print("# measured / predicted: the median round's; medians: the baseline's median time over the profile's\n")
 print("| band | size | rule | model ms | study: rule ms | study: baseline ms | predicted speed-up "
-      "| profile now ms | baseline now ms | measured speed-up per round | median | measured / predicted |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+      "| profile now ms | baseline now ms | measured speed-up per round | median | measured / predicted "
+      "| medians | medians / predicted |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in prof["rules"]:
     lo, hi = r["min_bytes"], r.get("max_bytes") or 0
     size = int((math.sqrt(max(lo, 4096) * hi) if hi else 4.0 * lo) / 4) * 4
@@ -132,9 +133,14 @@ for r in prof["rules"]:
              f"{want:.2f}x" if want else "-",
              " / ".join(ms(p.get(size)) for p, _ in runs), " / ".join(ms(b.get(size)) for _, b in runs),
              " / ".join(f"{g:.2f}x" if g else "-" for g in got)]
-    ok = sorted(g for g in got if g)
-    med = (ok[len(ok) // 2] if len(ok) % 2 else (ok[len(ok) // 2 - 1] + ok[len(ok) // 2]) / 2) if ok else None
-    cells += [f"{med:.2f}x" if med else "-", f"{med / want:.2f}" if med and want else "-"]
+    def median(xs):
+        xs = sorted(x for x in xs if x)
+        return (xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2) if xs else None
+    med = median(got)
+    pm, bm = median(p.get(size) for p, _ in runs), median(b.get(size) for _, b in runs)
+    both = bm / pm if pm and bm else None
+    cells += [f"{med:.2f}x" if med else "-", f"{med / want:.2f}" if med and want else "-",
+              f"{both:.2f}x" if both else "-", f"{both / want:.2f}" if both and want else "-"]
     print("| " + " | ".join(cells) + " |")
 PY
 echo "lab-tune: results in $out" >&2
