@@ -11,7 +11,8 @@
 #      --bucket 25M), one ciuic-bench run each, with the study's iterations per size;
 # then a table per band: the rule, the model's time, the study's measured time for the rule and for the
 # baseline (the predicted speed-up), the profile's and the baseline's time now (the measured speed-up
-# of each of --rounds rounds and their median) and the median over the predicted speed-up.
+# of each of --rounds rounds and their median), the median over the predicted speed-up, and the ratio
+# of the median times (the baseline's over the profile's) over the predicted speed-up.
 #   scripts/lab-tune.sh [--rate 1gbit] [--budget 16] [--workload W] [--out DIR] [--skip-calibrate]
 #                       [--rounds 2] [--check-only]   (--check-only: step 3 alone, on DIR's profile)
 # Needs root and a build in build/ (or $CIUIC_BUILD).
@@ -27,7 +28,7 @@ while [ $# -gt 0 ]; do
     --skip-calibrate) calibrate=0; shift ;;
     --check-only) calibrate=0 study=0; shift ;;
     --rounds) rounds=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "lab-tune: unknown option '$1' (see --help)" >&2; exit 1 ;;
   esac
 done

@@ -631,7 +631,7 @@ struct Study {
   }
 
   // --mode measure: a band leaves the baseline only for a configuration this fraction faster than it,
-  // timed a second time beside it.
+  // timed again beside it in kRetimePairs pairs of runs below 256 MiB, in one pair above.
   static constexpr double kBandMinGain = 0.05;
   static constexpr int kRetimePairs = 3;
 
@@ -741,10 +741,12 @@ struct Study {
             !LossyPays(band, label(*chosen), chosen->model_us, lossless ? label(*lossless) : "",
                        lossless ? lossless->model_us : std::numeric_limits<double>::infinity()))
           chosen = lossless;
-        // A lossless winner where lossy rules were allowed: say what the best lossy one would have cost.
+        // A lossless winner on the model where lossy rules were allowed: say what the best lossy one
+        // would have cost (a faster lossy one under --min-gain was logged by LossyPays).
         if (lossy_allowed && Lossless(chosen->c))
           for (const auto& x : candidates)
             if (!Lossless(x.c)) {
+              if (x.model_us < chosen->model_us) break;
               log << fmt::format("{}: lossless {} at {:.1f} us beats the best lossy, {} at {:.1f} us\n", band,
                                  label(*chosen), chosen->model_us, label(x), x.model_us);
               break;
@@ -802,11 +804,24 @@ struct Study {
         // of those pairs are the band's times, and the choice must beat the baseline by kBandMinGain.
         const int pairs = bytes < (uint64_t{256} << 20) ? kRetimePairs : 1;
         std::vector<double> again, base_again;
+        // Each pair in the other order than the one before, so a drift favours neither.
         for (int round = 1; round <= pairs; ++round) {
-          const double a =
-              meter->RuleUs(chosen->c, std::min(static_cast<uint64_t>(chosen->c.bucket_bytes), bytes), bytes, round);
-          const double b =
-              meter->RuleUs(baseline, std::min(static_cast<uint64_t>(baseline.bucket_bytes), bytes), bytes, round);
+          const auto time_choice = [&] {
+            return meter->RuleUs(chosen->c, std::min(static_cast<uint64_t>(chosen->c.bucket_bytes), bytes), bytes,
+                                 round);
+          };
+          const auto time_baseline = [&] {
+            return meter->RuleUs(baseline, std::min(static_cast<uint64_t>(baseline.bucket_bytes), bytes), bytes,
+                                 round);
+          };
+          double a = 0, b = 0;
+          if (round % 2) {
+            a = time_choice();
+            b = time_baseline();
+          } else {
+            b = time_baseline();
+            a = time_choice();
+          }
           if (pairs > 1)
             log << fmt::format("{}: pair {}/{}: {} {:.1f} us, the baseline {:.1f} us\n", band, round, pairs,
                                label(*chosen), a, b);

@@ -386,10 +386,13 @@ TEST_F(Study, ALossyCodecMustBeatLosslessByTheMinimumGain) {
   EXPECT_NE(lossy.profile.RuleFor(uint64_t{1} << 30).codec, "none");
   // A band that stays lossless where lossy rules were allowed says what the best lossy one would cost.
   for (const auto& rule : lossy.profile.rules) {
-    if (rule.codec == "none" && rule.precision == "fp32") {
-      EXPECT_NE(bands.str().find(fmt::format("band [{}, ", FormatSize(rule.min_bytes))), std::string::npos)
-          << bands.str();
-    }
+    if (rule.codec != "none" || rule.precision != "fp32") continue;
+    const std::string band = fmt::format("band [{}, {}): lossless ", FormatSize(rule.min_bytes),
+                                         rule.max_bytes ? FormatSize(rule.max_bytes) : "inf");
+    const size_t at = bands.str().find(band);
+    ASSERT_NE(at, std::string::npos) << band << "\n" << bands.str();
+    const std::string line = bands.str().substr(at, bands.str().find('\n', at) - at);
+    EXPECT_NE(line.find(" beats the best lossy, "), std::string::npos) << line;
   }
   EXPECT_EQ(bands.str().find("bands: lossless only"), std::string::npos) << bands.str();
   o.min_gain = 0.999;  // no codec is 1000x faster
