@@ -247,6 +247,20 @@ class Resume : public ::testing::Test {
     EXPECT_TRUE(q.Step());
     return q.ColumnInt(0);
   }
+  // A stand-in ciuic-bench (a shell script: kFakeBenchArgs, then what it writes to $out for $size),
+  // used by --mode measure once UseFakeBench() is called.
+  static constexpr const char* kFakeBenchArgs = R"(#!/bin/sh
+out=""; size=""; prev=""
+for a in "$@"; do
+  [ "$prev" = "--out" ] && out="$a"
+  [ "$prev" = "--sizes" ] && size="$a"
+  prev="$a"
+done)";
+  std::string FakeBench() const { return (dir_ / "fake-bench").string(); }
+  void UseFakeBench() const {
+    chmod(FakeBench().c_str(), 0755);
+    setenv("CIUIC_BENCH_EXE", FakeBench().c_str(), 1);
+  }
   std::filesystem::path dir_;
   std::ostringstream log_;
 };
@@ -281,19 +295,11 @@ TEST_F(Resume, AnInterruptedCpuLocalStudyResumes) {
 // --mode measure with a ciuic-bench that dies (SIGKILL) for one setting: those trials are stored as
 // failed with the reason, the others measured, the study finishes.
 TEST_F(Resume, AMeasurementWhoseBenchDiedIsAFailedTrialAndTheStudyGoesOn) {
-  const std::string fake = (dir_ / "fake-bench").string();
-  std::ofstream(fake) << R"(#!/bin/sh
-out=""; size=""; prev=""
-for a in "$@"; do
-  [ "$prev" = "--out" ] && out="$a"
-  [ "$prev" = "--sizes" ] && size="$a"
-  prev="$a"
-done
+  std::ofstream(FakeBench()) << kFakeBenchArgs << R"(
 case " $* " in *" --streams 2 "*) echo "rank 1 killed" >&2; kill -9 $$ ;; esac
 printf '{"results": [{"size_bytes": %s, "time_p50_us": 100}]}' "$size" > "$out"
 )";
-  chmod(fake.c_str(), 0755);
-  setenv("CIUIC_BENCH_EXE", fake.c_str(), 1);
+  UseFakeBench();
   TuneOptions o = Options();
   o.mode = "measure";
   o.budget = 40;  // random: every streams value is drawn
@@ -317,14 +323,7 @@ printf '{"results": [{"size_bytes": %s, "time_p50_us": 100}]}' "$size" > "$out"
 // the first pair keeps the baseline, the last gives 40 against 110, the means (97 against 80) keep the
 // baseline: the medians give 50 against 100. At 1 GiB a choice is faster (50 us) only in its first run.
 TEST_F(Resume, ABandKeepsTheMediansOfItsPairedTimings) {
-  const std::string fake = (dir_ / "fake-bench").string();
-  std::ofstream(fake) << R"(#!/bin/sh
-out=""; size=""; prev=""
-for a in "$@"; do
-  [ "$prev" = "--out" ] && out="$a"
-  [ "$prev" = "--sizes" ] && size="$a"
-  prev="$a"
-done
+  std::ofstream(FakeBench()) << kFakeBenchArgs << R"(
 key=$(echo "$*" | sed 's/--out .*//' | cksum | cut -d' ' -f1)
 n=$(cat "$(dirname "$0")/calls.$key" 2>/dev/null || echo 0); n=$((n + 1)); echo $n > "$(dirname "$0")/calls.$key"
 t=100
@@ -339,8 +338,7 @@ case " $* " in
 esac
 printf '{"results": [{"size_bytes": %s, "time_p50_us": %s}]}' "$size" "$t" > "$out"
 )";
-  chmod(fake.c_str(), 0755);
-  setenv("CIUIC_BENCH_EXE", fake.c_str(), 1);
+  UseFakeBench();
   TuneOptions o = Options();
   o.mode = "measure";
   o.budget = 4;
