@@ -91,13 +91,6 @@ std::map<std::string, bool> GateAll(Database& db, const SearchSpace& space, cons
   return pass;
 }
 
-// The median of some timings (the mean of the middle two for an even count); `v` is not empty.
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // Iterations and warm-ups for timing one message of a size band: many below 16 MiB, where one call is
 // short and noisy (over a 1 Gbit/s link a 4 MiB allreduce takes 40 ms: 40 of them, 2 s); few from
 // 256 MiB up, where one call takes seconds on a slow link.
@@ -743,14 +736,11 @@ struct Study {
           chosen = lossless;
         // A lossless winner on the model where lossy rules were allowed: say what the best lossy one
         // would have cost (a faster lossy one under --min-gain was logged by LossyPays).
-        if (lossy_allowed && Lossless(chosen->c))
-          for (const auto& x : candidates)
-            if (!Lossless(x.c)) {
-              if (x.model_us < chosen->model_us) break;
-              log << fmt::format("{}: lossless {} at {:.1f} us beats the best lossy, {} at {:.1f} us\n", band,
-                                 label(*chosen), chosen->model_us, label(x), x.model_us);
-              break;
-            }
+        const auto lossy = std::find_if(candidates.begin(), candidates.end(),
+                                        [](const Candidate& x) { return !Lossless(x.c); });  // sorted: the best
+        if (lossy_allowed && Lossless(chosen->c) && lossy != candidates.end() && lossy->model_us >= chosen->model_us)
+          log << fmt::format("{}: lossless {} at {:.1f} us beats the best lossy, {} at {:.1f} us\n", band,
+                             label(*chosen), chosen->model_us, label(*lossy), lossy->model_us);
         take(*chosen, rule);
         res.profile.rules.push_back(rule);
         continue;
@@ -776,8 +766,12 @@ struct Study {
       }
       const uint64_t bytes = static_cast<uint64_t>(size / 4) * 4;
       std::map<std::string, double> measured;
+      // One message of the band's size as the runtime runs choice `c` (in its bucket); `round` > 0 afresh.
+      const auto rule_us = [&](const PlanChoice& c, int round) {
+        return meter->RuleUs(c, std::min(static_cast<uint64_t>(c.bucket_bytes), bytes), bytes, round);
+      };
       for (const auto& x : timed) {
-        measured[label(x)] = meter->RuleUs(x.c, std::min(static_cast<uint64_t>(x.c.bucket_bytes), bytes), bytes);
+        measured[label(x)] = rule_us(x.c, 0);
         log << fmt::format("{} at {}: {:<40} model {:>12.1f} us, measured {:>12.1f} us\n", band,
                            FormatSize(bytes), label(x), x.model_us, measured[label(x)]);
       }
@@ -806,21 +800,13 @@ struct Study {
         std::vector<double> again, base_again;
         // Each pair in the other order than the one before, so a drift favours neither.
         for (int round = 1; round <= pairs; ++round) {
-          const auto time_choice = [&] {
-            return meter->RuleUs(chosen->c, std::min(static_cast<uint64_t>(chosen->c.bucket_bytes), bytes), bytes,
-                                 round);
-          };
-          const auto time_baseline = [&] {
-            return meter->RuleUs(baseline, std::min(static_cast<uint64_t>(baseline.bucket_bytes), bytes), bytes,
-                                 round);
-          };
           double a = 0, b = 0;
           if (round % 2) {
-            a = time_choice();
-            b = time_baseline();
+            a = rule_us(chosen->c, round);
+            b = rule_us(baseline, round);
           } else {
-            b = time_baseline();
-            a = time_choice();
+            b = rule_us(baseline, round);
+            a = rule_us(chosen->c, round);
           }
           if (pairs > 1)
             log << fmt::format("{}: pair {}/{}: {} {:.1f} us, the baseline {:.1f} us\n", band, round, pairs,
@@ -829,8 +815,8 @@ struct Study {
           if (std::isfinite(b)) base_again.push_back(b);
         }
         if (!again.empty() && !base_again.empty()) {  // else the first timings stand
-          chosen_us = Median(again);
-          base_us = Median(base_again);
+          chosen_us = Percentile(again, 50);
+          base_us = Percentile(base_again, 50);
         }
         const bool keeps = chosen_us <= (1 - kBandMinGain) * base_us;
         log << fmt::format("{}: timed again: {} {:.1f} us, the baseline {:.1f} us ({:.2f}x): {}\n", band,
