@@ -626,7 +626,7 @@ struct Study {
   // --mode measure: a band leaves the baseline only for a configuration this fraction faster than it,
   // timed again beside it in kRetimePairs pairs of runs below 256 MiB, in one pair above.
   static constexpr double kBandMinGain = 0.05;
-  static constexpr int kRetimePairs = 3;
+  static constexpr int kRetimePairs = 5;
 
   // What the runtime runs for one message of `size` under a rule of `bucket` bytes: whole buckets in
   // sequence, then the rest (collectives/runtime_comm.cc).
@@ -794,10 +794,16 @@ struct Study {
       if (chosen != base && std::isfinite(base_us)) {
         // The fastest of several noisy timings is biased low: the choice and the baseline are timed
         // again, in turn, kRetimePairs times below 256 MiB (a library's allreduce can vary from run to
-        // run by 1.5x: Open MPI's 4 MiB over the lab's link took 42 or 61 ms), once above; the medians
-        // of those pairs are the band's times, and the choice must beat the baseline by kBandMinGain.
+        // run by 1.5x: Open MPI's 4 MiB over the lab's link took 42 or 61 ms), once above. The band keeps
+        // the pair whose speed-up is the median of the pairs' (the lower middle of an even count): both
+        // of its times come from one stretch of the machine, where the medians of each side taken apart
+        // may come from different ones. The choice must beat the baseline by kBandMinGain in that pair.
         const int pairs = bytes < (uint64_t{256} << 20) ? kRetimePairs : 1;
-        std::vector<double> again, base_again;
+        struct Pair {
+          int round;
+          double us, base_us;
+        };
+        std::vector<Pair> again;
         // Each pair in the other order than the one before, so a drift favours neither.
         for (int round = 1; round <= pairs; ++round) {
           double a = 0, b = 0;
@@ -809,14 +815,18 @@ struct Study {
             a = rule_us(chosen->c, round);
           }
           if (pairs > 1)
-            log << fmt::format("{}: pair {}/{}: {} {:.1f} us, the baseline {:.1f} us\n", band, round, pairs,
-                               label(*chosen), a, b);
-          if (std::isfinite(a)) again.push_back(a);
-          if (std::isfinite(b)) base_again.push_back(b);
+            log << fmt::format("{}: pair {}/{}: {} {:.1f} us, the baseline {:.1f} us ({:.2f}x)\n", band, round, pairs,
+                               label(*chosen), a, b, b / a);
+          if (std::isfinite(a) && std::isfinite(b)) again.push_back({round, a, b});
         }
-        if (!again.empty() && !base_again.empty()) {  // else the first timings stand
-          chosen_us = Percentile(again, 50);
-          base_us = Percentile(base_again, 50);
+        if (!again.empty()) {  // else the first timings stand
+          std::stable_sort(again.begin(), again.end(),
+                           [](const Pair& x, const Pair& y) { return x.base_us / x.us < y.base_us / y.us; });
+          const Pair& middle = again[(again.size() - 1) / 2];
+          chosen_us = middle.us;
+          base_us = middle.base_us;
+          if (pairs > 1)
+            log << fmt::format("{}: the median pair of {} timed: {}\n", band, again.size(), middle.round);
         }
         const bool keeps = chosen_us <= (1 - kBandMinGain) * base_us;
         log << fmt::format("{}: timed again: {} {:.1f} us, the baseline {:.1f} us ({:.2f}x): {}\n", band,
