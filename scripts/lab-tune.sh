@@ -6,9 +6,9 @@
 #   2. ciuic-tune run --topology cluster_lab --mode measure: every trial timed on the lab's 4 ranks,
 #      the links taken from step 1; per size band the model's best few and the baseline timed at the
 #      band's representative size the runtime's way, the fastest measured kept as the rule;
-#   3. at those sizes, twice in turn: the profile applied by ciuic-bench --profile, and the
-#      NCCL-defaults-style baseline (MPI's allreduce in 25 MiB buckets: --backend ciuic --algo native
-#      --bucket 25M), one ciuic-bench run each, with the study's iterations per size;
+#   3. at those sizes, --rounds times in turn (odd rounds the profile first): the profile applied by
+#      ciuic-bench --profile, and the NCCL-defaults-style baseline (MPI's allreduce in 25 MiB buckets:
+#      --backend ciuic --algo native --bucket 25M), one run each, with the study's iterations per size;
 # then a table per band: the rule, the model's time, the study's measured time for the rule and for the
 # baseline (the predicted speed-up), the profile's and the baseline's time now (the measured speed-up
 # of each of --rounds rounds and their median), the median over the predicted speed-up, and the ratio
@@ -79,11 +79,20 @@ for run in \$(seq 1 $rounds); do
     s=\$(sizes \$part)
     [ -n "\$s" ] || continue
     case \$part in tiny) it="-n 40 -w 5" ;; mid) it="-n 7 -w 2" ;; *) it="-n 3 -w 1" ;; esac
-    echo "lab-tune: run \$run: the profile and the baseline at \$s" >&2
-    "$build/bin/ciuic-bench" allreduce --backend ciuic --profile "$profile" --ranks 4 --sizes "\$s" --inplace yes \
-      \$it --format json --out "$out/profile_run\$run-\$part.json" >/dev/null
-    "$build/bin/ciuic-bench" allreduce --backend ciuic --algo native --bucket 25M --ranks 4 --sizes "\$s" \
-      --inplace yes \$it --format json --out "$out/baseline_run\$run-\$part.json" >/dev/null
+    # Odd rounds the profile first, even rounds the baseline first (as the study's pairs): a drift of
+    # the machine favours neither.
+    order="profile baseline"
+    [ \$((run % 2)) -eq 1 ] || order="baseline profile"
+    echo "lab-tune: run \$run: \${order% *} then \${order#* } at \$s" >&2
+    for side in \$order; do
+      if [ \$side = profile ]; then
+        "$build/bin/ciuic-bench" allreduce --backend ciuic --profile "$profile" --ranks 4 --sizes "\$s" --inplace yes \
+          \$it --format json --out "$out/profile_run\$run-\$part.json" >/dev/null
+      else
+        "$build/bin/ciuic-bench" allreduce --backend ciuic --algo native --bucket 25M --ranks 4 --sizes "\$s" \
+          --inplace yes \$it --format json --out "$out/baseline_run\$run-\$part.json" >/dev/null
+      fi
+    done
   done
 done
 EOF
@@ -115,7 +124,8 @@ print(f"# cluster_lab (2 hosts x 2 ranks): study {pv['study_id']} ({pv['mode']},
 print(f"# step: predicted {step['predicted_us'] / 1e3:.1f} ms vs baseline {step['baseline_us'] / 1e3:.1f} ms "
       f"({step['baseline_us'] / step['predicted_us']:.2f}x predicted)")
 print("# baseline: the library's allreduce (MPI) in 25 MiB buckets; predicted speed-up: the study's baseline over")
-print(f"# its rule, both measured at the band's size; now: {len(runs)} round(s), each the profile then the baseline;")
+print(f"# its rule, both measured at the band's size (its median pair); now: {len(runs)} round(s), the profile and the")
+print("# baseline in turn (odd rounds the profile first);")
 print("# measured / predicted: the median round's; medians: the baseline's median time over the profile's\n")
 print("| band | size | rule | model ms | study: rule ms | study: baseline ms | predicted speed-up "
       "| profile now ms | baseline now ms | measured speed-up per round | median | measured / predicted "
