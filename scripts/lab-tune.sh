@@ -54,11 +54,20 @@ if [ $calibrate -eq 1 ]; then
   echo "lab-tune: calibrate" >&2
   "$build/bin/ciuic-tune" calibrate --ranks 2,4 --rounds 2 --db "$db" >"$out/calibrate.log" 2>&1
 fi
+# The machine's own speed as the run goes on: one process's topk:0.01 encode of 16M floats and its
+# copy rate (a shared VM's CPU can drift by tens of percent over a run; the table reports it).
+canary() {
+  "$build/bin/ciuic-bench" compress --codec topk:0.01 --sizes 16M --data normal --format json \
+    --out "$out/canary-\$1.json" >/dev/null 2>&1 || echo "lab-tune: the canary failed (\$1)" >&2
+}
+rm -f "$out"/canary-*.json
+canary 0-before-study
 if [ $study -eq 1 ]; then
   echo "lab-tune: run --mode measure" >&2
   "$build/bin/ciuic-tune" run --topology cluster_lab --mode measure --budget $budget --workload "$workload" \\
     --gate-seeds 1 --db "$db" --out "$profile" >"$out/study.log" 2>&1
 fi
+canary 1-after-study
 rm -f "$out"/profile_run*.json "$out"/baseline_run*.json
 # The bands' sizes in the study's iteration groups: below 16M (40 iterations), below 256M (7), from
 # 256M up (3).
@@ -75,6 +84,7 @@ for r in rules:
 print(",".join(out))' "$profile" "\$1"
 }
 for run in \$(seq 1 $rounds); do
+  canary "2-round\$(printf %02d \$run)"
   for part in tiny mid big; do
     s=\$(sizes \$part)
     [ -n "\$s" ] || continue
@@ -153,5 +163,11 @@ for r in prof["rules"]:
     cells += [f"{med:.2f}x" if med else "-", f"{med / want:.2f}" if med and want else "-",
               f"{both:.2f}x" if both else "-", f"{both / want:.2f}" if both and want else "-"]
     print("| " + " | ".join(cells) + " |")
+canaries = sorted(glob.glob(os.path.join(out, "canary-*.json")))
+if canaries:
+    print("\n# the machine: one process's topk:0.01 encode of 16M floats (us) and copy rate (GB/s), as the run went on")
+    for path in canaries:
+        r = json.load(open(path))["results"][0]
+        print(f"#   {os.path.basename(path)[7:-5]:<16} encode {r['enc_us']:9.1f} us   copy {r['copy_gbps']:6.2f} GB/s")
 PY
 echo "lab-tune: results in $out" >&2
