@@ -108,6 +108,7 @@ done
 EOF
 chmod +x "$out/tune.sh"
 scripts/cluster-lab.sh --hosts 2 --ranks-per-host 2 --rate "$rate" --run -- "$out/tune.sh"
+rm -f "$out/tune.sh"  # generated with this machine's paths: not a result (kept when the run failed)
 
 python3 - "$out" <<'PY' | tee "$out/table.md"
 import glob, json, math, os, sys

@@ -548,41 +548,33 @@ struct Study {
   // kLosslessSearchTrials new trials were scored. Points already scored are not scored again.
   static constexpr int kLosslessSearchTrials = 32;
   Trial LosslessSearch(SearchResult& sr, Trial at) {
-    std::map<std::string, double> seen;
-    for (const Trial& t : sr.trials) seen[space.Describe(t.point)] = t.score;
+    std::map<std::string, Trial> seen;  // config -> its trial, as stored
+    for (const Trial& t : sr.trials) seen[space.Describe(t.point)] = t;
     int added = 0;
-    const auto score = [&](const Point& p) {
+    const auto score = [&](const Point& p) -> std::optional<Trial> {
       const std::string config = space.Describe(p);
       if (auto it = seen.find(config); it != seen.end()) return it->second;
-      if (!space.Valid(p) || added >= kLosslessSearchTrials) return std::numeric_limits<double>::infinity();
+      if (!space.Valid(p) || added >= kLosslessSearchTrials) return std::nullopt;
       const Trial t{static_cast<int>(sr.trials.size()), p, objective(p)};
       sr.trials.push_back(t);
-      seen[config] = t.score;
+      seen[config] = t;
       ++added;
       log << fmt::format("trial {:>4}: {:>12.1f} us/step  lossless search  {}\n", t.index + 1, t.score, config);
-      return t.score;
+      return t;
     };
     for (bool moved = true; moved && added < kLosslessSearchTrials;) {
       moved = false;
       for (const int dim : {1, 3, 2}) {  // bucket, algorithm, streams
-        Trial best_here = at;
+        const Trial from = at;
         const int n = static_cast<int>(space.dims[static_cast<size_t>(dim)].values.size());
         for (int v = 0; v < n; ++v) {
-          if (v == at.point[static_cast<size_t>(dim)]) continue;
-          Point q = at.point;
+          Point q = from.point;
           q[static_cast<size_t>(dim)] = v;
-          const double s = score(q);
-          if (s < best_here.score) best_here = Trial{0, q, s};
+          if (const auto t = score(q); t && t->score < at.score) at = *t;
         }
-        if (best_here.score < at.score) {
-          at = best_here;
-          moved = true;
-        }
+        moved = moved || at.point != from.point;
       }
     }
-    // The trial as stored (its evaluation order), found again by its point.
-    for (const Trial& t : sr.trials)
-      if (t.point == at.point) return t;
     return at;
   }
 
