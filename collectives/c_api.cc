@@ -15,7 +15,11 @@
 #include "collectives/algorithms/hops.h"
 #include "collectives/backends/local/communicator.h"
 #include "collectives/profile.h"
+#include "collectives/backends/gloo/communicator.h"
+#include "collectives/backends/nccl/communicator.h"
+#include "collectives/bootstrap/store.h"
 #include "collectives/runtime.h"
+#include "collectives/runtime_async.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "kernels/codec.h"
@@ -31,7 +35,13 @@ struct ciuic_comm {
   std::unique_ptr<ciuic::Communicator> owned;
 };
 struct ciuic_runtime {
-  std::unique_ptr<ciuic::Runtime> rt;
+  std::unique_ptr<ciuic::Runtime> rt;          // ciuic_runtime_create: one configuration, the caller's thread
+  std::unique_ptr<ciuic::AsyncRuntime> async;  // ciuic_runtime_create_profile: rules, its own thread
+};
+struct ciuic_request {
+  std::shared_ptr<ciuic::AsyncRequest> req;  // null: ran at once (status below)
+  ciuic_status_t status = CIUIC_OK;
+  std::string error;
 };
 struct ciuic_codec {
   ciuic::Codec codec;
@@ -69,6 +79,32 @@ ciuic_status_t Guard(F&& f) {
 
 void Require(const void* p, const char* what) {
   if (!p) throw ciuic::UsageError(std::string(what) + " is null");
+}
+
+// A finished request's status as the exception Guard turns back into it.
+void ThrowStatus(ciuic::WorkStatus s, const std::string& error) {
+  switch (s) {
+    case ciuic::WorkStatus::kOk: return;
+    case ciuic::WorkStatus::kUsage: throw ciuic::UsageError(error);
+    case ciuic::WorkStatus::kInput: throw ciuic::InputError(error);
+    case ciuic::WorkStatus::kRuntime: throw ciuic::RuntimeError(error);
+  }
+}
+
+ciuic::DType DTypeOf(ciuic_dtype_t t) {
+  switch (t) {
+    case CIUIC_FP32: return ciuic::DType::kFloat32;
+    case CIUIC_FP16: return ciuic::DType::kFloat16;
+    case CIUIC_BF16: return ciuic::DType::kBFloat16;
+  }
+  throw ciuic::UsageError(fmt::format("dtype {}: expected CIUIC_FP32, CIUIC_FP16 or CIUIC_BF16", static_cast<int>(t)));
+}
+
+ciuic::AsyncRuntime& AsyncOf(ciuic_runtime_t* rt, const char* what) {
+  Require(rt, "runtime");
+  if (!rt->async)
+    throw ciuic::UsageError(fmt::format("{} needs a runtime from ciuic_runtime_create_profile", what));
+  return *rt->async;
 }
 
 // ---- codec state bytes --------------------------------------------------------------------------
@@ -319,7 +355,14 @@ ciuic_status_t ciuic_allreduce(ciuic_runtime_t* rt, float* data, size_t n, uint6
   return Guard([&] {
     Require(rt, "runtime");
     if (n) Require(data, "data");
-    rt->rt->AllReduce(data, n, tensor_id, average != 0);
+    if (rt->async) {
+      std::string error;
+      const auto status = rt->async->Enqueue(data, n, ciuic::DType::kFloat32, tensor_id, average != 0, nullptr, {})
+                              ->Wait(&error);
+      ThrowStatus(status, error);
+    } else {
+      rt->rt->AllReduce(data, n, tensor_id, average != 0);
+    }
   });
 }
 
@@ -327,7 +370,11 @@ ciuic_status_t ciuic_runtime_save(ciuic_runtime_t* rt, const char* path) {
   return Guard([&] {
     Require(rt, "runtime");
     Require(path, "path");
-    rt->rt->Save(path);
+    if (rt->async) {
+      rt->async->Call([&](ciuic::RuleRuntime& r) { r.Save(path); });
+    } else {
+      rt->rt->Save(path);
+    }
   });
 }
 
@@ -336,36 +383,229 @@ ciuic_status_t ciuic_runtime_load(ciuic_runtime_t* rt, const char* path) {
     Require(rt, "runtime");
     // Load is collective: a rank without a path still takes part (and fails), so its peers fail
     // with it instead of waiting for it.
-    rt->rt->Load(path ? path : "");
+    const std::string p = path ? path : "";
+    if (rt->async) {
+      rt->async->Call([&](ciuic::RuleRuntime& r) { r.Load(p); });
+    } else {
+      rt->rt->Load(p);
+    }
   });
 }
 
 ciuic_status_t ciuic_runtime_set_timeout(ciuic_runtime_t* rt, double seconds) {
   return Guard([&] {
     Require(rt, "runtime");
-    rt->rt->SetTimeout(seconds);
+    if (rt->async) {
+      rt->async->Call([&](ciuic::RuleRuntime& r) { r.SetTimeout(seconds); });
+    } else {
+      rt->rt->SetTimeout(seconds);
+    }
   });
 }
 
 ciuic_status_t ciuic_runtime_set_trace(ciuic_runtime_t* rt, const char* path) {
   return Guard([&] {
     Require(rt, "runtime");
-    rt->rt->SetTrace(path ? path : "");
+    const std::string p = path ? path : "";
+    if (rt->async) {
+      rt->async->Call([&](ciuic::RuleRuntime& r) { r.SetTrace(p); });
+    } else {
+      rt->rt->SetTrace(p);
+    }
   });
 }
 
 ciuic_status_t ciuic_runtime_trace_flush(ciuic_runtime_t* rt) {
   return Guard([&] {
     Require(rt, "runtime");
-    rt->rt->FlushTrace();
+    if (rt->async) {
+      rt->async->Call([&](ciuic::RuleRuntime& r) { r.FlushTrace(); });
+    } else {
+      rt->rt->FlushTrace();
+    }
   });
 }
 
 ciuic_status_t ciuic_runtime_counters(const ciuic_runtime_t* rt, double* wire_bytes, double* raw_bytes) {
   return Guard([&] {
     Require(rt, "runtime");
-    if (wire_bytes) *wire_bytes = rt->rt->counters().wire_bytes;
-    if (raw_bytes) *raw_bytes = rt->rt->counters().raw_bytes;
+    ciuic::Counters c;
+    if (rt->async) {
+      rt->async->Call([&](ciuic::RuleRuntime& r) { c = r.counters(); });
+    } else {
+      c = rt->rt->counters();
+    }
+    if (wire_bytes) *wire_bytes = c.wire_bytes;
+    if (raw_bytes) *raw_bytes = c.raw_bytes;
+  });
+}
+
+ciuic_status_t ciuic_comm_create_store(int rank, int size, const char* prefix, const char* device, ciuic_store_set_fn set,
+                                       ciuic_store_get_fn get, void* user, double timeout_s, ciuic_comm_t** out) {
+  return Guard([&] {
+    Require(out, "out");
+    Require(prefix, "prefix");
+    Require(reinterpret_cast<const void*>(set), "set");
+    Require(reinterpret_cast<const void*>(get), "get");
+    const std::string dev = device ? device : "cpu";
+    if (dev != "cpu" && dev != "cuda") throw ciuic::UsageError(fmt::format("device '{}': expected cpu or cuda", dev));
+    if (!(timeout_s >= 0) || !std::isfinite(timeout_s))
+      throw ciuic::UsageError(fmt::format("timeout {}: expected a non-negative number of seconds", timeout_s));
+    ciuic::GlooOptions options;
+    options.timeout_s = timeout_s;
+    auto world = ciuic::MakeGlooStoreWorld(ciuic::MakeCallbackStore(set, get, user), rank, size, prefix, options);
+    if (dev == "cuda") {
+#if CIUIC_HAVE_NCCL
+      world = ciuic::MakeNcclWorld(std::move(world));  // the unique id over the gloo control plane
+#else
+      throw ciuic::UsageError("device cuda: this libciuic was built without CUDA and NCCL");
+#endif
+    }
+    auto* h = new ciuic_comm{world.get(), std::move(world)};
+    *out = h;
+  });
+}
+
+const char* ciuic_comm_device(const ciuic_comm_t* comm) {
+  if (!comm) return "";
+  return comm->comm->Device() == ciuic::DeviceKind::kCuda ? "cuda" : "cpu";
+}
+
+ciuic_status_t ciuic_runtime_create_profile(ciuic_comm_t* comm, const struct ciuic_profile* profile, uint32_t flags,
+                                            int ranks_per_node, ciuic_runtime_t** out) {
+  return Guard([&] {
+    Require(comm, "comm");
+    Require(profile, "profile");
+    Require(out, "out");
+    if (flags & ~uint32_t{CIUIC_RUNTIME_PROPAGATE_NONFINITE | CIUIC_RUNTIME_ANY_WORLD})
+      throw ciuic::UsageError(fmt::format("runtime flags {:#x}: unknown bits", flags));
+    if (ranks_per_node < 0) throw ciuic::UsageError("ranks_per_node must be 0 (by host name) or positive");
+    if (!(flags & CIUIC_RUNTIME_ANY_WORLD)) ciuic::CheckProfileWorld(profile->profile, *comm->comm, ranks_per_node);
+    ciuic::RuleRuntimeConfig cfg;
+    cfg.profile = std::make_shared<const ciuic::Profile>(profile->profile);
+    cfg.fixed.propagate_nonfinite = (flags & CIUIC_RUNTIME_PROPAGATE_NONFINITE) != 0;
+    cfg.fixed.algo.ranks_per_node = ranks_per_node;
+    auto rt = std::make_unique<ciuic_runtime>();
+    rt->async = std::make_unique<ciuic::AsyncRuntime>(*comm->comm, std::move(cfg));
+    if (const char* trace = std::getenv("CIUIC_TRACE"); trace && *trace) {
+      const std::string p = trace;
+      rt->async->Call([&](ciuic::RuleRuntime& r) { r.SetTrace(p); });
+    }
+    *out = rt.release();
+  });
+}
+
+ciuic_status_t ciuic_allreduce_async(ciuic_runtime_t* rt, void* data, size_t n, ciuic_dtype_t dtype, uint64_t tensor_id,
+                                     int average, void* stream, ciuic_done_fn done, void* user,
+                                     ciuic_request_t** out) {
+  return Guard([&] {
+    Require(rt, "runtime");
+    if (n) Require(data, "data");
+    const ciuic::DType type = DTypeOf(dtype);
+    auto req = std::make_unique<ciuic_request>();
+    if (!rt->async) {
+      // The synchronous runtime: reduced now, on this thread.
+      if (type != ciuic::DType::kFloat32)
+        throw ciuic::UsageError("a runtime from ciuic_runtime_create reduces fp32 only (ciuic_runtime_create_profile "
+                                "takes fp16 and bf16)");
+      const ciuic_status_t s =
+          Guard([&] { rt->rt->AllReduce(static_cast<float*>(data), n, tensor_id, average != 0); });
+      req->status = s;
+      req->error = g_last_error;
+      if (done) done(user, s, req->error.c_str());
+    } else {
+      ciuic::AsyncRuntime::Completion completion;
+      if (done)
+        completion = [done, user](ciuic::WorkStatus s, const std::string& e) {
+          done(user, static_cast<ciuic_status_t>(s), e.c_str());
+        };
+      req->req = rt->async->Enqueue(data, n, type, tensor_id, average != 0, stream, std::move(completion));
+    }
+    if (out) *out = req.release();
+  });
+}
+
+ciuic_status_t ciuic_request_test(const ciuic_request_t* req, int* done) {
+  return Guard([&] {
+    Require(req, "request");
+    Require(done, "done");
+    *done = !req->req || req->req->Done() ? 1 : 0;
+  });
+}
+
+ciuic_status_t ciuic_request_wait(const ciuic_request_t* req) {
+  return Guard([&] {
+    Require(req, "request");
+    if (!req->req) {
+      if (req->status != CIUIC_OK) ThrowStatus(static_cast<ciuic::WorkStatus>(req->status), req->error);
+      return;
+    }
+    std::string error;
+    ThrowStatus(req->req->Wait(&error), error);
+  });
+}
+
+ciuic_status_t ciuic_request_stream_wait(const ciuic_request_t* req, void* stream) {
+  return Guard([&] {
+    Require(req, "request");
+    if (!req->req) {
+      if (req->status != CIUIC_OK) ThrowStatus(static_cast<ciuic::WorkStatus>(req->status), req->error);
+      return;
+    }
+    std::string error;
+    ThrowStatus(req->req->StreamWait(stream, &error), error);
+  });
+}
+
+void ciuic_request_destroy(ciuic_request_t* req) { delete req; }
+
+ciuic_status_t ciuic_runtime_residual(ciuic_runtime_t* rt, uint64_t tensor_id, size_t n, ciuic_dtype_t dtype,
+                                      float* out) {
+  return Guard([&] {
+    auto& a = AsyncOf(rt, "ciuic_runtime_residual");
+    if (n) Require(out, "out");
+    const ciuic::DType type = DTypeOf(dtype);
+    a.Call([&](ciuic::RuleRuntime& r) {
+      const auto v = r.Residual(tensor_id, n, type);
+      std::copy(v.begin(), v.end(), out);
+    });
+  });
+}
+
+ciuic_status_t ciuic_runtime_set_residual(ciuic_runtime_t* rt, uint64_t tensor_id, size_t n, ciuic_dtype_t dtype,
+                                          const float* values, int* kept) {
+  return Guard([&] {
+    auto& a = AsyncOf(rt, "ciuic_runtime_set_residual");
+    if (n) Require(values, "values");
+    const ciuic::DType type = DTypeOf(dtype);
+    bool k = false;
+    a.Call([&](ciuic::RuleRuntime& r) { k = r.SetResidual(tensor_id, n, type, values); });
+    if (kept) *kept = k ? 1 : 0;
+  });
+}
+
+ciuic_status_t ciuic_runtime_forget(ciuic_runtime_t* rt, uint64_t tensor_id) {
+  return Guard([&] { AsyncOf(rt, "ciuic_runtime_forget").Call([&](ciuic::RuleRuntime& r) { r.Forget(tensor_id); }); });
+}
+
+ciuic_status_t ciuic_runtime_config_of(ciuic_runtime_t* rt, size_t n, ciuic_dtype_t dtype, char* buf, size_t cap) {
+  return Guard([&] {
+    auto& a = AsyncOf(rt, "ciuic_runtime_config_of");
+    Require(buf, "buf");
+    const ciuic::DType type = DTypeOf(dtype);
+    std::string key;
+    a.Call([&](ciuic::RuleRuntime& r) { key = ciuic::ConfigKey(r.ConfigFor(n, type)); });
+    if (key.size() + 1 > cap)
+      throw ciuic::UsageError(fmt::format("configuration '{}' needs {} bytes, {} given", key, key.size() + 1, cap));
+    std::memcpy(buf, key.c_str(), key.size() + 1);
+  });
+}
+
+ciuic_status_t ciuic_runtime_nonfinite(ciuic_runtime_t* rt, uint64_t* count) {
+  return Guard([&] {
+    auto& a = AsyncOf(rt, "ciuic_runtime_nonfinite");
+    Require(count, "count");
+    a.Call([&](ciuic::RuleRuntime& r) { *count = r.nonfinite(); });
   });
 }
 

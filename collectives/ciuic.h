@@ -19,6 +19,7 @@ typedef enum {
 } ciuic_status_t;
 
 typedef struct ciuic_comm ciuic_comm_t;
+struct ciuic_profile;
 typedef struct ciuic_runtime ciuic_runtime_t;
 
 const char* ciuic_status_string(ciuic_status_t status);
@@ -79,6 +80,75 @@ ciuic_status_t ciuic_runtime_trace_flush(ciuic_runtime_t* rt);
  * call it after the last ciuic call. CIUIC_ERR_USAGE in builds without MPI. */
 ciuic_status_t ciuic_mpi_init(int* provided);
 ciuic_status_t ciuic_mpi_finalize(void);
+
+/* ---- Jobs not started by mpiexec (torchrun, a torch.distributed store) ---------------------------
+ * The store the job's ranks already share: set(user, key, value, size) and get(user, key, buf, cap,
+ * &size) return 0 on success; get blocks until the key exists (or the store's own timeout: non-zero),
+ * sets *size to the value's whole size and copies at most cap bytes (a longer value is read again). */
+typedef int (*ciuic_store_set_fn)(void* user, const char* key, const void* value, size_t size);
+typedef int (*ciuic_store_get_fn)(void* user, const char* key, void* buf, size_t cap, size_t* size);
+/* Collective over the job's `size` ranks: a communicator whose ranks meet through the store under
+ * `prefix` (one prefix per communicator in that store). device "cpu": gloo over TCP for host buffers;
+ * "cuda": NCCL on the current device for device buffers, its unique id passed through the store (the
+ * control plane stays on gloo). The callbacks are called during this call, and again only when a
+ * hierarchical algorithm first splits the world (from the runtime's thread). timeout_s bounds
+ * gloo's rendezvous and every gloo call (0: none). Destroy with ciuic_comm_destroy. */
+ciuic_status_t ciuic_comm_create_store(int rank, int size, const char* prefix, const char* device, ciuic_store_set_fn set,
+                                       ciuic_store_get_fn get, void* user, double timeout_s, ciuic_comm_t** out);
+/* "cpu" or "cuda": the memory this communicator's buffers live in. */
+const char* ciuic_comm_device(const ciuic_comm_t* comm);
+
+/* ---- The runtime from a tuned profile, asynchronous ------------------------------------------
+ * Created from a profile, the runtime picks each message's rule (algorithm, codec, precision,
+ * bucket bytes, streams) by the message's byte size, as `ciuic-bench --backend ciuic --profile`
+ * does, and runs on a thread of its own: ciuic_allreduce_async returns at once. Messages may be
+ * fp32, fp16 or bf16; a 16-bit message is sent at its own width where its rule is lossless. */
+typedef enum { CIUIC_FP32 = 0, CIUIC_FP16 = 1, CIUIC_BF16 = 2 } ciuic_dtype_t;
+enum {
+  /* NaN/Inf in a bucket on any rank: summed uncompressed so every rank sees it (as DDP's default
+   * hook would), the codec state left as it was; without: every rank fails with CIUIC_ERR_INPUT. */
+  CIUIC_RUNTIME_PROPAGATE_NONFINITE = 1,
+  /* Skip the check that the job's world (ranks, nodes, cpu/gpu) is the one the profile was tuned for. */
+  CIUIC_RUNTIME_ANY_WORLD = 2
+};
+typedef struct ciuic_request ciuic_request_t;
+typedef void (*ciuic_done_fn)(void* user, ciuic_status_t status, const char* error);
+
+/* Collective. A profile tuned for another world (rank count, node count, cpu against gpu) is
+ * CIUIC_ERR_USAGE naming both, unless flags hold CIUIC_RUNTIME_ANY_WORLD. ranks_per_node: the hier
+ * algorithm's node size (0: by host name). The profile may be destroyed afterwards. */
+ciuic_status_t ciuic_runtime_create_profile(ciuic_comm_t* comm, const struct ciuic_profile* profile, uint32_t flags,
+                                            int ranks_per_node, ciuic_runtime_t** out);
+/* Queues the allreduce of data[0, n) (sum; average != 0: mean) in place and returns. Collective:
+ * every rank queues the same tensors in the same order. Device buffers: the reduction starts after
+ * the work queued so far on `stream` (null: the legacy default stream), without a host wait. done
+ * (may be null) is called on the runtime's thread when the reduction ended; *out (may be null) gets
+ * a request for test/wait, freed with ciuic_request_destroy. Works on every runtime; one made by
+ * ciuic_runtime_create runs it at once (as ciuic_allreduce) and only fp32. */
+ciuic_status_t ciuic_allreduce_async(ciuic_runtime_t* rt, void* data, size_t n, ciuic_dtype_t dtype, uint64_t tensor_id,
+                                     int average, void* stream, ciuic_done_fn done, void* user,
+                                     ciuic_request_t** out);
+ciuic_status_t ciuic_request_test(const ciuic_request_t* req, int* done);
+/* Blocks until the reduction ended; returns its status (message: ciuic_last_error). */
+ciuic_status_t ciuic_request_wait(const ciuic_request_t* req);
+/* Device buffers: `stream`'s later work waits for the reduction (the host waits only until the
+ * runtime's thread has enqueued it); host buffers: as ciuic_request_wait. */
+ciuic_status_t ciuic_request_stream_wait(const ciuic_request_t* req, void* stream);
+void ciuic_request_destroy(ciuic_request_t* req);
+
+/* Error feedback of tensor_id reduced as (n, dtype): n fp32 values (zeros where none yet). set
+ * replaces it (finite values), *kept (may be null) = 0 when that tensor's codec keeps no residual.
+ * forget drops every state of the id. With these a caller moves error feedback between tensor ids
+ * (DDP's bucket rebuild). They wait for the work queued before them. */
+ciuic_status_t ciuic_runtime_residual(ciuic_runtime_t* rt, uint64_t tensor_id, size_t n, ciuic_dtype_t dtype,
+                                      float* out);
+ciuic_status_t ciuic_runtime_set_residual(ciuic_runtime_t* rt, uint64_t tensor_id, size_t n, ciuic_dtype_t dtype,
+                                          const float* values, int* kept);
+ciuic_status_t ciuic_runtime_forget(ciuic_runtime_t* rt, uint64_t tensor_id);
+/* The configuration a message would run ("ring int8 fp32 4194304 B x4") into buf[0, cap). */
+ciuic_status_t ciuic_runtime_config_of(ciuic_runtime_t* rt, size_t n, ciuic_dtype_t dtype, char* buf, size_t cap);
+/* Buckets that met NaN/Inf and were summed uncompressed (CIUIC_RUNTIME_PROPAGATE_NONFINITE). */
+ciuic_status_t ciuic_runtime_nonfinite(ciuic_runtime_t* rt, uint64_t* count);
 
 /* ---- Codecs: the runtime's compressors one call at a time, for hooks that exchange the bytes over
  * a transport of their own (PyTorch DDP communication hooks over gloo). Buffers are host memory (or

@@ -92,22 +92,12 @@ void PutBuffer(std::ostream& out, const Buffer& b, size_t floats) {
   out.write(reinterpret_cast<const char*>(host.data()), static_cast<std::streamsize>(n * 4));
 }
 
-// Sequential reads of one state file. Every read is held to the bytes left first, so no length
-// field can make us allocate or read past the end; failures name the file, the field and its offset.
+// Sequential reads of one state file (or a part of one). Every read is held to the bytes left first,
+// so no length field can make us allocate or read past the end; failures name the file, the field and
+// its offset.
 class StateReader {
  public:
-  // The path is printed as one line (ShownPath): a name with a newline stays one message.
-  explicit StateReader(const std::string& path) : path_(ShownPath(path)) {
-    std::error_code ec;
-    const auto status = std::filesystem::status(path, ec);
-    if (ec || !std::filesystem::exists(status))
-      throw InputError(fmt::format("cannot read state file '{}': {}", path_, ec ? ec.message() : "no such file"));
-    if (!std::filesystem::is_regular_file(status))
-      throw InputError(fmt::format("state file '{}' is not a regular file", path_));
-    size_ = std::filesystem::file_size(path, ec);
-    in_.open(path, std::ios::binary);
-    if (ec || !in_) throw InputError(fmt::format("cannot read state file '{}'", path_));
-  }
+  StateReader(std::istream& in, uint64_t size, std::string shown) : in_(in), path_(std::move(shown)), size_(size) {}
   const std::string& shown_path() const { return path_; }
 
   uint64_t left() const { return size_ - pos_; }
@@ -129,8 +119,8 @@ class StateReader {
   }
 
  private:
+  std::istream& in_;
   std::string path_;
-  std::ifstream in_;
   uint64_t size_ = 0, pos_ = 0;
 };
 
@@ -166,8 +156,7 @@ Buffer ReadBuffer(StateReader& in, const std::string& field, size_t expected, ui
   return b;
 }
 
-StateMap ParseStateFile(const std::string& path, const StateExpect& want) {
-  StateReader in(path);
+StateMap ParseState(StateReader& in, const StateExpect& want) {
   char magic[8];
   if (in.left() < sizeof magic) throw InputError(fmt::format("'{}' is not a ciuic state file", in.shown_path()));
   in.Read(magic, sizeof magic, "magic");
@@ -334,7 +323,15 @@ void Runtime::Reduce(float* data, size_t n, uint64_t key_id, uint64_t key_bucket
       trace::Span wait("agree", trace::Category::kWait);
       comm_.HostAllReduce(agree, 3, ReduceOp::kMax);
     }
-    if (agree[0] != 0 || agree[1] != -agree[2]) FailTogether(bad, n, key_id, key_bucket, seq, average, state);
+    const bool same_call = agree[1] == -agree[2];
+    if (config_.propagate_nonfinite && same_call && agree[0] == kNonFinite) {
+      // Summed uncompressed: every rank sees the NaN/Inf; no residual or step takes it in.
+      ++nonfinite_;
+      trace::Span plain("nonfinite: plain sum", trace::Category::kComm);
+      comm_.AllReduce(data, data, n, DType::kFloat32, average ? ReduceOp::kAvg : ReduceOp::kSum);
+      return;
+    }
+    if (agree[0] != 0 || !same_call) FailTogether(bad, n, key_id, key_bucket, seq, average, state);
   } else if (bad) {
     throw InputError(fmt::format("tensor {} {}: its codec state was made for {} elements, not {} (nothing was reduced)",
                                  key_id, BucketName(key_bucket), state->count, n));
@@ -476,26 +473,30 @@ void Runtime::FlushTrace() {
   for (const auto& line : lines) std::fprintf(stderr, "ciuic runtime: trace %s\n", line.c_str());
 }
 
+void Runtime::Write(std::ostream& out) const {
+  out.write(kMagic, 8);
+  const uint32_t head[3] = {kStateVersion, static_cast<uint32_t>(comm_.Size()), static_cast<uint32_t>(comm_.Rank())};
+  out.write(reinterpret_cast<const char*>(head), sizeof head);
+  const std::string codec = engine_.codec().Name();
+  const uint64_t len = codec.size(), count = states_.size();
+  out.write(reinterpret_cast<const char*>(&len), 8);
+  out.write(codec.data(), static_cast<std::streamsize>(len));
+  out.write(reinterpret_cast<const char*>(&count), 8);
+  for (const auto& [key, st] : states_) {
+    const uint64_t rec[4] = {key.first, key.second, st.step, st.count};
+    out.write(reinterpret_cast<const char*>(rec), sizeof rec);
+    PutBuffer(out, st.residual, st.residual.bytes() / 4);
+    PutBuffer(out, st.server_residual, st.server_residual.bytes() / 4);
+    PutBuffer(out, st.q, st.q.bytes() / 4);
+  }
+}
+
 void Runtime::Save(const std::string& path) const {
   const std::string tmp = fmt::format("{}.tmp.{}.{}", path, getpid(), comm_.Rank());
   try {
     std::ofstream out(tmp, std::ios::binary);
     if (!out) throw InputError(fmt::format("cannot write state file '{}'", ShownPath(tmp)));
-    out.write(kMagic, 8);
-    const uint32_t head[3] = {kStateVersion, static_cast<uint32_t>(comm_.Size()), static_cast<uint32_t>(comm_.Rank())};
-    out.write(reinterpret_cast<const char*>(head), sizeof head);
-    const std::string codec = engine_.codec().Name();
-    const uint64_t len = codec.size(), count = states_.size();
-    out.write(reinterpret_cast<const char*>(&len), 8);
-    out.write(codec.data(), static_cast<std::streamsize>(len));
-    out.write(reinterpret_cast<const char*>(&count), 8);
-    for (const auto& [key, st] : states_) {
-      const uint64_t rec[4] = {key.first, key.second, st.step, st.count};
-      out.write(reinterpret_cast<const char*>(rec), sizeof rec);
-      PutBuffer(out, st.residual, st.residual.bytes() / 4);
-      PutBuffer(out, st.server_residual, st.server_residual.bytes() / 4);
-      PutBuffer(out, st.q, st.q.bytes() / 4);
-    }
+    Write(out);
     out.flush();
     if (!out) throw RuntimeError(fmt::format("cannot write state file '{}'", ShownPath(tmp)));
   } catch (...) {
@@ -511,38 +512,34 @@ void Runtime::Save(const std::string& path) const {
   }
 }
 
-void Runtime::Load(const std::string& path) {
-  const Armed armed(watchdog_.get(),
-                    [&] { return fmt::format("loading state file '{}' (the ranks' agreement)", ShownPath(path)); });
+Runtime::StateMap Runtime::Parse(std::istream& in, uint64_t size, const std::string& name) const {
+  StateReader reader(in, size, name);
+  return ParseState(reader, {comm_.Size(), comm_.Rank(), engine_.codec().Name(), BucketElems(), engine_,
+                             comm_.BufferKind()});
+}
+
+uint64_t Runtime::DigestOf(const StateMap& states) { return StateDigest(states); }
+
+void AgreeOnLoad(Communicator& comm, int status, uint64_t digest, const std::string& error,
+                 const std::string& shown_path) {
   LoadVote mine{};
-  std::string error;
-  StateMap loaded;
-  try {
-    loaded = ParseStateFile(path, {comm_.Size(), comm_.Rank(), engine_.codec().Name(),
-                                   std::max<size_t>(config_.bucket_bytes / 4, 1), engine_, comm_.BufferKind()});
-    mine.digest = StateDigest(loaded);
-  } catch (const InputError& e) {
-    mine.status = 1;
-    error = e.what();
-  } catch (const std::exception& e) {
-    mine.status = 2;
-    error = fmt::format("state file '{}': {}", ShownPath(path), e.what());
-  }
+  mine.status = static_cast<uint32_t>(status);
+  mine.digest = digest;
   error.copy(mine.message, sizeof mine.message - 1);
   // Nobody commits before everybody has read a good file: a rank that refused alone would leave its
   // peers waiting in the next allreduce with a state it does not have.
-  std::vector<LoadVote> votes(static_cast<size_t>(comm_.Size()));
-  comm_.HostAllGather(&mine, votes.data(), sizeof mine);
+  std::vector<LoadVote> votes(static_cast<size_t>(comm.Size()));
+  comm.HostAllGather(&mine, votes.data(), sizeof mine);
   std::vector<int> failed, differ;
   bool runtime = false;
-  for (int r = 0; r < comm_.Size(); ++r) {
+  for (int r = 0; r < comm.Size(); ++r) {
     const LoadVote& v = votes[static_cast<size_t>(r)];
     if (v.status != 0) failed.push_back(r);
     if (v.status == 2) runtime = true;
     if (v.digest != votes[0].digest) differ.push_back(r);
   }
   if (!failed.empty()) {
-    if (comm_.Size() == 1) {
+    if (comm.Size() == 1) {
       if (runtime) throw RuntimeError(error);
       throw InputError(error);
     }
@@ -554,11 +551,11 @@ void Runtime::Load(const std::string& path) {
       }
       const char* m = votes[static_cast<size_t>(r)].message;
       details.push_back(fmt::format("rank {}: {}", r,
-                                    r == comm_.Rank() ? error : std::string(m, strnlen(m, sizeof mine.message))));
+                                    r == comm.Rank() ? error : std::string(m, strnlen(m, sizeof mine.message))));
     }
     const std::string message =
         fmt::format("loading error-feedback state failed on {} of {}, so no rank loaded any: {}", RankList(failed),
-                    comm_.Size(), fmt::join(details, "; "));
+                    comm.Size(), fmt::join(details, "; "));
     if (runtime) throw RuntimeError(message);
     throw InputError(message);
   }
@@ -566,8 +563,73 @@ void Runtime::Load(const std::string& path) {
     throw InputError(fmt::format("state files disagree across ranks: {} hold other tensors, element counts or steps "
                                  "than rank 0 (this rank read '{}'), so no rank loaded any: files of different "
                                  "checkpoints?",
-                                 RankList(differ), ShownPath(path)));
+                                 RankList(differ), ShownPath(shown_path)));
+}
+
+void Runtime::Load(const std::string& path) {
+  const Armed armed(watchdog_.get(),
+                    [&] { return fmt::format("loading state file '{}' (the ranks' agreement)", ShownPath(path)); });
+  int status = 0;
+  uint64_t digest = 0;
+  std::string error;
+  StateMap loaded;
+  try {
+    const std::string shown = ShownPath(path);
+    std::error_code ec;
+    const auto st = std::filesystem::status(path, ec);
+    if (ec || !std::filesystem::exists(st))
+      throw InputError(fmt::format("cannot read state file '{}': {}", shown, ec ? ec.message() : "no such file"));
+    if (!std::filesystem::is_regular_file(st)) throw InputError(fmt::format("state file '{}' is not a regular file", shown));
+    const uint64_t size = std::filesystem::file_size(path, ec);
+    std::ifstream in(path, std::ios::binary);
+    if (ec || !in) throw InputError(fmt::format("cannot read state file '{}'", shown));
+    loaded = Parse(in, size, shown);
+    digest = StateDigest(loaded);
+  } catch (const InputError& e) {
+    status = 1;
+    error = e.what();
+  } catch (const std::exception& e) {
+    status = 2;
+    error = fmt::format("state file '{}': {}", ShownPath(path), e.what());
+  }
+  AgreeOnLoad(comm_, status, digest, error, path);
   states_ = std::move(loaded);
+}
+
+std::vector<float> Runtime::Residual(uint64_t tensor_id, size_t n) const {
+  std::vector<float> out(n, 0.0f);
+  const size_t per = BucketElems();
+  for (size_t b = 0, i = 0; b < n; b += per, ++i) {
+    const auto it = states_.find({tensor_id, i});
+    const size_t m = std::min(per, n - b);
+    if (it == states_.end() || it->second.count != m || it->second.residual.bytes() < m * 4) continue;
+    CopyBytes(out.data() + b, MemoryKind::kHost, it->second.residual.data(), it->second.residual.kind(), m * 4,
+              comm_.Stream());
+  }
+  return out;
+}
+
+bool Runtime::SetResidual(uint64_t tensor_id, size_t n, const float* values) {
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(values[i]))
+      throw InputError(fmt::format("residual[{}] of tensor {} is {}: error feedback must be finite", i, tensor_id,
+                                   values[i]));
+  const size_t per = BucketElems();
+  if (n == 0 || engine_.ShapeOf(std::min(per, n)).residual == 0) return false;
+  for (size_t b = 0, i = 0; b < n; b += per, ++i) {
+    const size_t m = std::min(per, n - b);
+    CodecState& st = states_[{tensor_id, i}];
+    if (st.count != 0 && st.count != m) st = CodecState();  // a state of another size: replaced
+    st.count = m;
+    if (st.residual.bytes() < m * 4 || st.residual.kind() != comm_.BufferKind())
+      st.residual = Buffer(std::max<size_t>(m, 1) * 4, comm_.BufferKind());
+    CopyBytes(st.residual.data(), st.residual.kind(), values + b, MemoryKind::kHost, m * 4, comm_.Stream());
+  }
+  return true;
+}
+
+void Runtime::Forget(uint64_t tensor_id) {
+  states_.erase(states_.lower_bound({tensor_id, 0}), states_.upper_bound({tensor_id, UINT64_MAX}));
 }
 
 }  // namespace ciuic

@@ -6,7 +6,10 @@
 // wire and time per phase. Every failure one rank can see before the exchange (NaN/Inf, a codec state
 // of another size, a call or configuration that differs from the other ranks', a bad state file) is
 // agreed over the control plane first, so all ranks throw it together, naming the ranks at fault.
+#include <algorithm>
 #include <cstdint>
+#include <istream>
+#include <ostream>
 #include <map>
 #include <string>
 #include <utility>
@@ -32,7 +35,20 @@ struct RuntimeConfig {
   // process with exit 2 (a rank blocked inside MPI cannot be unblocked otherwise; PyTorch's NCCL
   // watchdog does the same). Negative: $CIUIC_TIMEOUT or 60 s; 0: off.
   double timeout_s = -1;
+  // What an agreed NaN/Inf does (check_finite on). false: every rank throws InputError and nothing is
+  // reduced (the C API's ciuic_allreduce). true: the bucket is summed uncompressed over the
+  // transport's own allreduce, so the NaN/Inf reaches every rank as an uncompressed sum would (a
+  // GradScaler sees it and skips the step), and the codec state stays as it was (DDP's hook).
+  bool propagate_nonfinite = false;
 };
+
+// Load's agreement, for Runtime::Load and callers that load several runtimes at once: each rank's
+// verdict on what it read (status 0 ok, 1 a bad file, 2 another failure; `error` its message) and
+// the digest of the states it would commit are gathered; unless every rank read good, equal states,
+// every rank throws the same InputError (RuntimeError where a failure was not the file's) naming the
+// failing ranks. Collective.
+void AgreeOnLoad(Communicator& comm, int status, uint64_t digest, const std::string& error,
+                 const std::string& shown_path);
 
 class Runtime {
  public:
@@ -56,6 +72,26 @@ class Runtime {
   // failing ranks (RuntimeError for a failure that was not the file's) and no rank's state changes.
   void Save(const std::string& path) const;
   void Load(const std::string& path);
+
+  // The pieces of Load for a caller that keeps several runtimes' states in one file (RuleRuntime):
+  // Parse holds `size` bytes of `in` (named `name` in messages) to this runtime as Load does and
+  // throws InputError naming the field; nothing changes until Commit. DigestOf fingerprints what
+  // the ranks must hold alike. Write is Save's body.
+  using StateMap = std::map<std::pair<uint64_t, uint64_t>, CodecState>;
+  StateMap Parse(std::istream& in, uint64_t size, const std::string& name) const;
+  static uint64_t DigestOf(const StateMap& states);
+  void Commit(StateMap states) { states_ = std::move(states); }
+  void Write(std::ostream& out) const;
+
+  // Error feedback of one tensor (the buckets AllReduce cuts it into) as n host floats: zeros where
+  // no state exists yet or the codec keeps no residual. SetResidual replaces it (finite values;
+  // steps and Q stay), making the states if needed; false when the codec keeps no residual (nothing
+  // to carry). Forget drops every state of a tensor id. Local: no communication.
+  std::vector<float> Residual(uint64_t tensor_id, size_t n) const;
+  bool SetResidual(uint64_t tensor_id, size_t n, const float* values);
+  void Forget(uint64_t tensor_id);
+  // Buckets that met NaN/Inf and were summed uncompressed (propagate_nonfinite).
+  uint64_t nonfinite() const { return nonfinite_; }
 
   // Records this rank's phases (bucket, finite check and agreement, encode, send, recv, reduce, decode,
   // ...; on a device with CUPTI also the GPU's kernels and copies) for one Chrome trace-event file at
@@ -84,7 +120,9 @@ class Runtime {
   AllReduceEngine engine_;
   uint64_t config_digest_ = 0;  // codec, algorithm and bucket size: the same on every rank
   uint64_t calls_ = 0;          // Reduce calls so far: the sequence number the ranks agree on
-  std::map<std::pair<uint64_t, uint64_t>, CodecState> states_;
+  size_t BucketElems() const { return std::max<size_t>(config_.bucket_bytes / 4, 1); }
+  StateMap states_;
+  uint64_t nonfinite_ = 0;
   Buffer flag_, bucket_;
   std::unique_ptr<Watchdog> watchdog_;  // null when the deadline is off
   std::unique_ptr<trace::Recorder> trace_;  // null: not tracing

@@ -220,4 +220,37 @@ const char* CudaVersionString() {
 #endif
 }
 
+#if CIUIC_HAVE_CUDA
+int CudaCurrentDevice() {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return device;
+}
+void* EventCreate() {
+  cudaEvent_t e = nullptr;
+  CIUIC_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  return e;
+}
+void EventDestroy(void* event) {
+  if (event) cudaEventDestroy(static_cast<cudaEvent_t>(event));
+}
+void EventRecord(void* event, void* stream) {
+  CIUIC_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
+}
+void StreamWaitEvent(void* stream, void* event) {
+  CIUIC_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0));
+}
+void EventSynchronize(void* event) { CIUIC_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event))); }
+#else
+int CudaCurrentDevice() { return 0; }
+void* EventCreate() { throw RuntimeError("CUDA events need a build with CUDA"); }
+void EventDestroy(void*) {}
+void EventRecord(void*, void*) {}
+void StreamWaitEvent(void*, void*) {}
+void EventSynchronize(void*) {}
+#endif
+
 }  // namespace ciuic

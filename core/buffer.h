@@ -61,6 +61,16 @@ uint64_t DeviceMemoryAvailable();
 // Number of CUDA devices visible (0 without CUDA, a driver, or a device).
 int CudaDeviceCount();
 void CudaSetDevice(int device);
+// The calling thread's current CUDA device (0 without CUDA).
+int CudaCurrentDevice();
+// CUDA events for ordering work across streams without the host waiting (cudaEvent_t as void*,
+// made with timing off). Without CUDA: EventCreate throws RuntimeError, the others do nothing.
+void* EventCreate();
+void EventDestroy(void* event);
+void EventRecord(void* event, void* stream);
+void StreamWaitEvent(void* stream, void* event);
+void EventSynchronize(void* event);
+
 // "NVIDIA H100 80GB HBM3" or "" without a device.
 const char* CudaDeviceName();
 // CUDA runtime and driver versions as "13.0"; "" without CUDA.

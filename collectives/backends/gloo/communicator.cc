@@ -43,6 +43,7 @@
 #include <random>
 
 #include "collectives/backends/gloo/tcp_store.h"
+#include "collectives/bootstrap/store.h"
 #include "kernels/reduce.h"
 
 // Gloo reports a dead peer, a timeout or a misuse by exception (IoException, EnforceNotMet, ...):
@@ -542,6 +543,106 @@ class GlooCommunicator : public Communicator {
   SelfMailbox self_;
 };
 
+// Gloo's store interface over the job's store.
+class StoreAdapter : public gloo::rendezvous::Store {
+ public:
+  explicit StoreAdapter(std::shared_ptr<KeyValueStore> kv) : kv_(std::move(kv)) {}
+  void set(const std::string& key, const std::vector<char>& data) override { kv_->Set(key, data); }
+  std::vector<char> get(const std::string& key) override { return kv_->Get(key); }
+  void wait(const std::vector<std::string>& keys) override {
+    for (const auto& k : keys) kv_->Get(k);
+  }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) override { wait(keys); }
+
+ private:
+  std::shared_ptr<KeyValueStore> kv_;
+};
+
+// The control plane of a store-made world: small host collectives over a gloo context of its own
+// (the data context's slots and tags stay the algorithms'). Point-to-point and the data collectives
+// are not offered.
+class GlooControl : public Communicator {
+ public:
+  GlooControl(std::shared_ptr<Shared> shared, std::shared_ptr<gloo::Context> context, std::string prefix)
+      : shared_(std::move(shared)), context_(std::move(context)), prefix_(std::move(prefix)) {}
+
+  int Rank() const override { return context_->rank; }
+  int Size() const override { return context_->size; }
+  DeviceKind Device() const override { return DeviceKind::kCpu; }
+  std::string BackendName() const override { return "gloo control"; }
+  bool Supports(Collective, DType, ReduceOp, bool) const override { return false; }
+  RequestPtr ISend(const void*, size_t, int, int) override { throw Refused(); }
+  RequestPtr IRecv(void*, size_t, int, int) override { throw Refused(); }
+  void Wait(Request&) override { throw Refused(); }
+  void AllReduce(const void*, void*, size_t, DType, ReduceOp) override { throw Refused(); }
+  void AllGather(const void*, void*, size_t, DType) override { throw Refused(); }
+  void ReduceScatter(const void*, void*, size_t, DType, ReduceOp) override { throw Refused(); }
+  void Broadcast(const void*, void*, size_t, DType, int) override { throw Refused(); }
+  void Reduce(const void*, void*, size_t, DType, ReduceOp, int) override { throw Refused(); }
+  void AllToAll(const void*, void*, size_t, DType) override { throw Refused(); }
+  void SendRecv(const void*, int, void*, int, size_t, DType) override { throw Refused(); }
+
+  void Barrier() override {
+    gloo::BarrierOptions o(context_);
+    CIUIC_GLOO_CHECK(gloo::barrier(o));
+  }
+  void HostAllReduce(double* values, size_t n, ReduceOp op) override {
+    if (n == 0) return;
+    gloo::AllreduceOptions o(context_);
+    o.setOutput(values, n);
+    o.setReduceFunction(GlooFunction<double>(op));
+    CIUIC_GLOO_CHECK(gloo::allreduce(o));
+    if (op == ReduceOp::kAvg)
+      for (size_t i = 0; i < n; ++i) values[i] /= Size();
+  }
+  void HostAllGather(const void* send, void* recv, size_t bytes) override {
+    if (bytes == 0) return;
+    gloo::AllgatherOptions o(context_);
+    o.setInput(static_cast<uint8_t*>(const_cast<void*>(send)), bytes);
+    o.setOutput(static_cast<uint8_t*>(recv), bytes * static_cast<size_t>(Size()));
+    CIUIC_GLOO_CHECK(gloo::allgather(o));
+  }
+
+  // Collective over this world: the members of `color` connect a context of their own under a new
+  // prefix; every rank learns whether every rank connected.
+  std::unique_ptr<Communicator> Split(int color, int key) override {
+    const int mine[2] = {color, key};
+    std::vector<int> all(2 * static_cast<size_t>(Size()));
+    HostAllGather(mine, all.data(), sizeof mine);
+    std::vector<std::pair<int, int>> members;  // (key, rank) of this color
+    for (int r = 0; r < Size(); ++r)
+      if (all[2 * r] == color) members.push_back({all[2 * r + 1], r});
+    std::sort(members.begin(), members.end());
+    int sub_rank = 0;
+    while (members[static_cast<size_t>(sub_rank)].second != Rank()) ++sub_rank;
+    const std::string prefix = fmt::format("{}/split{}/color{}", prefix_, splits_++, color);
+    std::string why;
+    std::shared_ptr<gloo::Context> context;
+    try {
+      auto c = std::make_shared<gloo::rendezvous::Context>(sub_rank, static_cast<int>(members.size()));
+      c->setTimeout(TimeoutOf(shared_->options.timeout_s));
+      gloo::rendezvous::PrefixStore store(prefix, *shared_->store);
+      c->connectFullMesh(store, shared_->device);
+      context = c;
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    double failed = why.empty() ? 0 : 1;
+    HostAllReduce(&failed, 1, ReduceOp::kMax);
+    if (!why.empty())
+      throw RuntimeError(fmt::format("rank {}: gloo control rendezvous failed: {}", Rank(), PrintableLine(why, 1000)));
+    if (failed > 0) throw RuntimeError(fmt::format("rank {}: gloo control rendezvous failed on another rank", Rank()));
+    return std::make_unique<GlooControl>(shared_, std::move(context), prefix);
+  }
+
+ private:
+  UsageError Refused() const { return UsageError("the gloo control plane carries host collectives only"); }
+  std::shared_ptr<Shared> shared_;
+  std::shared_ptr<gloo::Context> context_;
+  std::string prefix_;
+  int splits_ = 0;
+};
+
 std::string NumericHost(const sockaddr_storage& addr, socklen_t len) {
   char host[NI_MAXHOST] = {};
   if (getnameinfo(reinterpret_cast<const sockaddr*>(&addr), len, host, sizeof(host), nullptr, 0, NI_NUMERICHOST) != 0)
@@ -686,12 +787,55 @@ std::unique_ptr<Communicator> MakeGlooWorld(std::unique_ptr<Communicator> contro
   return comm;
 }
 
+std::unique_ptr<Communicator> MakeGlooStoreWorld(std::shared_ptr<KeyValueStore> kv, int rank, int size,
+                                                 const std::string& prefix, const GlooOptions& options) {
+  if (!kv) throw UsageError("gloo store world: no store");
+  if (size < 1 || rank < 0 || rank >= size)
+    throw UsageError(fmt::format("gloo store world: rank {} of {} is not a rank of the world", rank, size));
+  auto shared = std::make_shared<Shared>();
+  shared->options = options;
+  shared->store = std::make_shared<StoreAdapter>(kv);
+  // Host names first: the device binds the address the others can reach (DeviceAttr).
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  kv->Set(fmt::format("{}/host/{}", prefix, rank), std::vector<char>(host, host + strnlen(host, sizeof host)));
+  std::vector<std::string> hosts;
+  for (int r = 0; r < size; ++r) {
+    const auto v = kv->Get(fmt::format("{}/host/{}", prefix, r));
+    hosts.emplace_back(v.begin(), v.end());
+  }
+  const auto attr = DeviceAttr(options, hosts, rank);
+  shared->device = gloo::transport::tcp::CreateDevice(attr);
+  shared->device_text = shared->device->str();
+  std::shared_ptr<gloo::Context> control_context;
+  try {
+    auto c = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    c->setTimeout(TimeoutOf(options.timeout_s));
+    gloo::rendezvous::PrefixStore store(prefix + "/control", *shared->store);
+    c->connectFullMesh(store, shared->device);
+    control_context = c;
+  } catch (const std::exception& e) {
+    throw RuntimeError(fmt::format("rank {}: gloo rendezvous over {} through the job's store failed: {}", rank,
+                                   shared->device_text, PrintableLine(e.what(), 1000)));
+  }
+  auto control = std::make_unique<GlooControl>(shared, std::move(control_context), prefix + "/control");
+  auto context = Rendezvous(*control, *shared, prefix + "/data");
+  auto comm = std::make_unique<GlooCommunicator>(std::move(control), std::move(shared), std::move(context),
+                                                 prefix + "/data");
+  SetErrorRank(rank);
+  return comm;
+}
+
 std::string GlooVersion() {
   return fmt::format("Gloo {}.{}.{}", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH);
 }
 
 #else
 std::unique_ptr<Communicator> MakeGlooWorld(std::unique_ptr<Communicator>, const GlooOptions&) {
+  throw RuntimeError("gloo backend: this build has no Gloo (install libgloo-dev and configure again)");
+}
+std::unique_ptr<Communicator> MakeGlooStoreWorld(std::shared_ptr<KeyValueStore>, int, int, const std::string&,
+                                                 const GlooOptions&) {
   throw RuntimeError("gloo backend: this build has no Gloo (install libgloo-dev and configure again)");
 }
 std::string GlooVersion() { return ""; }

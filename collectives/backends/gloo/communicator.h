@@ -41,6 +41,15 @@ struct GlooOptions {
 // every rank, when a rank cannot make its device or the ranks cannot meet.
 std::unique_ptr<Communicator> MakeGlooWorld(std::unique_ptr<Communicator> control, const GlooOptions& options);
 
+// A world for a job not started by mpiexec: the ranks publish their gloo addresses in the job's own
+// store (torch.distributed's, through the C API) under `prefix` (unique per world in that store),
+// and the control plane (timings, error counts, the runtime's per-bucket agreement) runs over a
+// second gloo context of the same ranks. Throws RuntimeError when a rank cannot make its device or
+// the ranks cannot meet before the timeout.
+class KeyValueStore;
+std::unique_ptr<Communicator> MakeGlooStoreWorld(std::shared_ptr<KeyValueStore> store, int rank, int size,
+                                                 const std::string& prefix, const GlooOptions& options);
+
 // "Gloo 0.5.0" of the headers this build compiled against; "" without Gloo.
 std::string GlooVersion();
 

@@ -319,6 +319,7 @@ std::unique_ptr<Communicator> MakeNcclWorld(std::unique_ptr<Communicator> contro
   }
   int local_rank = control->Rank();
   if (const char* lr = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) local_rank = std::atoi(lr);
+  else if (const char* tr = std::getenv("LOCAL_RANK")) local_rank = std::atoi(tr);  // torchrun, Slurm wrappers
   const int device = local_rank % devices;
   CIUIC_CUDA_CHECK(cudaSetDevice(device));
   ncclUniqueId id;
