@@ -79,8 +79,10 @@ CONFIGS = [
 SMOKE_CONFIGS = ("none", "none@bf16", "int8", "sign1", "topk:0.001")
 
 
-def profile_for(algo, codec, precision):
+def profile_for(algo, codec, precision, world):
+    """One rule for every size, in a profile tuned (by its topology keys) for this job's world."""
     d = json.load(open(BASE_PROFILE))
+    d["topology"].update(name="cpu_local", device="cpu", ranks=world, nodes=1)
     rule = dict(d["rules"][0])
     rule.update(min_bytes=0, max_bytes=0, algo=algo, codec=codec, precision=precision, bucket_bytes=BUCKET,
                 hierarchy_depth=1, streams=1, gate="n/a" if codec == "none" else "passed")
@@ -121,7 +123,7 @@ def train(cfg, seed, rank, world, a, xtr, ytr, xte, yte):
     name, algo, codec, precision = cfg
     torch.manual_seed(seed)
     model = Net()  # the same initial weights on every rank (and for every configuration of this seed)
-    prof = profile_for(algo, codec, precision)
+    prof = profile_for(algo, codec, precision, world)
     ddp = DDP(model, **ciuic.torch.ddp_kwargs(prof))
     state, hook = ciuic.torch.comm_hook(prof, module=model)
     ddp.register_comm_hook(state, hook)
@@ -150,7 +152,9 @@ def train(cfg, seed, rank, world, a, xtr, ytr, xte, yte):
                            "test_acc": acc})
             window = []
             dist.barrier()  # every rank resumes the clock together
-    return points, state.nonfinite
+    nonfinite = state.nonfinite()
+    state.close()
+    return points, nonfinite
 
 
 def worker(rank, world, a, tmp, init_file):

@@ -94,6 +94,7 @@ def main():
         # A profile PyTorch's hooks cannot run (int8 in the largest band and where this model's one bucket
         # of 77 KB falls, none elsewhere): the export is python/ciuic's hook, which must run as exported.
         doc = json.loads(json.dumps(base))
+        doc["topology"].update(name="cpu_local", device="cpu", ranks=2, nodes=1)  # the world it runs on
         last = len(doc["rules"]) - 1
         for i, rule in enumerate(doc["rules"]):
             lossy = i in (1, last)

@@ -1,7 +1,6 @@
 // ddp: PyTorch DistributedDataParallel. When the largest band's codec has a PyTorch built-in hook
-// (none, fp16, bf16, powersgd), PyTorch's own hook stays (it also runs on GPU buckets; ciuic's hook
-// reduces CPU buckets only), with ciuic's per-band hook as a commented alternative when the bands
-// differ. Otherwise python/ciuic's comm hook is the export: it applies each band's rule per bucket.
+// (none, fp16, bf16, powersgd), PyTorch's own hook stays, with ciuic's per-band hook (the ciuic
+// runtime on CPU or CUDA buckets) as a commented alternative when the bands differ. Otherwise python/ciuic's comm hook is the export: it applies each band's rule per bucket.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -64,7 +63,7 @@ std::string BuiltinBody(const Profile& p, const std::string& head) {
     uniform = uniform && r.algo == big.algo && r.codec == big.codec && r.precision == big.precision;
   if (!uniform) {
     const std::string path = Quoted(ProfilePathForExport(p));
-    out += "# Every size band per bucket instead (CPU buckets over gloo, or the ciuic runtime under mpiexec):\n"
+    out += "# Every size band per bucket instead (the ciuic runtime: CPU buckets over gloo, CUDA buckets over NCCL):\n"
            "#   import ciuic.torch  # PYTHONPATH=<ciuic>/python\n"
            "#   model = DDP(module, **ciuic.torch.ddp_kwargs(" + path + "))\n"
            "#   state, hook = ciuic.torch.comm_hook(" + path + ", module=module)\n"
@@ -91,10 +90,11 @@ std::string CiuicHookBody(const Profile& p, const std::string& head) {
   const ProfileRule& big = LargestBand(p);
   std::string out = "# " + head + "\n";
   out += "# Every size band of the profile, per DDP bucket, with ciuic's codecs: python/ciuic on libciuic\n"
-         "# (PYTHONPATH=<ciuic>/python; CIUIC_LIBRARY=<ciuic>/build/lib/libciuic.so). It reduces CPU buckets over\n"
-         "# gloo, or runs the ciuic runtime when launched by mpiexec; it refuses GPU buckets (for a GPU job:\n"
-         "# ciuic-tune run --target ddp, which keeps to PyTorch's own hooks). Save state.state_dict() with\n"
-         "# each rank's checkpoint and load it back after register_comm_hook to resume bit for bit.\n";
+         "# (PYTHONPATH=<ciuic>/python; CIUIC_LIBRARY=<ciuic>/build/lib/libciuic.so). The ciuic runtime reduces\n"
+         "# every bucket on its own thread (CPU buckets over gloo, CUDA buckets over NCCL, meeting through the\n"
+         "# job's torch.distributed store); the profile must be tuned for this job's world. Save\n"
+         "# state.state_dict() with each rank's checkpoint and load it back after register_comm_hook to resume\n"
+         "# bit for bit.\n";
   out += "import ciuic.torch\n";
   out += "from torch.nn.parallel import DistributedDataParallel as DDP\n\n";
   out += "CIUIC_PROFILE = " + Quoted(ProfilePathForExport(p)) + "\n";
