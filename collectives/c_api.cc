@@ -20,6 +20,7 @@
 #include "collectives/bootstrap/store.h"
 #include "collectives/runtime.h"
 #include "collectives/runtime_async.h"
+#include "collectives/state_reader.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "kernels/codec.h"
@@ -156,31 +157,15 @@ std::vector<uint8_t> SaveState(const ciuic_codec_state& s) {
   return out;
 }
 
-// Sequential reads of saved state bytes; every read is held to the bytes left first, failures name
-// the field and its offset.
-class StateBytes {
+// Saved state bytes, read through the runtime's one bounded reader.
+struct StateBytesSource {
+  StateBytesSource(const void* data, size_t size) : stream(data, size) {}
+  ciuic::MemoryStream stream;
+};
+class StateBytes : private StateBytesSource, public ciuic::BoundedReader {
  public:
-  StateBytes(const void* data, size_t size) : p_(static_cast<const uint8_t*>(data)), size_(size) {}
-  size_t left() const { return size_ - pos_; }
-  [[noreturn]] void Fail(const std::string& what) const {
-    throw ciuic::InputError(fmt::format("codec state bytes: {}", what));
-  }
-  void Read(void* dst, size_t bytes, std::string_view field) {
-    if (bytes > left())
-      Fail(fmt::format("truncated: {} needs {} bytes at offset {}, {} are left", field, bytes, pos_, left()));
-    std::memcpy(dst, p_ + pos_, bytes);
-    pos_ += bytes;
-  }
-  template <class T>
-  T Get(std::string_view field) {
-    T v{};
-    Read(&v, sizeof v, field);
-    return v;
-  }
-
- private:
-  const uint8_t* p_;
-  size_t size_, pos_ = 0;
+  StateBytes(const void* data, size_t size)
+      : StateBytesSource(data, size), ciuic::BoundedReader(stream, size, "codec state bytes") {}
 };
 
 ciuic::Buffer ReadFloats(StateBytes& in, const char* field, size_t expected, const ciuic_codec_state& s) {

@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include "collectives/state_reader.h"
 #include "collectives/trace_comm.h"
 #include "core/config.h"
 #include "core/cupti.h"
@@ -92,36 +93,15 @@ void PutBuffer(std::ostream& out, const Buffer& b, size_t floats) {
   out.write(reinterpret_cast<const char*>(host.data()), static_cast<std::streamsize>(n * 4));
 }
 
-// Sequential reads of one state file (or a part of one). Every read is held to the bytes left first,
-// so no length field can make us allocate or read past the end; failures name the file, the field and
-// its offset.
-class StateReader {
+// One state file (or a part of one), named in every failure.
+class StateReader : public BoundedReader {
  public:
-  StateReader(std::istream& in, uint64_t size, std::string shown) : in_(in), path_(std::move(shown)), size_(size) {}
+  StateReader(std::istream& in, uint64_t size, const std::string& shown)
+      : BoundedReader(in, size, fmt::format("state file '{}'", shown)), path_(shown) {}
   const std::string& shown_path() const { return path_; }
 
-  uint64_t left() const { return size_ - pos_; }
-  [[noreturn]] void Fail(const std::string& what) const {
-    throw InputError(fmt::format("state file '{}': {}", path_, what));
-  }
-  void Read(void* dst, uint64_t bytes, std::string_view field) {
-    if (bytes > left())
-      Fail(fmt::format("truncated: {} needs {} bytes at offset {}, {} are left", field, bytes, pos_, left()));
-    in_.read(static_cast<char*>(dst), static_cast<std::streamsize>(bytes));
-    if (!in_) Fail(fmt::format("read error in {} at offset {}", field, pos_));
-    pos_ += bytes;
-  }
-  template <class T>
-  T Get(std::string_view field) {
-    T v{};
-    Read(&v, sizeof v, field);
-    return v;
-  }
-
  private:
-  std::istream& in_;
   std::string path_;
-  uint64_t size_ = 0, pos_ = 0;
 };
 
 // What a state file must match: the runtime it is loaded into.

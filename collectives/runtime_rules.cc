@@ -1,13 +1,15 @@
 #include "collectives/runtime_rules.h"
 
+#include <sstream>
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
-#include <unistd.h>
 
+#include "collectives/state_reader.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "kernels/codec_kernels.h"
@@ -34,43 +36,6 @@ uint64_t Fnv(std::string_view s, uint64_t h = 0xcbf29ce484222325ull) {
   for (char c : s) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
   return h;
 }
-
-// Bounded reads of the container; the inner states are read by Runtime::Parse from the same stream.
-class Reader {
- public:
-  Reader(std::istream& in, uint64_t size, std::string shown) : in_(in), size_(size), shown_(std::move(shown)) {}
-  uint64_t left() const { return size_ - pos_; }
-  [[noreturn]] void Fail(const std::string& what) const {
-    throw InputError(fmt::format("state file '{}': {}", shown_, what));
-  }
-  void Read(void* dst, uint64_t bytes, std::string_view field) {
-    if (bytes > left())
-      Fail(fmt::format("truncated: {} needs {} bytes at offset {}, {} are left", field, bytes, pos_, left()));
-    in_.read(static_cast<char*>(dst), static_cast<std::streamsize>(bytes));
-    if (!in_) Fail(fmt::format("read error in {} at offset {}", field, pos_));
-    pos_ += bytes;
-  }
-  template <class T>
-  T Get(std::string_view field) {
-    T v{};
-    Read(&v, sizeof v, field);
-    return v;
-  }
-  std::string String(std::string_view field, uint64_t max) {
-    const auto len = Get<uint64_t>(fmt::format("{} length", field));
-    if (len > max) Fail(fmt::format("{} length {} exceeds {}", field, len, max));
-    std::string s(len, '\0');
-    Read(s.data(), len, field);
-    return s;
-  }
-  void Skip(uint64_t bytes) { pos_ += bytes; }
-  const std::string& shown() const { return shown_; }
-
- private:
-  std::istream& in_;
-  uint64_t size_, pos_ = 0;
-  std::string shown_;
-};
 
 }  // namespace
 
@@ -224,40 +189,25 @@ void RuleRuntime::Save(const std::string& path) const {
     runtimes_.begin()->second->Save(path);
     return;
   }
-  const std::string tmp = fmt::format("{}.tmp.{}.{}", path, getpid(), comm_.Rank());
-  try {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw InputError(fmt::format("cannot write state file '{}'", PrintableLine(tmp, 4096)));
-    out.write(kMagic, 8);
-    const uint32_t head[3] = {kVersion, static_cast<uint32_t>(comm_.Size()), static_cast<uint32_t>(comm_.Rank())};
-    out.write(reinterpret_cast<const char*>(head), sizeof head);
-    const auto put_string = [&](const std::string& s) {
-      const uint64_t len = s.size();
-      out.write(reinterpret_cast<const char*>(&len), 8);
-      out.write(s.data(), static_cast<std::streamsize>(len));
-    };
-    put_string(Fingerprint());
-    const uint64_t count = runtimes_.size();
-    out.write(reinterpret_cast<const char*>(&count), 8);
-    for (const auto& [key, rt] : runtimes_) {
-      put_string(key);
-      std::ostringstream inner;
-      rt->Write(inner);
-      put_string(inner.str());
-    }
-    out.flush();
-    if (!out) throw RuntimeError(fmt::format("cannot write state file '{}'", PrintableLine(tmp, 4096)));
-  } catch (...) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw;
+  std::ostringstream out;
+  out.write(kMagic, 8);
+  const uint32_t head[3] = {kVersion, static_cast<uint32_t>(comm_.Size()), static_cast<uint32_t>(comm_.Rank())};
+  out.write(reinterpret_cast<const char*>(head), sizeof head);
+  const auto put_string = [&](const std::string& s) {
+    const uint64_t len = s.size();
+    out.write(reinterpret_cast<const char*>(&len), 8);
+    out.write(s.data(), static_cast<std::streamsize>(len));
+  };
+  put_string(Fingerprint());
+  const uint64_t count = runtimes_.size();
+  out.write(reinterpret_cast<const char*>(&count), 8);
+  for (const auto& [key, rt] : runtimes_) {
+    put_string(key);
+    std::ostringstream inner;
+    rt->Write(inner);
+    put_string(inner.str());
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw RuntimeError(fmt::format("cannot write state file '{}': {}", PrintableLine(path, 4096), ec.message()));
-  }
+  WriteFileAtomically(path, out.str());  // a temporary file beside it, fsync'd, renamed over it
 }
 
 void RuleRuntime::Load(const std::string& path) {
@@ -279,7 +229,7 @@ void RuleRuntime::Load(const std::string& path) {
     const uint64_t size = std::filesystem::file_size(path, ec);
     std::ifstream in(path, std::ios::binary);
     if (ec || !in) throw InputError(fmt::format("cannot read state file '{}'", shown));
-    Reader r(in, size, shown);
+    BoundedReader r(in, size, fmt::format("state file '{}'", shown));
     char magic[8];
     if (r.left() < sizeof magic) throw InputError(fmt::format("'{}' is not a ciuic profile-runtime state file", shown));
     r.Read(magic, sizeof magic, "magic");

@@ -202,6 +202,7 @@ int RunTune(const cxxopts::ParseResult& r) {
   o.seed = r["seed"].as<uint64_t>();
   o.patience = r["patience"].as<int>();
   o.mode = r["mode"].as<std::string>();
+  o.transport = r["transport"].as<std::string>();
   if (r.count("db")) o.db = DbOption(r);  // else RunStudy takes the default once the inputs are good
   // An empty --out or --calibration is a mistake, not "use the default".
   if (r.count("out")) {
@@ -225,6 +226,11 @@ int RunTune(const cxxopts::ParseResult& r) {
   o.patience = OptionInRange("patience", o.patience, 0, kMaxBudget);
   OneOfOption("strategy", o.strategy, SearchStrategies());
   OneOfOption("mode", o.mode, {"model", "measure"});
+  OneOfOption("transport", o.transport, {"mpi", "gloo"});
+  if (r.count("transport") && o.mode != "measure")
+    throw UsageError("--transport applies to --mode measure (the model prices the topology's links)");
+  if (o.transport == "gloo" && !CIUIC_HAVE_GLOO)
+    throw UsageError("--transport gloo: this build has no gloo (install libgloo-dev and configure again)");
   const auto db_dir = std::filesystem::path(o.db).parent_path();
   if (!db_dir.empty() && !std::filesystem::is_directory(db_dir))
     throw InputError(fmt::format("--db '{}': folder '{}' does not exist", PrintableLine(o.db),
@@ -423,7 +429,7 @@ int PlotNotFirst(const cxxopts::ParseResult&) {
 
 const Subcommand kSubcommands[] = {
     {"run", "search for the best configuration (the default with --topology), store it, write the profile",
-     {"topology", "nodes", "workload", "strategy", "budget", "seed", "patience", "mode", "db", "calibration", "out",
+     {"topology", "nodes", "workload", "strategy", "budget", "seed", "patience", "mode", "transport", "db", "calibration", "out",
       "state-memory", "target", "min-gain", "band-candidates", "gate-tolerance", "gate-seeds"},
      RunTune},
     {"show", "stored studies and best configurations", {"db"}, Show},
@@ -491,7 +497,9 @@ int Run(int argc, char** argv) {
       "budget", "evaluations (grid: all)", cxxopts::value<int>()->default_value("100"))(
       "seed", "search seed", cxxopts::value<uint64_t>()->default_value("1"))(
       "patience", "stop after N evaluations without improvement (0: off)", cxxopts::value<int>()->default_value("0"))(
-      "mode", "model (measure: not in this build)", cxxopts::value<std::string>()->default_value("model"))(
+      "mode", "model | measure (time the runtime on this machine's ranks)", cxxopts::value<std::string>()->default_value("model"))(
+      "transport", "run --mode measure: mpi | gloo (gloo: as a torch job's ciuic.torch hook runs)",
+      cxxopts::value<std::string>()->default_value("mpi"))(
       "db", "SQLite database (default: ciuic.db in $CIUIC_DATA_DIR, $XDG_DATA_HOME/ciuic or ~/.local/share/ciuic)", cxxopts::value<std::string>())(
       "calibration", "run: database to read calibrations from (default --db), e.g. one made by calibrate --device cuda on the target GPU",
       cxxopts::value<std::string>())(

@@ -107,8 +107,11 @@ class BucketMeter {
  public:
   // `nodes` > 1: a CPU cluster reached through the launcher (scripts/cluster-lab.sh --run): the ranks
   // must land on that many hosts, which the first run checks; hier finds them by host name.
-  BucketMeter(int ranks, int nodes, std::ostream& log) : ranks_(ranks), nodes_(nodes), log_(log) {
+  BucketMeter(int ranks, int nodes, const std::string& transport, std::ostream& log)
+      : ranks_(ranks), nodes_(nodes), transport_(transport), log_(log) {
     BenchExecutable();
+    log_ << fmt::format("measure: the runtime and the library's allreduce over {}\n",
+                        transport_ == "gloo" ? "gloo (TCP), as a torch job runs them" : "Open MPI");
     if (nodes_ > 1) {
       log_ << fmt::format("measure: ciuic-bench on {} MPI ranks over {} hosts (the launcher's hostfile)\n", ranks_,
                           nodes_);
@@ -124,11 +127,13 @@ class BucketMeter {
     }
     std::string args = fmt::format("allreduce --sizes {} --ranks {} --inplace yes --iters 5 --warmup 2", bytes, ranks_);
     if (c.algo == "nccl" && c.precision != "fp32") {
-      args += fmt::format(" --backend ciuic --algo native --precision {}", c.precision);  // casts around MPI's sum
+      // casts around the library's sum
+      args += fmt::format(" --backend ciuic --algo native --precision {}{}", c.precision, Over());
     } else if (c.algo == "nccl") {
-      args += " --backend mpi";  // on a CPU machine the library's own allreduce is MPI's
+      args += " --backend " + transport_;  // on a CPU machine the library's own allreduce is MPI's or gloo's
     } else {
-      args += fmt::format(" --backend ciuic --algo {} --codec {} --streams {}", RuntimeAlgo(c), c.codec, c.streams);
+      args += fmt::format(" --backend ciuic --algo {} --codec {} --streams {}{}", RuntimeAlgo(c), c.codec, c.streams,
+                          Over());
       if (c.algo == "hier" && nodes_ <= 1) args += " --ranks-per-node 1";  // one host: each rank a node
     }
     return Time(key, args, bytes, "stored as a failed trial; the study goes on", failure);
@@ -144,8 +149,8 @@ class BucketMeter {
     if (auto it = cache_.find(key); it != cache_.end()) return it->second.first;
     const auto [iters, warmup] = BandIterations(bytes);
     std::string args = fmt::format("allreduce --sizes {} --ranks {} --inplace yes --iters {} --warmup {} --backend ciuic "
-                                   "--bucket {}",
-                                   bytes, ranks_, iters, warmup, bucket);
+                                   "--bucket {}{}",
+                                   bytes, ranks_, iters, warmup, bucket, Over());
     if (c.algo == "nccl") {
       args += " --algo native";
       if (c.precision != "fp32") args += fmt::format(" --precision {}", c.precision);
@@ -192,8 +197,11 @@ class BucketMeter {
           nodes_, ranks_, hosts.size(), nodes_));
     hosts_checked_ = true;
   }
+  // The runtime's transport flag for ciuic-bench --backend ciuic.
+  std::string Over() const { return " --transport " + transport_; }
   int ranks_;
   int nodes_;
+  std::string transport_;
   bool hosts_checked_ = false;
   std::ostream& log_;
   std::map<std::string, std::pair<double, std::string>> cache_;  // key -> (us, why it failed)
@@ -290,7 +298,7 @@ struct Study {
                                    "be measured here (--nodes 1, a cluster topology under its launcher, or --mode "
                                    "model)",
                                    topo.nodes));
-    meter = std::make_unique<BucketMeter>(topo.ranks(), topo.nodes, log);
+    meter = std::make_unique<BucketMeter>(topo.ranks(), topo.nodes, o.transport, log);
   }
 
   // Codec costs: this machine's calibration when tuning for it; on a GPU topology a calibration of its
@@ -398,6 +406,9 @@ struct Study {
     }
     if (o.min_gain != 0.05) constraints += (constraints.empty() ? "" : ";") + fmt::format("min_gain={}", o.min_gain);
     if (!model_note.empty()) constraints += (constraints.empty() ? "" : ";") + model_note;
+    // Timings over gloo are another study than over MPI (a resumed study keeps its transport).
+    if (o.mode == "measure" && o.transport != "mpi")
+      constraints += std::string(constraints.empty() ? "" : ";") + "transport=" + o.transport;
     if (state_limit_gib > 0)
       log << fmt::format("constraint: communication state <= {:.4g} GiB per rank ({})\n", state_limit_gib, why);
     log << fmt::format("constraint: a lossy codec must be >= {:.0f}% faster than the best lossless configuration "

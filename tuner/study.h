@@ -37,6 +37,10 @@ struct TuneOptions {
   // --mode measure: how many of the model's best configurations each size band times beside the
   // baseline (study.cc PickRules).
   int band_candidates = 4;
+  // --mode measure: the transport the runtime (and the library baseline) is timed over: "mpi" (Open
+  // MPI, as mpiexec jobs run it) or "gloo" (gloo's TCP transport, as a torch job's ciuic.torch hook
+  // and DDP's default CPU allreduce run it).
+  std::string transport = "mpi";
 };
 
 struct TuneResult {

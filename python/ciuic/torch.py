@@ -174,6 +174,8 @@ class HookState:
         self._warned = set()
         self._done = _DONE_FN(self._on_done)
         self._side = None
+        self._runtime_thread = None
+        self._rt = self._comm = None
         lib = _lib.lib()
         rank, size = dist.get_rank(process_group), dist.get_world_size(process_group)
         self.rank, self.size = rank, size
@@ -347,6 +349,7 @@ class HookState:
 
     def _on_done(self, user, status, error):
         """Called on the runtime's thread when a part of a bucket ended."""
+        self._runtime_thread = threading.get_ident()
         with self._lock:
             pending = self._inflight.pop(user)
         if status != 0 and pending["error"] is None:
@@ -437,8 +440,14 @@ class HookState:
             self._comm = None
 
     def __del__(self):
+        if getattr(self, "_rt", None) is None and getattr(self, "_comm", None) is None:
+            return
         try:
-            self.close()
+            if threading.get_ident() == getattr(self, "_runtime_thread", None):
+                # Collected inside a completion, on the runtime's own thread, which cannot wait for itself.
+                threading.Thread(target=self.close, daemon=True).start()
+            else:
+                self.close()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
 

@@ -1,0 +1,65 @@
+#pragma once
+// The one bounded reader of the runtime's state formats (a rank's state file, the profile runtime's
+// file of several configurations, the C API's codec-state bytes): every read is held to the bytes
+// left first, so no length field can make a reader allocate or read past the end; failures throw
+// InputError "<prefix>: <what>" naming the field and its offset.
+#include <cstdint>
+#include <istream>
+#include <streambuf>
+#include <string>
+#include <string_view>
+
+#include "core/error.h"
+
+namespace ciuic {
+
+class BoundedReader {
+ public:
+  BoundedReader(std::istream& in, uint64_t size, std::string prefix)
+      : in_(in), size_(size), prefix_(std::move(prefix)) {}
+
+  uint64_t left() const { return size_ - pos_; }
+  [[noreturn]] void Fail(const std::string& what) const { throw InputError(prefix_ + ": " + what); }
+  void Read(void* dst, uint64_t bytes, std::string_view field) {
+    if (bytes > left())
+      Fail(fmt::format("truncated: {} needs {} bytes at offset {}, {} are left", field, bytes, pos_, left()));
+    in_.read(static_cast<char*>(dst), static_cast<std::streamsize>(bytes));
+    if (!in_) Fail(fmt::format("read error in {} at offset {}", field, pos_));
+    pos_ += bytes;
+  }
+  template <class T>
+  T Get(std::string_view field) {
+    T v{};
+    Read(&v, sizeof v, field);
+    return v;
+  }
+  // A u64 length (at most `max`) and that many bytes.
+  std::string String(std::string_view field, uint64_t max) {
+    const auto len = Get<uint64_t>(fmt::format("{} length", field));
+    if (len > max) Fail(fmt::format("{} length {} exceeds {}", field, len, max));
+    std::string s(len, '\0');
+    Read(s.data(), len, field);
+    return s;
+  }
+  // Bytes another reader consumed from the same stream (a nested record).
+  void Skip(uint64_t bytes) { pos_ += bytes; }
+
+ private:
+  std::istream& in_;
+  uint64_t size_, pos_ = 0;
+  std::string prefix_;
+};
+
+// An istream over bytes in memory, without a copy. Not copied or moved (a moved istream loses its
+// buffer).
+class MemoryStream : private std::streambuf, public std::istream {
+ public:
+  MemoryStream(const MemoryStream&) = delete;
+  MemoryStream& operator=(const MemoryStream&) = delete;
+  MemoryStream(const void* data, size_t size) : std::istream(this) {
+    char* p = const_cast<char*>(static_cast<const char*>(data));
+    setg(p, p, p + size);
+  }
+};
+
+}  // namespace ciuic
