@@ -263,9 +263,12 @@ void RuleRuntime::Load(const std::string& path) {
     for (uint64_t i = 0; i < count; ++i) {
       const std::string key = r.String(fmt::format("configuration {} name", i), kMaxKey);
       const auto it = possible.find(key);
-      if (it == possible.end() || loaded.count(key))
-        r.Fail(fmt::format("configuration {} '{}' is {} this profile", i, PrintableLine(key),
-                           it == possible.end() ? "not one of" : "repeated in"));
+      if (it == possible.end())
+        r.Fail(fmt::format("configuration {} '{}' is not one this profile makes", i, PrintableLine(key)));
+      if (!loaded.empty() && !(loaded.rbegin()->first < key))
+        r.Fail(fmt::format("configuration {} '{}' does not follow '{}': configurations are saved once each, in "
+                           "ascending order",
+                           i, PrintableLine(key), loaded.rbegin()->first));
       const auto bytes = r.Get<uint64_t>(fmt::format("configuration {} length", i));
       if (bytes > r.left()) r.Fail(fmt::format("truncated: configuration {} claims {} bytes, {} are left", i, bytes, r.left()));
       Runtime& rt = RuntimeOf(it->second);

@@ -1,5 +1,5 @@
 // Writes the seed corpus of state_load_fuzz: one valid 1-rank state file per shape of
-// state_shapes.h after three steps, plus one with no records. Usage: state_corpus_gen DIR
+// state_shapes.h after three steps, plus one with no records, plus the profile runtime's file. Usage: state_corpus_gen DIR
 #include <cstdio>
 #include <random>
 #include <string>
@@ -7,6 +7,7 @@
 
 #include "collectives/backends/local/communicator.h"
 #include "collectives/runtime.h"
+#include "collectives/runtime_rules.h"
 #include "fuzz/state_shapes.h"
 
 int main(int argc, char** argv) {
@@ -33,6 +34,16 @@ int main(int argc, char** argv) {
       }
       rt.Save(dir + "/" + shape.name + ".state");
     }
+    // The profile runtime: int8 and powersgd configurations in one file.
+    ciuic::RuleRuntime rules(comm, ciuic::fuzz::RuleConfig());
+    for (int step = 0; step < 3; ++step) {
+      for (const size_t n : {ciuic::fuzz::kBucketFloats, ciuic::fuzz::kTensorFloats}) {
+        std::vector<float> g(n);
+        for (float& x : g) x = normal(rng);
+        rules.AllReduce(g.data(), n, ciuic::DType::kFloat32, ciuic::fuzz::kTensorId + n, false);
+      }
+    }
+    rules.Save(dir + "/rules.state");
   });
   return 0;
 }

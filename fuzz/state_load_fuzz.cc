@@ -1,5 +1,6 @@
-// libFuzzer harness for the state-file loader (Runtime::Load). Each input is written to a temp file
-// and loaded into a 1-rank local runtime of every shape in state_shapes.h. A load must either throw
+// libFuzzer harness for the state-file loaders (Runtime::Load, and RuleRuntime::Load for the profile
+// runtime's file of several configurations). Each input is written to a temp file and loaded into a
+// 1-rank local runtime of every shape in state_shapes.h, and into the profile runtime there. A load must either throw
 // InputError or give a state that saves back to the same bytes, after which an allreduce either
 // works or throws InputError. A crash, a sanitizer report, another exception or a changed round
 // trip is a finding. Build with -DCIUIC_FUZZ=ON and clang; run with the seed corpus:
@@ -17,6 +18,7 @@
 
 #include "collectives/backends/local/communicator.h"
 #include "collectives/runtime.h"
+#include "collectives/runtime_rules.h"
 #include "core/error.h"
 #include "fuzz/state_shapes.h"
 
@@ -60,6 +62,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       rt.AllReduce(g.data(), g.size(), ciuic::fuzz::kTensorId);
     } catch (const ciuic::InputError&) {
       // A good file of another model: refused at its first use, as on every rank.
+    }
+  }
+  ciuic::RuleRuntime rules(*world[0], ciuic::fuzz::RuleConfig());
+  try {
+    rules.Load(path);
+  } catch (const ciuic::InputError&) {
+    return 0;
+  }
+  rules.Save(again);
+  if (ReadAll(again) != std::vector<char>(data, data + size)) {
+    std::fprintf(stderr, "state_load_fuzz: a file accepted by the profile runtime saves back to other bytes\n");
+    std::abort();
+  }
+  for (const size_t n : {ciuic::fuzz::kBucketFloats, ciuic::fuzz::kTensorFloats}) {
+    std::vector<float> g(n, 1e-3f);
+    try {
+      rules.AllReduce(g.data(), n, ciuic::DType::kFloat32, ciuic::fuzz::kTensorId, false);
+    } catch (const ciuic::InputError&) {
     }
   }
   return 0;

@@ -2,7 +2,10 @@
 // The 1-rank runtimes the state-file fuzzer loads into and its seed corpus is saved from: one per
 // kind of buffer a state file can hold (residual; residual and Q; residual and server residual;
 // topk over a tensor list, whose bucket keys carry the top bit).
+#include <memory>
+
 #include "collectives/runtime.h"
+#include "collectives/runtime_rules.h"
 
 namespace ciuic::fuzz {
 
@@ -29,6 +32,28 @@ inline RuntimeConfig ConfigOf(const StateShape& s) {
   c.algo.codec = ParseCodec(s.codec);
   c.algo.codec.block = 32;
   c.bucket_bytes = kBucketFloats * 4;
+  return c;
+}
+
+// The profile runtime's file (several configurations in one): a tensor of kBucketFloats floats (400 B)
+// takes int8 on the ring, one of kTensorFloats (1000 B) powersgd, both in buckets of kBucketFloats.
+inline RuleRuntimeConfig RuleConfig() {
+  auto p = std::make_shared<Profile>();
+  p->topology = "cpu_local";
+  p->fingerprint = "fuzz";
+  const auto rule = [](uint64_t lo, uint64_t hi, const char* algo, const char* codec) {
+    ProfileRule r;
+    r.min_bytes = lo;
+    r.max_bytes = hi;
+    r.algo = algo;
+    r.codec = codec;
+    r.bucket_bytes = kBucketFloats * 4;
+    return r;
+  };
+  p->rules = {rule(0, 600, "ring", "int8"), rule(600, 0, "powersgd", "powersgd:2")};
+  RuleRuntimeConfig c;
+  c.profile = p;
+  c.fixed.algo.codec.block = 32;
   return c;
 }
 

@@ -141,7 +141,10 @@ class _Entry:
         self.key, self.index, self.n, self.dtype, self.named = key, index, n, dtype, named
         self.ident, self.sizes = list(ident), list(sizes)
         self.offsets = [int(o) for o in np.cumsum([0] + list(sizes))[:-1]] if sizes else []
-        self.tid = int(key.rsplit(":", 1)[1], 16) & ((1 << 63) - 1)
+        # The runtime keys error feedback by this id: the whole key (index, size, dtype, parameters), so two
+        # buckets of equal shapes are two tensors.
+        self.tid = int(hashlib.sha1(key.encode()).hexdigest()[:16], 16) & ((1 << 63) - 1)
+        self.last_used = 0
 
 
 class HookState:
@@ -342,8 +345,15 @@ class HookState:
             _lib.call("ciuic_allreduce_async", self._rt, ctypes.c_void_p(tensor.data_ptr()), tensor.numel(),
                       _DTYPES[tensor.dtype], e.tid, 1, ctypes.c_void_p(stream) if stream else None, self._done,
                       ctypes.c_void_p(token), None)
+        for e, _, _ in parts:
+            e.last_used = self.iteration
         if last:
             self.iteration += 1
+            if self.module is None:
+                # Without names a rebuilt layout cannot take over residuals; layouts unused for two whole
+                # iterations (DDP's first-iteration bucket) are dropped, their state with them.
+                for k in [k for k, e in self.entries.items() if e.last_used < self.iteration - 2]:
+                    _lib.call("ciuic_runtime_forget", self._rt, self.entries.pop(k).tid)
         self.hook_seconds += _now() - start
         return fut
 
