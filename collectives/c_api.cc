@@ -20,6 +20,7 @@
 #include "collectives/bootstrap/store.h"
 #include "collectives/runtime.h"
 #include "collectives/runtime_async.h"
+#include "collectives/staging_comm.h"
 #include "collectives/state_reader.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -433,7 +434,8 @@ ciuic_status_t ciuic_comm_create_store(int rank, int size, const char* prefix, c
     Require(reinterpret_cast<const void*>(set), "set");
     Require(reinterpret_cast<const void*>(get), "get");
     const std::string dev = device ? device : "cpu";
-    if (dev != "cpu" && dev != "cuda") throw ciuic::UsageError(fmt::format("device '{}': expected cpu or cuda", dev));
+    if (dev != "cpu" && dev != "cuda" && dev != "cuda-gloo")
+      throw ciuic::UsageError(fmt::format("device '{}': expected cpu, cuda or cuda-gloo", dev));
     if (!(timeout_s >= 0) || !std::isfinite(timeout_s))
       throw ciuic::UsageError(fmt::format("timeout {}: expected a non-negative number of seconds", timeout_s));
     ciuic::GlooOptions options;
@@ -445,6 +447,12 @@ ciuic_status_t ciuic_comm_create_store(int rank, int size, const char* prefix, c
 #else
       throw ciuic::UsageError("device cuda: this libciuic was built without CUDA and NCCL");
 #endif
+    } else if (dev == "cuda-gloo") {
+#if CIUIC_HAVE_CUDA
+      world = ciuic::MakeDeviceStagingCommunicator(std::move(world));  // device buffers, gloo's wire
+#else
+      throw ciuic::UsageError("device cuda-gloo: this libciuic was built without CUDA");
+#endif
     }
     auto* h = new ciuic_comm{world.get(), std::move(world)};
     *out = h;
@@ -453,7 +461,7 @@ ciuic_status_t ciuic_comm_create_store(int rank, int size, const char* prefix, c
 
 const char* ciuic_comm_device(const ciuic_comm_t* comm) {
   if (!comm) return "";
-  return comm->comm->Device() == ciuic::DeviceKind::kCuda ? "cuda" : "cpu";
+  return comm->comm->Device() == ciuic::DeviceKind::kCuda ? "cuda" : "cpu";  // cuda-gloo's buffers: cuda
 }
 
 ciuic_status_t ciuic_runtime_create_profile(ciuic_comm_t* comm, const struct ciuic_profile* profile, uint32_t flags,

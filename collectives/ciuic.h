@@ -90,7 +90,8 @@ typedef int (*ciuic_store_get_fn)(void* user, const char* key, void* buf, size_t
 /* Collective over the job's `size` ranks: a communicator whose ranks meet through the store under
  * `prefix` (one prefix per communicator in that store). device "cpu": gloo over TCP for host buffers;
  * "cuda": NCCL on the current device for device buffers, its unique id passed through the store (the
- * control plane stays on gloo). The callbacks are called during this call, and again only when a
+ * control plane stays on gloo); "cuda-gloo": device buffers over gloo, each message staged through
+ * host memory (processes sharing one GPU, which NCCL refuses, or no NCCL). The callbacks are called during this call, and again only when a
  * hierarchical algorithm first splits the world (from the runtime's thread). timeout_s bounds
  * gloo's rendezvous and every gloo call (0: none). Destroy with ciuic_comm_destroy. */
 ciuic_status_t ciuic_comm_create_store(int rank, int size, const char* prefix, const char* device, ciuic_store_set_fn set,

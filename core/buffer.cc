@@ -244,6 +244,15 @@ void StreamWaitEvent(void* stream, void* event) {
   CIUIC_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0));
 }
 void EventSynchronize(void* event) { CIUIC_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event))); }
+void* StreamCreate() {
+  cudaStream_t s = nullptr;
+  CIUIC_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return s;
+}
+void StreamDestroy(void* stream) {
+  if (stream) cudaStreamDestroy(static_cast<cudaStream_t>(stream));
+}
+void StreamSynchronize(void* stream) { CIUIC_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream))); }
 #else
 int CudaCurrentDevice() { return 0; }
 void* EventCreate() { throw RuntimeError("CUDA events need a build with CUDA"); }
@@ -251,6 +260,9 @@ void EventDestroy(void*) {}
 void EventRecord(void*, void*) {}
 void StreamWaitEvent(void*, void*) {}
 void EventSynchronize(void*) {}
+void* StreamCreate() { throw RuntimeError("CUDA streams need a build with CUDA"); }
+void StreamDestroy(void*) {}
+void StreamSynchronize(void*) {}
 #endif
 
 }  // namespace ciuic

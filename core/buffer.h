@@ -70,6 +70,11 @@ void EventDestroy(void* event);
 void EventRecord(void* event, void* stream);
 void StreamWaitEvent(void* stream, void* event);
 void EventSynchronize(void* event);
+// A non-blocking CUDA stream of the current device (cudaStream_t as void*); StreamCreate throws
+// RuntimeError without CUDA, the others do nothing then.
+void* StreamCreate();
+void StreamDestroy(void* stream);
+void StreamSynchronize(void* stream);
 
 // "NVIDIA H100 80GB HBM3" or "" without a device.
 const char* CudaDeviceName();

@@ -61,7 +61,7 @@ def ddp_kwargs(profile):
 
 
 def comm_hook(profile, process_group=None, module=None, ranks_per_node=0, device=None, allow_world_mismatch=False,
-              timeout=300.0):
+              timeout=300.0, transport=None):
     """(state, hook) for DistributedDataParallel.register_comm_hook(state, hook). Collective: every
     rank calls it, at the same point.
 
@@ -72,9 +72,11 @@ def comm_hook(profile, process_group=None, module=None, ranks_per_node=0, device
     feedback follows parameters across DDP's bucket rebuild and resumes bit for bit; its parameters'
     device is the buckets' (else `device`, default cpu). ranks_per_node: the hier algorithm's node
     size (0: by host name). timeout: seconds gloo's rendezvous and each of its calls may take.
+    transport: for CUDA buckets "nccl" (the default) or "gloo" (device buffers staged through host
+    memory: several processes on one GPU, which NCCL refuses); CPU buckets always take gloo.
     """
     state = HookState(profile, process_group=process_group, module=module, ranks_per_node=ranks_per_node,
-                      device=device, allow_world_mismatch=allow_world_mismatch, timeout=timeout)
+                      device=device, allow_world_mismatch=allow_world_mismatch, timeout=timeout, transport=transport)
     return state, hook
 
 
@@ -153,7 +155,7 @@ class HookState:
     keeps (tensor id, dtype, bucket before, bucket after) per reduced bucket in `records` (tests)."""
 
     def __init__(self, profile, process_group=None, module=None, ranks_per_node=0, device=None,
-                 allow_world_mismatch=False, timeout=300.0):
+                 allow_world_mismatch=False, timeout=300.0, transport=None):
         self.profile = as_profile(profile)
         self.process_group = process_group
         if isinstance(module, torch.nn.parallel.DistributedDataParallel):
@@ -182,13 +184,16 @@ class HookState:
         lib = _lib.lib()
         rank, size = dist.get_rank(process_group), dist.get_world_size(process_group)
         self.rank, self.size = rank, size
-        kind = "cuda" if self.device.type == "cuda" else "cpu"
         if self.device.type not in ("cpu", "cuda"):
             raise UsageError(1, f"ciuic DDP hook: buckets on {self.device} are not reduced (cpu or cuda)")
+        if transport not in (None, "nccl", "gloo") or (self.device.type == "cpu" and transport == "nccl"):
+            raise UsageError(1, f"ciuic DDP hook: transport {transport!r} for {self.device.type} buckets (cpu: gloo; "
+                                "cuda: nccl or gloo)")
+        kind = "cpu" if self.device.type == "cpu" else "cuda-gloo" if transport == "gloo" else "cuda"
         self._store = _Store(_default_store(process_group))
         comm = ctypes.c_void_p()
         prefix = f"ciuic/comm{next(_comm_counter)}"
-        if kind == "cuda":
+        if kind != "cpu":
             torch.cuda.set_device(self.device)
         try:
             _lib.call("ciuic_comm_create_store", rank, size, prefix.encode(), kind.encode(), self._store.set_fn,
@@ -206,7 +211,7 @@ class HookState:
             self._comm = None
             raise
         self._rt = rt
-        if kind == "cuda":
+        if kind != "cpu":
             self._side = torch.cuda.Stream(device=self.device)
 
     # ---- bookkeeping ---------------------------------------------------------------------------

@@ -206,6 +206,16 @@ int main(void) {
           "cuda without a GPU: status %d, %s", (int)s, ciuic_last_error());
     printf("cuda refused: %s\n", ciuic_last_error());
   }
+  const ciuic_status_t sg = ciuic_comm_create_store(0, 1, "w", "cuda-gloo", store_set, store_get, NULL, 5, &c);
+  if (sg == CIUIC_OK) {
+    printf("cuda-gloo: a GPU is usable here; the staging communicator was made\n");
+    ciuic_comm_destroy(c);
+  } else {
+    CHECK((sg == CIUIC_ERR_USAGE && strstr(ciuic_last_error(), "without CUDA")) ||
+              (sg == CIUIC_ERR_RUNTIME && strstr(ciuic_last_error(), "no CUDA device")),
+          "cuda-gloo without a GPU: status %d, %s", (int)sg, ciuic_last_error());
+    printf("cuda-gloo refused: %s\n", ciuic_last_error());
+  }
   printf("c_store_api: %d failure(s)\n", failures);
   return failures != 0;
 }
