@@ -443,7 +443,8 @@ ciuic_status_t ciuic_comm_create_store(int rank, int size, const char* prefix, c
     auto world = ciuic::MakeGlooStoreWorld(ciuic::MakeCallbackStore(set, get, user), rank, size, prefix, options);
     if (dev == "cuda") {
 #if CIUIC_HAVE_NCCL
-      world = ciuic::MakeNcclWorld(std::move(world));  // the unique id over the gloo control plane
+      // The caller's current device (torch.cuda.set_device); the unique id over the gloo control plane.
+      world = ciuic::MakeNcclWorld(std::move(world), ciuic::CudaCurrentDevice());
 #else
       throw ciuic::UsageError("device cuda: this libciuic was built without CUDA and NCCL");
 #endif
@@ -506,6 +507,7 @@ ciuic_status_t ciuic_allreduce_async(ciuic_runtime_t* rt, void* data, size_t n, 
       req->status = s;
       req->error = g_last_error;
       if (done) done(user, s, req->error.c_str());
+      if (!done && !out && s != CIUIC_OK) ThrowStatus(static_cast<ciuic::WorkStatus>(s), req->error);
     } else {
       ciuic::AsyncRuntime::Completion completion;
       if (done)

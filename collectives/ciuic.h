@@ -123,7 +123,8 @@ ciuic_status_t ciuic_runtime_create_profile(ciuic_comm_t* comm, const struct ciu
 /* Queues the allreduce of data[0, n) (sum; average != 0: mean) in place and returns. Collective:
  * every rank queues the same tensors in the same order. Device buffers: the reduction starts after
  * the work queued so far on `stream` (null: the legacy default stream), without a host wait. done
- * (may be null) is called on the runtime's thread when the reduction ended; *out (may be null) gets
+ * (may be null) is called on the runtime's thread when the reduction ended (its buffer final, the
+ * request done); it may call the runtime's other functions but not destroy it. *out (may be null) gets
  * a request for test/wait, freed with ciuic_request_destroy. Works on every runtime; one made by
  * ciuic_runtime_create runs it at once (as ciuic_allreduce) and only fp32. */
 ciuic_status_t ciuic_allreduce_async(ciuic_runtime_t* rt, void* data, size_t n, ciuic_dtype_t dtype, uint64_t tensor_id,

@@ -1,5 +1,7 @@
 #include "collectives/runtime_async.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 
 #include "core/error.h"
@@ -82,6 +84,11 @@ AsyncRuntime::AsyncRuntime(Communicator& comm, RuleRuntimeConfig config) : comm_
 }
 
 AsyncRuntime::~AsyncRuntime() {
+  if (std::this_thread::get_id() == thread_.get_id()) {
+    // Destroyed from one of its own completions: the thread cannot wait for itself.
+    std::fprintf(stderr, "ciuic runtime: destroyed from its own completion callback; not supported\n");
+    std::abort();
+  }
   {
     std::lock_guard<std::mutex> lock(m_);
     stop_ = true;
@@ -115,6 +122,12 @@ void AsyncRuntime::Loop() {
 }
 
 void AsyncRuntime::Call(const std::function<void(RuleRuntime&)>& f) {
+  if (std::this_thread::get_id() == thread_.get_id()) {
+    // From a completion, on the runtime's own thread (a torch Future's then-callback): between two
+    // requests, so the runtime is free; queueing would wait for itself.
+    f(*rt_);
+    return;
+  }
   std::mutex m;
   std::condition_variable cv;
   bool done = false;
@@ -149,23 +162,26 @@ std::shared_ptr<AsyncRequest> AsyncRuntime::Enqueue(void* data, size_t n, DType 
       if (req->ready_event_) StreamWaitEvent(comm_.Stream(), req->ready_event_);
       rt.AllReduce(data, n, type, tensor_id, average);
       if (req->done_event_) EventRecord(req->done_event_, comm_.Stream());
+      // Every path's last kernel (a 16-bit cast back, an uncompressed NaN sum on NCCL) has run before
+      // anyone is told: a completion may read the buffer from another stream or the host.
+      comm_.Synchronize();
     } catch (...) {
       status = StatusOf(std::current_exception(), &error);
-    }
-    if (done) {
-      try {
-        done(status, error);
-      } catch (...) {
-        // A completion must not end the runtime thread; the request still reports the reduction.
-      }
     }
     {
       std::lock_guard<std::mutex> lock(req->m_);
       req->done_ = true;
       req->status_ = status;
-      req->error_ = std::move(error);
+      req->error_ = error;
     }
     req->cv_.notify_all();
+    if (done) {
+      try {
+        done(status, error);
+      } catch (...) {
+        // A completion must not end the runtime thread; the request already reports the reduction.
+      }
+    }
   });
   return req;
 }

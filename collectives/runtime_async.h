@@ -47,7 +47,8 @@ class AsyncRequest {
 
 class AsyncRuntime {
  public:
-  // Called on the runtime thread once a request ended (before waiters wake), with its status.
+  // Called on the runtime thread once a request ended (after it reports done), with its status. It may
+  // call Call (run inline) but must not destroy the runtime.
   using Completion = std::function<void(WorkStatus, const std::string& error)>;
 
   // The RuleRuntime is made on the runtime thread (a device backend's current device there is the

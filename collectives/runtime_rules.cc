@@ -3,6 +3,8 @@
 #include <sstream>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +14,7 @@
 #include "collectives/state_reader.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "core/watchdog.h"
 #include "kernels/codec_kernels.h"
 
 namespace ciuic {
@@ -71,8 +74,15 @@ RuntimeConfig ConfigForRule(const ProfileRule& rule, DType type, const RuntimeCo
 }
 
 std::string ConfigKey(const RuntimeConfig& c) {
-  return fmt::format("{} {} {} {} B x{}", AlgoName(c.algo.algo), CodecName(c.algo.codec), DTypeName(c.algo.precision),
-                     c.bucket_bytes >= kWholeMessage ? uint64_t{0} : uint64_t{c.bucket_bytes}, c.algo.in_flight);
+  // Every field that changes what the engine does: a 16-bit wire without error feedback is another
+  // configuration than the fp16/bf16 codec with it.
+  const bool no_ef = !c.algo.codec.error_feedback && c.algo.codec.kind != CodecKind::kNone;
+  const uint32_t block = c.algo.codec.block;
+  return fmt::format("{} {} {} {} B x{}{}{}{}", AlgoName(c.algo.algo), CodecName(c.algo.codec),
+                     DTypeName(c.algo.precision), c.bucket_bytes >= kWholeMessage ? uint64_t{0} : uint64_t{c.bucket_bytes},
+                     c.algo.in_flight, no_ef ? " no-ef" : "",
+                     block != CodecSpec().block ? fmt::format(" block {}", block) : std::string(),
+                     c.algo.ranks_per_node ? fmt::format(" {}/node", c.algo.ranks_per_node) : std::string());
 }
 
 void CheckProfileWorld(const Profile& profile, Communicator& comm, int ranks_per_node) {
@@ -186,7 +196,7 @@ std::string RuleRuntime::Fingerprint() const {
 void RuleRuntime::Save(const std::string& path) const {
   if (!config_.profile) {
     // One configuration: the plain runtime's file, as ciuic_runtime_save writes it.
-    runtimes_.begin()->second->Save(path);
+    runtimes_.at(ConfigKey(config_.fixed))->Save(path);
     return;
   }
   std::ostringstream out;
@@ -212,7 +222,7 @@ void RuleRuntime::Save(const std::string& path) const {
 
 void RuleRuntime::Load(const std::string& path) {
   if (!config_.profile) {
-    runtimes_.begin()->second->Load(path);
+    runtimes_.at(ConfigKey(config_.fixed))->Load(path);
     return;
   }
   const std::string shown = PrintableLine(path, 4096);
@@ -285,7 +295,19 @@ void RuleRuntime::Load(const std::string& path) {
     status = 2;
     error = fmt::format("state file '{}': {}", shown, e.what());
   }
-  AgreeOnLoad(comm_, status, digest, error, path);
+  {
+    // As Runtime::Load: a rank that never comes to the agreement ends the others with exit 2.
+    const int rank = comm_.Rank();
+    Watchdog watchdog(timeout_s_ < 0 ? DefaultTimeoutSeconds() : timeout_s_, [rank](const std::string& what, double t) {
+      std::fprintf(stderr, "ciuic runtime: rank %d: no progress in %.0f s: %s; exiting with 2\n", rank, t, what.c_str());
+      std::fflush(stderr);
+      std::_Exit(2);
+    });
+    watchdog.SetHeartbeats(Heartbeats::FromEnvironment());
+    watchdog.Arm(fmt::format("loading state file '{}' (the ranks' agreement)", shown));
+    AgreeOnLoad(comm_, status, digest, error, path);
+    watchdog.Disarm();
+  }
   for (auto& [key, rt] : runtimes_) {
     auto it = loaded.find(key);
     rt->Commit(it == loaded.end() ? Runtime::StateMap() : std::move(it->second));

@@ -335,21 +335,35 @@ class HookState:
                 part = torch.empty(sub.n, dtype=buf.dtype, device=buf.device)
                 for name, off, size in zip(sub.ident, sub.offsets, sub.sizes):
                     part[off:off + size] = buf[int(where[name]):int(where[name]) + size]
+                if self._side is not None:
+                    part.record_stream(self._side)  # read back on the side stream, after this stream frees it
                 parts.append((sub, part, (where, sub)))
         pending = {"left": len(parts), "error": None, "buf": buf, "fut": fut, "parts": parts, "records": []}
         if self._side is not None:
             self._side.wait_stream(torch.cuda.current_stream(buf.device))
         stream = self._side.cuda_stream if self._side is not None else None
-        for e, tensor, _ in parts:
+        for i, (e, tensor, _) in enumerate(parts):
             if self.record:
                 pending["records"].append({"key": e.key, "tid": e.tid, "dtype": str(e.dtype), "iteration": self.iteration,
                                            "input": tensor.detach().cpu().clone()})
             token = next(self._tokens)
             with self._lock:
                 self._inflight[token] = pending
-            _lib.call("ciuic_allreduce_async", self._rt, ctypes.c_void_p(tensor.data_ptr()), tensor.numel(),
-                      _DTYPES[tensor.dtype], e.tid, 1, ctypes.c_void_p(stream) if stream else None, self._done,
-                      ctypes.c_void_p(token), None)
+            try:
+                _lib.call("ciuic_allreduce_async", self._rt, ctypes.c_void_p(tensor.data_ptr()), tensor.numel(),
+                          _DTYPES[tensor.dtype], e.tid, 1, ctypes.c_void_p(stream) if stream else None, self._done,
+                          ctypes.c_void_p(token), None)
+            except Exception as exc:
+                # Not queued: this part and the ones after it will never complete; the Future fails once
+                # the parts already queued have.
+                with self._lock:
+                    self._inflight.pop(token, None)
+                    pending["error"] = pending["error"] or exc
+                    pending["left"] -= len(parts) - i
+                    finished = pending["left"] == 0
+                if finished:
+                    fut.set_exception(pending["error"])
+                raise
         for e, _, _ in parts:
             e.last_used = self.iteration
         if last:
@@ -367,13 +381,13 @@ class HookState:
         self._runtime_thread = threading.get_ident()
         with self._lock:
             pending = self._inflight.pop(user)
-        if status != 0 and pending["error"] is None:
-            cls = {1: UsageError, 3: InputError}.get(status)
-            msg = (error or b"").decode("utf-8", "replace")
-            pending["error"] = cls(status, msg) if cls else RuntimeError(f"ciuic runtime: {msg}")
-        pending["left"] -= 1
-        if pending["left"]:
-            return
+            if status != 0 and pending["error"] is None:
+                cls = {1: UsageError, 3: InputError}.get(status)
+                msg = (error or b"").decode("utf-8", "replace")
+                pending["error"] = cls(status, msg) if cls else RuntimeError(f"ciuic runtime: {msg}")
+            pending["left"] -= 1
+            if pending["left"]:
+                return
         buf, fut = pending["buf"], pending["fut"]
         try:
             ctx = torch.cuda.stream(self._side) if self._side is not None else _nullcontext()

@@ -78,6 +78,17 @@ TEST(RuleRuntime, EachMessageTakesTheRuleOfItsByteSize) {
     EXPECT_EQ(ConfigKey(rt.ConfigFor(100000, DType::kFloat32)), "sparse topk:0.05 fp32 65536 B x1");
     EXPECT_THROW(rt.ConfigFor(10, DType::kInt32), UsageError);
   });
+  // The 16-bit wire of a lossless rule keeps no error feedback; a rule's own fp16 codec does: two
+  // configurations, two runtimes (one key would share one state between them).
+  RunLocalRanks(2, [&](Communicator& c) {
+    auto p = ThreeBands(2);
+    p->rules = {Rule(0, 16 << 10, "ring", "none", 8 << 10), Rule(16 << 10, 0, "ring", "fp16", 8 << 10)};
+    RuleRuntimeConfig cfg;
+    cfg.profile = p;
+    RuleRuntime rt(c, cfg);
+    EXPECT_EQ(ConfigKey(rt.ConfigFor(5000, DType::kFloat16)), "ring fp16 fp32 8192 B x1 no-ef");
+    EXPECT_EQ(ConfigKey(rt.ConfigFor(5000, DType::kFloat32)), "ring fp16 fp32 8192 B x1");
+  });
 }
 
 TEST(RuleRuntime, LosslessSixteenBitMessagesTravelAtTheirOwnWidth) {
@@ -99,7 +110,7 @@ TEST(RuleRuntime, LosslessSixteenBitMessagesTravelAtTheirOwnWidth) {
     wire32[c.Rank()] = rt.counters().wire_bytes;
     std::vector<uint16_t> h(n);
     for (size_t i = 0; i < n; ++i) h[i] = FloatToBFloat16(Gradient(n, c.Rank(), 1)[i]);
-    EXPECT_EQ(ConfigKey(rt.ConfigFor(n, DType::kBFloat16)), "ring bf16 fp32 0 B x1");
+    EXPECT_EQ(ConfigKey(rt.ConfigFor(n, DType::kBFloat16)), "ring bf16 fp32 0 B x1 no-ef");
     rt.AllReduce(h.data(), n, DType::kBFloat16, 2, false);
     wire16[c.Rank()] = rt.counters().wire_bytes - wire32[c.Rank()];
     out[c.Rank()] = h;
@@ -313,6 +324,27 @@ TEST(AsyncRuntime, QueuedReductionsGiveTheSynchronousBitsInOrder) {
     EXPECT_EQ(async_out[r], async_out[0]) << "rank " << r;
     EXPECT_EQ(order[r], (std::vector<int>{0, 1, 2, 3, 4, 5})) << "rank " << r;
   }
+}
+
+TEST(AsyncRuntime, ACompletionMayCallTheRuntime) {
+  // torch runs a Future's then-callbacks inside set_result, on the runtime's thread: a call into the
+  // runtime from there runs inline instead of waiting for itself.
+  std::vector<int> ok(2);
+  RunLocalRanks(2, [&](Communicator& c) {
+    RuleRuntimeConfig cfg;
+    cfg.profile = ThreeBands(2);
+    AsyncRuntime rt(c, cfg);
+    auto g = Gradient(5000, c.Rank(), 0);
+    std::vector<float> residual;
+    auto req = rt.Enqueue(g.data(), g.size(), DType::kFloat32, 4, true, nullptr, [&](WorkStatus, const std::string&) {
+      rt.Call([&](RuleRuntime& r) { residual = r.Residual(4, 5000, DType::kFloat32); });
+    });
+    ok[c.Rank()] = req->Wait() == WorkStatus::kOk;
+    rt.Call([](RuleRuntime&) {});  // the completion has returned once the queue moved on
+    ok[c.Rank()] &= residual.size() == 5000 && std::any_of(residual.begin(), residual.end(), [](float x) { return x; });
+  });
+  EXPECT_TRUE(ok[0]);
+  EXPECT_TRUE(ok[1]);
 }
 
 // An in-memory store shared by thread ranks: Get waits for its key, as torch's store does.

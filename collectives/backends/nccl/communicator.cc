@@ -311,7 +311,7 @@ class NcclCommunicator : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> MakeNcclWorld(std::unique_ptr<Communicator> control) {
+std::unique_ptr<Communicator> MakeNcclWorld(std::unique_ptr<Communicator> control, int chosen) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     cudaGetLastError();
@@ -320,7 +320,9 @@ std::unique_ptr<Communicator> MakeNcclWorld(std::unique_ptr<Communicator> contro
   int local_rank = control->Rank();
   if (const char* lr = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) local_rank = std::atoi(lr);
   else if (const char* tr = std::getenv("LOCAL_RANK")) local_rank = std::atoi(tr);  // torchrun, Slurm wrappers
-  const int device = local_rank % devices;
+  if (chosen >= devices)
+    throw RuntimeError(fmt::format("nccl backend: device {} asked, {} visible", chosen, devices));
+  const int device = chosen >= 0 ? chosen : local_rank % devices;
   CIUIC_CUDA_CHECK(cudaSetDevice(device));
   ncclUniqueId id;
   if (control->Rank() == 0) CIUIC_NCCL_CHECK(ncclGetUniqueId(&id));
@@ -361,7 +363,7 @@ std::string NcclRuntimeVersion() {
 std::string NcclBuildVersion() { return VersionText(NCCL_VERSION_CODE); }
 
 #else
-std::unique_ptr<Communicator> MakeNcclWorld(std::unique_ptr<Communicator>) {
+std::unique_ptr<Communicator> MakeNcclWorld(std::unique_ptr<Communicator>, int) {
   throw RuntimeError("nccl backend: this build has no NCCL (configure with CUDA and NCCL present)");
 }
 std::string NcclRuntimeVersion() { return ""; }

@@ -8,9 +8,10 @@
 
 namespace ciuic {
 
-// Takes ownership of `control`. Picks the GPU local_rank % devices (OMPI_COMM_WORLD_LOCAL_RANK or
-// the control rank). Throws RuntimeError when there is no CUDA device or NCCL fails.
-std::unique_ptr<Communicator> MakeNcclWorld(std::unique_ptr<Communicator> control);
+// Takes ownership of `control`. device < 0: picks the GPU local_rank % devices
+// (OMPI_COMM_WORLD_LOCAL_RANK, LOCAL_RANK or the control rank); else that device (a job that chose its
+// GPU itself). Throws RuntimeError when there is no CUDA device or NCCL fails.
+std::unique_ptr<Communicator> MakeNcclWorld(std::unique_ptr<Communicator> control, int device = -1);
 
 // "2.28.9" of the NCCL library loaded at run time; "" without NCCL.
 std::string NcclRuntimeVersion();
