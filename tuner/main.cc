@@ -355,16 +355,22 @@ int Show(const cxxopts::ParseResult& r) {
 int Export(const cxxopts::ParseResult& r) {
   if (!r.count("profile")) throw UsageError("export: --profile FILE is required");
   OneOfOption("format", r["format"].as<std::string>(), ExportFormats());
-  const Profile p = LoadProfile(r["profile"].as<std::string>());
   const std::string format = r["format"].as<std::string>();
-  const std::vector<std::string> lost = UnexpressedChoices(p, format);
+  ExportOptions o;
+  if (r.count("grad-dtype")) {
+    o.grad_dtype = r["grad-dtype"].as<std::string>();
+    OneOfOption("grad-dtype", o.grad_dtype, {"fp32", "fp16", "bf16"});
+    if (format != "deepspeed") throw UsageError("--grad-dtype applies to --format deepspeed");
+  }
+  const Profile p = LoadProfile(r["profile"].as<std::string>());
+  const std::vector<std::string> lost = UnexpressedChoices(p, format, o);
   if (!lost.empty() && r["strict"].as<bool>()) {
     std::string all;
     for (const auto& l : lost) all += (all.empty() ? "" : "; ") + l;
     throw InputError(fmt::format("export --strict: {} cannot express {} choice(s) of {}: {}", format, lost.size(),
                                  PrintableLine(r["profile"].as<std::string>()), all));
   }
-  std::cout << ExportProfile(p, format);
+  std::cout << ExportProfile(p, format, o);
   for (const auto& l : lost) LogInfo("export {}: not expressed: {}", format, l);
   return 0;
 }
@@ -440,7 +446,7 @@ const Subcommand kSubcommands[] = {
      {"ranks", "sizes", "codecs", "repeat", "kernel-sizes", "kernels", "max-error", "db"},
      Validate},
     {"export", "a profile for other tools: json, nccl-env, nccl-tuner, ddp, deepspeed or horovod",
-     {"profile", "format", "strict"},
+     {"profile", "format", "strict", "grad-dtype"},
      Export},
     {"topologies", "built-in topologies, and the model against published nccl-tests figures (fit and held-out apart)",
      {"nodes", "published"},
@@ -517,6 +523,8 @@ int Run(int argc, char** argv) {
       "gate-seeds", "accuracy gate: seeds, each must pass", cxxopts::value<int>()->default_value("3"))(
       "profile", "export: the profile to read", cxxopts::value<std::string>())(
       "format", "export: the format; gate: text | json", cxxopts::value<std::string>()->default_value("json"))(
+      "grad-dtype", "export --format deepspeed: the job's gradient dtype, fp32 | fp16 | bf16 (default bf16): bucket "
+      "sizes in its elements; a reduction in it is left to DeepSpeed", cxxopts::value<std::string>())(
       "strict", "export: exit 1 when the format cannot express a choice of the profile (default: listed, exit 0)",
       cxxopts::value<bool>()->default_value("false"))(
       "published", "topologies: published figures (default profiles/published/nccl_tests.json)", cxxopts::value<std::string>())(

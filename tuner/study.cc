@@ -128,12 +128,12 @@ class BucketMeter {
     std::string args = fmt::format("allreduce --sizes {} --ranks {} --inplace yes --iters 5 --warmup 2", bytes, ranks_);
     if (c.algo == "nccl" && c.precision != "fp32") {
       // casts around the library's sum
-      args += fmt::format(" --backend ciuic --algo native --precision {}{}", c.precision, Over());
+      args += fmt::format(" --backend ciuic{} --algo native --precision {}", Over(), c.precision);
     } else if (c.algo == "nccl") {
       args += " --backend " + transport_;  // on a CPU machine the library's own allreduce is MPI's or gloo's
     } else {
-      args += fmt::format(" --backend ciuic --algo {} --codec {} --streams {}{}", RuntimeAlgo(c), c.codec, c.streams,
-                          Over());
+      args += fmt::format(" --backend ciuic{} --algo {} --codec {} --streams {}", Over(), RuntimeAlgo(c), c.codec,
+                          c.streams);
       if (c.algo == "hier" && nodes_ <= 1) args += " --ranks-per-node 1";  // one host: each rank a node
     }
     return Time(key, args, bytes, "stored as a failed trial; the study goes on", failure);
@@ -148,9 +148,9 @@ class BucketMeter {
         fmt::format("rule|{}|{}|{}|{}|{}|{}|{}", c.codec, c.algo, c.streams, c.precision, bucket, bytes, round);
     if (auto it = cache_.find(key); it != cache_.end()) return it->second.first;
     const auto [iters, warmup] = BandIterations(bytes);
-    std::string args = fmt::format("allreduce --sizes {} --ranks {} --inplace yes --iters {} --warmup {} --backend ciuic "
-                                   "--bucket {}{}",
-                                   bytes, ranks_, iters, warmup, bucket, Over());
+    std::string args = fmt::format("allreduce --sizes {} --ranks {} --inplace yes --iters {} --warmup {} --backend ciuic"
+                                   "{} --bucket {}",
+                                   bytes, ranks_, iters, warmup, Over(), bucket);
     if (c.algo == "nccl") {
       args += " --algo native";
       if (c.precision != "fp32") args += fmt::format(" --precision {}", c.precision);

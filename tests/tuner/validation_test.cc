@@ -407,6 +407,12 @@ TEST(Validation, TuneOptionValuesAreOneLineNamingTheOption) {
       {"model --topology dgx_a100 --sizes 0", "--sizes 0: bad size '0': must be positive"},
       {"export --profile " + ProfilesDir() + "/dgx_a100.profile.json --format xml",
        "--format xml: use json, nccl-env, nccl-tuner, ddp, deepspeed or horovod"},
+      {"export --profile " + ProfilesDir() + "/dgx_a100.profile.json --format deepspeed --grad-dtype int8",
+       "--grad-dtype int8: use fp32, fp16 or bf16"},
+      {"export --profile " + ProfilesDir() + "/dgx_a100.profile.json --format horovod --grad-dtype fp16",
+       "--grad-dtype applies to --format deepspeed"},
+      {"run --topology cpu_local --transport gloo", "--transport applies to --mode measure"},
+      {"run --topology cpu_local --mode measure --transport tcp", "--transport tcp: use mpi or gloo"},
       {"model --topology dgx_a100 --no-such", "--no-such: unknown option"},
       {"model --topology", "--topology: needs a value"},
       // A list with an empty item names its option.

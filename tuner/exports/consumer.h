@@ -1,10 +1,12 @@
 #pragma once
 // What each consumer file of tuner/exports/ provides, and the helpers they share. Internal to the
 // exports; callers use exports.h.
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "collectives/profile.h"
+#include "tuner/exports/exports.h"
 
 namespace ciuic::exports {
 
@@ -13,8 +15,8 @@ namespace ciuic::exports {
 // exports.cc adds when `global_settings` is true).
 struct Consumer {
   const char* format;
-  std::string (*body)(const Profile& p, const std::string& head);
-  std::vector<std::string> (*lost)(const Profile& p);
+  std::function<std::string(const Profile& p, const std::string& head)> body;
+  std::function<std::vector<std::string>(const Profile& p)> lost;
   bool global_settings;  // one setting for every size: the largest band's choice applies to all
 };
 
@@ -22,7 +24,7 @@ Consumer JsonConsumer();
 Consumer NcclEnvConsumer();
 Consumer NcclTunerConsumer();
 Consumer DdpConsumer(const Profile& p);  // ciuic's per-band hook or PyTorch's own, by the profile
-Consumer DeepSpeedConsumer();
+Consumer DeepSpeedConsumer(const ExportOptions& o);
 Consumer HorovodConsumer();
 
 // "band [16M, 256M)".

@@ -32,13 +32,13 @@ const ProfileRule& LargestBand(const Profile& p) { return p.rules.back(); }
 
 namespace {
 
-exports::Consumer ConsumerFor(const Profile& p, const std::string& format) {
+exports::Consumer ConsumerFor(const Profile& p, const std::string& format, const ExportOptions& o) {
   using namespace exports;
   if (format == "json") return JsonConsumer();
   if (format == "nccl-env") return NcclEnvConsumer();
   if (format == "nccl-tuner") return NcclTunerConsumer();
   if (format == "ddp") return DdpConsumer(p);
-  if (format == "deepspeed") return DeepSpeedConsumer();
+  if (format == "deepspeed") return DeepSpeedConsumer(o);
   if (format == "horovod") return HorovodConsumer();
   std::string known;
   for (const auto& f : ExportFormats()) known += (known.empty() ? "" : " ") + f;
@@ -49,8 +49,8 @@ exports::Consumer ConsumerFor(const Profile& p, const std::string& format) {
 
 std::vector<std::string> ExportFormats() { return {"json", "nccl-env", "nccl-tuner", "ddp", "deepspeed", "horovod"}; }
 
-std::vector<std::string> UnexpressedChoices(const Profile& p, const std::string& format) {
-  const exports::Consumer c = ConsumerFor(p, format);
+std::vector<std::string> UnexpressedChoices(const Profile& p, const std::string& format, const ExportOptions& o) {
+  const exports::Consumer c = ConsumerFor(p, format, o);
   std::vector<std::string> out;
   if (p.rules.empty()) return out;
   const ProfileRule& big = exports::LargestBand(p);
@@ -66,19 +66,19 @@ std::vector<std::string> UnexpressedChoices(const Profile& p, const std::string&
   }
   for (auto& l : c.lost(p)) out.push_back(std::move(l));
   if (c.global_settings && !out.empty() && ParseCodec(big.codec).kind != CodecKind::kNone)
-    out.push_back(fmt::format("{}: the bucket size (and Horovod's cycle time) were tuned with codec {}: ciuic-tune run "
+    out.push_back(fmt::format("{}: the bucket size was tuned with codec {}: ciuic-tune run "
                               "--target {} tunes them for what {} can run",
                               exports::BandName(big), big.codec, format == "nccl-env" ? "nccl" : format, format));
   return out;
 }
 
-std::string ExportProfile(const Profile& p, const std::string& format) {
-  const exports::Consumer c = ConsumerFor(p, format);
+std::string ExportProfile(const Profile& p, const std::string& format, const ExportOptions& o) {
+  const exports::Consumer c = ConsumerFor(p, format, o);
   if (p.rules.empty()) throw InputError("the profile has no rules to export");
   const std::string head = fmt::format("ciuic-tune export {}: topology {} ({}), workload {}, study {}, {} mode", format,
                                        p.topology, p.fingerprint, p.workload, p.study_id, p.mode);
   std::string body = c.body(p, head);
-  const std::vector<std::string> lost = UnexpressedChoices(p, format);
+  const std::vector<std::string> lost = UnexpressedChoices(p, format, o);
   if (lost.empty()) return body;
   if (format == "deepspeed") {
     nlohmann::json j = nlohmann::json::parse(body);

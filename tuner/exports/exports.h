@@ -11,10 +11,17 @@
 
 namespace ciuic {
 
+// What the consumer's job is, where the profile does not say.
+struct ExportOptions {
+  // The job's gradient dtype (fp32 | fp16 | bf16; empty: the consumer's default, bf16 for DeepSpeed):
+  // bucket sizes are given in its elements, and a reduction precision equal to it is left alone.
+  std::string grad_dtype;
+};
+
 // json | nccl-env | nccl-tuner | ddp | deepspeed | horovod
 std::vector<std::string> ExportFormats();
 // The export text; UsageError for an unknown format.
-std::string ExportProfile(const Profile& p, const std::string& format);
-std::vector<std::string> UnexpressedChoices(const Profile& p, const std::string& format);
+std::string ExportProfile(const Profile& p, const std::string& format, const ExportOptions& o = {});
+std::vector<std::string> UnexpressedChoices(const Profile& p, const std::string& format, const ExportOptions& o = {});
 
 }  // namespace ciuic
