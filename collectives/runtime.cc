@@ -555,15 +555,8 @@ void Runtime::Load(const std::string& path) {
   StateMap loaded;
   try {
     const std::string shown = ShownPath(path);
-    std::error_code ec;
-    const auto st = std::filesystem::status(path, ec);
-    if (ec || !std::filesystem::exists(st))
-      throw InputError(fmt::format("cannot read state file '{}': {}", shown, ec ? ec.message() : "no such file"));
-    if (!std::filesystem::is_regular_file(st)) throw InputError(fmt::format("state file '{}' is not a regular file", shown));
-    const uint64_t size = std::filesystem::file_size(path, ec);
-    std::ifstream in(path, std::ios::binary);
-    if (ec || !in) throw InputError(fmt::format("cannot read state file '{}'", shown));
-    loaded = Parse(in, size, shown);
+    StateFileIn file(path, shown);
+    loaded = Parse(file.in, file.size, shown);
     digest = StateDigest(loaded);
   } catch (const InputError& e) {
     status = 1;

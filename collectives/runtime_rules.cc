@@ -231,15 +231,9 @@ void RuleRuntime::Load(const std::string& path) {
   std::string error;
   std::map<std::string, Runtime::StateMap> loaded;
   try {
-    std::error_code ec;
-    const auto st = std::filesystem::status(path, ec);
-    if (ec || !std::filesystem::exists(st))
-      throw InputError(fmt::format("cannot read state file '{}': {}", shown, ec ? ec.message() : "no such file"));
-    if (!std::filesystem::is_regular_file(st)) throw InputError(fmt::format("state file '{}' is not a regular file", shown));
-    const uint64_t size = std::filesystem::file_size(path, ec);
-    std::ifstream in(path, std::ios::binary);
-    if (ec || !in) throw InputError(fmt::format("cannot read state file '{}'", shown));
-    BoundedReader r(in, size, fmt::format("state file '{}'", shown));
+    StateFileIn file(path, shown);
+    std::istream& in = file.in;
+    BoundedReader r(in, file.size, fmt::format("state file '{}'", shown));
     char magic[8];
     if (r.left() < sizeof magic) throw InputError(fmt::format("'{}' is not a ciuic profile-runtime state file", shown));
     r.Read(magic, sizeof magic, "magic");

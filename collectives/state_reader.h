@@ -4,6 +4,8 @@
 // left first, so no length field can make a reader allocate or read past the end; failures throw
 // InputError "<prefix>: <what>" naming the field and its offset.
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <istream>
 #include <streambuf>
 #include <string>
@@ -48,6 +50,23 @@ class BoundedReader {
   std::istream& in_;
   uint64_t size_, pos_ = 0;
   std::string prefix_;
+};
+
+// A state file opened for one bounded read (`shown`: its name as messages print it); a missing file,
+// one that is not a regular file or cannot be read is InputError.
+struct StateFileIn {
+  StateFileIn(const std::string& path, const std::string& shown) {
+    std::error_code ec;
+    const auto st = std::filesystem::status(path, ec);
+    if (ec || !std::filesystem::exists(st))
+      throw InputError(fmt::format("cannot read state file '{}': {}", shown, ec ? ec.message() : "no such file"));
+    if (!std::filesystem::is_regular_file(st)) throw InputError(fmt::format("state file '{}' is not a regular file", shown));
+    size = std::filesystem::file_size(path, ec);
+    in.open(path, std::ios::binary);
+    if (ec || !in) throw InputError(fmt::format("cannot read state file '{}'", shown));
+  }
+  std::ifstream in;
+  uint64_t size = 0;
 };
 
 // An istream over bytes in memory, without a copy. Not copied or moved (a moved istream loses its
