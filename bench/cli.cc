@@ -103,6 +103,9 @@ struct Cli {
   std::string profile_path;
   int gpus_per_rank = 1;  // nccl-tests' -g N (> 1: N ranks, one GPU each, started here)
   int blocking = -1;      // nccl-tests' -z as given (-1: not given)
+  // --nccl-algo/--nccl-proto/--nccl-channels: NCCL's variables, set in each rank before its NCCL
+  // communicator starts (what the tuner's NCCL axis times).
+  std::vector<std::pair<std::string, std::string>> nccl_env;
   std::shared_ptr<const Baseline> baseline;  // --baseline
   std::vector<std::string> argv;
 };
@@ -143,6 +146,9 @@ cxxopts::Options MakeOptions() {
       ("db", "append the run to this SQLite database", cxxopts::value<std::string>())
       ("trace", "write a Chrome trace-event JSON of every rank's phases to FILE (open in ui.perfetto.dev); a summary goes to stderr", cxxopts::value<std::string>())
       ("ranks", "ranks to start when not under a launcher (default: one per GPU, or 2 on CPU)", cxxopts::value<int>())
+      ("nccl-algo", "NCCL: ring tree nvls nvls_tree collnet_direct collnet_chain pat (sets NCCL_ALGO in each rank)", cxxopts::value<std::string>())
+      ("nccl-proto", "NCCL: ll ll128 simple (sets NCCL_PROTO in each rank)", cxxopts::value<std::string>())
+      ("nccl-channels", "NCCL: channels 1-64 (sets NCCL_MIN_CTAS and NCCL_MAX_CTAS in each rank)", cxxopts::value<std::string>())
       ("timeout", "seconds without progress before the run fails with exit 2 (0: off; default: $CIUIC_TIMEOUT or 60)", cxxopts::value<double>())
       ("expect", "busbw>=GBPS[@SIZE]: exit 3 unless the peak (or SIZE's) busbw reaches GBPS", cxxopts::value<std::string>())
       ("seed", "input pattern seed", cxxopts::value<uint64_t>()->default_value("97"))
@@ -518,6 +524,49 @@ void RequireCiuicForRuntimeOptions(const cxxopts::ParseResult& r) {
   }
 }
 
+// --nccl-algo, --nccl-proto, --nccl-channels: NCCL's own variables for the run, on NCCL only.
+void ParseNcclSettings(const cxxopts::ParseResult& r, Cli& cli) {
+  const bool any = r.count("nccl-algo") || r.count("nccl-proto") || r.count("nccl-channels");
+  if (!any) return;
+  const char* flag = r.count("nccl-algo") ? "--nccl-algo" : r.count("nccl-proto") ? "--nccl-proto" : "--nccl-channels";
+  if (cli.backend != "nccl" && !(cli.backend == "ciuic" && cli.transport == "nccl"))
+    throw UsageError(fmt::format("{} applies to NCCL: --backend nccl, or --backend ciuic --transport nccl", flag));
+  std::string algo;
+  if (r.count("nccl-algo")) {
+    algo = Get<std::string>(r, "nccl-algo");
+    try {
+      cli.nccl_env.emplace_back("NCCL_ALGO", NcclAlgoEnvName(algo));
+    } catch (const UsageError&) {
+      throw BadOption("nccl-algo", algo, fmt::format("use one of {}", fmt::join(NcclAlgorithms(), ", ")));
+    }
+  }
+  if (r.count("nccl-proto")) {
+    const std::string proto = Get<std::string>(r, "nccl-proto");
+    if (algo.empty()) throw UsageError("--nccl-proto needs --nccl-algo (NCCL takes the pair)");
+    try {
+      cli.nccl_env.emplace_back("NCCL_PROTO", NcclProtoEnvName(proto));
+    } catch (const UsageError&) {
+      throw BadOption("nccl-proto", proto, fmt::format("use one of {}", fmt::join(NcclProtocols(), ", ")));
+    }
+    if ((algo == "nvls" || algo == "nvls_tree") && proto != "simple")
+      throw BadOption("nccl-proto", proto, fmt::format("NCCL runs {} with simple only", algo));
+  }
+  if (r.count("nccl-channels")) {
+    const std::string text = Get<std::string>(r, "nccl-channels");
+    int n = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size() || n < 1 || n > kMaxNcclChannels)
+      throw BadOption("nccl-channels", text, fmt::format("use a whole number in 1..{}", kMaxNcclChannels));
+    cli.nccl_env.emplace_back("NCCL_MIN_CTAS", std::to_string(n));
+    cli.nccl_env.emplace_back("NCCL_MAX_CTAS", std::to_string(n));
+  }
+}
+
+// Each rank's NCCL reads its variables when its first communicator starts: set them just before.
+void ApplyNcclSettings(const Cli& cli) {
+  for (const auto& [name, value] : cli.nccl_env) setenv(name.c_str(), value.c_str(), 1);
+}
+
 // --ranks-per-node R or R,G (hier depth 2 or 3); whether they divide the world: CheckWorld.
 void ParseRanksPerNode(const std::string& rpn, AlgoConfig& a) {
   const size_t comma = rpn.find(',');
@@ -743,6 +792,7 @@ void ResolveDeviceAndBackend(const cxxopts::ParseResult& r, Cli& cli) {
   } else if (cli.backend != "local" && cli.backend != "mpi" && cli.backend != "nccl" && cli.backend != "gloo") {
     throw BadOption("backend", cli.backend, fmt::format("unknown backend (this build has: {})", AvailableBackends()));
   }
+  ParseNcclSettings(r, cli);
   // What the library comes from: --backend, or --transport under --backend ciuic.
   const std::string& lib = cli.backend == "ciuic" ? cli.transport : cli.backend;
   const char* lib_option = cli.backend == "ciuic" ? "transport" : "backend";
@@ -1228,6 +1278,7 @@ int Run(int argc, char** argv) {
   std::unique_ptr<Communicator> comm;
   if (cli.backend == "nccl" || (cli.backend == "ciuic" && cli.transport == "nccl")) {
     watchdog.Arm("NCCL communicator start-up");
+    ApplyNcclSettings(cli);
     comm = MakeNcclWorld(std::move(world));
   } else if (cli.backend == "gloo" || (cli.backend == "ciuic" && cli.transport == "gloo")) {
     watchdog.Arm(fmt::format("the gloo rendezvous on rank {}", world->Rank()));
@@ -1250,6 +1301,7 @@ int Run(int argc, char** argv) {
   CheckWorld(cli, 1);
   ValidateOutputs(cli);
   auto control = MakeLocalWorld(1);
+  ApplyNcclSettings(cli);
   std::unique_ptr<Communicator> comm = MakeNcclWorld(std::move(control[0]));
   if (cli.backend == "ciuic") comm = MakeRuntimeCommunicator(std::move(comm), cli.runtime);
   Watchdog watchdog(cli.timeout_s, OnTimeout);

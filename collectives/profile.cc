@@ -33,6 +33,40 @@ const ProfileRule& Profile::RuleFor(uint64_t bytes, const std::string& op) const
   throw InputError(fmt::format("profile for {} has no {} rule for {} bytes", topology, op, bytes));
 }
 
+namespace {
+
+json NcclToJson(const NcclSettings& c) {
+  auto or_null = [](const std::string& v) { return v.empty() ? json(nullptr) : json(v); };
+  return {{"algo", or_null(c.algo)},
+          {"proto", or_null(c.proto)},
+          {"channels", c.channels},
+          {"chunk_bytes", c.chunk_bytes},
+          {"measured", c.measured},
+          {"measured_us", c.measured_us < 0 ? json(nullptr) : json(c.measured_us)},
+          {"default_us", c.default_us < 0 ? json(nullptr) : json(c.default_us)}};
+}
+
+json RuleToJson(const ProfileRule& r) {
+  json j = {{"op", r.op},
+            {"min_bytes", r.min_bytes},
+            {"max_bytes", r.max_bytes},
+            {"algo", r.algo},
+            {"codec", r.codec},
+            {"streams", r.streams},
+            {"bucket_bytes", r.bucket_bytes},
+            {"hierarchy_depth", r.hierarchy_depth},
+            {"precision", r.precision},
+            {"predicted_us", r.predicted_us},
+            {"measured_us", r.measured_us < 0 ? json(nullptr) : json(r.measured_us)},
+            {"baseline_us", r.baseline_us < 0 ? json(nullptr) : json(r.baseline_us)},
+            {"gate", r.gate}};
+  if (r.hierarchy_depth == 3) j["nodes_per_group"] = r.nodes_per_group;
+  if (!r.nccl.Empty() || r.nccl.measured) j["nccl"] = NcclToJson(r.nccl);
+  return j;
+}
+
+}  // namespace
+
 std::string ProfileToJson(const Profile& p) {
   json j;
   j["schema"] = kSchema;
@@ -44,28 +78,127 @@ std::string ProfileToJson(const Profile& p) {
                      {"seed", p.seed},                 {"budget", p.budget}};
   j["step"] = {{"predicted_us", p.step_us}, {"baseline_us", p.baseline_step_us}};
   j["rules"] = json::array();
-  for (const auto& r : p.rules) {
-    j["rules"].push_back({{"op", r.op},
-                          {"min_bytes", r.min_bytes},
-                          {"max_bytes", r.max_bytes},
-                          {"algo", r.algo},
-                          {"codec", r.codec},
-                          {"streams", r.streams},
-                          {"bucket_bytes", r.bucket_bytes},
-                          {"hierarchy_depth", r.hierarchy_depth},
-                          {"precision", r.precision},
-                          {"predicted_us", r.predicted_us},
-                          {"measured_us", r.measured_us < 0 ? json(nullptr) : json(r.measured_us)},
-                          {"baseline_us", r.baseline_us < 0 ? json(nullptr) : json(r.baseline_us)},
-                          {"gate", r.gate}});
+  for (const auto& r : p.rules) j["rules"].push_back(RuleToJson(r));
+  if (!p.communicators.empty()) {
+    j["communicators"] = json::array();
+    for (const CommunicatorRules& c : p.communicators) {
+      json rules = json::array();
+      for (const auto& r : c.rules) rules.push_back(RuleToJson(r));
+      j["communicators"].push_back({{"ranks", c.ranks}, {"nodes", c.nodes}, {"rules", rules}});
+    }
   }
   return j.dump(2) + "\n";
 }
 
+namespace {
+
+// NCCL's settings of a rule: each a value or null (NCCL's own); a measured choice names at least one.
+NcclSettings ParseNccl(const JsonValue& n) {
+  n.OnlyKeys({"algo", "proto", "channels", "chunk_bytes", "measured", "measured_us", "default_us"});
+  NcclSettings c;
+  auto one_of = [](const JsonValue& v, const std::vector<std::string>& names) {
+    if (v.IsNull()) return std::string();
+    const std::string s = v.String();
+    if (std::find(names.begin(), names.end(), s) == names.end())
+      v.Fail(fmt::format("{} is not one of {} (or null: NCCL's own)", v.Text(), fmt::join(names, ", ")));
+    return s;
+  };
+  c.algo = one_of(n["algo"], NcclAlgorithms());
+  c.proto = one_of(n["proto"], NcclProtocols());
+  c.channels = static_cast<int>(n["channels"].Integer(0, kMaxNcclChannels));
+  c.chunk_bytes = n["chunk_bytes"].Size(0, kMaxBucketBytes);
+  c.measured = n["measured"].Bool();
+  if (!n["measured_us"].IsNull()) c.measured_us = n["measured_us"].Number(0, kMaxProfileUs);
+  if (!n["default_us"].IsNull()) c.default_us = n["default_us"].Number(0, kMaxProfileUs);
+  if (c.proto.size() && c.algo.empty())
+    n["proto"].Fail("a protocol needs its algorithm (NCCL takes the pair; null both to leave them to NCCL)");
+  if ((c.algo == "nvls" || c.algo == "nvls_tree") && c.proto.size() && c.proto != "simple")
+    n["proto"].Fail(fmt::format("NCCL runs {} with the simple protocol only", c.algo));
+  if (c.measured && c.Empty()) n["measured"].Fail("a measured choice names an algorithm, channels or a chunk size");
+  if (c.measured && c.measured_us < 0) n["measured_us"].Fail("a measured choice needs its time");
+  return c;
+}
+
+// A rules array: each band of one op once, for a communicator spanning `nodes` nodes.
+std::vector<ProfileRule> ParseRules(const JsonValue& array, int nodes) {
+  const std::vector<JsonValue> rules = array.Elements();
+  if (rules.empty()) array.Fail("a profile needs at least one rule");
+  std::vector<ProfileRule> out;
+  for (const JsonValue& r : rules) {
+    r.OnlyKeys({"op", "min_bytes", "max_bytes", "algo", "codec", "streams", "bucket_bytes", "hierarchy_depth",
+                "nodes_per_group", "precision", "predicted_us", "measured_us", "baseline_us", "gate", "nccl"});
+    ProfileRule x;
+    x.op = r["op"].OneOf({"allreduce"});
+    x.min_bytes = r["min_bytes"].Size(0, kMaxProfileBandBytes);
+    x.max_bytes = r["max_bytes"].Size(0, kMaxProfileBandBytes);
+    if (x.max_bytes != 0 && x.max_bytes <= x.min_bytes)
+      r["max_bytes"].Fail(fmt::format("{} is not above min_bytes {} (0: no upper bound)", x.max_bytes, x.min_bytes));
+    x.algo = r["algo"].OneOf({"ring", "rd", "hier", "sparse", "sign2", "powersgd", "nccl"});
+    const JsonValue codec = r["codec"];
+    x.codec = codec.String();
+    try {
+      ParseCodec(x.codec);
+    } catch (const Error& e) {
+      codec.Fail(e.what());
+    }
+    x.streams = static_cast<int>(r["streams"].Integer(1, kMaxStreams));
+    x.bucket_bytes = r["bucket_bytes"].Size(kMinBucketBytes, kMaxBucketBytes);
+    x.hierarchy_depth = static_cast<int>(r["hierarchy_depth"].Integer(1, 3));
+    if ((x.hierarchy_depth > 1) != (x.algo == "hier"))
+      r["hierarchy_depth"].Fail(fmt::format("{} does not fit algo {} (depth 2 or 3 is hier's, 1 every other's)",
+                                            x.hierarchy_depth, x.algo));
+    // Depth 3 needs its group size (nodes per group, dividing the profile's nodes into several groups).
+    if (x.hierarchy_depth == 3) {
+      const JsonValue g = r["nodes_per_group"];
+      x.nodes_per_group = static_cast<int>(g.Integer(2, kMaxProfileNodes));
+      if (nodes % x.nodes_per_group != 0 || nodes == x.nodes_per_group)
+        g.Fail(fmt::format("{} nodes do not form several groups of {}", nodes, x.nodes_per_group));
+    } else if (r.Has("nodes_per_group")) {
+      r["nodes_per_group"].Fail(fmt::format("applies to hierarchy_depth 3 only (this rule's is {})", x.hierarchy_depth));
+    }
+    const JsonValue precision = r["precision"];
+    x.precision = precision.OneOf({"fp32", "bf16", "fp16"});
+    if (x.precision != "fp32" && (x.algo != "nccl" || x.codec != "none"))
+      precision.Fail(fmt::format("{} applies to algo nccl with codec none (the library's own allreduce); the "
+                                 "runtime's algorithms accumulate in fp32",
+                                 x.precision));
+    x.predicted_us = r["predicted_us"].Number(0, kMaxProfileUs);
+    const JsonValue measured = r["measured_us"];
+    x.measured_us = measured.IsNull() ? -1 : measured.Number(0, kMaxProfileUs);
+    if (r.Has("baseline_us")) {  // optional: profiles before it lack the key
+      const JsonValue base = r["baseline_us"];
+      x.baseline_us = base.IsNull() ? -1 : base.Number(0, kMaxProfileUs);
+    }
+    x.gate = r["gate"].OneOf({"passed", "failed", "n/a"});
+    if (r.Has("nccl")) {
+      if (x.algo != "nccl" || x.codec != "none")
+        r["nccl"].Fail(fmt::format("NCCL's own settings apply to algo nccl with codec none (this rule: {} with codec {})",
+                                   x.algo, x.codec));
+      x.nccl = ParseNccl(r["nccl"]);
+    }
+    out.push_back(x);
+  }
+  // Bands of one op may not overlap: a message size has exactly one rule.
+  for (size_t a = 0; a < out.size(); ++a) {
+    for (size_t b = 0; b < a; ++b) {
+      const ProfileRule &x = out[a], &y = out[b];
+      const bool below = x.max_bytes != 0 && x.max_bytes <= y.min_bytes;
+      const bool above = y.max_bytes != 0 && y.max_bytes <= x.min_bytes;
+      if (x.op == y.op && !below && !above)
+        rules[a].Fail(fmt::format("band [{}, {}) overlaps rules[{}]'s [{}, {})", x.min_bytes,
+                                  x.max_bytes ? std::to_string(x.max_bytes) : "inf", b, y.min_bytes,
+                                  y.max_bytes ? std::to_string(y.max_bytes) : "inf"));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Profile ParseProfile(const std::string& text, const std::string& origin) {
   const JsonDocument doc(text, "profile", origin);
   const JsonValue j = doc.Root();
-  j.OnlyKeys({"schema", "topology", "workload", "provenance", "step", "rules"});
+  j.OnlyKeys({"schema", "topology", "workload", "provenance", "step", "rules", "communicators"});
   const JsonValue schema = j["schema"];
   if (schema.String() != kSchema)
     schema.Fail(schema.String().rfind("ciuic.profile/", 0) == 0
@@ -96,57 +229,28 @@ Profile ParseProfile(const std::string& text, const std::string& origin) {
   s.OnlyKeys({"predicted_us", "baseline_us"});
   p.step_us = s["predicted_us"].Number(0, kMaxProfileUs);
   p.baseline_step_us = s["baseline_us"].Number(0, kMaxProfileUs);
-  const std::vector<JsonValue> rules = j["rules"].Elements();
-  if (rules.empty()) j["rules"].Fail("a profile needs at least one rule");
-  for (const JsonValue& r : rules) {
-    r.OnlyKeys({"op", "min_bytes", "max_bytes", "algo", "codec", "streams", "bucket_bytes", "hierarchy_depth",
-                "precision", "predicted_us", "measured_us", "baseline_us", "gate"});
-    ProfileRule x;
-    x.op = r["op"].OneOf({"allreduce"});
-    x.min_bytes = r["min_bytes"].Size(0, kMaxProfileBandBytes);
-    x.max_bytes = r["max_bytes"].Size(0, kMaxProfileBandBytes);
-    if (x.max_bytes != 0 && x.max_bytes <= x.min_bytes)
-      r["max_bytes"].Fail(fmt::format("{} is not above min_bytes {} (0: no upper bound)", x.max_bytes, x.min_bytes));
-    x.algo = r["algo"].OneOf({"ring", "rd", "hier", "sparse", "sign2", "powersgd", "nccl"});
-    const JsonValue codec = r["codec"];
-    x.codec = codec.String();
-    try {
-      ParseCodec(x.codec);
-    } catch (const Error& e) {
-      codec.Fail(e.what());
-    }
-    x.streams = static_cast<int>(r["streams"].Integer(1, kMaxStreams));
-    x.bucket_bytes = r["bucket_bytes"].Size(kMinBucketBytes, kMaxBucketBytes);
-    x.hierarchy_depth = static_cast<int>(r["hierarchy_depth"].Integer(1, 3));
-    if ((x.hierarchy_depth > 1) != (x.algo == "hier"))
-      r["hierarchy_depth"].Fail(fmt::format("{} does not fit algo {} (depth 2 or 3 is hier's, 1 every other's)",
-                                            x.hierarchy_depth, x.algo));
-    const JsonValue precision = r["precision"];
-    x.precision = precision.OneOf({"fp32", "bf16", "fp16"});
-    if (x.precision != "fp32" && (x.algo != "nccl" || x.codec != "none"))
-      precision.Fail(fmt::format("{} applies to algo nccl with codec none (the library's own allreduce); the "
-                                 "runtime's algorithms accumulate in fp32",
-                                 x.precision));
-    x.predicted_us = r["predicted_us"].Number(0, kMaxProfileUs);
-    const JsonValue measured = r["measured_us"];
-    x.measured_us = measured.IsNull() ? -1 : measured.Number(0, kMaxProfileUs);
-    if (r.Has("baseline_us")) {  // optional: profiles before it lack the key
-      const JsonValue base = r["baseline_us"];
-      x.baseline_us = base.IsNull() ? -1 : base.Number(0, kMaxProfileUs);
-    }
-    x.gate = r["gate"].OneOf({"passed", "failed", "n/a"});
-    p.rules.push_back(x);
-  }
-  // Bands of one op may not overlap: a message size has exactly one rule.
-  for (size_t a = 0; a < p.rules.size(); ++a) {
-    for (size_t b = 0; b < a; ++b) {
-      const ProfileRule &x = p.rules[a], &y = p.rules[b];
-      const bool below = x.max_bytes != 0 && x.max_bytes <= y.min_bytes;
-      const bool above = y.max_bytes != 0 && y.max_bytes <= x.min_bytes;
-      if (x.op == y.op && !below && !above)
-        rules[a].Fail(fmt::format("band [{}, {}) overlaps profile.rules[{}]'s [{}, {})", x.min_bytes,
-                                  x.max_bytes ? std::to_string(x.max_bytes) : "inf", b, y.min_bytes,
-                                  y.max_bytes ? std::to_string(y.max_bytes) : "inf"));
+  p.rules = ParseRules(j["rules"], p.nodes);
+  if (j.Has("communicators")) {
+    for (const JsonValue& c : j["communicators"].Elements()) {
+      c.OnlyKeys({"ranks", "nodes", "rules"});
+      CommunicatorRules x;
+      x.nodes = static_cast<int>(c["nodes"].Integer(1, kMaxProfileNodes));
+      x.ranks = static_cast<int>(c["ranks"].Integer(1, kMaxProfileRanks));
+      if (x.ranks % x.nodes != 0) c["ranks"].Fail(fmt::format("{} ranks do not divide into {} nodes", x.ranks, x.nodes));
+      if (x.ranks == p.ranks && x.nodes == p.nodes)
+        c["ranks"].Fail(fmt::format("{} ranks on {} node(s) is the profile's own world (profile.rules)", x.ranks,
+                                    x.nodes));
+      for (const CommunicatorRules& y : p.communicators)
+        if (y.ranks == x.ranks && y.nodes == x.nodes)
+          c["ranks"].Fail(fmt::format("a second entry for {} ranks on {} node(s)", x.ranks, x.nodes));
+      x.rules = ParseRules(c["rules"], x.nodes);
+      const std::vector<JsonValue> items = c["rules"].Elements();
+      for (size_t i = 0; i < x.rules.size(); ++i)
+        if (x.rules[i].algo != "nccl" || x.rules[i].codec != "none")
+          items[i]["algo"].Fail(fmt::format("{} with codec {}: rules for other communicators steer NCCL's own "
+                                            "allreduce (algo nccl, codec none) through the tuner plugin",
+                                            x.rules[i].algo, x.rules[i].codec));
+      p.communicators.push_back(std::move(x));
     }
   }
   return p;
@@ -160,22 +264,71 @@ Profile LoadProfile(const std::string& path) {
 
 void WriteProfile(const std::string& path, const Profile& p) { WriteFileAtomically(path, ProfileToJson(p)); }
 
-NcclTunerChoice NcclTunerChoiceFor(const ProfileRule& r, int nodes) {
-  // A rule is ciuic's runtime's choice; NCCL can take its algorithm family, nothing else: codecs
-  // and ciuic's own algorithms do not exist in NCCL, and no rule says which protocol or how many
-  // channels (streams count ciuic's pieces in flight, not NCCL's CTAs).
-  if (r.algo == "nccl")
-    return {"", r.precision == "fp32" ? "the profile keeps NCCL's own allreduce here"
-                                      : fmt::format("the profile keeps NCCL's own allreduce here, in {}; the framework "
-                                                    "casts (ciuic-tune export --format ddp or deepspeed)",
-                                                    r.precision)};
-  if (r.codec != "none")
-    return {"", fmt::format("codec {} is ciuic's own; NCCL cannot compress, the ciuic runtime applies it", r.codec)};
-  if (r.algo == "ring") return {"Ring", "ciuic's ring is NCCL's Ring"};
-  if (r.algo == "hier" && nodes > 1)
-    return {"Tree", "NCCL's two-level algorithm, chains inside nodes and a tree across them, is the nearest to hier"};
-  if (r.algo == "rd") return {"", "recursive doubling has no NCCL counterpart; NCCL's Tree is a chain inside a node"};
-  return {"", fmt::format("{} over {} node(s) has no NCCL counterpart", r.algo, nodes)};
+std::vector<std::string> NcclAlgorithms() {
+  return {"ring", "tree", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat"};
+}
+std::vector<std::string> NcclProtocols() { return {"ll", "ll128", "simple"}; }
+
+std::string NcclAlgoEnvName(const std::string& algo) {
+  static const std::pair<const char*, const char*> names[] = {
+      {"ring", "Ring"}, {"tree", "Tree"}, {"collnet_direct", "CollnetDirect"}, {"collnet_chain", "CollnetChain"},
+      {"nvls", "NVLS"}, {"nvls_tree", "NVLSTree"}, {"pat", "PAT"}};
+  for (const auto& [ours, nccls] : names)
+    if (algo == ours) return nccls;
+  throw UsageError(fmt::format("{} is not an NCCL algorithm ({})", algo, fmt::join(NcclAlgorithms(), ", ")));
+}
+
+std::string NcclProtoEnvName(const std::string& proto) {
+  if (proto == "ll") return "LL";
+  if (proto == "ll128") return "LL128";
+  if (proto == "simple") return "Simple";
+  throw UsageError(fmt::format("{} is not an NCCL protocol ({})", proto, fmt::join(NcclProtocols(), ", ")));
+}
+
+const std::vector<ProfileRule>* RulesForCommunicator(const Profile& p, int64_t ranks, int64_t nodes) {
+  if (ranks == p.ranks && nodes == p.nodes) return &p.rules;
+  for (const CommunicatorRules& c : p.communicators)
+    if (ranks == c.ranks && nodes == c.nodes) return &c.rules;
+  return nullptr;
+}
+
+std::string DescribeNcclSettings(const NcclSettings& c) {
+  std::vector<std::string> parts;
+  if (!c.algo.empty()) parts.push_back(c.proto.empty() ? c.algo : c.algo + "/" + c.proto);
+  if (c.channels > 0) parts.push_back(fmt::format("{} channels", c.channels));
+  if (c.chunk_bytes > 0) parts.push_back("chunk " + FormatSize(c.chunk_bytes));
+  return parts.empty() ? "NCCL's own" : fmt::format("{}", fmt::join(parts, ", "));
+}
+
+NcclTunerChoice NcclTunerChoiceFor(const ProfileRule& r) {
+  // The plugin steers NCCL only where NCCL ran under the setting and was timed faster: a rule of
+  // ciuic's runtime (its ring, rd, hier, a codec) says nothing about NCCL's algorithms, and the cost
+  // model's advice on NCCL's axis was never checked against NCCL.
+  NcclTunerChoice out;
+  if (r.algo != "nccl")
+    out.why = r.codec != "none" ? fmt::format("{} with codec {} runs in ciuic's runtime; NCCL cannot compress",
+                                              r.algo, r.codec)
+                                : fmt::format("{} is ciuic's runtime's algorithm; no measurement of NCCL's algorithms "
+                                              "stands behind this band",
+                                              r.algo);
+  else if (r.nccl.Empty())
+    out.why = r.precision == "fp32" ? "the profile keeps NCCL's own allreduce and its own settings here"
+                                    : fmt::format("the profile keeps NCCL's own allreduce here, in {} (the framework "
+                                                  "casts: ciuic-tune export --format ddp or deepspeed)",
+                                                  r.precision);
+  else if (!r.nccl.measured)
+    out.why = fmt::format("{} is the cost model's advice, never timed with NCCL (ciuic-tune --mode measure "
+                          "--transport nccl times it)",
+                          DescribeNcclSettings(r.nccl));
+  else {
+    out.apply = true;
+    out.choice = r.nccl;
+    out.why = r.nccl.default_us >= 0
+                  ? fmt::format("measured {:.1f} us against NCCL's own {:.1f} us", r.nccl.measured_us,
+                                r.nccl.default_us)
+                  : fmt::format("measured {:.1f} us", r.nccl.measured_us);
+  }
+  return out;
 }
 
 }  // namespace ciuic

@@ -24,6 +24,28 @@ constexpr int64_t kMaxProfileRanks = kMaxProfileNodes * 4096;
 constexpr uint64_t kMaxProfileBandBytes = uint64_t{1} << 50;
 constexpr double kMaxProfileUs = 1e12;
 
+// A choice on NCCL's own axis for a band kept on NCCL's allreduce (algo "nccl", codec none): the
+// algorithm, protocol, channel count and chunk size NCCL runs it with. Empty strings and zeros are
+// NCCL's own choice. `measured`: timed with NCCL under those settings (ciuic-tune --mode measure
+// --transport nccl on GPUs); false: the cost model's advice, which the tuner plugin never applies.
+struct NcclSettings {
+  std::string algo;   // ring tree nvls nvls_tree collnet_direct collnet_chain pat; "" NCCL's
+  std::string proto;  // ll ll128 simple; "" NCCL's (an algorithm's cheapest runnable protocol)
+  int channels = 0;   // 0: NCCL's count
+  uint64_t chunk_bytes = 0;  // 0: NCCL's chunk size (tuner interface v6)
+  bool measured = false;
+  double measured_us = -1;   // the timing behind a measured choice; -1 none
+  double default_us = -1;    // NCCL with none of these settings, same run; -1 none
+  bool Empty() const { return algo.empty() && proto.empty() && channels == 0 && chunk_bytes == 0; }
+};
+// NCCL's names for the settings (NCCL_ALGO / NCCL_PROTO values; the tuner plugin's log).
+std::vector<std::string> NcclAlgorithms();  // ring tree collnet_direct collnet_chain nvls nvls_tree pat
+std::vector<std::string> NcclProtocols();   // ll ll128 simple
+std::string NcclAlgoEnvName(const std::string& algo);    // "Ring", "NVLSTree", "CollnetDirect" ...
+std::string NcclProtoEnvName(const std::string& proto);  // "LL", "LL128", "Simple"
+// NCCL's channels (CTAs) per collective: 1..64 (MAXCHANNELS since 2.12).
+constexpr int kMaxNcclChannels = 64;
+
 struct ProfileRule {
   std::string op = "allreduce";
   uint64_t min_bytes = 0;
@@ -33,6 +55,7 @@ struct ProfileRule {
   int streams = 1;
   uint64_t bucket_bytes = 0;
   int hierarchy_depth = 1;
+  int nodes_per_group = 0;  // hier depth 3: nodes per group (the topology's spine fan-in); else 0
   std::string precision = "fp32";
   double predicted_us = 0;
   double measured_us = -1;   // -1: not measured
@@ -40,6 +63,15 @@ struct ProfileRule {
   // representative size (--mode measure); -1: not measured.
   double baseline_us = -1;
   std::string gate = "n/a";  // passed | failed | n/a (lossless)
+  NcclSettings nccl;           // algo "nccl" with codec none only; empty elsewhere
+};
+
+// Rules for a communicator of another size than the profile's world (a tensor-parallel group, a
+// pipeline stage): what the tuner plugin applies to a communicator of `ranks` ranks on `nodes` nodes.
+// The ciuic runtime and the other exports use the world's rules only.
+struct CommunicatorRules {
+  int ranks = 1, nodes = 1;
+  std::vector<ProfileRule> rules;
 };
 
 struct Profile {
@@ -56,6 +88,7 @@ struct Profile {
   int budget = 0;
   double step_us = 0, baseline_step_us = 0;  // predicted step time, tuned vs NCCL uncompressed defaults
   std::vector<ProfileRule> rules;
+  std::vector<CommunicatorRules> communicators;  // optional; never the world's own size
   std::string path;  // the file LoadProfile read it from; empty for a profile made in memory
 
   // The rule for a message of `bytes` (the band containing it); throws InputError when none does.
@@ -70,14 +103,20 @@ Profile ParseProfile(const std::string& text, const std::string& origin);
 Profile LoadProfile(const std::string& path);
 void WriteProfile(const std::string& path, const Profile& p);
 
-// What NCCL's tuner plugin (plugins/nccl_tuner, libnccl-tuner-ciuic.so) takes from a rule, for a
-// communicator spanning `nodes` nodes: `algo` names the NCCL algorithm it prefers ("Ring", "Tree"),
-// empty when the rule is left to NCCL's own model; `why` says why, for the plugin's log and the
-// nccl-tuner export alike. NCCL's protocol and channel count are never taken from a profile.
+// The rules the tuner plugin applies to a communicator of `ranks` ranks on `nodes` nodes: the world's
+// or a CommunicatorRules entry's; nullptr when the profile has none for that size.
+const std::vector<ProfileRule>* RulesForCommunicator(const Profile& p, int64_t ranks, int64_t nodes);
+
+// What NCCL's tuner plugin (plugins/nccl_tuner, libnccl-tuner-ciuic.so) takes from a rule: only a
+// measured choice on NCCL's own axis (`apply` true, `choice` = rule.nccl). Everything else is left
+// to NCCL's own model; `why` says why, for the plugin's log and the nccl-tuner export alike.
 struct NcclTunerChoice {
-  std::string algo;
+  bool apply = false;
+  NcclSettings choice;
   std::string why;
 };
-NcclTunerChoice NcclTunerChoiceFor(const ProfileRule& r, int nodes);
+NcclTunerChoice NcclTunerChoiceFor(const ProfileRule& r);
+// "ring/simple, 16 channels, chunk 512K" (the parts that are set; "NCCL's own" when none).
+std::string DescribeNcclSettings(const NcclSettings& c);
 
 }  // namespace ciuic

@@ -1,7 +1,7 @@
 #pragma once
 // NCCL's tuner-plugin ABI as this plugin sees it: layouts and values only, written from the facts of
 // NCCL's own headers and loader (tags of github.com/NVIDIA/nccl): src/include/nccl_common.h and
-// src/include/plugin/nccl_tuner.h + plugin/tuner/tuner_v{2,3,4,5}.h of 2.28.9 (identical but for
+// src/include/plugin/nccl_tuner.h + plugin/tuner/tuner_v{2,3,4,5}.h of 2.28.9 (tuner_v6.h of 2.30) (identical but for
 // formatting in 2.30.7), src/include/nccl_tuner.h of 2.19.3 (v1), src/plugin/tuner.cc and
 // plugin_open.cc (lookup). NCCL installs none of these headers (nccl.h has only ncclResult_t), so
 // every plugin declares them itself. The header is also read by the CPU test harness, which calls a
@@ -120,6 +120,22 @@ struct TunerV5 {
                           float** coll_cost_table, int num_algo, int num_proto, int reg_buff,
                           int* n_channels);
   Result (*finalize)(void* context);
+};
+
+// ncclTuner_v6_t (2.30; tuner_v6.h): v5 + getChunkSize, called with the algorithm, protocol and
+// channels NCCL chose; the plugin may change *chunk_size (NCCL clamps it to its buffers). Same
+// constants and NVLink-domain structs as v5. (v7, after 2.30, widens the constants to 5 GPU
+// generations; not implemented: NCCL falls back to v6.)
+struct TunerV6 {
+  const char* name;
+  Result (*init)(void** context, uint64_t comm_id, size_t n_ranks, size_t n_nodes, Logger log,
+                 NvlDomainInfoV5* nvl_domain_info, TunerConstantsV5* constants);
+  Result (*get_coll_info)(void* context, Func coll_type, size_t n_bytes, int num_pipe_ops,
+                          float** coll_cost_table, int num_algo, int num_proto, int reg_buff,
+                          int* n_channels);
+  Result (*finalize)(void* context);
+  Result (*get_chunk_size)(void* context, Func coll_type, size_t n_bytes, int algo, int proto, int n_channels,
+                           size_t* chunk_size);
 };
 
 // ncclTuner_v4_t (2.24 .. 2.30): v3 + regBuff (whether the user buffers can be registered).

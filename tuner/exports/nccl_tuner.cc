@@ -1,7 +1,7 @@
 // nccl-tuner: the environment that makes NCCL load the ciuic tuner plugin (plugins/nccl_tuner, built
 // into lib/ beside this tool's bin/) with this profile, and what the plugin does with each band: the
-// same NcclTunerChoiceFor the plugin calls. Per band; only the bands whose choice is more than NCCL's
-// own uncompressed allreduce are lost.
+// same NcclTunerChoiceFor the plugin calls, for the world's rules and each communicators entry. Per
+// band; only the bands whose choice is more than NCCL's own uncompressed allreduce are lost.
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -34,16 +34,20 @@ std::string Body(const Profile& p, const std::string& head) {
   out += "export NCCL_TUNER_PLUGIN=" + ShellWord(lib.string()) + "\n";
   if (!fs::exists(lib, ec)) out += "#   (not built yet: cmake --build build --target nccl-tuner-ciuic)\n";
   out += "export CIUIC_PROFILE=" + ShellWord(ProfilePathForExport(p)) + "\n";
-  out += fmt::format("# It acts on communicators of {} ranks on {} node(s) and needs NCCL 2.22 or later (its cost\n"
-                     "# table); other communicators, and NCCL 2.19-2.21, keep NCCL's own choices. Per size band it\n"
-                     "# prefers an algorithm; NCCL still picks that algorithm's protocol and the channel count:\n",
-                     p.ranks, p.nodes);
-  for (const auto& r : p.rules) {
-    const NcclTunerChoice c = NcclTunerChoiceFor(r, p.nodes);
-    out += fmt::format("#   {} [{}, {}) {}, codec {}, {} -> {}: {}\n", r.op, FormatSize(r.min_bytes),
-                       r.max_bytes ? FormatSize(r.max_bytes) : "inf", r.algo, r.codec, r.precision,
-                       c.algo.empty() ? "left to NCCL" : "prefers NCCL's " + c.algo, c.why);
-  }
+  out += "# It needs NCCL 2.22 or later (its cost table; 2.30's v6 interface also takes a measured chunk size;\n"
+         "# 2.19-2.21 take an algorithm only with a protocol). It applies only choices measured with NCCL, per\n"
+         "# size band; NCCL keeps its own choice everywhere else. Communicators of other sizes are NCCL's.\n";
+  auto bands = [&out](const std::vector<ProfileRule>& rules, int ranks, int nodes) {
+    out += fmt::format("# communicators of {} ranks on {} node(s):\n", ranks, nodes);
+    for (const auto& r : rules) {
+      const NcclTunerChoice c = NcclTunerChoiceFor(r);
+      out += fmt::format("#   {} [{}, {}) {}, codec {}, {} -> {}: {}\n", r.op, FormatSize(r.min_bytes),
+                         r.max_bytes ? FormatSize(r.max_bytes) : "inf", r.algo, r.codec, r.precision,
+                         c.apply ? "NCCL " + DescribeNcclSettings(c.choice) : "left to NCCL", c.why);
+    }
+  };
+  bands(p.rules, p.ranks, p.nodes);
+  for (const CommunicatorRules& c : p.communicators) bands(c.rules, c.ranks, c.nodes);
   out += "#   allgather, reducescatter, broadcast, reduce -> left to NCCL: the profile has allreduce rules only\n";
   out += "# To see it in NCCL's log: NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING\n";
   return out;
@@ -52,8 +56,8 @@ std::string Body(const Profile& p, const std::string& head) {
 std::vector<std::string> Lost(const Profile& p) {
   std::vector<std::string> out;
   for (const auto& r : p.rules) {
-    const NcclTunerChoice c = NcclTunerChoiceFor(r, p.nodes);
-    if (c.algo.empty() && (r.codec != "none" || r.precision != "fp32" || r.algo != "nccl"))
+    const NcclTunerChoice c = NcclTunerChoiceFor(r);
+    if (!c.apply && (r.codec != "none" || r.precision != "fp32" || r.algo != "nccl"))
       out.push_back(fmt::format("{}: {} {} {}: {}", BandName(r), r.algo, r.codec, r.precision, c.why));
   }
   return out;
