@@ -165,7 +165,7 @@ int KernelCopies(const CalibrateOptions& o) {
 }
 
 std::vector<std::string> CalibratedCodecs(const std::vector<std::string>& codecs) {
-  return codecs.empty() ? AllReducePlanSpace().dims[0].values : codecs;
+  return codecs.empty() ? PlanSpaceCodecs() : codecs;
 }
 
 }  // namespace

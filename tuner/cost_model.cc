@@ -25,20 +25,44 @@ double RuntimeRing(double bytes, int p, const LinkClass& l, double step_us) {
 }
 
 // NCCL's latency of a ring and of a tree (cost_model.h: hop counts of NCCL's own model).
+// Hops across the spine cost the spine's latency on top of the NICs' (cost_model.h).
 double NcclRingLatency(const Fabric& f) {
   const int p = f.nodes * f.per_node;
   const double inter_steps = f.nodes > 1 ? 2.0 * (f.nodes - 1) : 0.0;
+  const double spine_steps = 2.0 * (f.groups - 1);
   return f.nccl_launch_us + (2.0 * (p - 1) - inter_steps) * f.intra.alpha_us +
-         inter_steps * f.inter.alpha_us;
+         (inter_steps - spine_steps) * f.inter.alpha_us + spine_steps * f.spine_alpha_us;
 }
 double NcclTreeLatency(const Fabric& f) {
-  return f.nccl_launch_us +
-         2.0 * ((f.per_node - 1) * f.intra.alpha_us + Log2Ceil(f.nodes) * f.inter.alpha_us);
+  const double spine_hops = Log2Ceil(f.groups);
+  return f.nccl_launch_us + 2.0 * ((f.per_node - 1) * f.intra.alpha_us +
+                                   (Log2Ceil(f.nodes) - spine_hops) * f.inter.alpha_us +
+                                   spine_hops * f.spine_alpha_us);
 }
 
 // Times each node's NICs carry the message per direction in NCCL's tree: once on 2 nodes (each node
 // is the other's only peer), twice beyond (a node is interior in one of the two binary trees).
 double TreeNicPasses(int nodes) { return nodes <= 1 ? 0.0 : nodes == 2 ? 1.0 : 2.0; }
+
+// The network part of NCCL's tree: each node's NICs, and each group's uplink across the spine.
+double TreeNetworkUs(const Fabric& f, double wire) {
+  const double nics = TreeNicPasses(f.nodes) * Beta(wire, f.node_nic_gbps);
+  return f.groups > 1 ? std::max(nics, TreeNicPasses(f.groups) * Beta(wire, f.group_uplink_gbps)) : nics;
+}
+
+// A ring of `rings_per_uplink` concurrent rings over the nodes (or groups) at `link`, where the hops
+// between groups share each group's uplink (cost_model.h).
+LinkClass AcrossSpine(const Fabric& f, const LinkClass& link, int rings_per_uplink) {
+  if (f.groups <= 1) return link;
+  return {std::min(link.bw_gbps, f.group_uplink_gbps / std::max(1, rings_per_uplink)),
+          std::max(link.alpha_us, f.spine_alpha_us)};
+}
+
+// Reduce-scatter (or allgather) of `bytes` over `p` ranks of one link class, as hier runs it.
+double RuntimeHalfRing(double bytes, int p, const LinkClass& l, double step_us) {
+  if (p <= 1) return 0.0;
+  return (p - 1) * (step_us + l.alpha_us) + (p - 1.0) / p * Beta(bytes, l.bw_gbps);
+}
 
 }  // namespace
 
@@ -50,6 +74,8 @@ const char* ModelAlgoName(ModelAlgo a) {
       return "rd";
     case ModelAlgo::kHierarchical:
       return "hier";
+    case ModelAlgo::kHierarchical3:
+      return "hier3";
     case ModelAlgo::kNcclRing:
       return "nccl-ring";
     case ModelAlgo::kNcclTree:
@@ -90,6 +116,13 @@ Fabric EffectiveFabric(const Topology& t, const ModelConstants& c) {
     f.flat_ring = {std::min(f.intra.bw_gbps, f.node_nic_gbps),
                    std::max(f.intra.alpha_us, f.inter.alpha_us)};
   }
+  if (t.HasSpine()) {
+    f.groups = t.groups();
+    f.nodes_per_group = t.spine.nodes_per_group;
+    f.group_uplink_gbps = t.spine.gbps_per_node * t.spine.nodes_per_group / 8.0 * kInfinibandEncoding;
+    f.spine_alpha_us = t.nics.latency_us + t.spine.latency_us;
+    f.flat_ring = AcrossSpine(f, f.flat_ring, 1);  // the one ring crosses each uplink once
+  }
   f.nvls = t.intra.nvls && !shm;
   f.nvls_gbps = f.nvls ? t.intra.bw_gbps * c.nvls_efficiency : 0.0;
   f.nccl_launch_us = shm ? 0.0 : c.nccl_launch_us;
@@ -103,6 +136,8 @@ bool Offers(const Fabric& f, ModelAlgo a) {
       return f.nvls && f.nodes == 1 && f.per_node >= 2;
     case ModelAlgo::kNcclNvlsTree:
       return f.nvls && f.nodes >= 2;
+    case ModelAlgo::kHierarchical3:
+      return f.groups >= 2;
     default:
       return true;
   }
@@ -140,11 +175,17 @@ double PredictAllReduceUs(const Fabric& f, ModelAlgo algo, double bytes, double 
       t = 2.0 * Log2Ceil(p) * (f.step_us + f.flat_ring.alpha_us) +
           2.0 * (p - 1) / p * Beta(wire, f.flat_ring.bw_gbps);
       break;
-    case ModelAlgo::kHierarchical: {
-      const double intra_rs = l <= 1 ? 0.0
-                                     : (l - 1) * (f.step_us + f.intra.alpha_us) +
-                                           (l - 1.0) / l * Beta(wire, f.intra.bw_gbps);
-      t = 2.0 * intra_rs + RuntimeRing(wire / l, n, f.inter, f.step_us);
+    case ModelAlgo::kHierarchical:
+      // One inter-node ring per rank of a node.
+      t = 2.0 * RuntimeHalfRing(wire, l, f.intra, f.step_us) +
+          RuntimeRing(wire / l, n, AcrossSpine(f, f.inter, l), f.step_us);
+      break;
+    case ModelAlgo::kHierarchical3: {
+      // Within each group at the NICs' rate, then one inter-group ring per rank of a group.
+      const int g = f.nodes_per_group;
+      t = 2.0 * RuntimeHalfRing(wire, l, f.intra, f.step_us) +
+          2.0 * RuntimeHalfRing(wire / l, g, f.inter, f.step_us) +
+          RuntimeRing(wire / (l * g), f.groups, AcrossSpine(f, f.inter, l * g), f.step_us);
       break;
     }
     case ModelAlgo::kNcclRing:
@@ -153,7 +194,7 @@ double PredictAllReduceUs(const Fabric& f, ModelAlgo algo, double bytes, double 
     case ModelAlgo::kNcclTree: {
       // Pipelined: the slower of the intra-node chain (twice over each GPU's link) and the NICs.
       const double chain = l > 1 ? 2.0 * Beta(wire, f.intra.bw_gbps) : 0.0;
-      t = NcclTreeLatency(f) + std::max(chain, TreeNicPasses(n) * Beta(wire, f.node_nic_gbps));
+      t = NcclTreeLatency(f) + std::max(chain, TreeNetworkUs(f, wire));
       break;
     }
     case ModelAlgo::kNcclNvls:
@@ -164,7 +205,7 @@ double PredictAllReduceUs(const Fabric& f, ModelAlgo algo, double bytes, double 
       t = algo == ModelAlgo::kNcclNvls
               ? NcclRingLatency(f) + kNvlsExtraLatencyUs + nvls
               : NcclTreeLatency(f) + kNvlsExtraLatencyUs +
-                    std::max(nvls, TreeNicPasses(n) * Beta(wire, f.node_nic_gbps));
+                    std::max(nvls, TreeNetworkUs(f, wire));
       break;
     }
     case ModelAlgo::kNcclBest:

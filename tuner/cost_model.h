@@ -1,8 +1,16 @@
 #pragma once
 // Alpha-beta cost model of allreduce on a topology: effective link classes (intra-node,
-// inter-node), the runtime's algorithms (ring, recursive halving/doubling, hierarchical) and NCCL's
-// own (ring, double binary tree, NVLink SHARP and NVLS-tree) for the library's allreduce, plus
-// codec kernels.
+// inter-node, and across the spine where nodes form groups), the runtime's algorithms (ring,
+// recursive halving/doubling, hierarchical at depth 2 and 3) and NCCL's own (ring, double binary
+// tree, NVLink SHARP and NVLS-tree) for the library's allreduce, plus codec kernels.
+//
+// The spine (a topology's third level, groups of nodes behind oversubscribed uplinks): a ring laid
+// out group by group crosses each group's uplink once per direction, so every ring that spans the
+// groups shares that uplink: the flat ring (one ring) gets all of it, hier depth 2's inter-node step
+// (one ring per rank of a node) a 1/ranks-per-node share, depth 3's inter-group step (one ring per
+// rank of a group) a 1/ranks-per-group share of a message already cut to that share. Each hop across
+// the spine costs the NICs' latency plus the spine's. NCCL's tree carries the message through each
+// group's uplink as often as through a node's NICs on that many nodes (TreeNicPasses of the groups).
 //
 // NCCL's structure (what NCCL does, not its numbers; NVIDIA/nccl src/graph/tuning.cc and the
 // maintainers' explanations in the NCCL issues named below):
@@ -82,6 +90,11 @@ struct Fabric {
   LinkClass inter;           // a rank's share of its node's NICs (rail-optimized: one NIC per rank)
   LinkClass flat_ring;       // the bottleneck of a ring spanning every rank
   double node_nic_gbps = 0;  // all NICs of a node together, after line encoding
+  // The third level (Topology::HasSpine): groups of nodes_per_group nodes, each group's uplink
+  // (all its nodes' spine shares, after line encoding) and one hop across the spine.
+  int groups = 1, nodes_per_group = 1;
+  double group_uplink_gbps = 0;
+  double spine_alpha_us = 0;
   bool nvls = false;         // NVLink SHARP inside a node
   double nvls_gbps = 0;      // per-GPU port rate NVLS reaches
   // Fixed cost of one call of the library's allreduce (0 on cpu_local: MPI's, in the link's alpha).
@@ -99,7 +112,8 @@ double NicGbpsFor(double node_gb_per_s, int nics);
 enum class ModelAlgo {
   kRing,
   kRecursiveDoubling,
-  kHierarchical,
+  kHierarchical,   // depth 2: intra-node, inter-node
+  kHierarchical3,  // depth 3: intra-node, intra-group, across the spine (needs groups)
   kNcclRing,
   kNcclTree,
   kNcclNvls,
@@ -107,7 +121,8 @@ enum class ModelAlgo {
   kNcclBest
 };
 const char* ModelAlgoName(ModelAlgo a);
-// Whether the fabric offers an algorithm (NVLS needs NVLink SHARP and one node, NVLS-tree several).
+// Whether the fabric offers an algorithm (NVLS needs NVLink SHARP and one node, NVLS-tree several;
+// hier depth 3 a spine between groups of nodes).
 bool Offers(const Fabric& f, ModelAlgo a);
 // The NCCL algorithm kNcclBest picks for `bytes` (the fastest offered).
 ModelAlgo NcclChoice(const Fabric& f, double bytes, double wire_ratio = 1.0);

@@ -3,6 +3,7 @@
 // published nccl-tests figures, fitted and held-out apart) and model (predicted allreduce time and busbw
 // per algorithm and size).
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cxxopts.hpp>
 #include <filesystem>
@@ -25,6 +26,7 @@
 #include "tuner/cost_model.h"
 #include "tuner/calibrate.h"
 #include "tuner/gate.h"
+#include "tuner/nccl_axis.h"
 #include "tuner/plan_space.h"
 #include "core/progress.h"
 #include "tuner/exports/exports.h"
@@ -166,8 +168,13 @@ int Model(const cxxopts::ParseResult& r) {
                            f.intra.bw_gbps, f.intra.alpha_us, f.inter.bw_gbps, f.inter.alpha_us, f.flat_ring.bw_gbps,
                            f.nvls ? fmt::format("{:.1f} GB/s per port", f.nvls_gbps) : "no", f.nccl_launch_us,
                            f.step_us);
-  const ModelAlgo algos[] = {ModelAlgo::kNcclBest, ModelAlgo::kRing, ModelAlgo::kRecursiveDoubling,
-                             ModelAlgo::kHierarchical};
+  std::vector<ModelAlgo> algos = {ModelAlgo::kNcclBest, ModelAlgo::kRing, ModelAlgo::kRecursiveDoubling,
+                                  ModelAlgo::kHierarchical};
+  if (f.groups > 1) {
+    std::cout << fmt::format("# spine: {} groups of {} nodes, each group's uplink {:.3f} GB/s, {:.1f} us per hop\n",
+                             f.groups, f.nodes_per_group, f.group_uplink_gbps, f.spine_alpha_us);
+    algos.push_back(ModelAlgo::kHierarchical3);
+  }
   std::string head = fmt::format("#{:>12}", "size");
   for (ModelAlgo a : algos) head += fmt::format(" {:>10} {:>8}", std::string(ModelAlgoName(a)) + "_us", "busbw");
   std::cout << head << "\n";
@@ -375,6 +382,50 @@ int Export(const cxxopts::ParseResult& r) {
   return 0;
 }
 
+// NCCL's own axis timed on this machine's GPUs for a profile's bands kept on NCCL's allreduce
+// (tuner/nccl_axis.h); the profile is rewritten with the measured choices (--out: elsewhere).
+int NcclAxis(const cxxopts::ParseResult& r) {
+  if (!r.count("profile")) throw UsageError("nccl-axis: --profile FILE is required");
+  const std::string path = r["profile"].as<std::string>();
+  std::string out = path;
+  if (r.count("out")) {
+    out = r["out"].as<std::string>();
+    CheckPathGiven("--out", out);
+  }
+  NcclAxisOptions o;
+  if (r.count("ranks")) {
+    const std::string text = r["ranks"].as<std::string>();
+    int n = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size() || n < 1 || n > 4096)
+      throw BadOption("ranks", text, "nccl-axis: the communicator's rank count, a whole number in 1..4096");
+    o.ranks = n;
+  }
+  if (r["nodes"].as<int>() != 0) o.nodes = OptionInRange("nodes", r["nodes"].as<int>(), 1, kMaxNodes);
+  if (r.count("nccl-channels")) {
+    o.channels.clear();
+    for (const std::string& item : ParseList("nccl-channels", r["nccl-channels"].as<std::string>())) {
+      int n = 0;
+      const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), n);
+      if (ec != std::errc() || end != item.data() + item.size() || n < 1 || n > kMaxNcclChannels)
+        throw BadOption("nccl-channels", r["nccl-channels"].as<std::string>(),
+                        fmt::format("channel counts are whole numbers in 1..{}", kMaxNcclChannels));
+      o.channels.push_back(n);
+    }
+  }
+  o.min_gain = OptionInRange("min-gain", r["min-gain"].as<double>(), 0.0, 0.99);
+  const Profile p = LoadProfile(path);
+  if (p.Device() != "gpu")
+    throw UsageError(fmt::format("nccl-axis: {} was tuned for CPU ranks; NCCL's axis is timed on the GPUs a profile "
+                                 "is for",
+                                 PrintableLine(path)));
+  CheckWritableOutput(out, "--out", /*regular_file_only=*/true);
+  const Profile measured = MeasureNcclAxis(p, o, BenchNcclTimer(o.ranks > 0 ? o.ranks : p.ranks), std::cerr);
+  WriteProfile(out, measured);
+  LogInfo("nccl-axis: wrote {}", out);
+  return 0;
+}
+
 // The accuracy gate alone: each codec's verdict and every seed's run, as a table or JSON
 // (scripts/digits_tta.py compares it with real training).
 int Gate(const cxxopts::ParseResult& r) {
@@ -387,7 +438,7 @@ int Gate(const cxxopts::ParseResult& r) {
   if (r.count("codecs")) {
     codecs = ParseList("codecs", r["codecs"].as<std::string>());
   } else {  // what a study gates: the space's codecs and the 16-bit reductions
-    codecs = AllReducePlanSpace().dims[0].values;
+    codecs = PlanSpaceCodecs();
     codecs.insert(codecs.end(), {"none@bf16", "none@fp16"});
   }
   for (const auto& codec : codecs) {
@@ -448,6 +499,9 @@ const Subcommand kSubcommands[] = {
     {"export", "a profile for other tools: json, nccl-env, nccl-tuner, ddp, deepspeed or horovod",
      {"profile", "format", "strict", "grad-dtype"},
      Export},
+    {"nccl-axis", "time NCCL's algorithm x protocol x channels for a profile's NCCL bands on this machine's GPUs",
+     {"profile", "out", "ranks", "nodes", "nccl-channels", "min-gain"},
+     NcclAxis},
     {"topologies", "built-in topologies, and the model against published nccl-tests figures (fit and held-out apart)",
      {"nodes", "published"},
      Topologies},
@@ -514,6 +568,8 @@ int Run(int argc, char** argv) {
       "auto: a quarter of the topology's device memory", cxxopts::value<std::string>()->default_value("auto"))(
       "target", "run: the consumer to tune for: ciuic | ddp | nccl | deepspeed | horovod (only what it can run)",
       cxxopts::value<std::string>()->default_value("ciuic"))(
+      "nccl-channels", "nccl-axis: channel counts tried for the fastest algorithm/protocol (default 4,8,16,32)",
+      cxxopts::value<std::string>())(
       "min-gain", "run: a lossy codec must predict a step (and a band) this fraction faster than the best lossless "
       "configuration", cxxopts::value<double>()->default_value("0.05"))(
       "band-candidates", "run --mode measure: the model's best configurations each size band times beside the "

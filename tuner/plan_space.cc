@@ -9,22 +9,56 @@
 
 namespace ciuic {
 
+namespace {
+
+// The codec parameters the space offers (plan_space.h).
+const std::vector<std::string> kRatios = {"0.1", "0.05", "0.01", "0.001"};
+const std::vector<std::string> kRanks = {"1", "2", "4", "8", "16", "32"};
+
+bool TakesRatio(const std::string& family) { return family == "topk" || family == "randomk"; }
+
+}  // namespace
+
 SearchSpace AllReducePlanSpace() {
   SearchSpace s;
   // Ordered from gentle to aggressive compression, so neighbours are similar (TPE smooths over them).
-  s.dims.push_back({"codec", {"none", "bf16", "fp16", "fp8e4m3", "int8", "int4", "sign1", "randomk:0.01", "topk:0.01",
-                              "topk:0.001", "powersgd:16", "powersgd:4", "powersgd:1"}});
+  s.dims.push_back({"codec", {"none", "bf16", "fp16", "fp8e4m3", "int8", "int4", "sign1", "randomk", "topk", "powersgd"}});
   s.dims.push_back({"bucket_mb", {"1", "2", "4", "8", "16", "25", "32", "64", "128", "256"}});
   s.dims.push_back({"streams", {"1", "2", "4", "8"}});
   s.dims.push_back({"algo", {"nccl", "ring", "rd", "hier"}});
   s.dims.push_back({"precision", {"fp32", "bf16", "fp16"}});
+  const std::vector<std::string> codecs = s.dims[kCodecDim].values, algos = s.dims[kAlgoDim].values;
+  const auto codec_is = [codecs](auto pred) {
+    return [codecs, pred](const Point& p) { return pred(codecs[static_cast<size_t>(p[kCodecDim])]); };
+  };
+  s.dims.push_back({"ratio", kRatios, codec_is([](const std::string& c) { return TakesRatio(c); })});
+  s.dims.push_back({"rank", kRanks, codec_is([](const std::string& c) { return c == "powersgd"; })});
+  // Without a topology every hier point has both depths (Offered refuses 3 where there is no spine).
+  s.dims.push_back({"depth", {"2", "3"}, [algos](const Point& p) { return algos[static_cast<size_t>(p[kAlgoDim])] == "hier"; }});
   return s;
 }
 
 SearchSpace AllReducePlanSpace(const Topology& t) {
   SearchSpace s = AllReducePlanSpace();
+  // On two levels hier has one depth: the axis is not there (configurations read as they always did).
+  if (!t.HasSpine()) s.dims[kDepthDim].active = [](const Point&) { return false; };
   s.valid = [plain = s, t](const Point& p) { return Offered(ChoiceOf(plain, p), t); };
   return s;
+}
+
+std::vector<std::string> PlanSpaceCodecs() {
+  std::vector<std::string> out;
+  const SearchSpace space = AllReducePlanSpace();
+  for (const auto& family : space.dims[kCodecDim].values) {
+    if (TakesRatio(family)) {
+      for (const auto& r : kRatios) out.push_back(family + ":" + r);
+    } else if (family == "powersgd") {
+      for (const auto& r : kRanks) out.push_back(family + ":" + r);
+    } else {
+      out.push_back(family);
+    }
+  }
+  return out;
 }
 
 bool Offered(const PlanChoice& c, const Topology& t) {
@@ -33,9 +67,12 @@ bool Offered(const PlanChoice& c, const Topology& t) {
                          k == CodecKind::kRandomK;
   if (c.precision != "fp32" && (c.algo != "nccl" || k != CodecKind::kNone)) return false;
   if (c.algo == "nccl" || c.algo == "rd") return k == CodecKind::kNone;
-  if (c.algo == "hier") return !dedicated && t.nodes > 1;
+  if (c.algo == "hier")
+    return !dedicated && t.nodes > 1 && (c.hierarchy_depth == 2 || (c.hierarchy_depth == 3 && t.HasSpine()));
   return true;
 }
+
+int RuleDepth(const PlanChoice& c) { return c.algo == "hier" ? c.hierarchy_depth : 1; }
 
 std::string GateName(const PlanChoice& c) { return c.precision == "fp32" ? c.codec : c.codec + "@" + c.precision; }
 
@@ -50,12 +87,24 @@ std::string RuntimeAlgo(const PlanChoice& c) {
 }
 
 PlanChoice ChoiceOf(const SearchSpace& space, const Point& p) {
+  const auto value = [&](PlanDim d) -> const std::string& {
+    return space.dims[d].values[static_cast<size_t>(p[d])];
+  };
   PlanChoice c;
-  c.codec = space.dims[0].values[static_cast<size_t>(p[0])];
-  c.bucket_bytes = std::stod(space.dims[1].values[static_cast<size_t>(p[1])]) * (1 << 20);
-  c.streams = std::stoi(space.dims[2].values[static_cast<size_t>(p[2])]);
-  c.algo = space.dims[3].values[static_cast<size_t>(p[3])];
-  c.precision = space.dims[4].values[static_cast<size_t>(p[4])];
+  c.codec = value(kCodecDim);
+  if (space.dims[kRatioDim].Active(p)) c.codec += ":" + value(kRatioDim);
+  if (space.dims[kRankDim].Active(p)) c.codec += ":" + value(kRankDim);
+  c.bucket_bytes = std::stod(value(kBucketDim)) * (1 << 20);
+  c.streams = std::stoi(value(kStreamsDim));
+  c.algo = value(kAlgoDim);
+  c.precision = value(kPrecisionDim);
+  c.hierarchy_depth = std::stoi(value(kDepthDim));
+  return c;
+}
+
+PlanChoice ChoiceOf(const SearchSpace& space, const Point& p, const Topology& t) {
+  PlanChoice c = ChoiceOf(space, p);
+  if (RuleDepth(c) == 3) c.nodes_per_group = t.spine.nodes_per_group;
   return c;
 }
 
@@ -67,7 +116,7 @@ CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible, const Ca
   const CodecSpec spec = ParseCodec(c.codec);
   plan.algo = c.algo == "nccl"   ? ModelAlgo::kNcclBest
               : c.algo == "rd"   ? ModelAlgo::kRecursiveDoubling
-              : c.algo == "hier" ? ModelAlgo::kHierarchical
+              : c.algo == "hier" ? (c.hierarchy_depth == 3 ? ModelAlgo::kHierarchical3 : ModelAlgo::kHierarchical)
                                  : ModelAlgo::kRing;
   const bool reduced = c.precision != "fp32";  // a 16-bit reduction in the library's allreduce
   const int ranks = t.ranks();
@@ -144,6 +193,7 @@ std::vector<std::string> TuneTargets() { return {"ciuic", "ddp", "nccl", "deepsp
 bool TargetRuns(const std::string& target, const PlanChoice& c) {
   const CodecKind k = ParseCodec(c.codec).kind;
   if (target == "ciuic") return true;
+  if (RuleDepth(c) == 3) return false;  // no other consumer groups nodes behind a spine
   if (c.streams != 1) return false;  // no other consumer runs several ciuic streams
   if (target == "ddp") return c.algo == "nccl" || c.algo == "ring";
   if (target == "nccl") return c.algo == "nccl" && k == CodecKind::kNone && c.precision == "fp32";

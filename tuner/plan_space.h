@@ -1,7 +1,14 @@
 #pragma once
-// The tuner's search space for gradient allreduce and the modelled objective: a point (codec and its
-// parameter, bucket bytes, streams, algorithm, reduction precision) becomes a CommPlan whose training
-// step time on a topology and workload is predicted by the cost model and the overlap schedule.
+// The tuner's search space for gradient allreduce and the modelled objective: a point (codec, bucket
+// bytes, streams, algorithm, reduction precision, and where they apply the codec's parameter and
+// hier's depth) becomes a CommPlan whose training step time on a topology and workload is predicted
+// by the cost model and the overlap schedule.
+//
+// Conditional axes (search.h Dimension::active): `ratio` (0.1 0.05 0.01 0.001, the fraction of
+// elements kept) applies to topk and randomk, `rank` (1 2 4 8 16 32) to powersgd, `depth` (2 3) to
+// hier on a topology with a spine (tuner/topology.h; depth 3 groups the nodes as its spine does).
+// The ratios run from 10% of the elements down to the 0.1% of Deep Gradient Compression (Lin et al.,
+// ICLR 2018); the accuracy gate decides per ratio which of them a study may use.
 //
 // Reduction precision is the dtype partial sums are formed and moved in. The runtime's own algorithms
 // accumulate in fp32 (their 16-bit wires are the fp16/bf16 codecs, re-rounded once per hop); a 16-bit
@@ -16,13 +23,20 @@
 
 namespace ciuic {
 
+// The dimensions of AllReducePlanSpace, in order.
+enum PlanDim { kCodecDim, kBucketDim, kStreamsDim, kAlgoDim, kPrecisionDim, kRatioDim, kRankDim, kDepthDim };
+
 struct PlanChoice {
-  std::string codec;     // codec spelling (kernels/codec_spec.h)
+  std::string codec;     // codec spelling with its parameter (kernels/codec_spec.h): topk:0.01, powersgd:4
   double bucket_bytes = 0;
   int streams = 1;
   std::string algo;      // ring rd hier nccl (nccl: the library's own, uncompressed)
   std::string precision = "fp32";  // fp32 bf16 fp16 (16-bit: algo nccl with codec none only)
+  int hierarchy_depth = 2;  // hier: 2 (node, network) or 3 (node, group, spine); other algorithms ignore it
+  int nodes_per_group = 0;  // hier depth 3: the topology's spine fan-in (ChoiceOf with a topology)
 };
+// The profile rule's hierarchy_depth of a choice: hier's depth, 1 for every other algorithm.
+int RuleDepth(const PlanChoice& c);
 // The accuracy gate's name for a choice's numerics: the codec, or "none@bf16" for a 16-bit reduction.
 std::string GateName(const PlanChoice& c);
 
@@ -30,12 +44,17 @@ std::string GateName(const PlanChoice& c);
 // (Offered): the search never proposes a combination that cannot run.
 SearchSpace AllReducePlanSpace();
 SearchSpace AllReducePlanSpace(const Topology& t);
+// Every codec spelling the space holds (each family with each of its parameters): what a study
+// gates and a calibration times.
+std::vector<std::string> PlanSpaceCodecs();
 // The runtime algorithm a choice runs (ring with topk/sign1/powersgd means their dedicated algorithm).
 std::string RuntimeAlgo(const PlanChoice& c);
 PlanChoice ChoiceOf(const SearchSpace& space, const Point& p);
+// With the topology: a depth-3 choice takes its group size from the topology's spine.
+PlanChoice ChoiceOf(const SearchSpace& space, const Point& p, const Topology& t);
 // The plan of a choice on a topology; `feasible` false for combinations the runtime does not offer
-// (a codec on rd or on NCCL's own allreduce, a dedicated-algorithm codec under hier, a 16-bit
-// precision anywhere but the library's uncompressed allreduce).
+// (a codec on rd or on NCCL's own allreduce, a dedicated-algorithm codec under hier, hier depth 3
+// without a spine, a 16-bit precision anywhere but the library's uncompressed allreduce).
 // With a calibration of the topology's device (a GPU's for a GPU topology, this CPU's for cpu_local)
 // the codec kernels cost what was measured (CodecKernelUs) instead of the bandwidth estimate; with this
 // machine's link calibrated too (cpu_local, at its rank count) the whole bucket time comes from the

@@ -16,10 +16,24 @@ uint64_t SearchSpace::Size() const {
   return dims.empty() ? 0 : n;
 }
 
+bool SearchSpace::Valid(const Point& p) const {
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (p[d] != 0 && !dims[d].Active(p)) return false;
+  return !valid || valid(p);
+}
+
+Point SearchSpace::Canonical(Point p) const {
+  // In dimension order, so a dimension that decides whether a later one applies is settled first.
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (!dims[d].Active(p)) p[d] = 0;
+  return p;
+}
+
 uint64_t SearchSpace::ValidSize() const {
-  if (!valid) return Size();
+  const bool conditional = std::any_of(dims.begin(), dims.end(), [](const Dimension& d) { return !!d.active; });
+  if (!valid && !conditional) return Size();
   uint64_t n = 0;
-  for (uint64_t i = 0; i < Size(); ++i) n += valid(FromIndex(i)) ? 1 : 0;
+  for (uint64_t i = 0; i < Size(); ++i) n += Valid(FromIndex(i)) ? 1 : 0;
   return n;
 }
 
@@ -35,7 +49,8 @@ Point SearchSpace::FromIndex(uint64_t index) const {
 std::string SearchSpace::Describe(const Point& p) const {
   std::string s;
   for (size_t i = 0; i < dims.size(); ++i)
-    s += fmt::format("{}{}={}", i ? " " : "", dims[i].name, dims[i].values[static_cast<size_t>(p[i])]);
+    if (dims[i].Active(p))
+      s += fmt::format("{}{}={}", s.empty() ? "" : " ", dims[i].name, dims[i].values[static_cast<size_t>(p[i])]);
   return s;
 }
 
@@ -132,7 +147,8 @@ void CoordinateDescent(const SearchSpace& s, Evaluator& eval, std::mt19937_64& r
           if (v == x[d]) continue;
           Point y = x;
           y[d] = v;
-          if (!s.Valid(y)) continue;
+          y = s.Canonical(y);  // a move that drops a dimension (ratio, leaving top-k) sets it to 0
+          if (y == x || !s.Valid(y)) continue;
           const double fy = eval(y);
           if (fy < fbest) {
             fbest = fy;
@@ -172,6 +188,7 @@ void Tpe(const SearchSpace& s, Evaluator& eval, std::mt19937_64& rng, int budget
       bad[d].assign(static_cast<size_t>(k), 1.0 / k);
       for (size_t t = 0; t < sorted.size(); ++t) {
         if (!std::isfinite(sorted[t].score) && t < n_good) continue;
+        if (!s.dims[d].Active(sorted[t].point)) continue;  // its 0 there means nothing
         auto& hist = t < n_good ? good[d] : bad[d];
         const int v = sorted[t].point[d];
         for (int off = -2; off <= 2; ++off) {
@@ -193,13 +210,16 @@ void Tpe(const SearchSpace& s, Evaluator& eval, std::mt19937_64& rng, int budget
     double best_ratio = -1;
     for (int c = 0; c < kCandidates; ++c) {
       Point p(s.dims.size());
-      double log_ratio = 0;
       for (size_t d = 0; d < s.dims.size(); ++d) {
         std::discrete_distribution<int> draw(good[d].begin(), good[d].end());
         p[d] = draw(rng);
-        log_ratio += std::log(good[d][static_cast<size_t>(p[d])]) - std::log(bad[d][static_cast<size_t>(p[d])]);
       }
+      p = s.Canonical(p);
       if (!s.Valid(p) || eval.Seen(p)) continue;
+      double log_ratio = 0;
+      for (size_t d = 0; d < s.dims.size(); ++d)
+        if (s.dims[d].Active(p))
+          log_ratio += std::log(good[d][static_cast<size_t>(p[d])]) - std::log(bad[d][static_cast<size_t>(p[d])]);
       if (best_candidate.empty() || log_ratio > best_ratio) {
         best_ratio = log_ratio;
         best_candidate = p;

@@ -8,7 +8,10 @@
 //
 // A space may be conditional: `valid` says which combinations exist (e.g. a 16-bit reduction only for
 // the uncompressed allreduce). No strategy proposes another point, so they cost no evaluation; the
-// grid is the valid points.
+// grid is the valid points. A dimension may apply to some points only (`active`: a codec's ratio
+// applies to top-k and random-k): where it does not, index 0 is its one valid value (no point twice),
+// Describe leaves it out, and coordinate descent and TPE move a point onto it (Canonical) instead of
+// discarding the move.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -16,21 +19,24 @@
 
 namespace ciuic {
 
+using Point = std::vector<int>;  // an index into each dimension's values
+
 struct Dimension {
   std::string name;
   std::vector<std::string> values;  // in a meaningful order (neighbours are similar)
+  std::function<bool(const Point&)> active;  // unset: every point has this dimension
+  bool Active(const Point& p) const { return !active || active(p); }
 };
-
-using Point = std::vector<int>;  // an index into each dimension's values
 
 struct SearchSpace {
   std::vector<Dimension> dims;
   std::function<bool(const Point&)> valid;  // unset: every combination is valid
-  bool Valid(const Point& p) const { return !valid || valid(p); }
+  bool Valid(const Point& p) const;  // every inactive dimension at 0, and `valid`
+  Point Canonical(Point p) const;     // p with every inactive dimension at 0
   uint64_t Size() const;       // every combination
   uint64_t ValidSize() const;  // the valid ones (enumerated)
   Point FromIndex(uint64_t index) const;  // mixed-radix, last dimension fastest
-  std::string Describe(const Point& p) const;
+  std::string Describe(const Point& p) const;  // "name=value ..." of the active dimensions
 };
 
 struct SearchOptions {

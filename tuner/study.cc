@@ -1,5 +1,7 @@
 #include "tuner/study.h"
 
+#include "tuner/nccl_axis.h"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -45,12 +47,12 @@ std::map<std::string, bool> GateAll(Database& db, const SearchSpace& space, cons
   std::vector<std::string> names;
   std::vector<std::string> skipped;
   const auto runnable = [&](const std::string& codec, const std::string& prec) {
-    for (const auto& algo : space.dims[3].values)
+    for (const auto& algo : space.dims[kAlgoDim].values)
       if (TargetRuns(target, PlanChoice{codec, 0, 1, algo, prec})) return true;
     return false;
   };
-  for (const auto& codec : space.dims[0].values) (runnable(codec, "fp32") ? names : skipped).push_back(codec);
-  for (const auto& prec : space.dims[4].values) {
+  for (const auto& codec : PlanSpaceCodecs()) (runnable(codec, "fp32") ? names : skipped).push_back(codec);
+  for (const auto& prec : space.dims[kPrecisionDim].values) {
     if (prec == "fp32") continue;
     const std::string name = GateName(PlanChoice{"none", 0, 1, "nccl", prec});
     (runnable("none", prec) ? names : skipped).push_back(name);
@@ -120,7 +122,7 @@ class BucketMeter {
     }
   }
   double Us(const PlanChoice& c, uint64_t bytes, std::string* failure = nullptr) {
-    const std::string key = fmt::format("{}|{}|{}|{}|{}", c.codec, c.algo, c.streams, c.precision, bytes);
+    const std::string key = fmt::format("{}|{}|{}|{}|{}|{}", c.codec, c.algo, RuleDepth(c), c.streams, c.precision, bytes);
     if (auto it = cache_.find(key); it != cache_.end()) {
       if (failure) *failure = it->second.second;
       return it->second.first;
@@ -134,7 +136,7 @@ class BucketMeter {
     } else {
       args += fmt::format(" --backend ciuic{} --algo {} --codec {} --streams {}", Over(), RuntimeAlgo(c), c.codec,
                           c.streams);
-      if (c.algo == "hier" && nodes_ <= 1) args += " --ranks-per-node 1";  // one host: each rank a node
+      args += HierArgs(c);
     }
     return Time(key, args, bytes, "stored as a failed trial; the study goes on", failure);
   }
@@ -144,8 +146,8 @@ class BucketMeter {
   // (collectives/runtime_comm.cc). Iterations by size (BandIterations). `round` > 0 times it afresh
   // (a cached timing is returned for the same round). +inf when the run fails.
   double RuleUs(const PlanChoice& c, uint64_t bucket, uint64_t bytes, int round = 0) {
-    const std::string key =
-        fmt::format("rule|{}|{}|{}|{}|{}|{}|{}", c.codec, c.algo, c.streams, c.precision, bucket, bytes, round);
+    const std::string key = fmt::format("rule|{}|{}|{}|{}|{}|{}|{}|{}", c.codec, c.algo, RuleDepth(c), c.streams,
+                                        c.precision, bucket, bytes, round);
     if (auto it = cache_.find(key); it != cache_.end()) return it->second.first;
     const auto [iters, warmup] = BandIterations(bytes);
     std::string args = fmt::format("allreduce --sizes {} --ranks {} --inplace yes --iters {} --warmup {} --backend ciuic"
@@ -156,7 +158,7 @@ class BucketMeter {
       if (c.precision != "fp32") args += fmt::format(" --precision {}", c.precision);
     } else {
       args += fmt::format(" --algo {} --codec {} --streams {}", RuntimeAlgo(c), c.codec, c.streams);
-      if (c.algo == "hier" && nodes_ <= 1) args += " --ranks-per-node 1";
+      args += HierArgs(c);
     }
     return Time(key, args, bytes, "the band goes on without it");
   }
@@ -199,6 +201,14 @@ class BucketMeter {
   }
   // The runtime's transport flag for ciuic-bench --backend ciuic.
   std::string Over() const { return " --transport " + transport_; }
+  // How hier finds its levels: on one host each rank is a node; on a cluster nodes come from host
+  // names, and depth 3 groups them as the topology's spine does (R ranks per node, G nodes per group).
+  std::string HierArgs(const PlanChoice& c) const {
+    if (c.algo != "hier") return "";
+    if (nodes_ <= 1) return " --ranks-per-node 1";
+    if (RuleDepth(c) == 3) return fmt::format(" --ranks-per-node {},{}", ranks_ / nodes_, c.nodes_per_group);
+    return "";
+  }
   int ranks_;
   int nodes_;
   std::string transport_;
@@ -476,7 +486,7 @@ struct Study {
         return it->second;
       }
       const double t0 = NowSeconds();
-      const PlanChoice c = ChoiceOf(space, p);
+      const PlanChoice c = ChoiceOf(space, p, topo);
       const bool ok = gate.at(GateName(c));  // the space proposes only offered combinations: all gated
       const bool fits = StateFits(c);
       double score = std::numeric_limits<double>::infinity();
@@ -565,7 +575,7 @@ struct Study {
     const auto score = [&](const Point& p) -> std::optional<Trial> {
       const std::string config = space.Describe(p);
       if (auto it = seen.find(config); it != seen.end()) return it->second;
-      if (!space.Valid(p) || added >= kLosslessSearchTrials) return std::nullopt;
+      if (!space.Valid(p) || added >= kLosslessSearchTrials) return std::nullopt;  // p is Canonical
       const Trial t{static_cast<int>(sr.trials.size()), p, objective(p)};
       sr.trials.push_back(t);
       seen[config] = t;
@@ -575,12 +585,13 @@ struct Study {
     };
     for (bool moved = true; moved && added < kLosslessSearchTrials;) {
       moved = false;
-      for (const int dim : {1, 3, 2}) {  // bucket, algorithm, streams
+      for (const int dim : {kBucketDim, kAlgoDim, kDepthDim, kStreamsDim}) {
         const Trial from = at;
         const int n = static_cast<int>(space.dims[static_cast<size_t>(dim)].values.size());
         for (int v = 0; v < n; ++v) {
           Point q = from.point;
           q[static_cast<size_t>(dim)] = v;
+          q = space.Canonical(q);  // leaving hier drops its depth
           if (const auto t = score(q); t && t->score < at.score) at = *t;
         }
         moved = moved || at.point != from.point;
@@ -603,15 +614,18 @@ struct Study {
         const auto it = std::find(vals.begin(), vals.end(), v);
         return it == vals.end() ? -1 : static_cast<int>(it - vals.begin());
       };
-      const int none = index_of(0, "none"), fp32 = index_of(4, "fp32"), nccl = index_of(3, "nccl");
+      const int none = index_of(kCodecDim, "none"), fp32 = index_of(kPrecisionDim, "fp32"),
+                nccl = index_of(kAlgoDim, "nccl");
       if (none >= 0 && fp32 >= 0) {
         Point twin = sr.best.point;
-        twin[0] = none;
-        twin[4] = fp32;
+        twin[kCodecDim] = none;
+        twin[kPrecisionDim] = fp32;
+        twin = space.Canonical(twin);  // no ratio or rank without a codec
         std::vector<Point> twins = {twin};
-        if (nccl >= 0 && twin[3] != nccl) {
+        if (nccl >= 0 && twin[kAlgoDim] != nccl) {
           twins.push_back(twin);
-          twins.back()[3] = nccl;
+          twins.back()[kAlgoDim] = nccl;
+          twins.back() = space.Canonical(twins.back());
         }
         for (const Point& p : twins) {
           const std::string config = space.Describe(p);
@@ -638,7 +652,7 @@ struct Study {
           "no configuration is feasible (every trial failed the gate{}, or could not run)",
           state_limit_gib > 0 ? fmt::format(", or needs more than {:.4g} GiB of state (--state-memory)", state_limit_gib)
                               : ""));
-    const PlanChoice best = ChoiceOf(space, sr.best.point);
+    const PlanChoice best = ChoiceOf(space, sr.best.point, topo);
     log << fmt::format("best: {} (communication state {:.2f} GiB per rank)\n", space.Describe(sr.best.point),
                        CommStateBytes(best, work, topo.ranks()) / (1 << 30));
     return best;
@@ -700,7 +714,7 @@ struct Study {
     if (!lossy_allowed)
       log << "bands: lossless only (the step's best is lossless: no lossy codec pays --min-gain per step)\n";
     const PlanChoice baseline{"none", 25.0 * (1 << 20), 1, "nccl"};
-    const double largest_bucket = std::stod(space.dims[1].values.back()) * (1 << 20);
+    const double largest_bucket = std::stod(space.dims[kBucketDim].values.back()) * (1 << 20);
     for (const auto& [lo, hi] : SizeBands()) {
       const double size =
           hi ? std::sqrt(std::max<double>(lo, 4096) * static_cast<double>(hi)) : 4.0 * static_cast<double>(lo);
@@ -719,24 +733,22 @@ struct Study {
         double model_us;
       };
       std::vector<Candidate> candidates;
-      for (const auto& codec : space.dims[0].values) {
-        for (const auto& s : space.dims[2].values) {
-          for (const auto& algo : space.dims[3].values) {
-            for (const auto& prec : space.dims[4].values) {
-              for (double bucket : distinct) {
-                PlanChoice c{codec, bucket, std::stoi(s), algo, prec};
-                // The runtime runs a library rule in fp32 as the library's calls alone: streams do nothing.
-                if (algo == "nccl" && prec == "fp32" && c.streams != 1) continue;
-                if (auto v = gate.find(GateName(c)); v == gate.end() || !v->second) continue;
-                if (!StateFits(c) || !TargetRuns(o.target, c)) continue;
-                if (!lossy_allowed && !Lossless(c)) continue;
-                bool feasible = false;
-                const CommPlan plan = PlanOf(c, topo, &feasible, calp);
-                if (!feasible) continue;
-                candidates.push_back({c, RuleModelUs(fabric, plan, size, bucket)});
-              }
-            }
-          }
+      // Every configuration of the space (its bucket aside: the band's buckets are `distinct`).
+      for (uint64_t i = 0; i < space.Size(); ++i) {
+        const Point p = space.FromIndex(i);
+        if (p[kBucketDim] != 0 || !space.Valid(p)) continue;
+        for (double bucket : distinct) {
+          PlanChoice c = ChoiceOf(space, p, topo);
+          c.bucket_bytes = bucket;
+          // The runtime runs a library rule in fp32 as the library's calls alone: streams do nothing.
+          if (c.algo == "nccl" && c.precision == "fp32" && c.streams != 1) continue;
+          if (auto v = gate.find(GateName(c)); v == gate.end() || !v->second) continue;
+          if (!StateFits(c) || !TargetRuns(o.target, c)) continue;
+          if (!lossy_allowed && !Lossless(c)) continue;
+          bool feasible = false;
+          const CommPlan plan = PlanOf(c, topo, &feasible, calp);
+          if (!feasible) continue;
+          candidates.push_back({c, RuleModelUs(fabric, plan, size, bucket)});
         }
       }
       std::stable_sort(candidates.begin(), candidates.end(),
@@ -755,7 +767,8 @@ struct Study {
         r.codec = x.c.codec;
         r.streams = x.c.streams;
         r.algo = RuntimeAlgo(x.c);
-        r.hierarchy_depth = x.c.algo == "hier" ? 2 : 1;
+        r.hierarchy_depth = RuleDepth(x.c);
+        r.nodes_per_group = r.hierarchy_depth == 3 ? x.c.nodes_per_group : 0;
         r.precision = x.c.precision;
         r.bucket_bytes = static_cast<uint64_t>(x.c.bucket_bytes);
         r.gate = Lossless(x.c) ? "n/a" : "passed";
@@ -763,7 +776,8 @@ struct Study {
       // A bucket at or above the size runs the message whole: "whole" names every such bucket, so the
       // baseline at a size below its 25 MiB is the same run as any whole-message candidate.
       const auto label = [&](const Candidate& x) {
-        return fmt::format("{} {} streams {} bucket {}", GateName(x.c), RuntimeAlgo(x.c), x.c.streams,
+        return fmt::format("{} {}{} streams {} bucket {}", GateName(x.c), RuntimeAlgo(x.c),
+                           RuleDepth(x.c) == 3 ? " depth 3" : "", x.c.streams,
                            x.c.bucket_bytes >= size ? "whole" : FormatSize(static_cast<uint64_t>(x.c.bucket_bytes)));
       };
       const auto best_of = [&](const std::vector<Candidate>& xs, bool lossless, auto score) -> const Candidate* {
@@ -803,7 +817,8 @@ struct Study {
       std::map<std::string, int> per_config;
       for (const auto& x : candidates) {
         if (timed.size() >= static_cast<size_t>(o.band_candidates)) break;
-        const std::string config = fmt::format("{}|{}|{}|{}", x.c.codec, x.c.algo, x.c.streams, x.c.precision);
+        const std::string config =
+            fmt::format("{}|{}|{}|{}|{}", x.c.codec, x.c.algo, RuleDepth(x.c), x.c.streams, x.c.precision);
         if (per_config[config]++ < 2) timed.push_back(x);
       }
       {
@@ -914,8 +929,9 @@ struct Study {
                    "predicted_us, measured_us, study_id, updated) VALUES (?,?,?,?,?,?,?,?,?)");
       up.Bind(1, prof.fingerprint).Bind(2, r.op).Bind(3, static_cast<int64_t>(r.min_bytes))
           .Bind(4, static_cast<int64_t>(r.max_bytes))
-          .Bind(5, fmt::format("algo={} codec={} precision={} streams={} bucket={}", r.algo, r.codec, r.precision,
-                               r.streams, r.bucket_bytes))
+          .Bind(5, fmt::format("algo={} codec={} precision={} streams={} bucket={}{}", r.algo, r.codec, r.precision,
+                               r.streams, r.bucket_bytes,
+                               r.hierarchy_depth == 3 ? fmt::format(" depth=3 group={}", r.nodes_per_group) : ""))
           .Bind(6, r.predicted_us).Bind(8, res.study_id).Bind(9, IsoNow());
       if (r.measured_us >= 0) {
         up.Bind(7, r.measured_us);
@@ -961,6 +977,9 @@ TuneResult RunStudy(const TuneOptions& options, std::ostream& log) {
   const PlanChoice best = s.Best(sr);
   s.DescribeProfile(sr);
   s.PickRules(best);
+  // The bands kept on NCCL's allreduce: NCCL's algorithm there as the model sees it, advice only
+  // (the tuner plugin applies measured choices alone: ciuic-tune nccl-axis on the GPUs).
+  if (!s.CpuTopology()) AdviseNcclAxis(s.res.profile, s.topo);
   s.WriteProfileFile();
   s.Store(db, sr);
   return s.res;

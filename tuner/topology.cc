@@ -56,12 +56,16 @@ std::string Topology::Fingerprint() const {
   auto figure = [&](const char* field, double v) {
     return live.count(field) ? std::string("live") : fmt::format("{:.6g}", v);
   };
-  const std::string text = fmt::format(
+  std::string text = fmt::format(
       "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", nodes, devices_per_node, device.name,
       figure("device.memory_gib", device.memory_gib), figure("device.memory_bw_gbps", device.memory_bw_gbps),
       figure("device.peak_tflops_bf16", device.peak_tflops_bf16), intra.fabric,
       figure("intra.bw_gbps_per_device", intra.bw_gbps), figure("intra.latency_us", intra.latency_us), intra.nvls,
       nics.count, figure("nics.gbps", nics.gbps), figure("nics.latency_us", nics.latency_us), nics.rail_optimized);
+  // Only where there is a spine: a two-level topology keeps the fingerprint it always had.
+  if (spine.nodes_per_group > 0)
+    text += fmt::format("|spine|{}|{}|{}", spine.nodes_per_group, figure("spine.gbps_per_node", spine.gbps_per_node),
+                        figure("spine.latency_us", spine.latency_us));
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
   return fmt::format("{:016x}", h);
@@ -73,7 +77,7 @@ Topology ParseTopology(const std::string& text, const std::string& origin) {
   if (j.Has("published"))
     j["published"].Fail("no longer part of a topology: validation figures live in "
                         "profiles/published/nccl_tests.json (ciuic.published/1), apart from model inputs");
-  j.OnlyKeys({"schema", "name", "nodes", "devices_per_node", "device", "intra", "nics", "sources"});
+  j.OnlyKeys({"schema", "name", "nodes", "devices_per_node", "device", "intra", "nics", "spine", "sources"});
   const JsonValue schema = j["schema"];
   if (schema.String() != kSchema)
     schema.Fail(schema.String().rfind("ciuic.topology/", 0) == 0
@@ -102,6 +106,16 @@ Topology ParseTopology(const std::string& text, const std::string& origin) {
   t.nics.gbps = n["gbps"].Number(0, 1e5);
   t.nics.latency_us = n["latency_us"].Number(0, 1e6);
   t.nics.rail_optimized = n["rail_optimized"].Bool();
+  if (j.Has("spine")) {
+    const JsonValue sp = j["spine"];
+    sp.OnlyKeys({"nodes_per_group", "gbps_per_node", "latency_us"});
+    const JsonValue fan_in = sp["nodes_per_group"];
+    t.spine.nodes_per_group = static_cast<int>(fan_in.Integer(2, kMaxNodes));
+    t.spine.gbps_per_node = sp["gbps_per_node"].Number(1e-6, 1e5);
+    t.spine.latency_us = sp["latency_us"].Number(0, 1e6);
+    if (t.nodes > t.spine.nodes_per_group && t.nodes % t.spine.nodes_per_group != 0)
+      fan_in.Fail(fmt::format("{} nodes do not divide into groups of {}", t.nodes, t.spine.nodes_per_group));
+  }
   const JsonValue s = j["sources"];
   for (const auto& [k, v] : s.Members()) t.sources[k] = v.NonEmptyString();
   // Every number the model reads carries its source.
@@ -112,6 +126,8 @@ Topology ParseTopology(const std::string& text, const std::string& origin) {
     need.push_back("nics.gbps");
     need.push_back("nics.latency_us");
   }
+  if (t.spine.nodes_per_group > 0)
+    for (const char* k : {"spine.nodes_per_group", "spine.gbps_per_node", "spine.latency_us"}) need.push_back(k);
   for (const auto& k : need)
     if (!t.sources.count(k)) s.Fail(fmt::format("no source for '{}' (add it to \"sources\")", k));
   if (t.nodes > 1 && t.nics.count == 0) n["count"].Fail(fmt::format("0 NICs cannot connect {} nodes", t.nodes));
@@ -147,6 +163,9 @@ Topology LoadTopology(const std::string& name_or_path, int nodes) {
     if (nodes > kMaxNodes) throw UsageError(fmt::format("--nodes {}: must be in 1..{}", nodes, kMaxNodes));
     if (nodes > 1 && t.nics.count == 0)
       throw InputError(fmt::format("--nodes {}: topology '{}' has no NICs between nodes", nodes, t.name));
+    if (t.spine.nodes_per_group > 0 && nodes > t.spine.nodes_per_group && nodes % t.spine.nodes_per_group != 0)
+      throw UsageError(fmt::format("--nodes {}: topology '{}' groups its nodes {} per spine group (a multiple of {})",
+                                   nodes, t.name, t.spine.nodes_per_group, t.spine.nodes_per_group));
     t.nodes = nodes;
   }
   return t;

@@ -37,6 +37,16 @@ struct TopologyNics {
   bool rail_optimized = false;
 };
 
+// An optional third level: nodes in groups (racks, pods) behind an oversubscribed spine. A group's
+// nodes reach one another through their NICs (a leaf switch); traffic between groups crosses the
+// spine, where each node gets `gbps_per_node` (the group's uplink shared by its nodes) and each hop
+// adds `latency_us` to the NICs' latency.
+struct TopologySpine {
+  int nodes_per_group = 0;  // fan-in; 0: no third level
+  double gbps_per_node = 0;  // Gb/s per node across the spine, all nodes of a group sending at once
+  double latency_us = 0;     // added per hop that crosses the spine
+};
+
 struct Topology {
   std::string name;
   int nodes = 1;
@@ -44,13 +54,18 @@ struct Topology {
   TopologyDevice device;
   TopologyLink intra;
   TopologyNics nics;
+  TopologySpine spine;  // nodes_per_group 0: two levels
   std::map<std::string, std::string> sources;    // field -> where the number comes from
   std::string origin;                            // file path or "detected"
   std::set<std::string> live;                    // fields measured when loaded (cpu_local): not fingerprinted
 
   int ranks() const { return nodes * devices_per_node; }
-  // Stable hash of what defines the topology (counts, device name, fabric, NICs and the figures a file
-  // gives; not sources, nor `live` measurements): keys stored results and resumed studies.
+  // Whether the nodes form several groups behind a spine (the third level hier depth 3 runs on).
+  bool HasSpine() const { return spine.nodes_per_group > 0 && nodes > spine.nodes_per_group; }
+  // Nodes fill whole groups, or fit in one (--nodes below the fan-in).
+  int groups() const { return HasSpine() ? nodes / spine.nodes_per_group : 1; }
+  // Stable hash of what defines the topology (counts, device name, fabric, NICs, the spine where there
+  // is one, and the figures a file gives; not sources, nor `live` measurements): keys stored results and resumed studies.
   std::string Fingerprint() const;
 };
 

@@ -478,6 +478,86 @@ TEST(Topology, StrictLoaderRefusesBadFiles) {
   EXPECT_THROW(LoadTopology("cpu_local", 2), InputError);  // no NICs between nodes
 }
 
+// The third level: optional, strict, fingerprinted only where present.
+TEST(Topology, ASpineIsOptionalStrictAndLeavesTwoLevelFingerprintsAlone) {
+  // The shipped profiles hold the fingerprints of their topologies as they were before the spine.
+  for (const char* name : {"dgx_a100", "dgx_h100"}) {
+    const nlohmann::json shipped =
+        nlohmann::json::parse(ReadText(std::string(CIUIC_SOURCE_DIR) + "/profiles/" + name + ".profile.json"));
+    const Topology t = LoadTopology(name, shipped["topology"]["nodes"].get<int>());
+    EXPECT_FALSE(t.HasSpine());
+    EXPECT_EQ(t.Fingerprint(), shipped["topology"]["fingerprint"].get<std::string>()) << name;
+  }
+  const Topology racks = LoadTopology("cluster_lab_racks");
+  ASSERT_TRUE(racks.HasSpine());
+  EXPECT_EQ(racks.groups(), 2);
+  EXPECT_EQ(racks.spine.nodes_per_group, 2);
+  for (const char* k : {"spine.nodes_per_group", "spine.gbps_per_node", "spine.latency_us"})
+    EXPECT_TRUE(racks.sources.count(k)) << k;
+  // The same file without its spine is another topology; with a faster spine too.
+  Topology flat = racks;
+  flat.spine = {};
+  EXPECT_NE(flat.Fingerprint(), racks.Fingerprint());
+  Topology faster = racks;
+  faster.spine.gbps_per_node *= 2;
+  EXPECT_NE(faster.Fingerprint(), racks.Fingerprint());
+  // --nodes keeps whole groups, or one group.
+  EXPECT_EQ(LoadTopology("cluster_lab_racks", 8).groups(), 4);
+  EXPECT_FALSE(LoadTopology("cluster_lab_racks", 2).HasSpine());
+  EXPECT_THROW(LoadTopology("cluster_lab_racks", 3), UsageError);
+  const std::string ok = ReadText(ProfilesDir() + "/topologies/cluster_lab_racks.json");
+  ASSERT_NO_THROW(ParseTopology(ok, "t.json"));
+  auto replace = [&](const std::string& from, const std::string& to) { return ReplaceOnce(ok, from, to); };
+  for (const std::string& text :
+       {replace("\"nodes_per_group\": 2", "\"nodes_per_group\": 1"),
+        replace("\"nodes_per_group\": 2", "\"nodes_per_group\": 3"),  // 4 nodes
+        replace("\"gbps_per_node\": 0.1", "\"gbps_per_node\": 0"),
+        replace("\"gbps_per_node\": 0.1,", "\"gbps_per_node\": 0.1, \"oversubscription\": 4,"),
+        replace("\"spine.latency_us\": ", "\"spine.latency\": ")})
+    EXPECT_THROW(ParseTopology(text, "t.json"), InputError) << text;
+}
+
+// A slow spine: hier depth 3 sends 1/(ranks per group) of a message across it where depth 2 sends
+// 1/(ranks per node), in fewer hops; every flat algorithm pays the spine for what crosses it.
+TEST(CostModel, ASlowSpineMakesDepthThreeWinForLargeMessagesAndTheFlatRingPaysIt) {
+  const Topology racks = LoadTopology("cluster_lab_racks");
+  Topology flat = racks;
+  flat.spine = {};
+  const Fabric f = EffectiveFabric(racks), no_spine = EffectiveFabric(flat);
+  EXPECT_EQ(f.groups, 2);
+  EXPECT_TRUE(Offers(f, ModelAlgo::kHierarchical3));
+  EXPECT_FALSE(Offers(no_spine, ModelAlgo::kHierarchical3));
+  EXPECT_TRUE(std::isinf(PredictAllReduceUs(no_spine, ModelAlgo::kHierarchical3, 1 << 20)));
+  // The uplink of a group: 2 nodes x 0.1 Gb/s after line encoding.
+  EXPECT_NEAR(f.group_uplink_gbps, 2 * 0.1 / 8 * 64 / 66, 1e-9);
+  for (double bytes : {64.0 * (1 << 20), 1024.0 * (1 << 20)}) {
+    const double hier2 = PredictAllReduceUs(f, ModelAlgo::kHierarchical, bytes);
+    const double hier3 = PredictAllReduceUs(f, ModelAlgo::kHierarchical3, bytes);
+    const double ring = PredictAllReduceUs(f, ModelAlgo::kRing, bytes);
+    EXPECT_LT(hier3, 0.9 * hier2) << bytes;
+    EXPECT_LT(hier2, ring) << bytes;
+    // The bandwidth terms by hand (bytes per us): both reduce-scatter and allgather half the message
+    // within a node; depth 2's 2 rings per uplink then move 2(4-1)/4 of half of it; depth 3's group
+    // step moves 2(2-1)/2 of half of it at a node's NIC share, and its 4 rings per uplink 2(2-1)/2
+    // of a quarter.
+    const double intra = f.intra.bw_gbps * 1e3, nic = f.inter.bw_gbps * 1e3, up = f.group_uplink_gbps * 1e3;
+    EXPECT_NEAR(hier3 - PredictAllReduceUs(f, ModelAlgo::kHierarchical3, 0.0),
+                bytes / intra + (bytes / 2) / nic + (bytes / 4) / (up / 4), 1e-6 * hier3);
+    EXPECT_NEAR(hier2 - PredictAllReduceUs(f, ModelAlgo::kHierarchical, 0.0),
+                bytes / intra + 1.5 * (bytes / 2) / (up / 2), 1e-6 * hier2);
+    // Without the spine the flat algorithms are faster: they paid it.
+    for (ModelAlgo a : {ModelAlgo::kRing, ModelAlgo::kRecursiveDoubling, ModelAlgo::kNcclRing, ModelAlgo::kNcclTree,
+                        ModelAlgo::kHierarchical})
+      EXPECT_GT(PredictAllReduceUs(f, a, bytes), 2 * PredictAllReduceUs(no_spine, a, bytes)) << ModelAlgoName(a);
+  }
+  // Each hop across the spine costs its latency too: a 4-byte message.
+  EXPECT_GT(PredictAllReduceUs(f, ModelAlgo::kRing, 4), PredictAllReduceUs(no_spine, ModelAlgo::kRing, 4));
+  // Two-level topologies price as they did: the spine terms are absent.
+  const Fabric a100 = EffectiveFabric(LoadTopology("dgx_a100", 4));
+  EXPECT_EQ(a100.groups, 1);
+  EXPECT_FALSE(Offers(a100, ModelAlgo::kHierarchical3));
+}
+
 int RunTune(const std::string& args, std::string* out, std::string* err) {
   // Per process: ctest runs the tests of this binary as parallel processes.
   const std::string base = ::testing::TempDir() + "/ciuic_tune_" + std::to_string(getpid());

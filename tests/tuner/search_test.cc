@@ -7,6 +7,11 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
 
 #include "core/error.h"
 #include "tuner/plan_space.h"
@@ -75,8 +80,11 @@ TEST(Search, AConditionalSpaceNeverProposesAnInvalidPoint) {
   const Topology t = LoadTopology("dgx_a100", 2);
   const SearchSpace s = AllReducePlanSpace(t);
   const Workload w = LoadWorkload("gpt2_xl");
-  uint64_t offered = 0;
-  for (uint64_t i = 0; i < s.Size(); ++i) offered += Offered(ChoiceOf(s, s.FromIndex(i)), t) ? 1 : 0;
+  uint64_t offered = 0;  // each configuration once: its point with the dimensions it lacks at 0
+  for (uint64_t i = 0; i < s.Size(); ++i) {
+    const Point p = s.FromIndex(i);
+    offered += s.Canonical(p) == p && Offered(ChoiceOf(s, p), t) ? 1 : 0;
+  }
   EXPECT_EQ(s.ValidSize(), offered);
   EXPECT_LT(s.ValidSize(), s.Size() / 4);  // most codec × algorithm × precision combinations do not exist
   const Objective f = [&](const Point& p) {
@@ -96,6 +104,98 @@ TEST(Search, AConditionalSpaceNeverProposesAnInvalidPoint) {
   SearchSpace none = s;
   none.valid = [](const Point&) { return false; };
   EXPECT_THROW(Search(none, f, SearchOptions{}), UsageError);
+}
+
+// The codec's parameter and hier's depth are axes of their own, each where it applies: exactly the
+// documented values, no configuration twice, nothing the runtime does not offer.
+TEST(PlanSpace, OffersExactlyTheDocumentedRatiosRanksAndDepthsAndEachConfigurationOnce) {
+  EXPECT_EQ(PlanSpaceCodecs(),
+            (std::vector<std::string>{"none", "bf16", "fp16", "fp8e4m3", "int8", "int4", "sign1", "randomk:0.1",
+                                      "randomk:0.05", "randomk:0.01", "randomk:0.001", "topk:0.1", "topk:0.05",
+                                      "topk:0.01", "topk:0.001", "powersgd:1", "powersgd:2", "powersgd:4",
+                                      "powersgd:8", "powersgd:16", "powersgd:32"}));
+  for (const auto& [name, nodes, spine] :
+       {std::tuple{"cluster_lab_racks", 0, true}, std::tuple{"cluster_lab_racks", 2, false},
+        std::tuple{"dgx_a100", 4, false}}) {
+    SCOPED_TRACE(fmt::format("{} --nodes {}", name, nodes));
+    const Topology t = LoadTopology(name, nodes);
+    ASSERT_EQ(t.HasSpine(), spine);
+    const SearchSpace s = AllReducePlanSpace(t);
+    std::map<std::string, int> seen;  // a configuration -> the valid points that are it
+    std::set<std::string> codecs;
+    std::set<int> depths;
+    for (uint64_t i = 0; i < s.Size(); ++i) {
+      const Point p = s.FromIndex(i);
+      const PlanChoice c = ChoiceOf(s, p, t);
+      if (!s.Valid(p)) {
+        // An invalid point is one the runtime does not offer, or a dimension set where it does not apply.
+        EXPECT_TRUE(!Offered(c, t) || s.Canonical(p) != p) << s.Describe(p);
+        continue;
+      }
+      EXPECT_TRUE(Offered(c, t)) << s.Describe(p);
+      EXPECT_EQ(s.Canonical(p), p);
+      ++seen[fmt::format("{} {} {} {} {} {}", c.codec, c.bucket_bytes, c.streams, c.algo, c.precision, RuleDepth(c))];
+      codecs.insert(c.codec);
+      if (c.algo == "hier") {
+        depths.insert(c.hierarchy_depth);
+        EXPECT_EQ(c.nodes_per_group, c.hierarchy_depth == 3 ? 2 : 0);
+      }
+      const std::string d = s.Describe(p);
+      // Describe names the parameter and the depth only where they apply.
+      EXPECT_EQ(d.find("ratio=") != std::string::npos, c.codec.rfind("topk", 0) == 0 || c.codec.rfind("randomk", 0) == 0) << d;
+      EXPECT_EQ(d.find("rank=") != std::string::npos, c.codec.rfind("powersgd", 0) == 0) << d;
+      EXPECT_EQ(d.find("depth=") != std::string::npos, spine && c.algo == "hier") << d;
+    }
+    for (const auto& [config, n] : seen) EXPECT_EQ(n, 1) << config;
+    EXPECT_EQ(seen.size(), s.ValidSize());
+    const std::vector<std::string> all = PlanSpaceCodecs();
+    EXPECT_EQ(codecs, std::set<std::string>(all.begin(), all.end()));
+    EXPECT_EQ(depths, (spine ? std::set<int>{2, 3} : std::set<int>{2}));
+  }
+  // One machine has no hier at all; depth 3 is never offered without a spine.
+  const Topology one = LoadTopology("dgx_a100", 1);
+  EXPECT_FALSE(Offered({"none", 1 << 20, 1, "hier", "fp32", 2}, one));
+  EXPECT_FALSE(Offered({"none", 1 << 20, 1, "hier", "fp32", 3}, LoadTopology("dgx_a100", 4)));
+  EXPECT_TRUE(Offered({"none", 1 << 20, 1, "hier", "fp32", 3}, LoadTopology("cluster_lab_racks")));
+  // Only the ciuic runtime groups nodes behind a spine.
+  for (const auto& target : TuneTargets())
+    EXPECT_EQ(TargetRuns(target, {"none", 1 << 20, 1, "hier", "fp32", 3, 2}), target == "ciuic") << target;
+  // PowerSGD's warm-start Q grows with the rank; the ratio leaves top-k's state alone.
+  const Workload w = LoadWorkload("resnet50");
+  EXPECT_LT(CommStateBytes({"powersgd:1", 1 << 25, 1, "ring"}, w, 8), CommStateBytes({"powersgd:32", 1 << 25, 1, "ring"}, w, 8));
+  EXPECT_EQ(CommStateBytes({"none", 1 << 25, 1, "hier", "fp32", 3, 2}, w, 8),
+            CommStateBytes({"none", 1 << 25, 1, "hier", "fp32", 2}, w, 8));
+}
+
+// Every strategy within its budget on the bigger space of a topology with a spine, every trial a
+// point the runtime offers; the grid is every valid point.
+TEST(Search, EveryStrategyStaysInTheSpaceOfAThreeLevelTopology) {
+  const Topology t = LoadTopology("cluster_lab_racks");
+  const SearchSpace s = AllReducePlanSpace(t);
+  const Workload w = LoadWorkload("gpt2_xl");
+  std::printf("cluster_lab_racks: %llu points, %llu valid\n", static_cast<unsigned long long>(s.Size()),
+              static_cast<unsigned long long>(s.ValidSize()));
+  int deep = 0;
+  const Objective f = [&](const Point& p) {
+    const PlanChoice c = ChoiceOf(s, p, t);
+    EXPECT_TRUE(s.Valid(p) && Offered(c, t)) << s.Describe(p);
+    deep += RuleDepth(c) == 3;
+    return ModelStepUs(c, t, w, w.default_batch);
+  };
+  for (const auto& strategy : SearchStrategies()) {
+    SearchOptions o;
+    o.strategy = strategy;
+    o.budget = 100;
+    deep = 0;
+    const SearchResult r = Search(s, f, o);
+    if (strategy == "grid") {
+      EXPECT_EQ(r.trials.size(), s.ValidSize());
+    } else {
+      EXPECT_EQ(r.trials.size(), 100u) << strategy;
+    }
+    EXPECT_GT(deep, 0) << strategy << " never tried depth 3";
+    for (const auto& trial : r.trials) EXPECT_TRUE(std::isfinite(trial.score)) << strategy << " " << s.Describe(trial.point);
+  }
 }
 
 TEST(Search, BayesAndCoordinateDescentReachTheGridOptimumWithFivePercentOfItsEvaluations) {
