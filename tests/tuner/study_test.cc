@@ -17,6 +17,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "collectives/backends/local/communicator.h"
+#include "collectives/runtime_rules.h"
 #include "core/database.h"
 #include "core/error.h"
 #include "core/sizes.h"
@@ -468,6 +470,38 @@ TEST_F(Study, ALossyBestIsWeighedAgainstALocallyBestLosslessConfiguration) {
 
 namespace ciuic {
 namespace {
+
+// Racks of two hosts behind a spine slower than a host's link: the study searches hier's depth, a
+// large band groups the nodes as the racks do, and the runtime runs that rule at depth 3 (its group
+// size reaches the algorithm). Four racks: on two, the model gives large messages to the library's
+// tree, which crosses the spine once per direction as depth 3 does without its in-rack step.
+TEST_F(Study, AThreeLevelTopologyGetsADepthThreeRuleThatTheRuntimeRunsAtDepthThree) {
+  TuneOptions o = Options("cluster_lab_racks", 8);
+  o.min_gain = 0.99;  // lossless only: the depth decides, not a codec
+  const TuneResult r = RunStudy(o, log_);
+  const Profile p = LoadProfile(r.profile_path);
+  const ProfileRule& big = p.RuleFor(uint64_t{1} << 30);
+  EXPECT_EQ(big.codec, "none");
+  EXPECT_EQ(big.algo, "hier");
+  EXPECT_EQ(big.hierarchy_depth, 3);
+  EXPECT_EQ(big.nodes_per_group, 2);
+  for (const auto& rule : p.rules) EXPECT_EQ(rule.nodes_per_group, rule.hierarchy_depth == 3 ? 2 : 0);
+  const std::string said = log_.str();
+  EXPECT_NE(said.find(" depth=3"), std::string::npos) << said;  // trials searched the axis
+  // The rule as the runtime takes it, on 16 thread ranks as 8 nodes of 2 (the runtime's own tests
+  // check the sums: tests/collectives/runtime_rules_test.cc).
+  RunLocalRanks(16, [&](Communicator& c) {
+    RuleRuntimeConfig cfg;
+    cfg.profile = std::make_shared<Profile>(p);
+    cfg.fixed.algo.ranks_per_node = 2;
+    RuleRuntime rt(c, cfg);
+    const size_t n = (size_t{1} << 30) / 4;
+    const RuntimeConfig& run = rt.ConfigFor(n, DType::kFloat32);
+    EXPECT_EQ(run.algo.algo, AllReduceAlgo::kHierarchical);
+    EXPECT_EQ(run.algo.nodes_per_group, 2);
+    EXPECT_NE(ConfigKey(run).find(" 2 nodes/group"), std::string::npos) << ConfigKey(run);
+  });
+}
 
 // --target: the profile is the best one for that consumer, never a choice it cannot run.
 TEST_F(Study, ATargetOnlyGetsWhatItsConsumerCanRun) {
