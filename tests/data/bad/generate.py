@@ -531,6 +531,21 @@ for edit, where in [("", "not valid JSON"), (setk(["rules", 2, "bucket_bytes"], 
               [CIUIC + " --profile {path} --profile-override"])
 case("profile", "deep.json: profile.schema", "{tune} export --profile {case_dir}/json/deep.json")
 case("profile", "--profile||{work}", "{tune} export --profile {work}/")
+# hier depth 3's group size (nodes_per_group): required at depth 3, several whole groups of the
+# profile's nodes, refused at any other depth.
+def depth3(**rule):
+    return lambda j: j["rules"][0].update(dict(algo="hier", hierarchy_depth=3, **rule))
+
+
+pr(depth3(), "profile.rules[0].nodes_per_group")  # missing
+for v in [0, 1, 1.5, "2", None]:
+    pr(depth3(nodes_per_group=v), "profile.rules[0].nodes_per_group")
+pr(depth3(nodes_per_group=2), "profile.rules[0].nodes_per_group")  # the profile's 2 nodes: one group
+pr(lambda j: depth3(nodes_per_group=3)(j) or j["topology"].update(nodes=4, ranks=32),
+   "profile.rules[0].nodes_per_group")  # 4 nodes do not divide into groups of 3
+pr(setk(["rules", 0, "nodes_per_group"], 2), "profile.rules[0].nodes_per_group")  # depth 1
+pr(lambda j: j["rules"][0].update(algo="hier", hierarchy_depth=2, nodes_per_group=2),
+   "profile.rules[0].nodes_per_group")  # depth 2
 
 
 # ---- topology JSON --------------------------------------------------------------------------------
@@ -618,6 +633,30 @@ case("topology", "deep.json: topology.schema", "{tune} model --topology {case_di
 case("topology", "--topology||t.json", "{tune} model --topology {work}/t.json --sizes 1K", setup="mkfifo t.json")
 case("topology", "--topology||{work}", "{tune} model --topology {work}/ --sizes 1K")
 case("topology", "--topology||sub.json", "{tune} model --topology {work}/sub.json --sizes 1K", setup="mkdir sub.json")
+# The optional third level (spine): strict like the rest, every number with its source.
+SPINE = {"nodes_per_group": 2, "gbps_per_node": 25, "latency_us": 3.0}
+SPINE_SOURCES = {"spine." + k: "the bad-input corpus" for k in SPINE}
+
+
+def with_spine(nodes=4, **change):
+    def edit(j):
+        j["nodes"] = nodes
+        j["spine"] = dict(SPINE, **change)
+        j["sources"].update(SPINE_SOURCES)
+    return edit
+
+
+tp(lambda j: with_spine()(j) or j.update(spine="rack"), "topology.spine")
+tp(with_spine(oversubscription=4), "topology.spine")
+for key, v in [("nodes_per_group", 1), ("nodes_per_group", 0), ("nodes_per_group", 1.5), ("nodes_per_group", "2"),
+               ("gbps_per_node", 0), ("gbps_per_node", -1), ("gbps_per_node", 1e6), ("latency_us", -1),
+               ("latency_us", None)]:
+    tp(with_spine(**{key: v}), f"topology.spine.{key}")
+tp(lambda j: with_spine()(j) or delk(["spine", "gbps_per_node"])(j), "topology.spine.gbps_per_node")
+tp(lambda j: with_spine()(j) or delk(["sources", "spine.latency_us"])(j), "topology.sources")
+tp(with_spine(nodes=6, nodes_per_group=4), "topology.spine.nodes_per_group")  # 6 nodes, groups of 4
+# --nodes that splits a group of a built-in with a spine.
+case("topology", "--nodes", "{tune} model --topology cluster_lab_racks --nodes 3 --sizes 1K")
 
 
 # ---- workload JSON --------------------------------------------------------------------------------
