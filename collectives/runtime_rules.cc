@@ -52,6 +52,8 @@ RuntimeConfig ConfigForRule(const ProfileRule& rule, DType type, const RuntimeCo
   a.in_flight = rule.streams;
   a.precision = ParsePrecision(rule.precision);
   a.algo = rule.algo == "nccl" ? AllReduceAlgo::kNative : ParseAlgo(rule.algo);
+  // A hier rule's depth is the profile's: 3 groups the nodes as the rule says, 2 does not group them.
+  if (rule.algo == "hier") a.nodes_per_group = rule.hierarchy_depth == 3 ? rule.nodes_per_group : 0;
   c.bucket_bytes = rule.bucket_bytes ? rule.bucket_bytes : kWholeMessage;
   if (Is16(type) && a.codec.kind == CodecKind::kNone) {
     // Lossless for a 16-bit gradient: its own width on the wire, never twice the bytes.
@@ -78,11 +80,12 @@ std::string ConfigKey(const RuntimeConfig& c) {
   // configuration than the fp16/bf16 codec with it.
   const bool no_ef = !c.algo.codec.error_feedback && c.algo.codec.kind != CodecKind::kNone;
   const uint32_t block = c.algo.codec.block;
-  return fmt::format("{} {} {} {} B x{}{}{}{}", AlgoName(c.algo.algo), CodecName(c.algo.codec),
+  return fmt::format("{} {} {} {} B x{}{}{}{}{}", AlgoName(c.algo.algo), CodecName(c.algo.codec),
                      DTypeName(c.algo.precision), c.bucket_bytes >= kWholeMessage ? uint64_t{0} : uint64_t{c.bucket_bytes},
                      c.algo.in_flight, no_ef ? " no-ef" : "",
                      block != CodecSpec().block ? fmt::format(" block {}", block) : std::string(),
-                     c.algo.ranks_per_node ? fmt::format(" {}/node", c.algo.ranks_per_node) : std::string());
+                     c.algo.ranks_per_node ? fmt::format(" {}/node", c.algo.ranks_per_node) : std::string(),
+                     c.algo.nodes_per_group ? fmt::format(" {} nodes/group", c.algo.nodes_per_group) : std::string());
 }
 
 void CheckProfileWorld(const Profile& profile, Communicator& comm, int ranks_per_node) {

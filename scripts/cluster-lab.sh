@@ -9,7 +9,7 @@
 # (processes, namespaces, files) when the command ends, fails or is interrupted.
 #
 #   scripts/cluster-lab.sh [--hosts 2] [--ranks-per-host 2] [--rate 1gbit] [--delay 1ms] [--loss 0]
-#                          [--run] -- COMMAND [ARGS...]
+#                          [--racks 1] [--spine-rate 200mbit] [--run] -- COMMAND [ARGS...]
 #
 #   (default)  COMMAND runs as an MPI job: mpiexec -n HOSTS*RANKS_PER_HOST, RANKS_PER_HOST per host.
 #   --run      COMMAND runs once on labhost0 with the lab's Open MPI settings in its environment, so
@@ -19,6 +19,10 @@
 #   --loss P   packet loss in percent on each host's egress (default 0: none)
 #              Delay and loss need the kernel's netem qdisc: without it they are refused (exit 1)
 #              and the rate is shaped with tbf.
+#   --racks K  K racks of HOSTS/K hosts (consecutive host numbers): each rack's hosts on a bridge of
+#              its own, the racks' bridges joined through a spine bridge by one uplink each
+#   --spine-rate R  each rack uplink's rate, both directions (tbf; default 200mbit; "none": unshaped):
+#              the oversubscribed spine of profiles/topologies/cluster_lab_racks.json
 #
 #   scripts/cluster-lab.sh --hosts 2 --ranks-per-host 2 --rate 1gbit -- \
 #       build/bin/ciuic-bench allreduce --backend ciuic --algo hier --codec int8 --sizes 1M:64M
@@ -26,8 +30,8 @@
 # Needs root (namespaces, tc, /etc/netns). Exit code: the command's (the lab's own failures: 1).
 set -euo pipefail
 
-hosts=2 rph=2 rate=1gbit delay=0 loss=0 run_plain=0
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
+hosts=2 rph=2 rate=1gbit delay=0 loss=0 run_plain=0 racks=1 spine_rate=200mbit
+usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
 need_value() { [ $# -ge 2 ] && [ -n "$2" ] || { echo "cluster-lab: $1 needs a value" >&2; exit 1; }; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -36,6 +40,8 @@ while [ $# -gt 0 ]; do
     --rate) need_value "$@"; rate=$2; shift 2 ;;
     --delay) need_value "$@"; delay=$2; shift 2 ;;
     --loss) need_value "$@"; loss=$2; shift 2 ;;
+    --racks) need_value "$@"; racks=$2; shift 2 ;;
+    --spine-rate) need_value "$@"; spine_rate=$2; shift 2 ;;
     --run) run_plain=1; shift ;;
     --) shift; break ;;
     -h|--help) usage; exit 0 ;;
@@ -53,6 +59,10 @@ done
   { echo "cluster-lab: --delay '$delay' is not a tc time (e.g. 1ms, 200us, 0)" >&2; exit 1; }
 [[ "$loss" =~ ^[0-9]+(\.[0-9]+)?$ ]] && awk -v l="$loss" 'BEGIN { exit !(l < 100) }' ||
   { echo "cluster-lab: --loss '$loss' is not a percentage below 100" >&2; exit 1; }
+[[ "$racks" =~ ^[0-9]+$ ]] && [ "$racks" -ge 1 ] && [ $((hosts % racks)) -eq 0 ] ||
+  { echo "cluster-lab: --racks '$racks' does not divide the $hosts host(s) into racks" >&2; exit 1; }
+[[ "$spine_rate" == none || "$spine_rate" =~ ^[0-9]+(\.[0-9]+)?([kmgt]?bit|[kmgt]?bps)$ ]] ||
+  { echo "cluster-lab: --spine-rate '$spine_rate' is not a tc rate (e.g. 200mbit) or none" >&2; exit 1; }
 if [ "$(id -u)" -ne 0 ]; then
   echo "cluster-lab: needs root (network and UTS namespaces, tc, /etc/netns); run it as root" >&2
   exit 1
@@ -109,6 +119,26 @@ ip netns add "$sw"
 ip -n "$sw" link set lo up
 ip -n "$sw" link add br0 type bridge
 ip -n "$sw" link set br0 up
+# Racks: a bridge each, joined to br0 (the spine) by a veth pair whose two ends are shaped, so traffic
+# between racks crosses the rack's uplink at the spine rate in each direction.
+port_bridge() { echo br0; }
+if [ "$racks" -gt 1 ]; then
+  for r in $(seq 0 $((racks - 1))); do
+    ip -n "$sw" link add "rk$r" type bridge
+    ip -n "$sw" link set "rk$r" up
+    ip -n "$sw" link add "up$r" type veth peer name "dn$r"
+    ip -n "$sw" link set "up$r" master "rk$r"
+    ip -n "$sw" link set "dn$r" master br0
+    ip -n "$sw" link set "up$r" up
+    ip -n "$sw" link set "dn$r" up
+    if [ "$spine_rate" != none ]; then
+      for end in "up$r" "dn$r"; do
+        ip netns exec "$sw" tc qdisc add dev "$end" root tbf rate "$spine_rate" burst 256kb latency 100ms
+      done
+    fi
+  done
+  port_bridge() { echo "rk$(($1 / (hosts / racks)))"; }
+fi
 hostfile="$labdir/hostfile"
 hostsfile="$labdir/hosts"
 printf '127.0.0.1\tlocalhost\n' >"$hostsfile"
@@ -127,7 +157,7 @@ for i in $(seq 0 $((hosts - 1))); do
   ip -n "$ns" link add eth0 type veth peer name "p$i" netns "$sw"
   ip -n "$ns" addr add "10.213.$(((i + 1) / 256)).$(((i + 1) % 256))/16" dev eth0
   ip -n "$ns" link set eth0 up
-  ip -n "$sw" link set "p$i" master br0
+  ip -n "$sw" link set "p$i" master "$(port_bridge "$i")"
   ip -n "$sw" link set "p$i" up
   if [ "$delay" != 0 ] || [ "$loss" != 0 ]; then
     # netem: the rate, the delay and the loss in one qdisc.
@@ -169,11 +199,15 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_mpi_yield_when_idle=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export GLOO_SOCKET_IFNAME=eth0
-export CIUIC_LAB_HOSTS=$hosts CIUIC_LAB_RANKS_PER_HOST=$rph
+export CIUIC_LAB_HOSTS=$hosts CIUIC_LAB_RANKS_PER_HOST=$rph CIUIC_LAB_RACKS=$racks
 
 shaping="rate $rate, delay $delay, loss $loss%"
 [ "$rate" = none ] && [ "$delay" = 0 ] && [ "$loss" = 0 ] && shaping="unshaped"
-echo "cluster-lab: $hosts host(s) labhost0..labhost$((hosts - 1)) x $rph rank(s), 10.213.0.0/16 behind one switch; each link $shaping" >&2
+if [ "$racks" -gt 1 ]; then
+  echo "cluster-lab: $hosts host(s) labhost0..labhost$((hosts - 1)) x $rph rank(s), 10.213.0.0/16 in $racks racks of $((hosts / racks)) behind a spine (each rack's uplink $spine_rate); each host's link $shaping" >&2
+else
+  echo "cluster-lab: $hosts host(s) labhost0..labhost$((hosts - 1)) x $rph rank(s), 10.213.0.0/16 behind one switch; each link $shaping" >&2
+fi
 
 # The command runs in the background and the script waits for it, so that a signal to the script alone
 # (kill, a CI timeout) ends the lab at once: the traps run, and the cleanup ends what the command left.

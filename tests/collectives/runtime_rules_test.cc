@@ -265,6 +265,54 @@ TEST(RuleRuntime, ResidualMovesBetweenTensorIds) {
   EXPECT_TRUE(ok[1]);
 }
 
+// A hier rule's depth is the profile's: depth 3 groups the nodes by the rule's nodes_per_group (a
+// size that does not divide them fails as only the grouped hierarchy can), depth 2 does not group
+// them whatever the fixed settings say. 8 ranks as 4 nodes of 2, the sum of small integers exact.
+TEST(RuleRuntime, AHierRuleRunsAtItsOwnDepthWithItsGroupSize) {
+  const auto profile = [](int depth, int nodes_per_group) {
+    auto p = ThreeBands(8);
+    p->nodes = 4;
+    ProfileRule r = Rule(0, 0, "hier", "none", 64 << 10);
+    r.hierarchy_depth = depth;
+    r.nodes_per_group = nodes_per_group;
+    p->rules = {r};
+    return p;
+  };
+  RunLocalRanks(8, [&](Communicator& c) {
+    RuleRuntimeConfig cfg;
+    cfg.profile = profile(3, 2);
+    cfg.fixed.algo.ranks_per_node = 2;
+    RuleRuntime rt(c, cfg);
+    EXPECT_EQ(rt.ConfigFor(1000, DType::kFloat32).algo.nodes_per_group, 2);
+    EXPECT_EQ(ConfigKey(rt.ConfigFor(1000, DType::kFloat32)), "hier none fp32 65536 B x1 2/node 2 nodes/group");
+    const size_t n = 40000;
+    std::vector<float> x(n);
+    for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 7 + static_cast<size_t>(c.Rank()) * 13) % 101);
+    rt.AllReduce(x.data(), n, DType::kFloat32, 1, false);
+    for (size_t i = 0; i < n; i += 997) {
+      float want = 0;
+      for (int k = 0; k < 8; ++k) want += static_cast<float>((i * 7 + static_cast<size_t>(k) * 13) % 101);
+      ASSERT_EQ(x[i], want) << i;
+    }
+  });
+  RunLocalRanks(8, [&](Communicator& c) {
+    RuleRuntimeConfig cfg;
+    cfg.profile = profile(3, 3);  // 4 nodes in groups of 3
+    cfg.fixed.algo.ranks_per_node = 2;
+    RuleRuntime rt(c, cfg);
+    std::vector<float> x(1000, 1.0f);
+    EXPECT_THROW(rt.AllReduce(x.data(), x.size(), DType::kFloat32, 1, false), UsageError);
+  });
+  RunLocalRanks(8, [&](Communicator& c) {
+    RuleRuntimeConfig cfg;
+    cfg.profile = profile(2, 0);
+    cfg.fixed.algo.ranks_per_node = 2;
+    cfg.fixed.algo.nodes_per_group = 2;  // the rule says depth 2
+    RuleRuntime rt(c, cfg);
+    EXPECT_EQ(rt.ConfigFor(1000, DType::kFloat32).algo.nodes_per_group, 0);
+  });
+}
+
 TEST(RuleRuntime, AProfileOfAnotherWorldIsRefusedNamingBoth) {
   std::vector<std::string> msg(2);
   RunLocalRanks(2, [&](Communicator& c) {
