@@ -185,8 +185,8 @@ std::vector<ProfileRule> ParseRules(const JsonValue& array, int nodes) {
       const bool below = x.max_bytes != 0 && x.max_bytes <= y.min_bytes;
       const bool above = y.max_bytes != 0 && y.max_bytes <= x.min_bytes;
       if (x.op == y.op && !below && !above)
-        rules[a].Fail(fmt::format("band [{}, {}) overlaps rules[{}]'s [{}, {})", x.min_bytes,
-                                  x.max_bytes ? std::to_string(x.max_bytes) : "inf", b, y.min_bytes,
+        rules[a].Fail(fmt::format("band [{}, {}) overlaps {}[{}]'s [{}, {})", x.min_bytes,
+                                  x.max_bytes ? std::to_string(x.max_bytes) : "inf", array.path(), b, y.min_bytes,
                                   y.max_bytes ? std::to_string(y.max_bytes) : "inf"));
     }
   }

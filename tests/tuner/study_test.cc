@@ -619,36 +619,84 @@ void ExpectExportAgrees(const Profile& p, const std::string& format) {
                          b.precision, b.gate))
           << i;
       EXPECT_DOUBLE_EQ(a.predicted_us, b.predicted_us) << i;
+      EXPECT_EQ(std::tie(a.nccl.algo, a.nccl.proto, a.nccl.channels, a.nccl.chunk_bytes, a.nccl.measured),
+                std::tie(b.nccl.algo, b.nccl.proto, b.nccl.channels, b.nccl.chunk_bytes, b.nccl.measured))
+          << i;
+    }
+    ASSERT_EQ(back.communicators.size(), p.communicators.size());
+    for (size_t i = 0; i < p.communicators.size(); ++i) {
+      EXPECT_EQ(back.communicators[i].ranks, p.communicators[i].ranks);
+      EXPECT_EQ(back.communicators[i].rules.size(), p.communicators[i].rules.size());
     }
     EXPECT_TRUE(lost.empty());
   } else if (format == "nccl-env") {
-    // No profile holds a measured choice on NCCL's own axis: no NCCL variable is set, for any band.
-    EXPECT_EQ(text.find("\nexport "), std::string::npos) << text;  // no line sets a variable
+    // A variable only where every band measured the same value with NCCL; none where a band keeps
+    // NCCL's own choice, has only the model's advice, or is not NCCL's to run.
+    auto common = [&](auto get) {
+      std::string v;
+      for (const auto& r : p.rules) {
+        const std::string x = r.nccl.measured ? get(r.nccl) : "";
+        if (x.empty() || (!v.empty() && x != v)) return std::string();
+        v = x;
+      }
+      return v;
+    };
+    const std::string algo =
+        common([](const NcclSettings& c) { return c.algo.empty() ? std::string() : NcclAlgoEnvName(c.algo); });
+    const std::string proto =
+        common([](const NcclSettings& c) { return c.proto.empty() ? std::string() : NcclProtoEnvName(c.proto); });
+    const std::string ctas =
+        common([](const NcclSettings& c) { return c.channels ? std::to_string(c.channels) : std::string(); });
+    EXPECT_EQ(ExportValue(text, "export NCCL_ALGO"), algo) << text;
+    EXPECT_EQ(ExportValue(text, "export NCCL_PROTO"), proto) << text;
+    EXPECT_EQ(ExportValue(text, "export NCCL_MIN_CTAS"), ctas) << text;
+    EXPECT_EQ(ExportValue(text, "export NCCL_MAX_CTAS"), ctas) << text;
+    if (algo.empty() && proto.empty() && ctas.empty())
+      EXPECT_EQ(text.find("\nexport "), std::string::npos) << text;  // no line sets a variable
     for (const auto& r : p.rules) {
       const std::string band = fmt::format("band [{}, {})", FormatSize(r.min_bytes),
                                            r.max_bytes ? FormatSize(r.max_bytes) : "inf");
       const bool own = r.algo == "nccl" && r.codec == "none" && r.precision == "fp32";
       EXPECT_NE(text.find(fmt::format("{}: {} codec {} in {}: {}", band, r.algo, r.codec, r.precision,
-                                      own ? "NCCL's own allreduce, left alone" : "not NCCL's to run")),
+                                      r.nccl.measured ? "NCCL " + DescribeNcclSettings(r.nccl)
+                                      : own           ? std::string("NCCL's own allreduce, left alone")
+                                                      : std::string("not NCCL's to run"))),
                 std::string::npos)
           << band << "\n" << text;
       EXPECT_EQ(Listed(lost, band + ": codec " + r.codec), r.codec != "none") << band;
       EXPECT_EQ(Listed(lost, band + ": reduction in " + r.precision), r.precision != "fp32") << band;
       EXPECT_EQ(Listed(lost, band + ": algorithm " + r.algo), r.algo != "nccl") << band;
+      const bool per_size = r.nccl.measured && ((!r.nccl.algo.empty() && algo.empty()) ||
+                                                (!r.nccl.proto.empty() && proto.empty()) ||
+                                                (r.nccl.channels && ctas.empty()) || r.nccl.chunk_bytes);
+      EXPECT_EQ(Listed(lost, band + ": measured NCCL"), per_size) << band;
     }
+    EXPECT_EQ(Listed(lost, "rules for communicators of"), !p.communicators.empty());
   } else if (format == "nccl-tuner") {
     EXPECT_NE(ExportValue(text, "CIUIC_PROFILE"), "");
+    std::vector<std::pair<const std::vector<ProfileRule>*, std::string>> sets = {
+        {&p.rules, fmt::format("communicators of {} ranks on {} node(s):", p.ranks, p.nodes)}};
+    for (const auto& c : p.communicators)
+      sets.emplace_back(&c.rules, fmt::format("communicators of {} ranks on {} node(s):", c.ranks, c.nodes));
+    for (const auto& [rules, head] : sets) {
+      const size_t at = text.find(head);
+      ASSERT_NE(at, std::string::npos) << head << "\n" << text;
+      for (const auto& r : *rules) {
+        // Applied exactly where NCCL measured it, with the measured settings.
+        const std::string says = r.nccl.measured ? "NCCL " + DescribeNcclSettings(r.nccl) : "left to NCCL";
+        EXPECT_NE(text.find(fmt::format("{} [{}, {}) {}, codec {}, {} -> {}", r.op, FormatSize(r.min_bytes),
+                                        r.max_bytes ? FormatSize(r.max_bytes) : "inf", r.algo, r.codec, r.precision,
+                                        says),
+                            at),
+                  std::string::npos)
+            << r.min_bytes << "\n" << text;
+      }
+    }
     for (const auto& r : p.rules) {
-      const NcclTunerChoice c = NcclTunerChoiceFor(r, p.nodes);
-      EXPECT_NE(text.find(fmt::format("{} [{}, {}) {}, codec {}, {} -> {}", r.op, FormatSize(r.min_bytes),
-                                      r.max_bytes ? FormatSize(r.max_bytes) : "inf", r.algo, r.codec, r.precision,
-                                      c.algo.empty() ? "left to NCCL" : "prefers NCCL's " + c.algo)),
-                std::string::npos)
-          << r.min_bytes << "\n" << text;
       const bool more_than_nccl = r.codec != "none" || r.precision != "fp32" || r.algo != "nccl";
       EXPECT_EQ(Listed(lost, fmt::format("band [{}, {}): {} {} {}", FormatSize(r.min_bytes),
                                          r.max_bytes ? FormatSize(r.max_bytes) : "inf", r.algo, r.codec, r.precision)),
-                c.algo.empty() && more_than_nccl)
+                more_than_nccl)
           << r.min_bytes;
     }
   } else if (format == "ddp") {
@@ -742,8 +790,12 @@ TEST_F(Study, StudyRowsProfileAndEveryExportAgreeFieldByField) {
   EXPECT_EQ(study.ColumnText(1), p.fingerprint);
   for (const auto& format : ExportFormats()) ExpectExportAgrees(p, format);
   // The shipped profiles and a mixed fixture (bf16 band, sign1 above 256M) too.
+  // NCCL's own settings measured per band (and a tensor-parallel communicator's rules) in fixtures:
+  // there is no GPU here to measure them.
   for (const char* file : {"/profiles/dgx_a100.profile.json", "/profiles/dgx_h100.profile.json",
-                           "/tests/data/profiles/dgx_a100_mixed.profile.json"}) {
+                           "/tests/data/profiles/dgx_a100_mixed.profile.json",
+                           "/tests/data/profiles/dgx_h100_nccl_measured.profile.json",
+                           "/tests/data/profiles/dgx_h100_nccl_ring_everywhere.profile.json"}) {
     SCOPED_TRACE(file);
     const Profile shipped = LoadProfile(std::string(CIUIC_SOURCE_DIR) + file);
     for (const auto& format : ExportFormats()) ExpectExportAgrees(shipped, format);

@@ -81,7 +81,7 @@ TEST(Validation, ProfileValuesAreRefusedWithTheirJsonPath) {
       {"unknown key", [](json& j) { j["rules"][3]["speed"] = 1; },
        "profile.rules[3].speed: unknown key (known: op min_bytes max_bytes algo codec streams "
        "bucket_bytes "
-       "hierarchy_depth nodes_per_group precision predicted_us measured_us baseline_us gate)"},
+       "hierarchy_depth nodes_per_group precision predicted_us measured_us baseline_us gate nccl)"},
       {"negative nodes", [](json& j) { j["topology"]["nodes"] = -1; },
        "profile.topology.nodes: -1 is not in 1..100000"},
       {"ranks not per node", [](json& j) { j["topology"]["ranks"] = 15; },

@@ -148,6 +148,16 @@ bc("--sizes", "--sizes", base="{bench} allreduce --backend local")
 for v in ["bogus", "MPI", "", "tcp"]:
     bc("--backend", f"--backend {sq(v)}", base="{bench} allreduce --sizes 4K --iters 1 --warmup 0")
 bc("--backend||--transport", "--transport local", base="{bench} allreduce --backend local --sizes 4K")
+# NCCL's own variables for a run: NCCL only, NCCL's names, a protocol with its algorithm.
+for flag, v in [("--nccl-algo", "ring"), ("--nccl-proto", "ll"), ("--nccl-channels", "4")]:
+    bc(flag, f"{flag} {v}", base="{bench} allreduce --backend local --sizes 4K")
+    bc(flag, f"{flag} {v}", base="{bench} allreduce --backend ciuic --transport local --sizes 4K")
+for flags, expect in [("--nccl-algo Ring", "--nccl-algo"), ("--nccl-algo ''", "--nccl-algo"),
+                      ("--nccl-algo ring --nccl-proto LL", "--nccl-proto"), ("--nccl-proto simple", "--nccl-proto"),
+                      ("--nccl-algo nvls --nccl-proto ll", "--nccl-proto"), ("--nccl-channels 0", "--nccl-channels"),
+                      ("--nccl-channels 65", "--nccl-channels"), ("--nccl-channels 8x", "--nccl-channels"),
+                      ("--nccl-channels ''", "--nccl-channels")]:
+    bc(expect, flags, base="{bench} allreduce --backend nccl --sizes 4K")
 bc("--transport", "--transport ciuic", base="{bench} allreduce --backend ciuic --sizes 4K")
 bc("--transport", "--transport bogus", base="{bench} allreduce --backend ciuic --sizes 4K")
 bc("--backend||--device", "--backend nccl --device cpu", base="{bench} allreduce --sizes 4K --iters 1 --warmup 0")
@@ -546,6 +556,54 @@ pr(lambda j: depth3(nodes_per_group=3)(j) or j["topology"].update(nodes=4, ranks
 pr(setk(["rules", 0, "nodes_per_group"], 2), "profile.rules[0].nodes_per_group")  # depth 1
 pr(lambda j: j["rules"][0].update(algo="hier", hierarchy_depth=2, nodes_per_group=2),
    "profile.rules[0].nodes_per_group")  # depth 2
+
+# NCCL's own settings of a band (rules[i].nccl) and rules for other communicator sizes.
+NCCL_OK = {"algo": "ring", "proto": "simple", "channels": 8, "chunk_bytes": 0, "measured": True,
+           "measured_us": 120.5, "default_us": 130.0}
+
+
+def nccl(**change):
+    return lambda j: j["rules"][1].update(nccl=dict(NCCL_OK, **change))
+
+
+for key, v in [("algo", "Ring"), ("algo", "nvlstree"), ("algo", 3), ("proto", "LL"), ("proto", "ll256"),
+               ("channels", 0.5), ("channels", 65), ("channels", -1), ("chunk_bytes", -4), ("measured", "yes"),
+               ("measured", None), ("measured_us", -1), ("default_us", "fast")]:
+    pr(nccl(**{key: v}), f"profile.rules[1].nccl.{key}")
+pr(nccl(algo=None), "profile.rules[1].nccl.proto")  # a protocol without its algorithm
+pr(nccl(algo="nvls", proto="ll128"), "profile.rules[1].nccl.proto")  # NVLS runs Simple only
+pr(nccl(algo=None, proto=None, channels=0), "profile.rules[1].nccl.measured")  # measured nothing
+pr(nccl(measured_us=None), "profile.rules[1].nccl.measured_us")  # measured without a time
+pr(lambda j: j["rules"][1].update(nccl=dict(NCCL_OK, extra=1)), "profile.rules[1].nccl")
+pr(lambda j: j["rules"][1].update(codec="int8", nccl=NCCL_OK), "profile.rules[1].nccl")  # not NCCL's to run
+pdel_nccl = [k for k in NCCL_OK]
+for k in pdel_nccl:
+    pr(lambda j, k=k: j["rules"][1].update(nccl={x: v for x, v in NCCL_OK.items() if x != k}),
+       f"profile.rules[1].nccl.{k}")
+
+
+def comms(*entries):
+    return lambda j: j.update(communicators=list(entries))
+
+
+TP_RULE = {"op": "allreduce", "min_bytes": 0, "max_bytes": 0, "algo": "nccl", "codec": "none", "streams": 1,
+           "bucket_bytes": 4096, "hierarchy_depth": 1, "precision": "fp32", "predicted_us": 1.0,
+           "measured_us": None, "baseline_us": None, "gate": "n/a", "nccl": NCCL_OK}
+pr(comms({"ranks": 16, "nodes": 2, "rules": [TP_RULE]}), "profile.communicators[0].ranks")  # the world's size
+pr(comms({"ranks": 8, "nodes": 1, "rules": [TP_RULE]}, {"ranks": 8, "nodes": 1, "rules": [TP_RULE]}),
+   "profile.communicators[1].ranks")  # twice
+pr(comms({"ranks": 9, "nodes": 2, "rules": [TP_RULE]}), "profile.communicators[0].ranks")
+pr(comms({"ranks": 8, "nodes": 0, "rules": [TP_RULE]}), "profile.communicators[0].nodes")
+pr(comms({"ranks": 8, "nodes": 1, "rules": []}), "profile.communicators[0].rules")
+pr(comms({"ranks": 8, "nodes": 1}), "profile.communicators[0].rules")
+pr(comms({"ranks": 8, "nodes": 1, "rules": [TP_RULE], "comm_id": 5}), "profile.communicators[0]")
+pr(comms({"ranks": 8, "nodes": 1, "rules": [{k: v for k, v in dict(TP_RULE, algo="ring").items() if k != "nccl"}]}),
+   "profile.communicators[0].rules[0].algo")  # ciuic's runtime does not run there
+pr(comms({"ranks": 8, "nodes": 1, "rules": [TP_RULE, dict(TP_RULE, min_bytes=1024)]}),
+   "profile.communicators[0].rules[1]")  # overlapping bands
+pr(comms({"ranks": 8, "nodes": 1, "rules": [dict(TP_RULE, nccl=dict(NCCL_OK, proto="fast"))]}),
+   "profile.communicators[0].rules[0].nccl.proto")
+pset(["communicators"], {})
 
 
 # ---- topology JSON --------------------------------------------------------------------------------
