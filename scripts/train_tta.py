@@ -1,0 +1,435 @@
+#!/usr/bin/python3
+"""Training inside a real job: a tuned ciuic profile against DDP's default hook and single codecs, on
+a character-level transformer language model trained on the Python standard library's sources that
+ship with Debian (a fixed list of files, no download), with PyTorch DDP on gloo.
+
+Configurations (--configs, comma-separated):
+  ddp            DDP's default hook (its own allreduce over gloo)
+  codec:NAME     ciuic.torch.comm_hook with one rule for every size: codec NAME on the algorithm the
+                 tuner runs it with (plan_space.cc RuntimeAlgo); none@bf16 is the 16-bit reduction
+  profile:PATH   ciuic.torch.comm_hook with a tuned profile (ciuic-tune run --workload from
+                 --write-workload, for this job's ranks)
+
+Per configuration and seed: validation loss in bits per character (bpc) against the step and against
+training time (evaluation is not timed), the step time, the time to the target bpc and the final
+bpc. The summary gives seed means with 95% t-intervals. Every seed draws its own initial weights and
+batches, the same for every configuration.
+
+Writes OUT/train_tta.csv (every evaluation point), OUT/train_tta.json (summary, with the corpus'
+SHA-256, host, cores and commit), OUT/train_tta.md (the table) and OUT/train_tta.png (bpc vs step and
+vs seconds, mean and 95% interval per configuration; needs python3-matplotlib).
+
+Launch: by default WORLD local processes (fork, gloo through a file). Under torchrun or the lab
+(RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set) this process is one rank of that job; rank 0 writes.
+
+Needs Debian's python3-torch and python3-numpy (/usr/bin/python3) and a built libciuic
+(build/lib/libciuic.so, or CIUIC_LIBRARY) for the ciuic configurations. Exits 77 when torch cannot be
+imported.
+
+    scripts/train_tta.py --write-workload charlm.json          # the model's gradients for ciuic-tune
+    scripts/train_tta.py --configs ddp,codec:int8,profile:P --seeds 5 --out bench/results/DATE-charlm
+    scripts/train_tta.py --smoke OUT                           # CI: 2 processes, 1 seed, 40 steps, and
+                                                               # OUT/charlm.workload.json
+"""
+import argparse
+import datetime
+import hashlib
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+# One BLAS thread per process: the ranks share this machine's cores (set before torch loads OpenBLAS).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+try:
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel as DDP
+except ImportError as e:
+    print(f"train_tta: {e}: skipped (needs Debian's python3-torch under /usr/bin/python3)")
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "python"))
+
+# The text: these files of Debian 12's libpython3.11-minimal/libpython3.11-stdlib, concatenated in
+# this order (721,779 bytes in 3.11.2); the first 90% trains, the next 5% validates, the last 5% is
+# held out for a test split nobody tunes on.
+STDLIB = "/usr/lib/python3.11"
+CORPUS = ["argparse.py", "collections/__init__.py", "dataclasses.py", "enum.py", "functools.py", "inspect.py",
+          "pathlib.py", "subprocess.py", "textwrap.py", "typing.py"]
+BASE_PROFILE = os.path.join(REPO, "profiles", "dgx_a100.profile.json")
+BUCKET = 256 << 10  # bytes: the model's ~1.8 MiB of fp32 gradients go as several DDP buckets
+
+# The tuner's codec dimension, each on the algorithm it runs with (tuner/plan_space.cc RuntimeAlgo).
+RUNTIME_ALGO = {"topk": "sparse", "sign1": "sign2", "powersgd": "powersgd"}
+
+# Two-sided 95% t quantiles for 1..30 degrees of freedom.
+T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+        2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+        2.045, 2.042]
+
+
+def interval(values):
+    """(mean, half-width of the 95% t-interval); half-width None for one value."""
+    v = np.asarray(values, dtype=float)
+    if len(v) < 2:
+        return float(v.mean()), None
+    t = T975[min(len(v) - 1, len(T975)) - 1]
+    return float(v.mean()), float(t * v.std(ddof=1) / math.sqrt(len(v)))
+
+
+def corpus():
+    """The text as bytes, its SHA-256, and the train/validation/test splits (uint8 tensors)."""
+    parts = []
+    for name in CORPUS:
+        path = os.path.join(STDLIB, name)
+        if not os.path.isfile(path):
+            sys.exit(f"train_tta: {path} is missing (the corpus is Debian 12's Python 3.11 standard library)")
+        with open(path, "rb") as f:
+            parts.append(f.read())
+    text = b"".join(parts)
+    data = torch.frombuffer(bytearray(text), dtype=torch.uint8).long()
+    n = len(data)
+    a, b = int(0.9 * n), int(0.95 * n)
+    return hashlib.sha256(text).hexdigest(), data[:a], data[a:b], data[b:]
+
+
+class Block(torch.nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.ln1 = torch.nn.LayerNorm(d)
+        self.attn = torch.nn.MultiheadAttention(d, heads, batch_first=True)
+        self.ln2 = torch.nn.LayerNorm(d)
+        self.fc1 = torch.nn.Linear(d, 4 * d)
+        self.fc2 = torch.nn.Linear(4 * d, d)
+
+    def forward(self, x, mask):
+        h = self.ln1(x)
+        x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class CharLM(torch.nn.Module):
+    """A pre-LayerNorm causal transformer over bytes: embeddings, `layers` blocks, a LayerNorm and an
+    untied output layer."""
+
+    def __init__(self, d=128, heads=4, layers=2, context=64):
+        super().__init__()
+        self.context = context
+        self.tok = torch.nn.Embedding(256, d)
+        self.pos = torch.nn.Embedding(context, d)
+        self.blocks = torch.nn.ModuleList([Block(d, heads) for _ in range(layers)])
+        self.ln = torch.nn.LayerNorm(d)
+        self.out = torch.nn.Linear(d, 256)
+        self.register_buffer("mask", torch.triu(torch.full((context, context), float("-inf")), 1), persistent=False)
+
+    def forward(self, x):
+        t = x.shape[1]
+        h = self.tok(x) + self.pos(torch.arange(t))
+        for b in self.blocks:
+            h = b(h, self.mask[:t, :t])
+        return self.out(self.ln(h))
+
+
+def windows(data, starts, context):
+    idx = starts[:, None] + torch.arange(context + 1)[None, :]
+    w = data[idx]
+    return w[:, :-1], w[:, 1:]
+
+
+def evaluate(model, val, context, count=64):
+    """Mean cross-entropy over `count` fixed, evenly spaced windows of the validation text, in bits."""
+    starts = torch.linspace(0, len(val) - context - 2, count).long()
+    x, y = windows(val, starts, context)
+    with torch.no_grad():
+        z = model(x)
+        return float(F.cross_entropy(z.reshape(-1, 256), y.reshape(-1))) / math.log(2)
+
+
+def one_rule_profile(codec, world):
+    """One rule for every size, in a profile tuned (by its topology keys) for this job's world."""
+    d = json.load(open(BASE_PROFILE))
+    d["topology"].update(name="cpu_local", device="cpu", ranks=world, nodes=1)
+    precision = "fp32"
+    if "@" in codec:
+        codec, precision = codec.split("@")
+    algo = "nccl" if codec == "none" else RUNTIME_ALGO.get(codec.split(":")[0], "ring")
+    rule = dict(d["rules"][0])
+    rule.update(min_bytes=0, max_bytes=0, algo=algo, codec=codec, precision=precision, bucket_bytes=BUCKET,
+                hierarchy_depth=1, streams=1, gate="n/a" if codec == "none" else "passed")
+    d["rules"] = [rule]
+    return d
+
+
+def train(cfg, seed, rank, world, a, train_data, val):
+    import ciuic.torch
+    torch.manual_seed(seed)
+    model = CharLM(a.d, a.heads, a.layers, a.context)  # the same initial weights on every rank
+    state = None
+    if cfg == "ddp":
+        ddp = DDP(model, bucket_cap_mb=BUCKET / 2**20)
+    else:
+        prof = one_rule_profile(cfg[6:], world) if cfg.startswith("codec:") else cfg[8:]
+        ddp = DDP(model, **ciuic.torch.ddp_kwargs(prof))
+        state, hook = ciuic.torch.comm_hook(prof, module=model)
+        ddp.register_comm_hook(state, hook)
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20))  # 20 warm-up steps
+    g = torch.Generator().manual_seed(1000 + seed)
+    points, elapsed, window, step_times = [], 0.0, [], []
+    for step in range(1, a.steps + 1):
+        # Every rank draws the world's batch with the same generator and takes its own slice.
+        starts = torch.randint(0, len(train_data) - a.context - 1, (a.batch * world,), generator=g)
+        x, y = windows(train_data, starts[rank * a.batch:(rank + 1) * a.batch], a.context)
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        loss = F.cross_entropy(ddp(x).reshape(-1, 256), y.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        dt = time.perf_counter() - t0
+        elapsed += dt
+        step_times.append(dt)
+        window.append(float(loss) / math.log(2))
+        if step % a.eval_every == 0 or step == a.steps:
+            points.append({"config": cfg, "seed": seed, "step": step, "seconds": elapsed,
+                           "train_bpc": sum(window) / len(window), "val_bpc": evaluate(model, val, a.context)})
+            window = []
+            dist.barrier()  # every rank resumes the clock together
+    nonfinite = 0
+    if state is not None:
+        nonfinite = state.nonfinite()
+        state.close()
+    return points, step_times, nonfinite
+
+
+def worker(rank, world, a, tmp, init):
+    if tmp is not None:
+        err = os.open(os.path.join(tmp, f"stderr.{rank}"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(err, 2)
+    torch.set_num_threads(1)
+    dist._DEFAULT_FIRST_BUCKET_BYTES = BUCKET
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=300))
+    _, train_data, val, _ = corpus()
+    out, steps = [], {}
+    for cfg in a.configs:
+        for seed in a.seed_list:
+            points, step_times, nonfinite = train(cfg, seed, rank, world, a, train_data, val)
+            if rank == 0:
+                out += points
+                steps[f"{cfg}|{seed}"] = step_times
+                last = points[-1]
+                print(f"{cfg:<24} seed {seed}: val {last['val_bpc']:.4f} bpc  {last['seconds']:.2f} s  "
+                      f"step {1e3 * float(np.median(step_times)):.1f} ms"
+                      f"{'  (non-finite buckets: %d)' % nonfinite if nonfinite else ''}", flush=True)
+    if rank == 0:
+        with open(os.path.join(a.work, "points.json"), "w") as f:
+            json.dump({"points": out, "step_times": steps}, f)
+    dist.barrier()
+    sys.stdout.flush()
+    os._exit(0)  # torch 1.13's DDP teardown can deadlock at interpreter exit
+
+
+def run_local(a, tmp):
+    init = "file://" + os.path.join(tmp, "init")
+    ctx = mp.start_processes(worker, args=(a.world, a, tmp, init), nprocs=a.world, start_method="fork", join=False)
+    deadline = time.time() + a.deadline
+    try:
+        while not ctx.join(timeout=1):
+            if time.time() > deadline:
+                for p in ctx.processes:
+                    p.kill()
+                raise RuntimeError(f"the training processes did not finish in {a.deadline} s")
+    except Exception:
+        for r in range(a.world):
+            with open(os.path.join(tmp, f"stderr.{r}"), errors="replace") as f:
+                sys.stderr.write(f"--- rank {r} stderr ---\n{f.read()[-3000:]}\n")
+        raise
+
+
+def git_commit():
+    r = subprocess.run(["git", "-C", REPO, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                       check=False)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def summarise(data, a):
+    by = {}
+    for p in data["points"]:
+        by.setdefault(p["config"], {}).setdefault(p["seed"], []).append(p)
+    finals = {c: [sorted(by[c][s], key=lambda p: p["step"])[-1]["val_bpc"] for s in a.seed_list] for c in a.configs}
+    target = a.target_bpc if a.target_bpc else 1.02 * float(np.mean(finals[a.configs[0]]))
+    rows = {}
+    for c in a.configs:
+        runs = [sorted(by[c][s], key=lambda p: p["step"]) for s in a.seed_list]
+        medians = [1e3 * float(np.median(data["step_times"][f"{c}|{s}"][5:] or data["step_times"][f"{c}|{s}"]))
+                   for s in a.seed_list]
+        spreads = [1e3 * float(np.subtract(*np.percentile(data["step_times"][f"{c}|{s}"], [75, 25])))
+                   for s in a.seed_list]
+        to_target = []
+        for r in runs:
+            hit = next((p for p in r if p["val_bpc"] <= target), None)
+            to_target.append(hit["seconds"] if hit else None)
+        reached = [t for t in to_target if t is not None]
+        rows[c] = {"final_bpc": interval(finals[c]), "step_ms": interval(medians), "step_iqr_ms": float(np.mean(spreads)),
+                   "seconds_to_target": interval(reached) if reached else (None, None),
+                   "reached": f"{len(reached)}/{len(runs)}", "seconds": interval([r[-1]["seconds"] for r in runs]),
+                   "curve_steps": [p["step"] for p in runs[0]],
+                   "curve_bpc": [interval([r[i]["val_bpc"] for r in runs]) for i in range(len(runs[0]))],
+                   "curve_seconds": [float(np.mean([r[i]["seconds"] for r in runs])) for i in range(len(runs[0]))]}
+    return rows, target
+
+
+def fmt_ci(mean_half, unit="", digits=3):
+    mean, half = mean_half
+    if mean is None:
+        return "-"
+    return f"{mean:.{digits}f}{unit}" + ("" if half is None else f" ± {half:.{digits}f}")
+
+
+def write_outputs(data, rows, target, sha, a, wall):
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "train_tta.csv"), "w") as f:
+        keys = ["config", "seed", "step", "seconds", "train_bpc", "val_bpc"]
+        f.write(",".join(keys) + "\n")
+        for p in data["points"]:
+            f.write(",".join(str(p[k]) if not isinstance(p[k], float) else f"{p[k]:.6g}" for k in keys) + "\n")
+    params = sum(p.numel() for p in CharLM(a.d, a.heads, a.layers, a.context).parameters())
+    lines = [f"# character LM time-to-target ({datetime.date.today().isoformat()})", "",
+             f"Python 3.11 standard library sources ({len(CORPUS)} files, sha256 {sha[:16]}), byte-level transformer "
+             f"of {params} parameters ({a.layers} layers, d {a.d}, {a.heads} heads, context {a.context}), DDP on gloo, "
+             f"{a.world} processes, batch {a.batch} windows per process, AdamW lr {a.lr}, {a.steps} steps, seeds "
+             f"{','.join(map(str, a.seed_list))}; target {target:.3f} validation bpc; seconds are training time on "
+             f"{socket.gethostname()} ({os.cpu_count()} cores), evaluation excluded; the run took {wall:.0f} s.",
+             "Means over seeds with 95% t-intervals.", "",
+             "| config | step ms (median; IQR) | s to target (reached) | final val bpc | s total |",
+             "|---|---|---|---|---|"]
+    for c, r in rows.items():
+        lines.append(f"| {c} | {fmt_ci(r['step_ms'], digits=1)}; {r['step_iqr_ms']:.1f} | "
+                     f"{fmt_ci(r['seconds_to_target'], digits=2)} ({r['reached']}) | {fmt_ci(r['final_bpc'])} | "
+                     f"{fmt_ci(r['seconds'], digits=2)} |")
+    with open(os.path.join(a.out, "train_tta.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    summary = {"world": a.world, "steps": a.steps, "batch": a.batch, "lr": a.lr, "seeds": a.seed_list,
+               "model": {"d": a.d, "heads": a.heads, "layers": a.layers, "context": a.context, "parameters": params},
+               "corpus": {"files": [os.path.join(STDLIB, c) for c in CORPUS], "sha256": sha},
+               "target_bpc": target, "host": socket.gethostname(), "cpus": os.cpu_count(),
+               "git_commit": git_commit(), "date": datetime.date.today().isoformat(), "rows": rows}
+    with open(os.path.join(a.out, "train_tta.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("train_tta: no matplotlib: no PNG")
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for c, r in rows.items():
+        mean = np.array([m for m, _ in r["curve_bpc"]])
+        half = np.array([h or 0.0 for _, h in r["curve_bpc"]])
+        for ax, x in ((axes[0], r["curve_steps"]), (axes[1], r["curve_seconds"])):
+            ax.plot(x, mean, label=c)
+            ax.fill_between(x, mean - half, mean + half, alpha=0.2)
+    for ax, xl in ((axes[0], "step"), (axes[1], "training seconds")):
+        ax.axhline(target, color="gray", linestyle=":", linewidth=1)
+        ax.set_xlabel(xl)
+        ax.set_ylabel("validation bits per character")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"char LM, {a.world} processes, {len(a.seed_list)} seeds (mean and 95% interval)")
+    fig.tight_layout()
+    fig.savefig(os.path.join(a.out, "train_tta.png"), dpi=110)
+
+
+def write_workload(path, a):
+    from ciuic.workload import workload_from_module
+    model = CharLM(a.d, a.heads, a.layers, a.context)
+    doc = workload_from_module(model, torch.zeros(a.batch, a.context, dtype=torch.long), name="charlm",
+                               source="scripts/train_tta.py CharLM "
+                                      f"(d {a.d}, {a.heads} heads, {a.layers} layers, context {a.context})",
+                               flops_note=f"per window of {a.context} bytes; attention's score products are not "
+                                          "counted (no parameter)")
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    print(f"train_tta: wrote {path}: {doc['parameters']} parameters in {len(doc['tensors'])} tensors")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--configs", default="ddp,codec:int8,codec:topk:0.01")
+    p.add_argument("--world", type=int, default=2)
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--steps", type=int, default=400)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--d", type=int, default=128)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--context", type=int, default=64)
+    p.add_argument("--eval-every", type=int, default=20)
+    p.add_argument("--target-bpc", type=float, default=0.0,
+                   help="validation bpc to reach (default: 2%% above the first configuration's seed-mean final)")
+    p.add_argument("--out", default=os.path.join(REPO, "results", "train-tta"))
+    p.add_argument("--deadline", type=int, default=7200, help="seconds before the run is given up")
+    p.add_argument("--write-workload", metavar="FILE", help="write the model's ciuic.workload/1 file and stop")
+    p.add_argument("--smoke", metavar="OUT", help="a short CI run into OUT: 2 processes, 1 seed, 3 configurations")
+    a = p.parse_args()
+    if a.smoke:
+        a.out, a.world, a.seeds, a.steps, a.eval_every, a.deadline = a.smoke, 2, 1, 40, 20, 300
+        a.configs = "ddp,codec:none,codec:int8"
+    if min(a.world, a.seeds, a.steps, a.batch, a.eval_every, a.d, a.heads, a.layers, a.context) < 1 or a.d % a.heads:
+        sys.exit("train_tta: --world, --seeds, --steps, --batch, --eval-every and the model sizes must be positive "
+                 "(--d a multiple of --heads)")
+    if a.write_workload:
+        write_workload(a.write_workload, a)
+        return
+    a.configs = a.configs.split(",")
+    for c in a.configs:
+        if not (c == "ddp" or c.startswith("codec:") or (c.startswith("profile:") and os.path.isfile(c[8:]))):
+            sys.exit(f"train_tta: --configs: {c!r} is not ddp, codec:NAME or profile:FILE (an existing file)")
+    a.seed_list = list(range(1, a.seeds + 1))
+    sha = corpus()[0]
+    t0 = time.time()
+    with tempfile.TemporaryDirectory(prefix="ciuic-train-") as tmp:
+        a.work = tmp
+        if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # torchrun / the lab: one rank of that job
+            rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+            a.world = world
+            if rank != 0:
+                worker(rank, world, a, None, "env://")
+            pid = os.fork()
+            if pid == 0:
+                worker(0, world, a, None, "env://")
+            _, status = os.waitpid(pid, 0)
+            if status != 0:
+                sys.exit(f"train_tta: rank 0 ended with status {status}")
+        else:
+            run_local(a, tmp)
+        with open(os.path.join(tmp, "points.json")) as f:
+            data = json.load(f)
+    rows, target = summarise(data, a)
+    write_outputs(data, rows, target, sha, a, time.time() - t0)
+    if a.smoke:
+        write_workload(os.path.join(a.out, "charlm.workload.json"), a)  # for ciuic-tune --workload
+        bad = [c for c, r in rows.items() if not r["final_bpc"][0] < 5.0]
+        if bad:
+            sys.exit(f"train_tta: smoke: configurations that did not learn (final val bpc >= 5 of 8): {bad}")
+
+
+if __name__ == "__main__":
+    main()
