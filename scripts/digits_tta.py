@@ -37,7 +37,6 @@ try:
     import numpy as np
     import torch
     import torch.distributed as dist
-    import torch.multiprocessing as mp
     import torch.nn.functional as F
     from torch.nn.parallel import DistributedDataParallel as DDP
     from sklearn.datasets import load_digits
@@ -53,8 +52,8 @@ import ciuic.torch  # noqa: E402
 
 sys.path.insert(0, HERE)
 import plot  # noqa: E402  (scripts/plot.py: the time-to-accuracy picture)
+import tta_common  # noqa: E402
 
-BASE_PROFILE = os.path.join(REPO, "profiles", "dgx_a100.profile.json")
 BUCKET = 32 << 10  # bytes: the model's 150 KiB of fp32 gradients go as 5 DDP buckets
 
 # (name, algo, codec, precision): the tuner's codec dimension, each on the algorithm the tuner runs it
@@ -80,14 +79,7 @@ SMOKE_CONFIGS = ("none", "none@bf16", "int8", "sign1", "topk:0.001")
 
 
 def profile_for(algo, codec, precision, world):
-    """One rule for every size, in a profile tuned (by its topology keys) for this job's world."""
-    d = json.load(open(BASE_PROFILE))
-    d["topology"].update(name="cpu_local", device="cpu", ranks=world, nodes=1)
-    rule = dict(d["rules"][0])
-    rule.update(min_bytes=0, max_bytes=0, algo=algo, codec=codec, precision=precision, bucket_bytes=BUCKET,
-                hierarchy_depth=1, streams=1, gate="n/a" if codec == "none" else "passed")
-    d["rules"] = [rule]
-    return d
+    return tta_common.one_rule_profile(algo, codec, precision, world, BUCKET)
 
 
 class Net(torch.nn.Module):
@@ -184,29 +176,9 @@ def worker(rank, world, a, tmp, init_file):
 
 
 def run_workers(a, tmp):
-    init = os.path.join(tmp, "init")
-    ctx = mp.start_processes(worker, args=(a.world, a, tmp, init), nprocs=a.world, start_method="fork", join=False)
-    deadline = time.time() + a.deadline
-    try:
-        while not ctx.join(timeout=1):
-            if time.time() > deadline:
-                for p in ctx.processes:
-                    p.kill()
-                raise RuntimeError(f"the training processes did not finish in {a.deadline} s")
-    except Exception:
-        for r in range(a.world):
-            with open(os.path.join(tmp, f"stderr.{r}"), errors="replace") as f:
-                sys.stderr.write(f"--- rank {r} stderr ---\n{f.read()[-3000:]}\n")
-        raise
+    tta_common.run_local(worker, a.world, a, tmp, os.path.join(tmp, "init"), a.deadline)
     with open(os.path.join(tmp, "points.json")) as f:
         return json.load(f)
-
-
-def git_commit():
-    """The source tree's commit (12 hex digits), or None outside a git checkout."""
-    r = subprocess.run(["git", "-C", REPO, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
-                       check=False)
-    return r.stdout.strip() if r.returncode == 0 else None
 
 
 def gate_verdicts(tune, codecs, seeds):
@@ -283,7 +255,7 @@ def write_outputs(points, rows, gate, a, wall):
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
     summary = {"world": a.world, "steps": a.steps, "batch": a.batch, "lr": a.lr, "seeds": a.seed_list,
-               "host": socket.gethostname(), "cpus": os.cpu_count(), "git_commit": git_commit(),
+               "host": socket.gethostname(), "cpus": os.cpu_count(), "git_commit": tta_common.git_commit(),
                "date": datetime.date.today().isoformat(),
                "rows": {k: {kk: vv for kk, vv in v.items() if kk not in ("steps", "mean_acc", "mean_seconds")}
                         for k, v in rows.items()},

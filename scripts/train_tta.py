@@ -38,7 +38,6 @@ import json
 import math
 import os
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -50,7 +49,6 @@ try:
     import numpy as np
     import torch
     import torch.distributed as dist
-    import torch.multiprocessing as mp
     import torch.nn.functional as F
     from torch.nn.parallel import DistributedDataParallel as DDP
 except ImportError as e:
@@ -60,6 +58,8 @@ except ImportError as e:
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "python"))
+sys.path.insert(0, HERE)
+import tta_common  # noqa: E402
 
 # The text: these files of Debian 12's libpython3.11-minimal/libpython3.11-stdlib, concatenated in
 # this order (721,779 bytes in 3.11.2); the first 90% trains, the next 5% validates, the last 5% is
@@ -67,7 +67,6 @@ sys.path.insert(0, os.path.join(REPO, "python"))
 STDLIB = "/usr/lib/python3.11"
 CORPUS = ["argparse.py", "collections/__init__.py", "dataclasses.py", "enum.py", "functools.py", "inspect.py",
           "pathlib.py", "subprocess.py", "textwrap.py", "typing.py"]
-BASE_PROFILE = os.path.join(REPO, "profiles", "dgx_a100.profile.json")
 BUCKET = 256 << 10  # bytes: the model's ~1.8 MiB of fp32 gradients go as several DDP buckets
 
 # The tuner's codec dimension, each on the algorithm it runs with (tuner/plan_space.cc RuntimeAlgo).
@@ -156,22 +155,16 @@ def evaluate(model, val, context, count=64):
         return float(F.cross_entropy(z.reshape(-1, 256), y.reshape(-1))) / math.log(2)
 
 
-def one_rule_profile(codec, world):
-    """One rule for every size, in a profile tuned (by its topology keys) for this job's world."""
-    d = json.load(open(BASE_PROFILE))
-    d["topology"].update(name="cpu_local", device="cpu", ranks=world, nodes=1)
+def one_rule_profile(codec, world, nodes):
+    """codec NAME or none@bf16 on the algorithm the tuner runs it with, for every size."""
     precision = "fp32"
     if "@" in codec:
         codec, precision = codec.split("@")
     algo = "nccl" if codec == "none" else RUNTIME_ALGO.get(codec.split(":")[0], "ring")
-    rule = dict(d["rules"][0])
-    rule.update(min_bytes=0, max_bytes=0, algo=algo, codec=codec, precision=precision, bucket_bytes=BUCKET,
-                hierarchy_depth=1, streams=1, gate="n/a" if codec == "none" else "passed")
-    d["rules"] = [rule]
-    return d
+    return tta_common.one_rule_profile(algo, codec, precision, world, BUCKET, nodes)
 
 
-def train(cfg, seed, rank, world, a, train_data, val):
+def train(cfg, seed, rank, world, nodes, a, train_data, val):
     import ciuic.torch
     torch.manual_seed(seed)
     model = CharLM(a.d, a.heads, a.layers, a.context)  # the same initial weights on every rank
@@ -179,7 +172,7 @@ def train(cfg, seed, rank, world, a, train_data, val):
     if cfg == "ddp":
         ddp = DDP(model, bucket_cap_mb=BUCKET / 2**20)
     else:
-        prof = one_rule_profile(cfg[6:], world) if cfg.startswith("codec:") else cfg[8:]
+        prof = one_rule_profile(cfg[6:], world, nodes) if cfg.startswith("codec:") else cfg[8:]
         ddp = DDP(model, **ciuic.torch.ddp_kwargs(prof))
         state, hook = ciuic.torch.comm_hook(prof, module=model)
         ddp.register_comm_hook(state, hook)
@@ -223,10 +216,13 @@ def worker(rank, world, a, tmp, init):
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=300))
     _, train_data, val, _ = corpus()
+    hosts = [None] * world
+    dist.all_gather_object(hosts, socket.gethostname())
+    nodes = len(set(hosts))  # the hosts the job spans (the lab: one per network namespace)
     out, steps = [], {}
     for cfg in a.configs:
         for seed in a.seed_list:
-            points, step_times, nonfinite = train(cfg, seed, rank, world, a, train_data, val)
+            points, step_times, nonfinite = train(cfg, seed, rank, world, nodes, a, train_data, val)
             if rank == 0:
                 out += points
                 steps[f"{cfg}|{seed}"] = step_times
@@ -240,29 +236,6 @@ def worker(rank, world, a, tmp, init):
     dist.barrier()
     sys.stdout.flush()
     os._exit(0)  # torch 1.13's DDP teardown can deadlock at interpreter exit
-
-
-def run_local(a, tmp):
-    init = "file://" + os.path.join(tmp, "init")
-    ctx = mp.start_processes(worker, args=(a.world, a, tmp, init), nprocs=a.world, start_method="fork", join=False)
-    deadline = time.time() + a.deadline
-    try:
-        while not ctx.join(timeout=1):
-            if time.time() > deadline:
-                for p in ctx.processes:
-                    p.kill()
-                raise RuntimeError(f"the training processes did not finish in {a.deadline} s")
-    except Exception:
-        for r in range(a.world):
-            with open(os.path.join(tmp, f"stderr.{r}"), errors="replace") as f:
-                sys.stderr.write(f"--- rank {r} stderr ---\n{f.read()[-3000:]}\n")
-        raise
-
-
-def git_commit():
-    r = subprocess.run(["git", "-C", REPO, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
-                       check=False)
-    return r.stdout.strip() if r.returncode == 0 else None
 
 
 def summarise(data, a):
@@ -327,7 +300,7 @@ def write_outputs(data, rows, target, sha, a, wall):
                "model": {"d": a.d, "heads": a.heads, "layers": a.layers, "context": a.context, "parameters": params},
                "corpus": {"files": [os.path.join(STDLIB, c) for c in CORPUS], "sha256": sha},
                "target_bpc": target, "host": socket.gethostname(), "cpus": os.cpu_count(),
-               "git_commit": git_commit(), "date": datetime.date.today().isoformat(), "rows": rows}
+               "git_commit": tta_common.git_commit(), "date": datetime.date.today().isoformat(), "rows": rows}
     with open(os.path.join(a.out, "train_tta.json"), "w") as f:
         json.dump(summary, f, indent=1)
     try:
@@ -419,7 +392,7 @@ def main():
             if status != 0:
                 sys.exit(f"train_tta: rank 0 ended with status {status}")
         else:
-            run_local(a, tmp)
+            tta_common.run_local(worker, a.world, a, tmp, "file://" + os.path.join(tmp, "init"), a.deadline)
         with open(os.path.join(tmp, "points.json")) as f:
             data = json.load(f)
     rows, target = summarise(data, a)
