@@ -14,6 +14,9 @@
 #   (default)  COMMAND runs as an MPI job: mpiexec -n HOSTS*RANKS_PER_HOST, RANKS_PER_HOST per host.
 #   --run      COMMAND runs once on labhost0 with the lab's Open MPI settings in its environment, so
 #              an mpiexec it starts (ciuic-bench --ranks N, ciuic-tune --mode measure) spans the lab.
+#   --torch    COMMAND runs once per rank, as under torchrun: RANK, WORLD_SIZE, LOCAL_RANK,
+#              LOCAL_WORLD_SIZE, MASTER_ADDR (labhost0, 10.213.0.1) and MASTER_PORT (29400) set
+#              (e.g. /usr/bin/python3 scripts/train_tta.py ...; gloo on eth0)
 #   --rate R   line rate of each host's link (tc netem rate: 1gbit, 100mbit, ...; "none": unshaped)
 #   --delay D  one-way delay added on each host's egress (1ms: 2 ms round trip; default 0: none)
 #   --loss P   packet loss in percent on each host's egress (default 0: none)
@@ -30,8 +33,8 @@
 # Needs root (namespaces, tc, /etc/netns). Exit code: the command's (the lab's own failures: 1).
 set -euo pipefail
 
-hosts=2 rph=2 rate=1gbit delay=0 loss=0 run_plain=0 racks=1 spine_rate=200mbit
-usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
+hosts=2 rph=2 rate=1gbit delay=0 loss=0 run_plain=0 racks=1 spine_rate=200mbit torch=0
+usage() { sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; }
 need_value() { [ $# -ge 2 ] && [ -n "$2" ] || { echo "cluster-lab: $1 needs a value" >&2; exit 1; }; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -43,11 +46,13 @@ while [ $# -gt 0 ]; do
     --racks) need_value "$@"; racks=$2; shift 2 ;;
     --spine-rate) need_value "$@"; spine_rate=$2; shift 2 ;;
     --run) run_plain=1; shift ;;
+    --torch) torch=1; shift ;;
     --) shift; break ;;
     -h|--help) usage; exit 0 ;;
     *) echo "cluster-lab: unknown option '$1' (see --help)" >&2; exit 1 ;;
   esac
 done
+[ "$run_plain" -eq 1 ] && [ "$torch" -eq 1 ] && { echo "cluster-lab: --run and --torch exclude each other" >&2; exit 1; }
 [ $# -gt 0 ] || { echo "cluster-lab: no command given (usage: cluster-lab.sh [options] -- COMMAND...)" >&2; exit 1; }
 [[ "$hosts" =~ ^[0-9]+$ ]] && [ "$hosts" -ge 1 ] && [ "$hosts" -le 64 ] ||
   { echo "cluster-lab: --hosts '$hosts' is not a host count in 1..64" >&2; exit 1; }
@@ -212,7 +217,13 @@ fi
 # The command runs in the background and the script waits for it, so that a signal to the script alone
 # (kill, a CI timeout) ends the lab at once: the traps run, and the cleanup ends what the command left.
 # Its standard input stays the script's.
-if [ "$run_plain" -eq 1 ]; then
+if [ "$torch" -eq 1 ]; then
+  # torchrun's variables from Open MPI's, per rank; the rendezvous on labhost0.
+  ip netns exec "$(ns_of 0)" unshare --uts /bin/sh -c 'hostname labhost0 && exec "$@"' sh \
+    mpiexec -n $((hosts * rph)) --map-by slot --bind-to none /bin/sh -c 'RANK=$OMPI_COMM_WORLD_RANK \
+      WORLD_SIZE=$OMPI_COMM_WORLD_SIZE LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK \
+      LOCAL_WORLD_SIZE=$OMPI_COMM_WORLD_LOCAL_SIZE MASTER_ADDR=10.213.0.1 MASTER_PORT=29400 exec "$@"' sh "$@" <&0 &
+elif [ "$run_plain" -eq 1 ]; then
   ip netns exec "$(ns_of 0)" unshare --uts /bin/sh -c 'hostname labhost0 && exec "$@"' sh "$@" <&0 &
 else
   ip netns exec "$(ns_of 0)" unshare --uts /bin/sh -c 'hostname labhost0 && exec "$@"' sh \

@@ -232,7 +232,7 @@ def worker(rank, world, a, tmp, init):
                       f"{'  (non-finite buckets: %d)' % nonfinite if nonfinite else ''}", flush=True)
     if rank == 0:
         with open(os.path.join(a.work, "points.json"), "w") as f:
-            json.dump({"points": out, "step_times": steps}, f)
+            json.dump({"points": out, "step_times": steps, "hosts": hosts}, f)
     dist.barrier()
     sys.stdout.flush()
     os._exit(0)  # torch 1.13's DDP teardown can deadlock at interpreter exit
@@ -299,7 +299,8 @@ def write_outputs(data, rows, target, sha, a, wall):
     summary = {"world": a.world, "steps": a.steps, "batch": a.batch, "lr": a.lr, "seeds": a.seed_list,
                "model": {"d": a.d, "heads": a.heads, "layers": a.layers, "context": a.context, "parameters": params},
                "corpus": {"files": [os.path.join(STDLIB, c) for c in CORPUS], "sha256": sha},
-               "target_bpc": target, "host": socket.gethostname(), "cpus": os.cpu_count(),
+               "target_bpc": target, "host": socket.gethostname(), "rank_hosts": data.get("hosts"),
+               "cpus": os.cpu_count(),
                "git_commit": tta_common.git_commit(), "date": datetime.date.today().isoformat(), "rows": rows}
     with open(os.path.join(a.out, "train_tta.json"), "w") as f:
         json.dump(summary, f, indent=1)
