@@ -27,6 +27,7 @@
 #include "tuner/plan_space.h"
 #include "tuner/exports/exports.h"
 #include "tuner/study.h"
+#include "tests/tuner/gate_cache.h"
 #include "tuner/workload.h"
 
 namespace ciuic {
@@ -37,8 +38,12 @@ class Study : public ::testing::Test {
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() / ("ciuic_study_" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_);
+    testing_gate_cache::Seed((dir_ / "tune.db").string());
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void TearDown() override {
+    testing_gate_cache::Keep((dir_ / "tune.db").string());
+    std::filesystem::remove_all(dir_);
+  }
   TuneOptions Options(const std::string& topology, int nodes) {
     TuneOptions o;
     o.topology = topology;
@@ -230,6 +235,7 @@ TEST_F(Study, OutputsAreCheckedBeforeTheStudyAndNamesNeverBecomePaths) {
   }
   EXPECT_FALSE(std::filesystem::exists(escaped));
   std::filesystem::remove(escaped);
+  std::filesystem::remove(dir_ / "tune.db");  // the gate cache's seed (SetUp): a refused study must make none
   TuneOptions o = Options("dgx_a100", 1);
   o.out = "/proc/nonexistent/p.json";
   EXPECT_THROW(RunStudy(o, log_), InputError);

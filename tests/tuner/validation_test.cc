@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "tuner/bench_runner.h"
 #include "tuner/study.h"
+#include "tests/tuner/gate_cache.h"
 #include "tuner/topology.h"
 #include "tuner/workload.h"
 
@@ -223,8 +224,10 @@ class Resume : public ::testing::Test {
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() / ("ciuic_resume_" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_);
+    testing_gate_cache::Seed((dir_ / "tune.db").string());
   }
   void TearDown() override {
+    testing_gate_cache::Keep((dir_ / "tune.db").string());
     unsetenv("CIUIC_BENCH_EXE");
     std::filesystem::remove_all(dir_);
   }
