@@ -22,11 +22,11 @@ bool TakesRatio(const std::string& family) { return family == "topk" || family =
 SearchSpace AllReducePlanSpace() {
   SearchSpace s;
   // Ordered from gentle to aggressive compression, so neighbours are similar (TPE smooths over them).
-  s.dims.push_back({"codec", {"none", "bf16", "fp16", "fp8e4m3", "int8", "int4", "sign1", "randomk", "topk", "powersgd"}});
-  s.dims.push_back({"bucket_mb", {"1", "2", "4", "8", "16", "25", "32", "64", "128", "256"}});
-  s.dims.push_back({"streams", {"1", "2", "4", "8"}});
-  s.dims.push_back({"algo", {"nccl", "ring", "rd", "hier"}});
-  s.dims.push_back({"precision", {"fp32", "bf16", "fp16"}});
+  s.dims.push_back({"codec", {"none", "bf16", "fp16", "fp8e4m3", "int8", "int4", "sign1", "randomk", "topk", "powersgd"}, {}});
+  s.dims.push_back({"bucket_mb", {"1", "2", "4", "8", "16", "25", "32", "64", "128", "256"}, {}});
+  s.dims.push_back({"streams", {"1", "2", "4", "8"}, {}});
+  s.dims.push_back({"algo", {"nccl", "ring", "rd", "hier"}, {}});
+  s.dims.push_back({"precision", {"fp32", "bf16", "fp16"}, {}});
   const std::vector<std::string> codecs = s.dims[kCodecDim].values, algos = s.dims[kAlgoDim].values;
   const auto codec_is = [codecs](auto pred) {
     return [codecs, pred](const Point& p) { return pred(codecs[static_cast<size_t>(p[kCodecDim])]); };
