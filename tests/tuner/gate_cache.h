@@ -10,7 +10,12 @@
 
 namespace ciuic::testing_gate_cache {
 
-inline std::string CachePath() { return std::string(CIUIC_TEST_BINARY_DIR) + "/gate_cache.db"; }
+// Named after this test binary's link time: a relinked binary (a changed gate) starts a cache of its own.
+inline std::string CachePath() {
+  std::error_code ec;
+  const auto stamp = std::filesystem::last_write_time("/proc/self/exe", ec).time_since_epoch().count();
+  return std::string(CIUIC_TEST_BINARY_DIR) + "/gate_cache-" + std::to_string(static_cast<unsigned long long>(ec ? 0 : stamp)) + ".db";
+}
 
 // Copies the cached verdicts into the (new) study database `db_path`.
 inline void Seed(const std::string& db_path) {
