@@ -87,10 +87,58 @@ std::string ProfileToJson(const Profile& p) {
       j["communicators"].push_back({{"ranks", c.ranks}, {"nodes", c.nodes}, {"rules", rules}});
     }
   }
+  if (!p.accumulation.Empty()) {
+    json c = json::array();
+    for (const AccumulationCandidate& x : p.accumulation.candidates)
+      c.push_back({{"steps", x.steps}, {"step_us", x.step_us}, {"gate", x.gate}});
+    j["accumulation"] = {{"suggested_steps", p.accumulation.steps}, {"codec", p.accumulation.codec},
+                         {"priced", p.accumulation.priced}, {"candidates", c}};
+  }
   return j.dump(2) + "\n";
 }
 
+double AccumulationAdvice::Gain() const {
+  const AccumulationCandidate* one = nullptr;
+  const AccumulationCandidate* chosen = nullptr;
+  for (const auto& c : candidates) {
+    if (c.steps == 1) one = &c;
+    if (c.steps == steps) chosen = &c;
+  }
+  return one && chosen && chosen->step_us > 0 ? one->step_us / chosen->step_us : 1.0;
+}
+
 namespace {
+
+// The accumulation advice: candidates with distinct steps, k = 1 first; the suggestion one of them
+// and, above 1, one the gate passed.
+AccumulationAdvice ParseAccumulation(const JsonValue& a) {
+  a.OnlyKeys({"suggested_steps", "codec", "priced", "candidates"});
+  AccumulationAdvice x;
+  x.steps = static_cast<int>(a["suggested_steps"].Integer(1, kMaxAccumulationSteps));
+  x.codec = a["codec"].NonEmptyString();
+  x.priced = a["priced"].OneOf({"model", "measured"});
+  const std::vector<JsonValue> items = a["candidates"].Elements();
+  if (items.empty()) a["candidates"].Fail("the advice needs its candidates (k = 1 first)");
+  bool found = false;
+  for (const JsonValue& c : items) {
+    c.OnlyKeys({"steps", "step_us", "gate"});
+    AccumulationCandidate y;
+    y.steps = static_cast<int>(c["steps"].Integer(1, kMaxAccumulationSteps));
+    y.step_us = c["step_us"].Number(0, kMaxProfileUs);
+    y.gate = c["gate"].OneOf({"passed", "failed", "n/a"});
+    if (x.candidates.empty() && y.steps != 1) c["steps"].Fail("the first candidate is k = 1 (every micro-batch synced)");
+    for (const auto& z : x.candidates)
+      if (z.steps == y.steps) c["steps"].Fail(fmt::format("a second candidate for {} steps", y.steps));
+    if (y.steps == x.steps) {
+      found = true;
+      if (y.steps > 1 && y.gate != "passed")
+        a["suggested_steps"].Fail(fmt::format("{} steps did not pass the accuracy gate (gate {})", y.steps, y.gate));
+    }
+    x.candidates.push_back(y);
+  }
+  if (!found) a["suggested_steps"].Fail(fmt::format("{} steps is not one of the candidates", x.steps));
+  return x;
+}
 
 // NCCL's settings of a rule: each a value or null (NCCL's own); a measured choice names at least one.
 NcclSettings ParseNccl(const JsonValue& n) {
@@ -198,7 +246,7 @@ std::vector<ProfileRule> ParseRules(const JsonValue& array, int nodes) {
 Profile ParseProfile(const std::string& text, const std::string& origin) {
   const JsonDocument doc(text, "profile", origin);
   const JsonValue j = doc.Root();
-  j.OnlyKeys({"schema", "topology", "workload", "provenance", "step", "rules", "communicators"});
+  j.OnlyKeys({"schema", "topology", "workload", "provenance", "step", "rules", "communicators", "accumulation"});
   const JsonValue schema = j["schema"];
   if (schema.String() != kSchema)
     schema.Fail(schema.String().rfind("ciuic.profile/", 0) == 0
@@ -253,6 +301,7 @@ Profile ParseProfile(const std::string& text, const std::string& origin) {
       p.communicators.push_back(std::move(x));
     }
   }
+  if (j.Has("accumulation")) p.accumulation = ParseAccumulation(j["accumulation"]);
   return p;
 }
 

@@ -74,6 +74,28 @@ struct CommunicatorRules {
   std::vector<ProfileRule> rules;
 };
 
+// Gradient accumulation (`accumulation`): syncing every `steps` micro-batches (DDP's no_sync) instead
+// of every one. It changes the effective batch, a training hyperparameter, so it is a suggestion the
+// job opts into (ciuic.torch.Accumulation), never applied by the runtime or written as a setting by an
+// export. Per candidate k: the step time per micro-batch the tuner priced (backward compute plus 1/k of
+// what a synchronised step adds), and the accuracy gate's verdict on the profile's codec at k.
+struct AccumulationCandidate {
+  int steps = 1;
+  double step_us = 0;        // per micro-batch
+  std::string gate = "n/a";  // passed | failed | n/a (k = 1: the profile's own verdict)
+};
+struct AccumulationAdvice {
+  int steps = 1;              // the suggestion: the fastest candidate that passed the gate and gains --min-gain
+  std::string codec;          // what the gate judged it with (the step's codec, "none@bf16" for a reduction)
+  std::string priced;         // "model" | "measured" (bucket times measured in --mode measure)
+  std::vector<AccumulationCandidate> candidates;  // k = 1 first
+  bool Empty() const { return candidates.empty(); }
+  // The suggestion's step time per micro-batch against k = 1's (1 when none is suggested).
+  double Gain() const;
+};
+// Accumulation steps a profile may suggest: 1..1024.
+constexpr int kMaxAccumulationSteps = 1024;
+
 struct Profile {
   std::string topology, fingerprint;
   int nodes = 1, ranks = 1;
@@ -89,6 +111,7 @@ struct Profile {
   double step_us = 0, baseline_step_us = 0;  // predicted step time, tuned vs NCCL uncompressed defaults
   std::vector<ProfileRule> rules;
   std::vector<CommunicatorRules> communicators;  // optional; never the world's own size
+  AccumulationAdvice accumulation;               // optional (empty: not priced)
   std::string path;  // the file LoadProfile read it from; empty for a profile made in memory
 
   // The rule for a message of `bytes` (the band containing it); throws InputError when none does.

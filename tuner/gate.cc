@@ -152,9 +152,17 @@ Outcome Train(const std::string& name, const GateOptions& o, double learning_rat
     std::vector<int> rows(static_cast<size_t>(o.batch_per_rank));
     const float lr = static_cast<float>(learning_rate);
     bool finite = true;
-    for (int step = 0; step < o.steps && finite; ++step) {
-      for (int& r : rows) r = pick(sampler);
-      LossAndGrad(p, d, rows, grad.data());
+    // One optimizer step per `k` micro-batches: the gradients of the micro-batches summed, then
+    // averaged over them by the scale below and over the ranks by the runtime.
+    const int k = o.accumulation_steps;
+    std::vector<float> micro(k > 1 ? kParams : 0);
+    for (int step = 0; step + k <= o.steps && finite; step += k) {
+      for (int m = 0; m < k; ++m) {
+        for (int& r : rows) r = pick(sampler);
+        LossAndGrad(p, d, rows, k > 1 ? micro.data() : grad.data());
+        if (k == 1) break;
+        for (size_t i = 0; i < kParams; ++i) grad[i] = (m == 0 ? 0.0f : grad[i]) + micro[i] / static_cast<float>(k);
+      }
       try {
         rt.AllReduce(grad.data(), kParams, 0, /*average=*/true);
       } catch (const InputError&) {  // a non-finite gradient, refused on every rank alike: diverged
@@ -187,25 +195,31 @@ Outcome Train(const std::string& name, const GateOptions& o, double learning_rat
 }  // namespace
 
 std::string GateConfigKey(const GateOptions& o) {
-  return fmt::format("relu64-96-48-10 ranks={} steps={} batch={} seeds={} lr={} tol={} loss_tol={} stress_lr={} stress_tol={}",
+  return fmt::format("relu64-96-48-10 ranks={} steps={} batch={} seeds={} lr={} tol={} loss_tol={} stress_lr={} stress_tol={}{}",
                      o.ranks, o.steps, o.batch_per_rank, o.seeds, o.learning_rate, o.tolerance, o.loss_tolerance,
-                     o.stress_learning_rate, o.stress_tolerance);
+                     o.stress_learning_rate, o.stress_tolerance,
+                     o.accumulation_steps == 1 ? "" : fmt::format(" accum={}", o.accumulation_steps));
 }
 
 GateResult RunAccuracyGate(const std::string& codec, const GateOptions& o) {
   if (o.ranks < 1 || o.steps < 1 || o.batch_per_rank < 1 || o.seeds < 1 || !(o.learning_rate > 0) ||
-      !(o.stress_learning_rate >= 0) || !(o.tolerance >= 0) || !(o.loss_tolerance >= 0) || !(o.stress_tolerance >= 0))
-    throw UsageError("accuracy gate: ranks, steps, batch, seeds and learning rate must be positive, the rest >= 0");
+      !(o.stress_learning_rate >= 0) || !(o.tolerance >= 0) || !(o.loss_tolerance >= 0) || !(o.stress_tolerance >= 0) ||
+      o.accumulation_steps < 1 || o.accumulation_steps > o.steps)
+    throw UsageError("accuracy gate: ranks, steps, batch, seeds and learning rate must be positive, the rest >= 0, "
+                     "accumulation steps from 1 to the steps");
   // The uncompressed runs are the same for every codec: kept per (options, learning rate, seed).
   static std::mutex mu;
   static std::map<std::tuple<std::string, double, unsigned>, Outcome> baselines;
-  const std::string key = GateConfigKey(o);
+  // The baseline syncs every micro-batch: uncompressed at accumulation 1, the same samples.
+  GateOptions every_step = o;
+  every_step.accumulation_steps = 1;
+  const std::string key = GateConfigKey(every_step);
   auto baseline = [&](double lr, unsigned seed, const Dataset& d) {
     {
       std::lock_guard lock(mu);
       if (auto it = baselines.find({key, lr, seed}); it != baselines.end()) return it->second;
     }
-    const Outcome b = Train("none", o, lr, seed, d);
+    const Outcome b = Train("none", every_step, lr, seed, d);
     std::lock_guard lock(mu);
     return baselines[{key, lr, seed}] = b;
   };
@@ -220,7 +234,7 @@ GateResult RunAccuracyGate(const std::string& codec, const GateOptions& o) {
     for (unsigned seed = 1; seed <= static_cast<unsigned>(o.seeds); ++seed) {
       const Dataset d = MakeDataset(seed);
       const Outcome base = baseline(lr, seed, d);
-      const Outcome run = codec == "none" ? base : Train(codec, o, lr, seed, d);
+      const Outcome run = codec == "none" && o.accumulation_steps == 1 ? base : Train(codec, o, lr, seed, d);
       GateSeed s;
       s.seed = seed;
       s.stress = stress;

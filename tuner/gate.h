@@ -26,6 +26,12 @@ struct GateOptions {
   double loss_tolerance = 0.5;        // ... and its held-out loss may exceed uncompressed by this fraction
   double stress_learning_rate = 0.2;  // the stability probe (0: none)
   double stress_tolerance = 0.05;     // accuracy points a seed may lose there (the loss is not compared)
+  // Gradient accumulation: each rank sums this many micro-batches of batch_per_rank before one
+  // averaged allreduce and one optimizer step, so a run takes steps / accumulation_steps optimizer
+  // steps over the same samples. It is judged against the uncompressed run at 1 (same samples, same
+  // learning rate): what a job gains by syncing every k micro-batches (DDP's no_sync) and what its
+  // accuracy pays for the k-fold effective batch.
+  int accumulation_steps = 1;
 };
 
 struct GateSeed {
@@ -52,7 +58,8 @@ struct GateResult {
 // that 16-bit precision (the runtime's native algorithm).
 GateResult RunAccuracyGate(const std::string& codec, const GateOptions& options = {});
 
-// What the verdict depends on, stored with it ("relu64-96-48-10 ranks=4 steps=300 ...").
+// What the verdict depends on, stored with it ("relu64-96-48-10 ranks=4 steps=300 ..."; " accum=K"
+// appended when accumulation_steps is not 1, so verdicts stored before the option stay valid).
 std::string GateConfigKey(const GateOptions& options);
 
 }  // namespace ciuic

@@ -198,6 +198,23 @@ std::string DbOption(const cxxopts::ParseResult& r, bool create = true) {
   return db;
 }
 
+std::vector<std::string> ParseList(const char* option, const std::string& text);
+
+// --accumulation: "1,2,4,8" (run: 1 first, increasing) or one count (gate); whole numbers in 1..1024.
+std::vector<int> AccumulationOption(const std::string& text) {
+  std::vector<int> out;
+  for (const std::string& item : ParseList("accumulation", text)) {
+    int n = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), n);
+    if (ec != std::errc() || end != item.data() + item.size() || n < 1 || n > kMaxAccumulationSteps)
+      throw BadOption("accumulation", text,
+                      fmt::format("micro-batches per sync are whole numbers in 1..{}", kMaxAccumulationSteps));
+    if (!out.empty() && n <= out.back()) throw BadOption("accumulation", text, "the counts go in increasing order");
+    out.push_back(n);
+  }
+  return out;
+}
+
 int RunTune(const cxxopts::ParseResult& r) {
   TuneOptions o;
   if (!r.count("topology")) throw UsageError("run: --topology NAME|FILE is required (see ciuic-tune topologies)");
@@ -227,6 +244,12 @@ int RunTune(const cxxopts::ParseResult& r) {
   }
   o.min_gain = OptionInRange("min-gain", r["min-gain"].as<double>(), 0.0, 0.99);
   o.band_candidates = OptionInRange("band-candidates", r["band-candidates"].as<int>(), 1, 16);
+  if (r.count("accumulation")) {
+    o.accumulation = AccumulationOption(r["accumulation"].as<std::string>());
+    if (o.accumulation.front() != 1)
+      throw BadOption("accumulation", r["accumulation"].as<std::string>(),
+                      "run: the list starts with 1 (every micro-batch synced), e.g. 1,2,4,8; 1 alone prices nothing");
+  }
   o.target = r["target"].as<std::string>();
   OneOfOption("target", o.target, TuneTargets());
   o.budget = OptionInRange("budget", o.budget, 1, kMaxBudget);
@@ -432,6 +455,15 @@ int Gate(const cxxopts::ParseResult& r) {
   GateOptions g;
   g.tolerance = OptionInRange("gate-tolerance", r["gate-tolerance"].as<double>(), 0.0, 1.0);
   g.seeds = OptionInRange("gate-seeds", r["gate-seeds"].as<int>(), 1, 20);
+  if (r.count("accumulation")) {
+    const std::vector<int> k = AccumulationOption(r["accumulation"].as<std::string>());
+    if (k.size() != 1)
+      throw BadOption("accumulation", r["accumulation"].as<std::string>(), "gate: one count of micro-batches per sync");
+    g.accumulation_steps = k.front();
+    if (g.accumulation_steps > g.steps)
+      throw BadOption("accumulation", r["accumulation"].as<std::string>(),
+                      fmt::format("gate: at most the gate's {} micro-batches", g.steps));
+  }
   const std::string format = r.count("format") ? r["format"].as<std::string>() : "text";
   OneOfOption("format", format, {"text", "json"});
   std::vector<std::string> codecs;
@@ -487,7 +519,7 @@ int PlotNotFirst(const cxxopts::ParseResult&) {
 const Subcommand kSubcommands[] = {
     {"run", "search for the best configuration (the default with --topology), store it, write the profile",
      {"topology", "nodes", "workload", "strategy", "budget", "seed", "patience", "mode", "transport", "db", "calibration", "out",
-      "state-memory", "target", "min-gain", "band-candidates", "gate-tolerance", "gate-seeds"},
+      "state-memory", "target", "min-gain", "band-candidates", "gate-tolerance", "gate-seeds", "accumulation"},
      RunTune},
     {"show", "stored studies and best configurations", {"db"}, Show},
     {"calibrate", "measure the model's primitives here: kernels (cpu or cuda) and the link (--ranks) -> --db",
@@ -506,7 +538,7 @@ const Subcommand kSubcommands[] = {
      {"nodes", "published"},
      Topologies},
     {"gate", "the accuracy gate's verdict per codec (default: every codec a study gates), text or json",
-     {"codecs", "gate-tolerance", "gate-seeds", "format"},
+     {"codecs", "gate-tolerance", "gate-seeds", "format", "accumulation"},
      Gate},
     {"model", "predicted uncompressed allreduce time and busbw per algorithm",
      {"topology", "nodes", "sizes"},
@@ -577,6 +609,8 @@ int Run(int argc, char** argv) {
       "gate-tolerance", "accuracy gate: held-out accuracy (fraction) a codec may lose per seed",
       cxxopts::value<double>()->default_value("0.01"))(
       "gate-seeds", "accuracy gate: seeds, each must pass", cxxopts::value<int>()->default_value("3"))(
+      "accumulation", "run: micro-batches per sync to price and gate, a suggestion in the profile (default 1,2,4,8; "
+      "1 prices nothing); gate: one count, judged against syncing every micro-batch", cxxopts::value<std::string>())(
       "profile", "export: the profile to read", cxxopts::value<std::string>())(
       "format", "export: the format; gate: text | json", cxxopts::value<std::string>()->default_value("json"))(
       "grad-dtype", "export --format deepspeed: the job's gradient dtype, fp32 | fp16 | bf16 (default bf16): bucket "

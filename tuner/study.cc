@@ -34,6 +34,35 @@ namespace ciuic {
 
 namespace {
 
+// One codec's verdict under `g` (GateConfigKey: with accumulation steps above 1, its own key), from
+// the database or run now and stored; logged either way as "gate  NAME ...".
+bool GateVerdict(Database& db, const std::string& codec, const GateOptions& g, std::ostream& log) {
+  const std::string key = GateConfigKey(g);
+  const std::string name =
+      g.accumulation_steps == 1 ? codec : fmt::format("{} k={}", codec, g.accumulation_steps);
+  Statement q(db.handle(), "SELECT passed, final_loss, baseline_loss FROM gate_results WHERE codec = ? AND config = ?");
+  q.Bind(1, codec).Bind(2, key);
+  if (q.Step()) {
+    const bool passed = q.ColumnInt(0) != 0;
+    log << fmt::format("gate  {:<13} {} (stored: worst seed's held-out loss {:.4f} vs {:.4f})\n", name,
+                       passed ? "pass" : "fail", q.ColumnDouble(1), q.ColumnDouble(2));
+    return passed;
+  }
+  const GateResult r = RunAccuracyGate(codec, g);
+  Database::Transaction tx(db);
+  Statement ins(db.handle(),
+                "INSERT OR REPLACE INTO gate_results (codec, config, final_loss, baseline_loss, passed, created) "
+                "VALUES (?, ?, ?, ?, ?, ?)");
+  ins.Bind(1, codec).Bind(2, key).Bind(3, r.final_loss).Bind(4, r.baseline_loss).Bind(5, int64_t{r.passed}).Bind(6, IsoNow());
+  ins.Step();
+  tx.Commit();
+  log << fmt::format("gate  {:<13} {} ({} of {} seeds x 2 learning rates: held-out accuracy {:.1f}% vs "
+                     "uncompressed {:.1f}%, loss {:.4f} vs {:.4f}; tolerance {:.1f} points)\n",
+                     name, r.passed ? "pass" : "fail", r.passed ? "worst" : "first failing", g.seeds,
+                     100 * r.accuracy, 100 * r.baseline_accuracy, r.final_loss, r.baseline_loss, 100 * g.tolerance);
+  return r.passed;
+}
+
 // Gate verdicts for every codec and reduction precision of the space (GateName), from the database
 // or run now (and stored). The stored losses are the worst seed's. A codec or precision the --target
 // cannot run in any configuration is not gated (it is never proposed): its verdict is "fail".
@@ -42,7 +71,6 @@ std::map<std::string, bool> GateAll(Database& db, const SearchSpace& space, cons
   GateOptions g;
   g.tolerance = tolerance;
   g.seeds = seeds;
-  const std::string key = GateConfigKey(g);
   std::map<std::string, bool> pass;
   std::vector<std::string> names;
   std::vector<std::string> skipped;
@@ -68,27 +96,7 @@ std::map<std::string, bool> GateAll(Database& db, const SearchSpace& space, cons
       Progress& p;
       ~ItemDone() { p.Done(); }
     } item_done{progress};
-    Statement q(db.handle(), "SELECT passed, final_loss, baseline_loss FROM gate_results WHERE codec = ? AND config = ?");
-    q.Bind(1, codec).Bind(2, key);
-    if (q.Step()) {
-      pass[codec] = q.ColumnInt(0) != 0;
-      log << fmt::format("gate  {:<13} {} (stored: worst seed's held-out loss {:.4f} vs {:.4f})\n", codec,
-                         pass[codec] ? "pass" : "fail", q.ColumnDouble(1), q.ColumnDouble(2));
-      continue;
-    }
-    const GateResult r = RunAccuracyGate(codec, g);
-    pass[codec] = r.passed;
-    Database::Transaction tx(db);
-    Statement ins(db.handle(),
-                  "INSERT OR REPLACE INTO gate_results (codec, config, final_loss, baseline_loss, passed, created) "
-                  "VALUES (?, ?, ?, ?, ?, ?)");
-    ins.Bind(1, codec).Bind(2, key).Bind(3, r.final_loss).Bind(4, r.baseline_loss).Bind(5, int64_t{r.passed}).Bind(6, IsoNow());
-    ins.Step();
-    tx.Commit();
-    log << fmt::format("gate  {:<13} {} ({} of {} seeds x 2 learning rates: held-out accuracy {:.1f}% vs "
-                       "uncompressed {:.1f}%, loss {:.4f} vs {:.4f}; tolerance {:.1f} points)\n",
-                       codec, r.passed ? "pass" : "fail", r.passed ? "worst" : "first failing", g.seeds,
-                       100 * r.accuracy, 100 * r.baseline_accuracy, r.final_loss, r.baseline_loss, 100 * tolerance);
+    pass[codec] = GateVerdict(db, codec, g, log);
   }
   return pass;
 }
@@ -254,6 +262,13 @@ struct Study {
     const auto targets = TuneTargets();
     if (std::find(targets.begin(), targets.end(), o.target) == targets.end())
       throw UsageError(fmt::format("--target {}: ciuic | ddp | nccl | deepspeed | horovod", o.target));
+    if (o.accumulation.empty() || o.accumulation.front() != 1)
+      throw UsageError("--accumulation: the list starts with 1 (every micro-batch synced), e.g. 1,2,4,8");
+    for (size_t i = 0; i < o.accumulation.size(); ++i)
+      if (o.accumulation[i] < 1 || o.accumulation[i] > kMaxAccumulationSteps ||
+          (i > 0 && o.accumulation[i] <= o.accumulation[i - 1]))
+        throw UsageError(fmt::format("--accumulation: {} is not in increasing order within 1..{}", o.accumulation[i],
+                                     kMaxAccumulationSteps));
   }
 
   // Topology, workload, and the space of plans the topology offers.
@@ -688,6 +703,51 @@ struct Study {
     }
   }
 
+  // Gradient accumulation (--accumulation): syncing every k micro-batches, priced on the step the study
+  // chose (backward compute, plus 1/k of what a synchronised step adds to it: exposed communication and
+  // the score's share of the rest) and gated with the step's codec at k against uncompressed at 1 on
+  // the same samples. The suggestion is the fastest k that passed and gains --min-gain over k = 1.
+  void AdviseAccumulation(Database& db, const PlanChoice& best) {
+    if (o.accumulation.size() < 2) return;
+    AccumulationAdvice& adv = res.profile.accumulation;
+    adv.codec = GateName(best);
+    adv.priced = meter ? "measured" : "model";
+    bool feasible = false;
+    const CommPlan plan = PlanOf(best, topo, &feasible, calp);
+    const double backward = ScheduleStep(work, topo, EffectiveFabric(topo), plan, batch).backward_us;
+    const double step = res.profile.step_us, sync = std::max(0.0, step - backward);
+    GateOptions g;
+    g.tolerance = o.gate_tolerance;
+    g.seeds = o.gate_seeds;
+    const AccumulationCandidate* chosen = nullptr;
+    for (int k : o.accumulation) {
+      AccumulationCandidate c;
+      c.steps = k;
+      c.step_us = backward + sync / k;
+      if (k == 1) {
+        c.gate = Lossless(best) ? "n/a" : "passed";
+      } else {
+        g.accumulation_steps = k;
+        c.gate = GateVerdict(db, adv.codec, g, log) ? "passed" : "failed";
+      }
+      adv.candidates.push_back(c);
+    }
+    for (const auto& c : adv.candidates)
+      if (c.steps > 1 && c.gate == "passed" && c.step_us * (1 + o.min_gain) <= adv.candidates.front().step_us &&
+          (!chosen || c.step_us < chosen->step_us))
+        chosen = &c;
+    adv.steps = chosen ? chosen->steps : 1;
+    std::string line;
+    for (const auto& c : adv.candidates)
+      line += fmt::format("  k={} {:.1f} ms ({}{})", c.steps, c.step_us / 1000, c.gate,
+                          c.steps == 1 ? "" : fmt::format(", {:.2f}x", adv.candidates.front().step_us / c.step_us));
+    log << fmt::format("accumulation ({} priced; per micro-batch, gate on {}):{}\n", adv.priced, adv.codec, line);
+    log << (chosen ? fmt::format("accumulation: suggest syncing every {} micro-batches ({:.2f}x per micro-batch; a "
+                                 "training hyperparameter: the job opts in)\n",
+                                 adv.steps, adv.Gain())
+                   : std::string("accumulation: no suggestion (no k above 1 passed the gate and gains --min-gain)\n"));
+  }
+
   // --mode measure: a band leaves the baseline only for a configuration this fraction faster than it,
   // timed again beside it in kRetimePairs pairs of runs below 256 MiB, in one pair above.
   static constexpr double kBandMinGain = 0.05;
@@ -977,6 +1037,7 @@ TuneResult RunStudy(const TuneOptions& options, std::ostream& log) {
   const PlanChoice best = s.Best(sr);
   s.DescribeProfile(sr);
   s.PickRules(best);
+  s.AdviseAccumulation(db, best);
   // The bands kept on NCCL's allreduce: NCCL's algorithm there as the model sees it, advice only
   // (the tuner plugin applies measured choices alone: ciuic-tune nccl-axis on the GPUs).
   if (!s.CpuTopology()) AdviseNcclAxis(s.res.profile, s.topo);

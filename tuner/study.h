@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "collectives/profile.h"
 #include "tuner/plan_space.h"
@@ -41,6 +42,9 @@ struct TuneOptions {
   // MPI, as mpiexec jobs run it) or "gloo" (gloo's TCP transport, as a torch job's ciuic.torch hook
   // and DDP's default CPU allreduce run it).
   std::string transport = "mpi";
+  // Gradient accumulation steps to price and gate (profile "accumulation", a suggestion the job opts
+  // into): 1 first; {1} prices nothing.
+  std::vector<int> accumulation{1, 2, 4, 8};
 };
 
 struct TuneResult {

@@ -31,6 +31,23 @@ class Rule:
                    measured_us=s.measured_us)
 
 
+@dataclasses.dataclass(frozen=True)
+class Accumulation:
+    """The profile's gradient-accumulation suggestion (`ciuic-tune --accumulation`): sync every
+    `suggested_steps` micro-batches. candidates: (steps, step_us per micro-batch, gate verdict), k = 1
+    first. A training hyperparameter: nothing applies it unless the job opts in
+    (ciuic.torch.Accumulation(ddp, "profile", profile=...))."""
+    suggested_steps: int
+    codec: str
+    priced: str   # model | measured
+    candidates: tuple
+
+    def gain(self):
+        """Step time per micro-batch at k = 1 over the suggestion's (1.0 when it suggests none)."""
+        times = {k: t for k, t, _ in self.candidates}
+        return times[1] / times[self.suggested_steps] if times.get(self.suggested_steps) else 1.0
+
+
 class Profile:
     """A profile file, JSON text or the dict json.load gives; malformed input raises InputError."""
 
@@ -48,6 +65,18 @@ class Profile:
         else:
             raise TypeError(f"profile: a path, JSON text or dict, not {type(source).__name__}")
         self._h = handle
+        # libciuic has checked the text; the accumulation suggestion is read from it here.
+        if isinstance(source, dict):
+            doc = source
+        elif self.path is not None:
+            with open(self.path, encoding="utf-8") as f:
+                doc = json.load(f)
+        else:
+            doc = json.loads(source)
+        acc = doc.get("accumulation")
+        self.accumulation = None if acc is None else Accumulation(
+            suggested_steps=int(acc["suggested_steps"]), codec=acc["codec"], priced=acc["priced"],
+            candidates=tuple((int(c["steps"]), float(c["step_us"]), c["gate"]) for c in acc["candidates"]))
         nodes, ranks, count = ctypes.c_int(), ctypes.c_int(), ctypes.c_size_t()
         call("ciuic_profile_info", self._h, ctypes.byref(nodes), ctypes.byref(ranks), ctypes.byref(count))
         self.nodes, self.ranks = nodes.value, ranks.value

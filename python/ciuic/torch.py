@@ -481,6 +481,48 @@ class HookState:
             pass
 
 
+class Accumulation:
+    """Opt-in gradient accumulation: gradients are synchronised every `steps` micro-batches (DDP's
+    no_sync on the others), so a job pays one allreduce per `steps` micro-batches. It changes the
+    effective batch `steps`-fold, a training hyperparameter: the profile only suggests it (`ciuic-tune
+    --accumulation`, the exports' suggestion), and nothing applies it unless the job builds this.
+
+        acc = ciuic.torch.Accumulation(ddp, 4)            # or Accumulation(ddp, "profile", profile=P)
+        for i, (x, y) in enumerate(loader):
+            with acc.micro_batch(i):
+                (loss_fn(ddp(x), y) / acc.steps).backward()
+            if acc.sync_step(i):
+                opt.step()
+                opt.zero_grad()
+
+    steps: a whole number >= 1, or "profile": the profile's suggestion (1 when it has none).
+    """
+
+    def __init__(self, ddp, steps, profile=None):
+        if not hasattr(ddp, "no_sync"):
+            raise UsageError(1, "Accumulation: the model must be a DistributedDataParallel (it needs no_sync)")
+        if steps == "profile":
+            if profile is None:
+                raise UsageError(1, 'Accumulation: steps="profile" needs profile=')
+            adv = as_profile(profile).accumulation
+            steps = adv.suggested_steps if adv is not None else 1
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise UsageError(1, f"Accumulation: steps must be a whole number >= 1 or \"profile\", not {steps!r}")
+        self.ddp, self.steps = ddp, steps
+
+    def sync_step(self, micro_index):
+        """Whether micro-batch `micro_index` (0-based) ends an accumulation: its backward synchronises
+        the gradients, and the optimizer steps after it."""
+        if micro_index < 0:
+            raise UsageError(1, f"Accumulation: micro-batch index {micro_index} is negative")
+        return (micro_index + 1) % self.steps == 0
+
+    def micro_batch(self, micro_index):
+        """The context to run micro-batch `micro_index`'s forward and backward in: DDP's no_sync unless
+        it ends an accumulation."""
+        return _nullcontext() if self.sync_step(micro_index) else self.ddp.no_sync()
+
+
 class _nullcontext:
     def __enter__(self):
         return self

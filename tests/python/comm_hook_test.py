@@ -306,6 +306,47 @@ def overlap_check(rank, world):
     return seen[-1]
 
 
+def accumulation_check(rank, world):
+    """(i): ciuic.torch.Accumulation(ddp, 2) on the ciuic hook: (hook calls and this rank's gradient after
+    micro-batch 0, the same after micro-batch 1, the steps read from a profile's suggestion, the errors
+    of misuse)."""
+    cfg = Config("ring int8", "ring", "int8")
+    prof = cfg.profile(world)
+    model = make_model(0)
+    ddp = DDP(model, bucket_cap_mb=BUCKET / 2**20)
+    state, hook = ciuic.torch.comm_hook(prof, module=model)
+    calls = []
+    def counted(st, bucket):
+        calls.append(1)
+        return hook(st, bucket)
+
+    ddp.register_comm_hook(state, counted)
+    acc = ciuic.torch.Accumulation(ddp, 2)
+    seen = []
+    for i in range(2):
+        torch.manual_seed(100 + 10 * rank + i)  # each rank its own micro-batches
+        with acc.micro_batch(i):
+            ddp(torch.randn(8, 32)).pow(2).mean().backward()
+        seen.append((len(calls), np.concatenate([p.grad.detach().numpy().ravel() for p in model.parameters()]),
+                     acc.sync_step(i)))
+    state.close()
+    prof["accumulation"] = {"suggested_steps": 4, "codec": "int8", "priced": "model",
+                            "candidates": [{"steps": 1, "step_us": 100.0, "gate": "passed"},
+                                           {"steps": 4, "step_us": 60.0, "gate": "passed"}]}
+    from_profile = ciuic.torch.Accumulation(ddp, "profile", profile=prof).steps
+    gain = ciuic.Profile(prof).accumulation.gain()
+    del prof["accumulation"]
+    none_suggested = ciuic.torch.Accumulation(ddp, "profile", profile=prof).steps
+    errors = []
+    for bad in ((model, 2), (ddp, 0), (ddp, 2.0), (ddp, "profile")):
+        try:
+            ciuic.torch.Accumulation(*bad)
+            errors.append(None)
+        except ciuic.UsageError as e:
+            errors.append(str(e))
+    return seen, from_profile, gain, none_suggested, errors
+
+
 def blocks(n, block=256):
     return [(b, min(n, b + block)) for b in range(0, n, block)]
 
@@ -478,6 +519,8 @@ def worker(rank, world, phase, tmp, init_file):
         if world == 2:
             dist._DEFAULT_FIRST_BUCKET_BYTES = 64 << 20
             results["_overlap"] = overlap_check(rank, world)
+            dist._DEFAULT_FIRST_BUCKET_BYTES = BUCKET
+            results["_accum"] = accumulation_check(rank, world)
     results["_times"] = times
     torch.save(results, os.path.join(tmp, f"{phase}.{world}.{rank}.pt"))
     dist.barrier()
@@ -554,6 +597,20 @@ def analyse(world, train, resume, report):
                    f"{tag} rank {r}: the hook did not return before its 64 MiB bucket was reduced "
                    f"(call {call_s * 1e3:.2f} ms, done {done_s * 1e3:.1f} ms, done at return {done_at_return})")
             report.setdefault("_overlap", []).append((call_s, done_s))
+        # Accumulation: micro-batch 0 under no_sync (no hook call, each rank its own gradient), micro-batch
+        # 1 synchronises the sum of both (the hook runs, every rank ends with the same gradient).
+        accs = [res["_accum"] for res in train]
+        (c0, g0, s0), (c1, g1, s1) = accs[0][0]
+        (_, h0, _), (_, h1, _) = accs[1][0]
+        expect(c0 == 0 and not s0 and s1 and c1 > 0,
+               f"{tag} Accumulation(ddp, 2): hook calls after micro-batch 0 {c0} (want 0), after 1 {c1} (want > 0)")
+        expect(not np.allclose(g0, h0), f"{tag} Accumulation: micro-batch 0 was synchronised (ranks agree)")
+        expect(np.array_equal(g1, h1), f"{tag} Accumulation: after micro-batch 1 the ranks' gradients differ")
+        for r, (_, from_profile, gain, none_suggested, errors) in enumerate(accs):
+            expect(from_profile == 4 and abs(gain - 100 / 60) < 1e-9 and none_suggested == 1,
+                   f"{tag} rank {r}: Accumulation from a profile: {from_profile} (want 4), gain {gain}, "
+                   f"without a suggestion {none_suggested} (want 1)")
+            expect(all(e is not None for e in errors), f"{tag} rank {r}: Accumulation misuse accepted: {errors}")
     for cfg in CONFIGS:
         tr = [res[cfg.name] for res in train]
         rs = [res[cfg.name] for res in resume]

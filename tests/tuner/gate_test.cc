@@ -62,5 +62,34 @@ TEST(Gate, VerdictsAreDeterministicAndOptionsChecked) {
   EXPECT_NE(GateConfigKey(OneSeed()), GateConfigKey(GateOptions{})) << "the seeds are part of the stored key";
 }
 
+// Accumulation: k micro-batches per allreduce and optimizer step, judged against syncing every
+// micro-batch over the same samples. The key of a verdict at 1 is what it was before the option.
+TEST(Gate, AccumulationIsJudgedAgainstSyncingEveryMicroBatch) {
+  GateOptions one = OneSeed();
+  EXPECT_EQ(GateConfigKey(one).find("accum"), std::string::npos) << "verdicts stored before the option stay valid";
+  GateOptions k4 = OneSeed();
+  k4.accumulation_steps = 4;
+  EXPECT_NE(GateConfigKey(k4).find(" accum=4"), std::string::npos);
+  // Uncompressed at k = 1 is its own baseline; at k = 4 it trains (a quarter of the optimizer steps)
+  // but is compared with the k = 1 run on the same samples.
+  const GateResult at1 = RunAccuracyGate("none", one);
+  const GateResult at4 = RunAccuracyGate("none", k4);
+  EXPECT_EQ(at1.seeds[0].accuracy, at1.seeds[0].baseline_accuracy);
+  EXPECT_EQ(at4.seeds[0].baseline_accuracy, at1.seeds[0].baseline_accuracy);
+  EXPECT_NE(at4.seeds[0].accuracy, at4.seeds[0].baseline_accuracy) << "accumulation changed the run";
+  EXPECT_GT(at4.seeds[0].accuracy, 0.5) << "it still learns";
+  // Everything in one optimizer step (300 micro-batches, one update) learns next to nothing.
+  GateOptions all = OneSeed();
+  all.accumulation_steps = all.steps;
+  const GateResult once = RunAccuracyGate("none", all);
+  EXPECT_FALSE(once.passed);
+  EXPECT_LT(once.seeds[0].accuracy, at4.seeds[0].accuracy);
+  GateOptions bad = OneSeed();
+  bad.accumulation_steps = 0;
+  EXPECT_THROW(RunAccuracyGate("none", bad), UsageError);
+  bad.accumulation_steps = bad.steps + 1;
+  EXPECT_THROW(RunAccuracyGate("none", bad), UsageError);
+}
+
 }  // namespace
 }  // namespace ciuic

@@ -24,6 +24,7 @@
 #include "core/sizes.h"
 #include "kernels/codec_spec.h"
 #include "tuner/calibrate.h"
+#include "tuner/gate.h"
 #include "tuner/plan_space.h"
 #include "tuner/exports/exports.h"
 #include "tuner/study.h"
@@ -52,6 +53,7 @@ class Study : public ::testing::Test {
     o.db = (dir_ / "tune.db").string();  // shared: the gate runs once per test and is reused
     o.gate_seeds = 1;  // a third of the gate's cost; seed 1 alone gives every codec the 3-seed verdict
     o.out = (dir_ / (topology + ".profile.json")).string();
+    o.accumulation = {1};  // priced and gated in its own test
     return o;
   }
   // A DGX A100 with its NICs replaced by `gbps` links.
@@ -99,6 +101,106 @@ TEST_F(Study, WritesProfileAndTrialsAndResumesAnInterruptedStudy) {
   EXPECT_EQ(b.study_id, a.study_id);
   EXPECT_EQ(b.reused, 40);
   EXPECT_EQ(LoadProfile(b.profile_path).step_us, p.step_us);
+}
+
+// Gradient accumulation: priced on the chosen step (backward plus 1/k of what syncing adds), gated
+// per k with the step's codec, suggested only at a k the gate passed, and exported as a suggestion.
+TEST_F(Study, AccumulationIsPricedGatedAndSuggestedOnlyWhereTheGatePassed) {
+  TuneOptions o = Options(WithNics(1), 2);
+  o.budget = 30;
+  o.accumulation = {1, 2, 4};
+  o.min_gain = 0.01;  // a compressed step over 1 Gbit/s: syncing half as often gains a few percent
+  const Profile p = LoadProfile(RunStudy(o, log_).profile_path);
+  const AccumulationAdvice& a = p.accumulation;
+  ASSERT_EQ(a.candidates.size(), 3u);
+  EXPECT_EQ(a.priced, "model");
+  const double c1 = a.candidates[0].step_us, c2 = a.candidates[1].step_us, c4 = a.candidates[2].step_us;
+  EXPECT_DOUBLE_EQ(c1, p.step_us) << "k = 1 is the profile's own step";
+  EXPECT_GT(c1, c2);
+  EXPECT_NEAR(c1 - c2, 2 * (c2 - c4), 1e-6 * c1) << "what syncing adds is paid once per k micro-batches";
+  // The verdicts are the gate's, stored under the accumulation's own key.
+  Database db(o.db);
+  const auto stored = [&](int k) {
+    GateOptions g;
+    g.seeds = o.gate_seeds;
+    g.tolerance = o.gate_tolerance;
+    g.accumulation_steps = k;
+    Statement q(db.handle(), "SELECT passed FROM gate_results WHERE codec = ? AND config = ?");
+    q.Bind(1, a.codec).Bind(2, GateConfigKey(g));
+    EXPECT_TRUE(q.Step()) << a.codec << " at " << k;
+    return q.ColumnInt(0) != 0 ? std::string("passed") : std::string("failed");
+  };
+  EXPECT_EQ(a.candidates[1].gate, stored(2));
+  EXPECT_EQ(a.candidates[2].gate, stored(4));
+  const auto plant = [&](int k, bool passed) {
+    GateOptions g;
+    g.seeds = o.gate_seeds;
+    g.tolerance = o.gate_tolerance;
+    g.accumulation_steps = k;
+    Statement(db.handle(), "UPDATE gate_results SET passed = ? WHERE codec = ? AND config = ?")
+        .Bind(1, int64_t{passed}).Bind(2, a.codec).Bind(3, GateConfigKey(g)).Step();
+  };
+  // Planted verdicts: only k = 2 passes, then both; a failed k is never suggested.
+  const auto suggested = [&](bool two, bool four) {
+    plant(2, two);
+    plant(4, four);
+    return LoadProfile(RunStudy(o, log_).profile_path);
+  };
+  EXPECT_EQ(suggested(false, false).accumulation.steps, 1);
+  const Profile only2 = suggested(true, false);
+  EXPECT_EQ(only2.accumulation.steps, 2);
+  EXPECT_DOUBLE_EQ(only2.accumulation.Gain(), only2.accumulation.candidates[0].step_us /
+                                                  only2.accumulation.candidates[1].step_us);
+  const Profile both = suggested(true, true);
+  EXPECT_EQ(both.accumulation.steps, 4);
+  const std::string ds = ExportProfile(both, "deepspeed"), ddp = ExportProfile(both, "ddp");
+  EXPECT_NE(ds.find("gradient_accumulation_steps: 4"), std::string::npos) << ds;
+  EXPECT_EQ(nlohmann::json::parse(ds).count("gradient_accumulation_steps"), 0u) << "a suggestion, never a setting";
+  EXPECT_NE(ddp.find("ciuic.torch.Accumulation(model, 4)"), std::string::npos) << ddp;
+  const std::string none_ds = ExportProfile(suggested(false, false), "deepspeed");
+  EXPECT_EQ(none_ds.find("gradient_accumulation"), std::string::npos) << none_ds;
+  o.min_gain = 0.9;  // passed, but gaining less than --min-gain: no suggestion
+  EXPECT_EQ(suggested(true, true).accumulation.steps, 1);
+  // {1} prices nothing: no key in the profile.
+  o.accumulation = {1};
+  EXPECT_TRUE(LoadProfile(RunStudy(o, log_).profile_path).accumulation.Empty());
+  o.accumulation = {2, 4};
+  EXPECT_THROW(RunStudy(o, log_), UsageError);
+}
+
+// The accumulation key reads back as written, and a suggestion the gate did not pass, a list without
+// k = 1 first, a repeated k or a suggestion outside the list is refused.
+TEST(ProfileAccumulation, ReadsBackAndRefusesWhatTheTunerNeverWrites) {
+  Profile p = LoadProfile(ProfilesDir() + "/dgx_a100.profile.json");
+  p.accumulation.steps = 2;
+  p.accumulation.codec = "int8";
+  p.accumulation.priced = "measured";
+  p.accumulation.candidates = {{1, 300.0, "passed"}, {2, 200.0, "passed"}, {4, 150.0, "failed"}};
+  const std::string ok = ProfileToJson(p);
+  const Profile back = ParseProfile(ok, "p.json");
+  ASSERT_EQ(back.accumulation.candidates.size(), 3u);
+  EXPECT_EQ(back.accumulation.steps, 2);
+  EXPECT_EQ(back.accumulation.priced, "measured");
+  EXPECT_EQ(back.accumulation.candidates[2].gate, "failed");
+  EXPECT_DOUBLE_EQ(back.accumulation.Gain(), 1.5);
+  EXPECT_EQ(ProfileToJson(back), ok);
+  auto swap = [&](const std::string& from, const std::string& to) { return ReplaceOnce(ok, from, to); };
+  const std::pair<std::string, std::string> bad[] = {
+      {swap("\"suggested_steps\": 2", "\"suggested_steps\": 4"), "did not pass the accuracy gate"},
+      {swap("\"suggested_steps\": 2", "\"suggested_steps\": 8"), "not one of the candidates"},
+      {swap("\"suggested_steps\": 2", "\"suggested_steps\": 0"), "suggested_steps"},
+      {swap("\"steps\": 1\n", "\"steps\": 3\n"), "the first candidate is k = 1"},
+      {swap("\"steps\": 4\n", "\"steps\": 2\n"), "a second candidate for 2 steps"},
+      {swap("\"priced\": \"measured\"", "\"priced\": \"guessed\""), "priced"},
+      {swap("\"codec\": \"int8\",\n    \"priced\"", "\"extra\": 1, \"codec\": \"int8\",\n    \"priced\""), "extra"}};
+  for (const auto& [text, why] : bad) {
+    try {
+      ParseProfile(text, "p.json");
+      ADD_FAILURE() << "accepted: " << why;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST_F(Study, AStateMemoryLimitKeepsErrorFeedbackCodecsOutEvenOverASlowLink) {
@@ -657,8 +759,9 @@ void ExpectExportAgrees(const Profile& p, const std::string& format) {
     EXPECT_EQ(ExportValue(text, "export NCCL_PROTO"), proto) << text;
     EXPECT_EQ(ExportValue(text, "export NCCL_MIN_CTAS"), ctas) << text;
     EXPECT_EQ(ExportValue(text, "export NCCL_MAX_CTAS"), ctas) << text;
-    if (algo.empty() && proto.empty() && ctas.empty())
+    if (algo.empty() && proto.empty() && ctas.empty()) {
       EXPECT_EQ(text.find("\nexport "), std::string::npos) << text;  // no line sets a variable
+    }
     for (const auto& r : p.rules) {
       const std::string band = fmt::format("band [{}, {})", FormatSize(r.min_bytes),
                                            r.max_bytes ? FormatSize(r.max_bytes) : "inf");

@@ -33,5 +33,9 @@ std::string BandName(const ProfileRule& r);
 std::string ProfilePathForExport(const Profile& p);
 // The largest band: what gradient buckets look like.
 const ProfileRule& LargestBand(const Profile& p);
+// The profile's gradient-accumulation suggestion in words ("sync every 4 micro-batches: 1.31x per
+// micro-batch (model), accuracy gate passed on int8 at 4"); empty when it suggests none (steps 1 or
+// not priced). A suggestion only: it changes the effective batch, so no export sets it.
+std::string AccumulationSuggestion(const Profile& p);
 
 }  // namespace ciuic::exports

@@ -118,12 +118,34 @@ std::vector<std::string> CiuicHookLost(const Profile& p) {
   return out;
 }
 
+// The accumulation suggestion, as comments: the job opts in (it changes the effective batch).
+std::string WithAccumulation(const Profile& p, std::string body) {
+  const std::string what = AccumulationSuggestion(p);
+  if (what.empty()) return body;
+  const int k = p.accumulation.steps;
+  body += fmt::format(
+      "# Suggestion, not applied (a training hyperparameter: the effective batch grows {0}-fold; keep or retune your\n"
+      "# learning rate): {1}.\n"
+      "# To opt in, sync every {0} micro-batches with DDP's no_sync through ciuic.torch:\n"
+      "#   acc = ciuic.torch.Accumulation(model, {0})\n"
+      "#   for i, batch in enumerate(loader):\n"
+      "#       with acc.micro_batch(i):\n"
+      "#           (loss_fn(model(batch)) / {0}).backward()\n"
+      "#       if acc.sync_step(i):\n"
+      "#           optimizer.step(); optimizer.zero_grad()\n",
+      k, what);
+  return body;
+}
+
 }  // namespace
 
 Consumer DdpConsumer(const Profile& p) {
-  if (!p.rules.empty() && !HasBuiltinHook(ParseCodec(LargestBand(p).codec).kind))
-    return {"ddp", CiuicHookBody, CiuicHookLost, false};
-  return {"ddp", BuiltinBody, BuiltinLost, true};
+  const bool ciuic_hook = !p.rules.empty() && !HasBuiltinHook(ParseCodec(LargestBand(p).codec).kind);
+  auto body = [ciuic_hook](const Profile& q, const std::string& head) {
+    return WithAccumulation(q, ciuic_hook ? CiuicHookBody(q, head) : BuiltinBody(q, head));
+  };
+  if (ciuic_hook) return {"ddp", body, CiuicHookLost, false};
+  return {"ddp", body, BuiltinLost, true};
 }
 
 }  // namespace ciuic::exports

@@ -60,6 +60,14 @@ std::string Body(const Profile& p, const std::string& head, const ExportOptions&
                        {"why", "the profile chose sign1 with error feedback for the largest band; 1-bit Adam is "
                                "DeepSpeed's nearest, and it changes the optimizer"},
                        {"gain", Gain(p, big)}});
+  if (const std::string what = AccumulationSuggestion(p); !what.empty())
+    suggest.push_back({{"what", fmt::format("gradient_accumulation_steps: {} (train_batch_size grows {}-fold; keep "
+                                            "train_micro_batch_size_per_gpu)",
+                                            p.accumulation.steps, p.accumulation.steps)},
+                       {"why", "DeepSpeed reduces gradients once per accumulation boundary: fewer synchronisations per "
+                               "sample. It changes the effective batch, a training hyperparameter: not set here"},
+                       {"gain", what},
+                       {"gate", "passed"}});
   if (!suggest.empty()) j["_ciuic_suggest"] = suggest;
   j["_ciuic"] = head;
   j["_ciuic_merge"] = fmt::format(

@@ -28,6 +28,14 @@ std::string ProfilePathForExport(const Profile& p) {
 
 const ProfileRule& LargestBand(const Profile& p) { return p.rules.back(); }
 
+std::string AccumulationSuggestion(const Profile& p) {
+  const AccumulationAdvice& a = p.accumulation;
+  if (a.Empty() || a.steps == 1) return "";
+  return fmt::format("sync every {} micro-batches: {:.2f}x per micro-batch ({}{}), accuracy gate passed on {} at {}",
+                     a.steps, a.Gain(), a.priced == "measured" ? "priced from measured bucket times" : "modelled",
+                     ", not yet timed in a training job", a.codec, a.steps);
+}
+
 }  // namespace exports
 
 namespace {
