@@ -159,7 +159,7 @@ cxxopts::Options MakeOptions() {
       ("version", "print the version")
       ("command", "", cxxopts::value<std::string>());
   // nccl-tests' and OSU's short flags, with their meaning; each must agree with its long option
-  // when both are given (README "nccl-tests and OSU flags").
+  // when both are given (docs/ciuic-bench.md, nccl-tests' and OSU's flags).
   o.add_options("nccl-tests and OSU short flag")
       ("b", "nccl-tests: min bytes (default 32M)", cxxopts::value<std::string>())
       ("e", "nccl-tests: max bytes (default 32M)", cxxopts::value<std::string>())

@@ -1,5 +1,5 @@
 // ciuic-bench compare: two runs, one verdict per (size, placement) on the median time. See compare.h
-// for the rule and README.md ("Compare") for the output.
+// for the rule and docs/ciuic-bench.md ("Compare") for the output.
 #include "bench/compare.h"
 
 #include <algorithm>

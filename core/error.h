@@ -1,5 +1,5 @@
 #pragma once
-// Errors thrown at library boundaries and the exit codes main() maps them to (README.md, "Usage"):
+// Errors thrown at library boundaries and the exit codes main() maps them to (docs/ciuic-bench.md, "Launching, exit codes, deadlines"):
 // 0 ok, 1 bad usage or input, 2 runtime failure (incl. timeout, dead peer), 3 verification failure.
 #include <stdexcept>
 #include <string>

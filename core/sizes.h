@@ -1,5 +1,5 @@
 #pragma once
-// The size grammar of README.md ("Usage"): a size is a positive integer with an optional unit (none = bytes;
+// The size grammar of docs/ciuic-bench.md ("Usage"): a size is a positive integer with an optional unit (none = bytes;
 // K/KiB, M/MiB, G/GiB, T/TiB binary; KB/MB/GB/TB decimal; case-insensitive). A size list is
 // MIN:MAX[:STEP] with STEP `xF` (multiply, default x2) or `+SIZE` (add), or a comma list.
 #include <cstdint>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A multi-host cluster on one machine. Each host is a network namespace with its own UTS namespace
-# (its own host name, labhost0 ... labhostN-1) and one interface, eth0, addressed 10.213.0.(i+1)/24
+# (its own host name, labhost0 ... labhostN-1) and one interface, eth0, addressed 10.213.x.y/16 (host i at i+1)
 # on a bridge that lives in a namespace of its own (the switch): nothing is added to the machine's
 # own network. Every host's eth0 is shaped with tc netem (rate, delay, optional loss), so traffic
 # between hosts crosses a slow link in both directions while ranks on one host share memory.

@@ -10,7 +10,7 @@
 // task (64 non-negative "pixel" features, 10 classes of several prototypes each, noise), separable
 // enough that the uncompressed loss keeps falling towards zero: the regime in which gradients become
 // sparse and uneven and where sign, top-k, random-k and low-rank compression destabilise real training
-// (scripts/digits_tta.py measures that on real data; README "Time to accuracy").
+// (scripts/digits_tta.py measures that on real data; docs/python.md "Time to accuracy").
 #include <string>
 #include <vector>
 

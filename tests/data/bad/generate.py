@@ -7,7 +7,7 @@ unit.bad_inputs) runs, and its manifest cases.tsv.
 
 Standard library only (any python3). The generated files are committed: the test never runs this.
 
-The promise under test (README.md, "Usage"): bad input of any kind gets exactly one line on stderr
+The promise under test (README.md and docs/ciuic-bench.md: exit codes): bad input of any kind gets exactly one line on stderr
 naming the bad option, JSON path or file, and exit 1: never a crash, a signal, a hang, exit 2, more
 lines, a silently accepted value, a file written, or a file the user pointed at changed.
 
