@@ -418,7 +418,10 @@ def write_outputs(data, rows, target, task, a, wall):
              f"| s total |", "|---|---|---|---|---|---|---|"]
     digits = 3 if task.metric == "val_bpc" else 2
     for c, r in rows.items():
-        lines.append(f"| {split_config(c)[0]} | {r['accumulation']} | {fmt_ci(r['micro_batch_ms'], digits=1)} | "
+        base = split_config(c)[0]
+        if base.startswith("profile:"):
+            base = "profile:" + os.path.basename(base[8:])
+        lines.append(f"| {base} | {r['accumulation']} | {fmt_ci(r['micro_batch_ms'], digits=1)} | "
                      f"{r['step_ms'][0]:.1f}; {r['step_iqr_ms']:.1f} | "
                      f"{fmt_ci(r['seconds_to_target'], digits=2)} ({r['reached']}) | {fmt_ci(r['final'], digits=digits)} | "
                      f"{fmt_ci(r['seconds'], digits=2)} |")
