@@ -741,7 +741,8 @@ struct Study {
     for (const auto& c : adv.candidates)
       line += fmt::format("  k={} {:.1f} ms ({}{})", c.steps, c.step_us / 1000, c.gate,
                           c.steps == 1 ? "" : fmt::format(", {:.2f}x", adv.candidates.front().step_us / c.step_us));
-    log << fmt::format("accumulation ({} priced; per micro-batch, gate on {}):{}\n", adv.priced, adv.codec, line);
+    log << fmt::format("accumulation (per micro-batch, {}; gate on {}):{}\n",
+                       meter ? "priced from measured bucket times" : "priced by the model", adv.codec, line);
     log << (chosen ? fmt::format("accumulation: suggest syncing every {} micro-batches ({:.2f}x per micro-batch; a "
                                  "training hyperparameter: the job opts in)\n",
                                  adv.steps, adv.Gain())
