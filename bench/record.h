@@ -29,6 +29,7 @@ struct BenchContext {
   double busbw_factor = 1.0;
   std::string busbw_formula;  // "2(n-1)/n"
   std::vector<std::string> hostnames;
+  std::vector<int> pids;  // each rank's process id (ranks-as-threads share one)
   std::map<std::string, std::string> library_versions;
   std::string start_time;  // ISO 8601 UTC
   std::string command_line;
@@ -69,6 +70,9 @@ struct BenchRow {
   double rel_l2_error = -1;   // lossy codecs: ||result - exact|| / ||exact|| (max over ranks); -1: exact run
   double max_abs_error = -1;
   double baseline_busbw_gbps = -1;  // --baseline's published busbw at this size; -1: none
+  // --per-iter (nccl-tests' -I 1): each rank's own time of every timed iteration, rank-major, before
+  // any combining; empty otherwise.
+  std::vector<std::vector<double>> rank_iter_times_us;
   std::string error;  // non-empty: the row failed or was skipped and its numbers mean nothing
   bool skipped = false;  // not run by design (unsupported combination, size too small), not a failure
   bool ok() const { return error.empty(); }
@@ -107,6 +111,14 @@ class Reporter {
 std::unique_ptr<Reporter> MakeTableReporter(std::ostream& out);
 std::unique_ptr<Reporter> MakeCsvReporter(std::ostream& out);
 std::unique_ptr<Reporter> MakeJsonReporter(std::ostream& out);
+// nccl-tests' -J layout (its JSON file version 3), for nccl-tests' own analysis tools; ciuic.bench/1
+// stays the full record.
+struct NcclTestsJsonOptions {
+  std::vector<std::string> args;  // the command line, program name first
+  std::vector<std::string> env;   // NAME=VALUE lines to record (nccl-tests' "env")
+  bool per_iter = false;          // -I 1: per-iteration records (rows carry rank_iter_times_us)
+};
+std::unique_ptr<Reporter> MakeNcclTestsJsonReporter(std::ostream& out, NcclTestsJsonOptions options);
 // Appends the run and its rows to a SQLite database (core/database.h schema).
 std::unique_ptr<Reporter> MakeSqliteReporter(const std::string& path);
 

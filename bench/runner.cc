@@ -10,6 +10,8 @@
 #include <numeric>
 #include <optional>
 
+#include <unistd.h>
+
 #include "core/buffer.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -151,7 +153,7 @@ class Runner {
     setup_hash_ = Fnv({context.codec, context.algo, context.dtype, context.redop});
     timing_hash_ = Fnv({std::to_string(o.iters), std::to_string(o.warmup), std::to_string(o.check),
                         AverageName(o.average), std::to_string(o.seed), std::to_string(o.row_budget_s),
-                        std::to_string(o.lossy)});
+                        std::to_string(o.lossy), std::to_string(o.per_iter)});
     args_.rank = comm.Rank();
     args_.nranks = comm.Size();
     args_.root = o.spec->rooted ? o.root : -1;
@@ -278,6 +280,17 @@ class Runner {
     comm_.Barrier();
   }
 
+  // Every rank's per-iteration times, rank-major (every rank ran the same count).
+  std::vector<std::vector<double>> GatherRankTimes(const std::vector<double>& mine) {
+    std::vector<double> all(mine.size() * static_cast<size_t>(comm_.Size()));
+    comm_.HostAllGather(mine.data(), all.data(), mine.size() * sizeof(double));
+    std::vector<std::vector<double>> out;
+    for (int r = 0; r < comm_.Size(); ++r)
+      out.emplace_back(all.begin() + static_cast<ptrdiff_t>(r * mine.size()),
+                       all.begin() + static_cast<ptrdiff_t>((r + 1) * mine.size()));
+    return out;
+  }
+
   // Fills every slot's send view with the pattern (through a host staging buffer on a device).
   void FillInputs(Placement& p, const InputPattern& pattern, int slots) {
     const MemoryKind kind = comm_.BufferKind();
@@ -370,6 +383,7 @@ class Runner {
     // timed window.
     Arm("the results exchange of", row.size_bytes, inplace);
 
+    if (o_.per_iter) row.rank_iter_times_us = GatherRankTimes(times);
     // The row's time combines each rank's mean as --average says; its p50/p99 are over the
     // iterations' times combined across ranks the same way.
     double mean = std::accumulate(times.begin(), times.end(), 0.0) / iters;
@@ -587,6 +601,11 @@ BenchContext MakeContext(Communicator& comm, const BenchOptions& o) {
   c.busbw_factor = o.spec->busbw_factor(comm.Size());
   c.busbw_formula = FormulaOf(*o.spec);
   c.hostnames = GatherHostnames(comm);
+  {
+    const int mine = static_cast<int>(getpid());
+    c.pids.resize(static_cast<size_t>(comm.Size()));
+    comm.HostAllGather(&mine, c.pids.data(), sizeof mine);
+  }
   const std::string lib = comm.LibraryVersion();
   if (!lib.empty()) c.library_versions[comm.BackendName()] = lib;
   if (comm.Device() == DeviceKind::kCuda) c.library_versions["cuda"] = CudaVersionString();

@@ -41,6 +41,9 @@ struct BenchOptions {
   int warmup = -1;  // -1: auto (up to 200 / 20 / 5 by the same size classes, a quarter of the budget)
   Average average = Average::kMax;
   int check = 1;    // verification iterations per row (fresh inputs each)
+  // nccl-tests' -I 1: every row also carries each rank's time of every timed iteration (one gather
+  // of iters doubles per rank, after the timed window).
+  bool per_iter = false;
   bool lossy = false;  // a lossy codec: report the error against the exact result and count ranks whose
                        // bits differ from rank 0's as #wrong instead of exact element checks
   bool out_of_place = true;

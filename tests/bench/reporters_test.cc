@@ -1,6 +1,7 @@
 // Golden output of the three text reporters for a fixed context and rows.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -209,6 +210,154 @@ TEST(Reporters, JsonSchemaAndFields) {
   EXPECT_TRUE(b["time_us"].is_null());
   EXPECT_TRUE(b["skipped"].get<bool>());
   EXPECT_EQ(j["summary"]["skipped_rows"], 1);
+}
+
+// The keys of an object, in order.
+std::vector<std::string> Keys(const nlohmann::ordered_json& j) {
+  std::vector<std::string> out;
+  for (auto it = j.begin(); it != j.end(); ++it) out.push_back(it.key());
+  return out;
+}
+
+std::string NcclTestsJson(const std::vector<std::vector<BenchRow>>& sizes, bool per_iter, BenchSummary s = {}) {
+  BenchContext c = Context();
+  c.pids = {4242, 4243};
+  c.check = 1;
+  c.iters = -1;  // auto: the file's "iterations" is the count the rows share
+  std::ostringstream out;
+  auto r = MakeNcclTestsJsonReporter(out, {{"ciuic-bench", "allreduce", "-J", "r.json"}, {"NCCL_DEBUG=WARN"}, per_iter});
+  r->Begin(c);
+  for (const auto& rows : sizes) r->Size(rows);
+  s.avg_busbw_gbps = 2.5;
+  s.end_time = "2026-11-22T12:00:05Z";
+  r->End(s);
+  return out.str();
+}
+
+// Two sizes (x4), both placements, 2 ranks, 4 iterations whose per-rank times are known exactly.
+std::vector<std::vector<BenchRow>> PerIterRows() {
+  std::vector<std::vector<BenchRow>> sizes;
+  for (uint64_t size : {4096ull, 16384ull}) {
+    BenchRow a;
+    a.size_bytes = size;
+    a.count = size / 4;
+    a.iters = 4;
+    a.time_us = 20.0;
+    a.algbw_gbps = static_cast<double>(size) / 20e-6 / 1e9;
+    a.busbw_gbps = a.algbw_gbps;
+    a.rank_iter_times_us = {{10, 12, 11, 30}, {11, 9, 13, 12}};
+    BenchRow b = a;
+    b.inplace = true;
+    b.wrong = 3;
+    b.rank_iter_times_us = {{5, 6, 7, 8}, {8, 7, 6, 5}};
+    sizes.push_back({a, b});
+  }
+  return sizes;
+}
+
+// nccl-tests' -J layout (its JSON version 3, as its src/util.cu writes it): the keys in nccl-tests'
+// order and nesting, its value types (booleans as the strings "true"/"false", the root as its column
+// text), and with -I 1 the per-iteration records its tools/analyze_perf_json.py reads.
+TEST(Reporters, NcclTestsJsonHasNcclTestsKeysAndNesting) {
+  const auto j = nlohmann::ordered_json::parse(NcclTestsJson(PerIterRows(), /*per_iter=*/true));
+  EXPECT_EQ(Keys(j), (std::vector<std::string>{"version", "start_time", "args", "env", "nccl_version", "config",
+                                               "results", "out_of_bounds", "average_bus_bandwidth", "errors",
+                                               "end_time"}));
+  EXPECT_EQ(j["version"], 3);
+  EXPECT_EQ(j["start_time"], "2026-11-22 12:00:00");
+  EXPECT_EQ(j["end_time"], "2026-11-22 12:00:05");
+  EXPECT_EQ(j["args"], nlohmann::ordered_json({"ciuic-bench", "allreduce", "-J", "r.json"}));
+  EXPECT_EQ(j["env"], nlohmann::ordered_json({"NCCL_DEBUG=WARN"}));
+  EXPECT_TRUE(j["nccl_version"].is_null());  // an MPI run used no NCCL
+  const auto& config = j["config"];
+  EXPECT_EQ(Keys(config), (std::vector<std::string>{"nthreads", "ngpus", "minimum_bytes", "maximum_bytes",
+                                                    "step_factor", "warmup_iters", "iterations",
+                                                    "aggregated_iterations", "validation", "graph",
+                                                    "blocking_collectives", "per_iter_timing", "per_iter_skip",
+                                                    "parallel_init", "devices"}));
+  EXPECT_EQ(config["minimum_bytes"], 4096);
+  EXPECT_EQ(config["maximum_bytes"], 16384);
+  EXPECT_EQ(config["step_factor"], 4);
+  EXPECT_EQ(config["iterations"], 4);
+  EXPECT_EQ(config["per_iter_timing"], "true");
+  EXPECT_EQ(config["blocking_collectives"], "true");
+  EXPECT_EQ(config["parallel_init"], "false");
+  ASSERT_EQ(config["devices"].size(), 2u);
+  EXPECT_EQ(Keys(config["devices"][1]), (std::vector<std::string>{"rank", "group", "pid", "hostname", "device",
+                                                                  "device_hex", "device_info"}));
+  EXPECT_EQ(config["devices"][1]["rank"], 1);
+  EXPECT_EQ(config["devices"][1]["pid"], 4243);
+  EXPECT_EQ(config["devices"][1]["hostname"], "node1");
+
+  ASSERT_EQ(j["results"].size(), 2u);  // one result per size, both placements in it
+  const auto& r = j["results"][1];
+  EXPECT_EQ(Keys(r), (std::vector<std::string>{"size", "count", "type", "redop", "root", "out_of_place",
+                                               "out_of_place_per_iter", "in_place", "in_place_per_iter",
+                                               "actual_iterations", "experiment_name"}));
+  EXPECT_EQ(r["size"], 16384);
+  EXPECT_EQ(r["count"], 4096);
+  EXPECT_EQ(r["type"], "float");
+  EXPECT_EQ(r["redop"], "sum");
+  EXPECT_EQ(r["root"], "    -1");
+  EXPECT_EQ(r["actual_iterations"], 4);
+  EXPECT_EQ(Keys(r["out_of_place"]), (std::vector<std::string>{"time", "alg_bw", "bus_bw", "nwrong"}));
+  EXPECT_EQ(r["out_of_place"]["time"].get<double>(), 20.0);
+  EXPECT_DOUBLE_EQ(r["out_of_place"]["alg_bw"].get<double>(), 16384 / 20e-6 / 1e9);
+  EXPECT_EQ(r["out_of_place"]["nwrong"].get<double>(), 0.0);
+  EXPECT_EQ(r["in_place"]["nwrong"].get<double>(), 3.0);
+
+  // Each iteration's time is its slowest rank's; the summary is nccl-tests' (p50 the middle sample,
+  // p95/p99 nearest-rank, population standard deviation).
+  const auto& p = r["out_of_place_per_iter"];
+  EXPECT_EQ(Keys(p), (std::vector<std::string>{"skipped_iterations", "min_us", "max_us", "avg_us", "p50_us",
+                                               "p95_us", "p99_us", "stdev_us", "cv_pct", "times_us",
+                                               "per_process_max_times_us"}));
+  EXPECT_EQ(p["times_us"], nlohmann::ordered_json({11.0, 12.0, 13.0, 30.0}));
+  EXPECT_EQ(p["per_process_max_times_us"], nlohmann::ordered_json({{10.0, 12.0, 11.0, 30.0}, {11.0, 9.0, 13.0, 12.0}}));
+  EXPECT_EQ(p["skipped_iterations"], 0);
+  EXPECT_EQ(p["min_us"].get<double>(), 11.0);
+  EXPECT_EQ(p["max_us"].get<double>(), 30.0);
+  EXPECT_EQ(p["avg_us"].get<double>(), 16.5);
+  EXPECT_EQ(p["p50_us"].get<double>(), 13.0);
+  EXPECT_EQ(p["p95_us"].get<double>(), 30.0);
+  EXPECT_EQ(p["p99_us"].get<double>(), 30.0);
+  EXPECT_DOUBLE_EQ(p["stdev_us"].get<double>(), std::sqrt(245.0 / 4));
+  EXPECT_DOUBLE_EQ(p["cv_pct"].get<double>(), std::sqrt(245.0 / 4) / 16.5 * 100);
+  EXPECT_EQ(r["in_place_per_iter"]["times_us"], nlohmann::ordered_json({8.0, 7.0, 7.0, 8.0}));
+
+  EXPECT_EQ(Keys(j["out_of_bounds"]), (std::vector<std::string>{"count", "okay"}));
+  EXPECT_EQ(j["out_of_bounds"]["okay"], "true");
+  EXPECT_EQ(Keys(j["average_bus_bandwidth"]), (std::vector<std::string>{"bandwidth", "okay"}));
+  EXPECT_EQ(j["average_bus_bandwidth"]["bandwidth"].get<double>(), 2.5);
+  EXPECT_EQ(j["average_bus_bandwidth"]["okay"], "unchecked");
+  EXPECT_TRUE(j["errors"].is_array());
+  EXPECT_TRUE(j["errors"].empty());
+}
+
+// Without -I 1 no per-iteration keys; a failed or skipped placement is null and its reason goes to
+// nccl-tests' "errors"; a list of sizes that is no progression has no step key.
+TEST(Reporters, NcclTestsJsonWithoutPerIterAndWithAFailedRow) {
+  auto sizes = PerIterRows();
+  sizes.push_back(Rows());  // 1 MiB: out-of-place ok, in-place skipped
+  BenchSummary s;
+  s.total_wrong = 3;
+  const auto j = nlohmann::ordered_json::parse(NcclTestsJson(sizes, /*per_iter=*/false, s));
+  EXPECT_EQ(j["config"]["per_iter_timing"], "false");
+  EXPECT_FALSE(j["config"].contains("step_factor"));
+  EXPECT_FALSE(j["config"].contains("step_bytes"));
+  EXPECT_TRUE(j["config"]["iterations"].is_null());  // the rows ran 4 and 20 iterations
+  ASSERT_EQ(j["results"].size(), 3u);
+  for (const auto& r : j["results"]) {
+    EXPECT_FALSE(r.contains("out_of_place_per_iter"));
+    EXPECT_FALSE(r.contains("in_place_per_iter"));
+  }
+  EXPECT_TRUE(j["results"][2]["out_of_place"].is_object());
+  EXPECT_TRUE(j["results"][2]["in_place"].is_null());
+  EXPECT_EQ(j["results"][2]["actual_iterations"], 20);
+  ASSERT_EQ(j["errors"].size(), 1u);
+  EXPECT_EQ(j["errors"][0], "1048576 B float sum in-place: in-place allreduce not supported by the x backend");
+  EXPECT_EQ(j["out_of_bounds"]["count"], 3);
+  EXPECT_EQ(j["out_of_bounds"]["okay"], "false");
 }
 
 }  // namespace
