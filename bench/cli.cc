@@ -93,6 +93,8 @@ struct Cli {
   std::string out_path;
   std::string db_path;
   std::string trace_path;  // --trace: one Chrome trace-event file of every rank's phases
+  std::string nccl_json_path;  // --nccl-json / nccl-tests' -J: nccl-tests' JSON layout
+  std::string nccl_json_flag;  // the option that gave it, for messages
   int ranks = 0;  // 0: default
   bool ranks_given = false;
   double timeout_s = 60;
@@ -155,6 +157,8 @@ cxxopts::Options MakeOptions() {
       ("debug-corrupt", "test hook RANK:INDEX: damage one received element", cxxopts::value<std::string>())
       ("baseline", "allreduce: a %ref column, busbw as a share of published nccl-tests figures: NAME (see profiles/baselines/) or a ciuic.baseline/1 FILE", cxxopts::value<std::string>())
       ("stepbytes", "nccl-tests' --stepbytes (its -i): with -b/-e and no -f, SIZE between sizes (default 1M)", cxxopts::value<std::string>())
+      ("nccl-json", "also write the run in nccl-tests' JSON layout (its -J) to FILE.json, for nccl-tests' analysis tools", cxxopts::value<std::string>())
+      ("per-iter", "0 | 1: with --nccl-json, nccl-tests' per-iteration records (its -I)", cxxopts::value<std::string>())
       ("h,help", "this help")
       ("version", "print the version")
       ("command", "", cxxopts::value<std::string>());
@@ -172,6 +176,8 @@ cxxopts::Options MakeOptions() {
       ("d", "nccl-tests: datatype float half bfloat16 double int8 uint8 int32 int64 ..., or all (--dtype)", cxxopts::value<std::string>())
       ("a", "nccl-tests: average 0=rank0 1=avg 2=min 3=max (--average)", cxxopts::value<std::string>())
       ("z", "nccl-tests: blocking 0-3, accepted: every timed op here runs alone (barrier, op, wait)", cxxopts::value<std::string>())
+      ("J", "nccl-tests: JSON output FILE.json in nccl-tests' layout (--nccl-json)", cxxopts::value<std::string>())
+      ("I", "nccl-tests: per-iteration timing 0|1, recorded in the -J file (--per-iter)", cxxopts::value<std::string>())
       ("m", "OSU: message sizes MIN:MAX or MAX, doubling (not nccl-tests' -m)", cxxopts::value<std::string>())
       ("i", "OSU: iterations (--iters; nccl-tests' -i is --stepbytes here)", cxxopts::value<std::string>())
       ("x", "OSU: warm-up iterations (--warmup)", cxxopts::value<std::string>())
@@ -683,6 +689,43 @@ void ParseGloo(const cxxopts::ParseResult& r, Cli& cli) {
   }
 }
 
+// nccl-tests' JSON: --nccl-json FILE / -J FILE and --per-iter 0|1 / -I 0|1. The file must end in .json
+// (nccl-tests infers the type from the suffix and knows only json); -I 1 writes into that file, so
+// without one it would change nothing and is refused.
+void ParseNcclTestsJson(const cxxopts::ParseResult& r, Cli& cli) {
+  Setting<std::string> path;
+  for (const auto& [key, flag] : {std::pair{"nccl-json", "--nccl-json"}, std::pair{"J", "-J"}}) {
+    if (!r.count(key)) continue;
+    const std::string text = Get<std::string>(r, key);
+    CheckPathGiven(flag, text);
+    path.Add(flag, text, text);
+    if (cli.nccl_json_flag.empty()) cli.nccl_json_flag = flag;
+  }
+  Setting<int> per_iter;
+  for (const auto& [key, flag] : {std::pair{"per-iter", "--per-iter"}, std::pair{"I", "-I"}}) {
+    if (!r.count(key)) continue;
+    const std::string text = Get<std::string>(r, key);
+    per_iter.Add(flag, text, WholeFlag(flag, text, 0, 1));
+  }
+  if (per_iter.given() && per_iter.value() == 1 && !path.given())
+    throw UsageError(fmt::format("{} 1 needs -J FILE.json (or --nccl-json): the per-iteration records go into "
+                                 "nccl-tests' JSON",
+                                 r.count("per-iter") ? "--per-iter" : "-I"));
+  if (!path.given()) return;
+  const std::string& p = path.value();
+  const size_t dot = p.find_last_of('.');
+  const size_t slash = p.find_last_of('/');
+  std::string suffix = dot == std::string::npos || (slash != std::string::npos && dot < slash) ? "" : p.substr(dot + 1);
+  std::transform(suffix.begin(), suffix.end(), suffix.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (suffix != "json")
+    throw BadFlag(cli.nccl_json_flag, p, "must end in .json (nccl-tests' output type comes from the suffix; json is the one it writes)");
+  CheckDifferentFiles(cli.nccl_json_flag, p, "--out", cli.out_path);
+  CheckDifferentFiles(cli.nccl_json_flag, p, "--db", cli.db_path);
+  CheckDifferentFiles(cli.nccl_json_flag, p, "--trace", cli.trace_path);
+  cli.nccl_json_path = p;
+  cli.bench.per_iter = per_iter.value() == 1;
+}
+
 // Where the results go: --format, --out, --db (an empty path is a mistake, not "not given"; the
 // two never name one file).
 void ParseOutputs(const cxxopts::ParseResult& r, Cli& cli) {
@@ -706,6 +749,7 @@ void ParseOutputs(const cxxopts::ParseResult& r, Cli& cli) {
     CheckDifferentFiles("--trace", cli.trace_path, "--out", cli.out_path);
     CheckDifferentFiles("--trace", cli.trace_path, "--db", cli.db_path);
   }
+  ParseNcclTestsJson(r, cli);
 }
 
 // --debug-corrupt RANK:INDEX, both whole numbers; whether they lie in the world and the receive
@@ -841,6 +885,7 @@ Cli ParseCli(int argc, char** argv) {
 void ValidateOutputs(const Cli& cli) {
   if (!cli.out_path.empty()) CheckWritableOutput(cli.out_path, "--out");
   if (!cli.trace_path.empty()) CheckWritableOutput(cli.trace_path, "--trace");
+  if (!cli.nccl_json_path.empty()) CheckWritableOutput(cli.nccl_json_path, cli.nccl_json_flag);
   if (!cli.db_path.empty()) {
     CheckWritableOutput(cli.db_path, "--db", /*regular_file_only=*/true);
     Database probe(cli.db_path);
@@ -1073,6 +1118,19 @@ void WriteBenchTrace(Communicator& comm, const Cli& cli, const BenchContext& ctx
   for (const auto& line : lines) LogInfo("trace {}", line);
 }
 
+// The environment recorded in nccl-tests' JSON "env": NCCL's, CUDA's device list and ours only (nccl-tests
+// records all of it; a results file is shared, and an environment holds tokens).
+std::vector<std::string> RecordedEnvironment() {
+  std::vector<std::string> out;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string_view v = *e;
+    if (v.rfind("NCCL_", 0) == 0 || v.rfind("CIUIC_", 0) == 0 || v.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0)
+      out.emplace_back(v);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // Runs the sweep on one rank's communicator; rank 0 reports. Returns the exit code.
 int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* watchdog) {
   if (comm.Rank() == 0) EnableProgress(ProgressWanted(cli));
@@ -1109,6 +1167,7 @@ int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* wat
   }
   MultiReporter reporters;
   std::ostringstream file_text;
+  std::ostringstream nccl_json_text;
   const bool lead = comm.Rank() == 0;
   if (lead) {
     if (cli.format == "table" || !cli.out_path.empty()) reporters.Add(MakeTableReporter(std::cout));
@@ -1117,6 +1176,8 @@ int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* wat
     if (cli.format == "json") reporters.Add(MakeJsonReporter(fmt_out));
     if (cli.format == "table" && !cli.out_path.empty()) reporters.Add(MakeTableReporter(file_text));
     if (!cli.db_path.empty()) reporters.Add(MakeSqliteReporter(cli.db_path));
+    if (!cli.nccl_json_path.empty())
+      reporters.Add(MakeNcclTestsJsonReporter(nccl_json_text, {cli.argv, RecordedEnvironment(), cli.bench.per_iter}));
   }
   // Reporters are only written by rank 0; others pass none. A usage error found by the ranks
   // together (their agreement before each row) is the same on every rank: rank 0 says it.
@@ -1147,6 +1208,10 @@ int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* wat
   if (!cli.out_path.empty()) {
     WriteFileAtomically(cli.out_path, file_text.str());
     LogInfo("wrote {}", cli.out_path);
+  }
+  if (!cli.nccl_json_path.empty()) {
+    WriteFileAtomically(cli.nccl_json_path, nccl_json_text.str());
+    LogInfo("wrote {} (nccl-tests' JSON{})", cli.nccl_json_path, cli.bench.per_iter ? ", per-iteration records" : "");
   }
   if (!cli.db_path.empty()) LogInfo("appended the run to {}", cli.db_path);
   if (s.failed_rows > 0) {
@@ -1331,6 +1396,8 @@ ParsedSweep ParseBenchCommandLine(const std::vector<std::string>& args) {
   p.ranks = cli.ranks_given ? cli.ranks : 0;
   p.blocking = cli.blocking;
   p.baseline = cli.baseline ? cli.baseline->name : "";
+  p.nccl_json = cli.nccl_json_path;
+  p.per_iter = b.per_iter;
   return p;
 }
 

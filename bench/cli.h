@@ -25,6 +25,8 @@ struct ParsedSweep {
   int ranks = 0;  // 0: not fixed
   int blocking = -1;
   std::string baseline;
+  std::string nccl_json;  // --nccl-json / -J ("": none)
+  bool per_iter = false;  // --per-iter 1 / -I 1
 };
 ParsedSweep ParseBenchCommandLine(const std::vector<std::string>& args);  // args after the program name
 

@@ -362,5 +362,91 @@ TEST_F(NcclRun, ABaselineAddsItsShareColumn) {
   EXPECT_TRUE(bad.out.empty());
 }
 
+// nccl-tests' -J FILE and -I 0|1 (and their long options): the file must end in .json, -I 1 needs it,
+// and the two spellings must agree.
+TEST(NcclFlags, JsonOutputAndPerIterationFlags) {
+  EXPECT_EQ(Parse("-J r.json -I 1").nccl_json, "r.json");
+  EXPECT_TRUE(Parse("-J r.json -I 1").per_iter);
+  EXPECT_TRUE(Parse("--nccl-json r.JSON --per-iter 1").per_iter);
+  EXPECT_FALSE(Parse("-J r.json").per_iter);
+  EXPECT_FALSE(Parse("-J r.json -I 0").per_iter);
+  EXPECT_EQ(Parse("-I 0").nccl_json, "");
+  EXPECT_EQ(Parse("-J r.json --nccl-json r.json").nccl_json, "r.json");
+  const std::pair<const char*, const char*> cases[] = {
+      {"-I 1", "-I 1 needs -J FILE.json"},
+      {"--per-iter 1", "--per-iter 1 needs -J FILE.json"},
+      {"-J r.json -I 2", "-I 2: must be in 0..1"},
+      {"-J r.json -I yes", "-I yes: not a whole number"},
+      {"-J r.json --per-iter 5", "--per-iter 5: must be in 0..1"},
+      {"-J r.txt", "-J r.txt: must end in .json"},
+      {"-J json", "-J json: must end in .json"},
+      {"--nccl-json dir.json/r", "--nccl-json dir.json/r: must end in .json"},
+      {"-J a.json --nccl-json b.json", "--nccl-json b.json and -J a.json disagree"},
+      {"-J a.json --per-iter 1 -I 0", "--per-iter 1 and -I 0 disagree"},
+  };
+  for (const auto& [args, message] : cases) {
+    try {
+      Parse(args);
+      ADD_FAILURE() << args << ": accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << args << ": " << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << args << ": not a usage error: " << e.what();
+    }
+  }
+  EXPECT_THROW(Parse("-J r.json --out r.json"), Error);  // one file for two outputs
+}
+
+// A 2-rank run with -J -I 1: nccl-tests' layout with one result per size, both placements, and per
+// iteration each rank's own row, whose per-iteration maximum is times_us (what nccl-tests' tool
+// checks); ciuic.bench/1 is written beside it unchanged.
+TEST_F(NcclRun, NcclTestsJsonFromATwoRankRunHasPerIterationRecords) {
+  const Result r = Run("allreduce --backend local --ranks 2 -b 4K -e 64K -f 4 -n 6 -w 1 -J " + Path("r.json") +
+                       " -I 1 --format json --out " + Path("ours.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("nccl-tests' JSON, per-iteration records"), std::string::npos) << r.err;
+  const auto j = nlohmann::ordered_json::parse(Slurp(Path("r.json")));
+  EXPECT_EQ(j["version"], 3);
+  EXPECT_EQ(j["config"]["iterations"], 6);
+  EXPECT_EQ(j["config"]["step_factor"], 4);
+  EXPECT_EQ(j["config"]["minimum_bytes"], 4096);
+  EXPECT_EQ(j["config"]["maximum_bytes"], 65536);
+  EXPECT_EQ(j["config"]["per_iter_timing"], "true");
+  ASSERT_EQ(j["config"]["devices"].size(), 2u);
+  EXPECT_EQ(j["args"][1], "allreduce");
+  ASSERT_EQ(j["results"].size(), 3u);
+  uint64_t size = 4096;
+  for (const auto& res : j["results"]) {
+    EXPECT_EQ(res["size"], size);
+    EXPECT_EQ(res["type"], "float");
+    EXPECT_EQ(res["redop"], "sum");
+    EXPECT_EQ(res["actual_iterations"], 6);
+    for (const char* placement : {"out_of_place", "in_place"}) {
+      SCOPED_TRACE(std::to_string(size) + " " + placement);
+      EXPECT_GT(res[placement]["time"].get<double>(), 0);
+      EXPECT_EQ(res[placement]["nwrong"].get<double>(), 0.0);
+      const auto& p = res[std::string(placement) + "_per_iter"];
+      ASSERT_EQ(p["times_us"].size(), 6u);
+      ASSERT_EQ(p["per_process_max_times_us"].size(), 2u);
+      double lo = 1e300, hi = 0;
+      for (size_t i = 0; i < 6; ++i) {
+        const double t = p["times_us"][i];
+        EXPECT_EQ(t, std::max(p["per_process_max_times_us"][0][i].get<double>(),
+                              p["per_process_max_times_us"][1][i].get<double>()));
+        EXPECT_GT(t, 0);
+        lo = std::min(lo, t);
+        hi = std::max(hi, t);
+      }
+      EXPECT_EQ(p["min_us"].get<double>(), lo);
+      EXPECT_EQ(p["max_us"].get<double>(), hi);
+      EXPECT_LE(p["p50_us"].get<double>(), p["p99_us"].get<double>());
+    }
+    size *= 4;
+  }
+  const auto ours = nlohmann::json::parse(Slurp(Path("ours.json")));
+  EXPECT_EQ(ours["schema"], "ciuic.bench/1");
+  EXPECT_EQ(ours["results"].size(), 6u);
+}
+
 }  // namespace
 }  // namespace ciuic

@@ -1207,6 +1207,24 @@ for path in ["{work}/no/such/c.db", "{work}", "''"]:
 out("--db", "{tune} validate --db {work}")
 out("{work}", "{tune} show --db {work}")
 
+# nccl-tests' JSON (-J FILE.json, --nccl-json) and its per-iteration records (-I 0|1, --per-iter): added
+# after every other bench-cli and output case, so no earlier case id moves.
+bc("-I", "-I 1")
+bc("-I", "-I 2 -J {work}/r.json")
+bc("-I", "-I yes -J {work}/r.json")
+bc("--per-iter", "--per-iter 1")
+bc("--per-iter", "--per-iter 5 --nccl-json {work}/r.json")
+bc("-J", "-J {work}/r.txt")
+bc("-J", "-J {work}/r")
+bc("-J", "-J")
+bc("disagree", "-J {work}/a.json --nccl-json {work}/b.json")
+bc("disagree", "-I 0 --per-iter 1 -J {work}/r.json")
+for path in ["{work}/no/such/r.json", "''", "/proc/r.json"]:
+    out("-J", f"{BENCH} -J {path}")
+out("-J", BENCH + " -J {work}/d.json", setup="mkdir d.json")
+out("--nccl-json", BENCH + " --nccl-json {work}/no/such/r.json")
+out("-J||--out", BENCH + " --format json --out {work}/same.json -J {work}/same.json")
+
 
 # ---- writing ---------------------------------------------------------------------------------------
 
