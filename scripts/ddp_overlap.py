@@ -93,7 +93,7 @@ def run_config(name, world, steps, rank):
         ddp.register_comm_hook(None, timing.wrap(no_comm))
     elif name != "ddp default":
         codec, algo = dict((f"ciuic {c}", (c, a)) for c, a in CODECS)[name]
-        state, hook = ciuic.torch.comm_hook(profile(world, codec, algo), module=m)
+        state, hook = ciuic.torch.comm_hook(profile(world, codec, algo), module=m, native="runtime")
         ddp.register_comm_hook(state, timing.wrap(hook))
     opt = torch.optim.SGD(m.parameters(), lr=1e-4)
     g = torch.Generator().manual_seed(rank)

@@ -61,7 +61,7 @@ def ddp_kwargs(profile):
 
 
 def comm_hook(profile, process_group=None, module=None, ranks_per_node=0, device=None, allow_world_mismatch=False,
-              timeout=300.0, transport=None):
+              timeout=300.0, transport=None, native="process_group"):
     """(state, hook) for DistributedDataParallel.register_comm_hook(state, hook). Collective: every
     rank calls it, at the same point.
 
@@ -74,9 +74,15 @@ def comm_hook(profile, process_group=None, module=None, ranks_per_node=0, device
     size (0: by host name). timeout: seconds gloo's rendezvous and each of its calls may take.
     transport: for CUDA buckets "nccl" (the default) or "gloo" (device buffers staged through host
     memory: several processes on one GPU, which NCCL refuses); CPU buckets always take gloo.
+    native: where a bucket whose rule is the transport's own allreduce, lossless in fp32 (algo nccl,
+    codec none, precision fp32), is reduced: "process_group" (the default) hands it to the job's own
+    process group, as DDP's default hook does (the average by the same division first), so a lossless
+    profile costs what DDP's default costs; "runtime" reduces it in the ciuic runtime like every other
+    rule. `state.delegated` counts the buckets handed over.
     """
     state = HookState(profile, process_group=process_group, module=module, ranks_per_node=ranks_per_node,
-                      device=device, allow_world_mismatch=allow_world_mismatch, timeout=timeout, transport=transport)
+                      device=device, allow_world_mismatch=allow_world_mismatch, timeout=timeout, transport=transport,
+                      native=native)
     return state, hook
 
 
@@ -155,7 +161,12 @@ class HookState:
     keeps (tensor id, dtype, bucket before, bucket after) per reduced bucket in `records` (tests)."""
 
     def __init__(self, profile, process_group=None, module=None, ranks_per_node=0, device=None,
-                 allow_world_mismatch=False, timeout=300.0, transport=None):
+                 allow_world_mismatch=False, timeout=300.0, transport=None, native="process_group"):
+        if native not in ("process_group", "runtime"):
+            raise UsageError(1, f"ciuic DDP hook: native={native!r}: \"process_group\" or \"runtime\"")
+        self.native = native
+        self.delegated = 0      # buckets handed to the process group (native="process_group")
+        self._native_rules = {}  # (elements, dtype) -> whether its rule is the lossless fp32 library call
         self.profile = as_profile(profile)
         self.process_group = process_group
         if isinstance(module, torch.nn.parallel.DistributedDataParallel):
@@ -323,6 +334,14 @@ class HookState:
         sizes = [p.numel() for p in params]
         entry, subs = self._lookup(bucket.index(), buf.numel(), buf.dtype, ident, named, sizes)
         last = bucket.is_last()
+        if entry is not None and self.native == "process_group" and self._is_native(buf):
+            # The library's own lossless allreduce: the job's process group runs it, as DDP's default hook.
+            self.delegated += 1
+            entry.last_used = self.iteration
+            buf.div_(self.size)
+            fut = dist.all_reduce(buf, group=self.process_group, async_op=True).get_future()
+            self._end_bucket(last, start)
+            return fut.then(lambda f: f.value()[0])
         fut = torch.futures.Future(devices=[buf.device]) if buf.device.type == "cuda" else torch.futures.Future()
         if entry is not None:
             parts = [(entry, buf, None)]
@@ -366,6 +385,22 @@ class HookState:
                 raise
         for e, _, _ in parts:
             e.last_used = self.iteration
+        self._end_bucket(last, start)
+        return fut
+
+    def _is_native(self, buf):
+        """Whether the profile's rule for this bucket is the library's lossless fp32 allreduce (and the
+        process group reduces its dtype: gloo in torch 1.13 has no bf16)."""
+        key = (buf.numel(), buf.dtype)
+        hit = self._native_rules.get(key)
+        if hit is None:
+            r = self.profile.rule_for(buf.numel() * buf.element_size())
+            hit = (r.algo == "nccl" and r.codec == "none" and r.precision == "fp32" and
+                   (buf.dtype == torch.float32 or buf.device.type == "cuda"))
+            self._native_rules[key] = hit
+        return hit
+
+    def _end_bucket(self, last, start):
         if last:
             self.iteration += 1
             if self.module is None:
@@ -374,7 +409,6 @@ class HookState:
                 for k in [k for k, e in self.entries.items() if e.last_used < self.iteration - 2]:
                     _lib.call("ciuic_runtime_forget", self._rt, self.entries.pop(k).tid)
         self.hook_seconds += _now() - start
-        return fut
 
     def _on_done(self, user, status, error):
         """Called on the runtime's thread when a part of a bucket ended."""

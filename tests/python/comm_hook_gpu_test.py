@@ -61,7 +61,7 @@ def worker(rank, tmp, init, setup):
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).cuda()
         ddp = DDP(model, device_ids=[device], bucket_cap_mb=0.25)
-        state, hook = ciuic.torch.comm_hook(profile(codec, algo), module=model, transport=setup)
+        state, hook = ciuic.torch.comm_hook(profile(codec, algo), module=model, transport=setup, native="runtime")
         ddp.register_comm_hook(state, hook)
         opt = torch.optim.SGD(model.parameters(), lr=0.05)
         hashes = []

@@ -136,7 +136,7 @@ def build(cfg, rank, world, seed):
     finally:
         ddp_module._sync_module_states = sync
     state, hook = ciuic.torch.comm_hook(cfg.profile(world), module=model if cfg.named else None,
-                                        ranks_per_node=world // 2 if cfg.hier else 0)
+                                        ranks_per_node=world // 2 if cfg.hier else 0, native="runtime")
     ddp.register_comm_hook(state, hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     return model, ddp, state, opt
@@ -304,6 +304,35 @@ def overlap_check(rank, world):
         ddp(torch.randn(8, 4096)).sum().backward()
     state.close()
     return seen[-1]
+
+
+def delegation_check(rank, world):
+    """(j): a lossless fp32 library rule with the default native="process_group": (buckets handed to the
+    process group, buckets the runtime reduced, whether 3 steps end bit for bit where DDP's default hook
+    ends with the same buckets)."""
+    prof = Config("nccl none", "nccl", "none").profile(world)
+    finals = []
+    for with_hook in (True, False):
+        model = make_model(0)
+        ddp = DDP(model, **ciuic.torch.ddp_kwargs(prof))
+        state = None
+        if with_hook:
+            state, hook = ciuic.torch.comm_hook(prof, module=model)
+            state.record = True
+            ddp.register_comm_hook(state, hook)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        for step in range(3):
+            train_step(ddp, opt, 0, step, rank)
+        finals.append(params_of(model))
+        if state is not None:
+            delegated, reduced = state.delegated, len(state.records)
+            state.close()
+    try:
+        ciuic.torch.comm_hook(prof, module=make_model(0), native="elsewhere")
+        refused = False
+    except ciuic.UsageError:
+        refused = True
+    return delegated, reduced, bool(np.array_equal(finals[0], finals[1])), refused
 
 
 def accumulation_check(rank, world):
@@ -521,6 +550,7 @@ def worker(rank, world, phase, tmp, init_file):
             results["_overlap"] = overlap_check(rank, world)
             dist._DEFAULT_FIRST_BUCKET_BYTES = BUCKET
             results["_accum"] = accumulation_check(rank, world)
+            results["_delegate"] = delegation_check(rank, world)
     results["_times"] = times
     torch.save(results, os.path.join(tmp, f"{phase}.{world}.{rank}.pt"))
     dist.barrier()
@@ -599,6 +629,12 @@ def analyse(world, train, resume, report):
             report.setdefault("_overlap", []).append((call_s, done_s))
         # Accumulation: micro-batch 0 under no_sync (no hook call, each rank its own gradient), micro-batch
         # 1 synchronises the sum of both (the hook runs, every rank ends with the same gradient).
+        for r, res in enumerate(train):
+            delegated, reduced, equal, refused = res["_delegate"]
+            expect(delegated > 0 and reduced == 0 and equal and refused,
+                   f"{tag} rank {r}: a lossless library rule: {delegated} buckets to the process group (want > 0), "
+                   f"{reduced} through the runtime (want 0), the same bits as DDP's default hook {equal}, "
+                   f"native='elsewhere' refused {refused}")
         accs = [res["_accum"] for res in train]
         (c0, g0, s0), (c1, g1, s1) = accs[0][0]
         (_, h0, _), (_, h1, _) = accs[1][0]
