@@ -143,10 +143,10 @@ TEST_F(Compare, UnchangedRunPasses) {
   }
 }
 
-// The verdict on rows with their own noise: a recorded H100 NCCL run (bench/results) whose 128M and
+// The verdict on rows with their own noise: a recorded H100 NCCL run (tests/data/results, from bench/results/2026-11-22-h100-nccl) whose 128M and
 // 512M out-of-place rows have p99 within 2% of p50, and in-place rows that do not.
 TEST_F(Compare, NoiseBandDecidesOnARecordedGpuRun) {
-  const std::string a = CIUIC_SOURCE_DIR "/bench/results/2026-11-22-h100-nccl/allreduce-fp32.json";
+  const std::string a = CIUIC_SOURCE_DIR "/tests/data/results/h100-nccl-allreduce-fp32.json";
   const fs::path b = Dir() / "h100_slow.json";
   const std::set<uint64_t> planted = {128ull << 20, 512ull << 20};
   WriteJson(b, Slowed(ReadJson(a), planted));

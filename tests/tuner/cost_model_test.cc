@@ -314,10 +314,10 @@ TEST(BucketTime, TheNcclPathAddsCodecAndTransferAndIgnoresStreams) {
 
 // ---- the codec kernels' estimate against the H100 calibration ---------------------------------
 
-// The H100 calibration in bench/results, read from a copy (opening a database may write beside it).
+// The H100 calibration (tests/data/results, a copy of bench/results/2026-11-22-h100-codecs'), read from a copy (opening a database may write beside it).
 Calibration H100Calibration() {
   const auto src = std::filesystem::path(CIUIC_SOURCE_DIR) /
-                   "bench/results/2026-11-22-h100-codecs/cuda-calibration.db";
+                   "tests/data/results/h100-cuda-calibration.db";
   const auto copy = std::filesystem::path(::testing::TempDir()) / "h100-calibration-copy.db";
   std::filesystem::copy_file(src, copy, std::filesystem::copy_options::overwrite_existing);
   return LoadGpuCalibrationFor(copy.string(), LoadTopology("dgx_h100").device.name);
