@@ -30,10 +30,10 @@ if sorted(hosts) != ["labhost0", "labhost1"]:
 if s["world"] != 2 or set(s["rows"]) != {"ddp", "codec:int8"}:
     sys.exit(f"FAIL: world {s['world']}, configurations {sorted(s['rows'])}")
 for name, row in s["rows"].items():
-    if not row["final_bpc"][0] < 6.0:
-        sys.exit(f"FAIL: {name} did not learn (final {row['final_bpc'][0]:.3f} bpc of 8)")
+    if not row["final"][0] < 6.0:
+        sys.exit(f"FAIL: {name} did not learn (final {row['final'][0]:.3f} bpc of 8)")
 print(f"lab torch test: ranks on {hosts}; " +
-      "; ".join(f"{n} {r['step_ms'][0]:.0f} ms/step, {r['final_bpc'][0]:.3f} bpc" for n, r in s["rows"].items()))
+      "; ".join(f"{n} {r['step_ms'][0]:.0f} ms/step, {r['final'][0]:.3f} bpc" for n, r in s["rows"].items()))
 PY
 # --torch and --run exclude each other: one line, exit 1, no lab made.
 out=$("$root/scripts/cluster-lab.sh" --torch --run -- true 2>&1)
