@@ -536,6 +536,15 @@ TEST(CliMpi, RelaunchesUnderMpiexecAndVerifies) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("starting 2 ranks"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("allreduce,mpi,cpu,2,fp32"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err.find("--bind-to none"), std::string::npos) << "MPI ranks keep Open MPI's binding\n" << r.err;
+  // Gloo's I/O thread needs a core beside its caller: its ranks are started unbound (and the ciuic runtime's
+  // over gloo too), whatever Open MPI would bind.
+  for (const char* args : {"allreduce --backend gloo --sizes 1K --ranks 2 --iters 2 --format csv",
+                           "allreduce --backend ciuic --transport gloo --sizes 1K --ranks 2 --iters 2 --format csv"}) {
+    const Result g = RunBenchCli(args);
+    ASSERT_EQ(g.code, 0) << args << "\n" << g.err;
+    EXPECT_NE(g.err.find("--bind-to none"), std::string::npos) << args << "\n" << g.err;
+  }
 }
 
 TEST(CliMpi, ThreeRanksEveryCollective) {
