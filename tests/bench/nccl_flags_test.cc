@@ -45,6 +45,22 @@ void ExpectSame(const std::string& short_flags, const std::string& long_options)
   EXPECT_EQ(a.ranks, b.ranks);
 }
 
+// Each command line refused as a usage error whose one line names `message`.
+template <size_t N>
+void ExpectRefused(const std::pair<const char*, const char*> (&cases)[N]) {
+  for (const auto& [args, message] : cases) {
+    try {
+      Parse(args);
+      ADD_FAILURE() << args << ": accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << args << ": " << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << args << ": not a usage error: " << e.what();
+    }
+  }
+}
+
 TEST(NcclFlags, ShortFlagsParseToWhatTheLongOptionsDo) {
   ExpectSame("-b 8 -e 128M -f 2", "--sizes 8:128M:x2");
   ExpectSame("-b 1M -e 3M", "--sizes 1M:3M:+1M");  // nccl-tests' default step: 1M
@@ -128,17 +144,7 @@ TEST(NcclFlags, ClashesAndBadValuesAreRefused) {
       {"-m 2", "-m 2: bad size range '4:2:x2'"},  // OSU's -m MAX below one fp32 element
       {"--baseline nope", "--baseline nope: no such baseline (available: dgx_a100, dgx_h100, dgx_h100_ring;"},
   };
-  for (const auto& [args, message] : cases) {
-    try {
-      Parse(args);
-      ADD_FAILURE() << args << ": accepted";
-    } catch (const UsageError& e) {
-      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << args << ": " << e.what();
-      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << args << ": not a usage error: " << e.what();
-    }
-  }
+  ExpectRefused(cases);
   EXPECT_THROW(ParseBenchCommandLine(Words("allgather --backend local --baseline dgx_a100")), UsageError);
   EXPECT_THROW(ParseBenchCommandLine(Words("allreduce --backend ciuic --transport local -d all")), UsageError);
   EXPECT_THROW(ParseBenchCommandLine(Words("allreduce --backend ciuic --transport local -o all")), UsageError);
@@ -384,16 +390,7 @@ TEST(NcclFlags, JsonOutputAndPerIterationFlags) {
       {"-J a.json --nccl-json b.json", "--nccl-json b.json and -J a.json disagree"},
       {"-J a.json --per-iter 1 -I 0", "--per-iter 1 and -I 0 disagree"},
   };
-  for (const auto& [args, message] : cases) {
-    try {
-      Parse(args);
-      ADD_FAILURE() << args << ": accepted";
-    } catch (const UsageError& e) {
-      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << args << ": " << e.what();
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << args << ": not a usage error: " << e.what();
-    }
-  }
+  ExpectRefused(cases);
   EXPECT_THROW(Parse("-J r.json --out r.json"), Error);  // one file for two outputs
 }
 
