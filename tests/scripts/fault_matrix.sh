@@ -27,6 +27,7 @@ trap 'pkill -CONT -f "$work" 2>/dev/null; pkill -KILL -f "$work" 2>/dev/null; rm
 now() { python3 -c 'import time; print(f"{time.monotonic():.3f}")'; }
 failures=0
 cases=0
+crashes=0
 printf '%-7s %-10s %-7s %-7s %-5s %8s %5s %-7s %s\n' fault phase launch backend ranks seconds exit culprit verdict
 
 # run_case ACTION PHASE LAUNCHER BACKEND RANKS
@@ -68,13 +69,25 @@ run_case() {
     want=137
     grep -q "process rank $victim .*exited on signal 9" "$tag.err" && named=mpiexec
   fi
+  # Open MPI 4.1's mpiexec can itself crash in its own teardown (orte_finalize) after it has ended the
+  # job (seen once in a CI run; 0 times in 12 reruns of that case here): the user's shell then sees its
+  # signal, not the ranks' code. Such a case passes only when mpiexec had reported a surviving rank's
+  # exit code 2 first, and the table marks it.
+  local mark=""
+  if [ "$launcher" = mpiexec ] && [ "$code" -gt 128 ] && [ "$code" -ne 137 ] \
+    && grep -q "^\[[^]]*:$pid\] .*mpiexec(" "$tag.err" && grep -q "orte_finalize" "$tag.err" \
+    && grep -Eq '^ *Exit code: +2$' "$tag.err"; then
+    want=$code
+    mark=" (mpiexec crashed in orte_finalize after the ranks' exit 2)"
+    crashes=$((crashes + 1))
+  fi
   ok=yes
   [ "$code" -eq "$want" ] || ok=no
   [ -n "$fault_t" ] || ok=no
   awk -v s="$secs" -v t="$timeout_s" 'BEGIN { exit !(s <= 2 * t + 1) }' || ok=no
   [ "$named" != no ] || ok=no
   printf '%-7s %-10s %-7s %-7s %-5s %8s %5s %-7s %s\n' "$action" "$phase" "$launcher" "$backend" "$ranks" "$secs" \
-    "$code" "$named" "$ok"
+    "$code" "$named" "$ok$mark"
   cases=$((cases + 1))
   if [ "$ok" != yes ]; then
     failures=$((failures + 1))
@@ -134,5 +147,5 @@ for action in stop kill exit; do
 done
 term_case mpi 3
 term_case ciuic 2
-echo "fault matrix: $cases case(s), $failures failing"
+echo "fault matrix: $cases case(s), $failures failing, $crashes with mpiexec crashing in its own teardown"
 [ "$failures" -eq 0 ]
