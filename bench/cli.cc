@@ -1,4 +1,5 @@
 #include "bench/cli.h"
+#include "bench/crossover_table.h"
 
 #include "bench/cli_args.h"
 #include "bench/codec_bench.h"
@@ -87,6 +88,7 @@ struct Cli {
   std::string backend;
   std::string transport;  // ciuic: what the runtime runs over (mpi | local | nccl | gloo)
   RuntimeCommConfig runtime;
+  CrossoverCli crossover;  // --crossover, --crossover-out, --crossover-table (auto's table)
   GlooOptions gloo;  // --backend gloo or --transport gloo: algorithm, store, interface, timeout
   std::string device;
   std::string format = "table";
@@ -129,6 +131,9 @@ cxxopts::Options MakeOptions() {
       ("streams", "ciuic: pieces in flight per direction (K)", cxxopts::value<int>()->default_value("4"))
       ("piece", "ciuic: pipelining piece bytes", cxxopts::value<std::string>()->default_value("1M"))
       ("profile", "ciuic: a tuned profile (ciuic.profile/1); each size uses its band's rule", cxxopts::value<std::string>())
+      ("crossover", "ciuic --algo auto: the table auto chooses from per size: builtin | measure (a short calibration on this world first) | FILE (written by --crossover-out)", cxxopts::value<std::string>()->default_value("builtin"))
+      ("crossover-out", "ciuic --crossover measure: write the measured table to FILE (JSON)", cxxopts::value<std::string>())
+      ("crossover-table", "ciuic --algo auto: instead of the sweep, print per size the library, each runtime algorithm, auto's choice and auto/best")
       ("profile-override", "ciuic: apply --profile to a run whose ranks or device differ from the topology it was tuned for")
       ("ranks-per-node", "ciuic hier: R (depth 2) or R,G (depth 3: G nodes per group); 0: nodes by host name", cxxopts::value<std::string>()->default_value("0"))
       ("device", "cpu | cuda (default: cuda when a GPU and NCCL are present)", cxxopts::value<std::string>())
@@ -515,7 +520,7 @@ void RequireCiuicForRuntimeOptions(const cxxopts::ParseResult& r) {
   const std::string algo = Get<std::string>(r, "algo");
   const std::string codec = Get<std::string>(r, "codec");
   for (const char* knob : {"block", "rounding", "prescale", "bucket", "streams", "piece", "profile", "profile-override",
-                           "ranks-per-node"}) {
+                           "ranks-per-node", "crossover", "crossover-out", "crossover-table"}) {
     if (r.count(knob)) throw UsageError(fmt::format("--{}: applies to --backend ciuic (the bundled runtime) only", knob));
   }
   if (algo != "auto" && algo != "native" && !GlooBackend(r)) {
@@ -654,6 +659,19 @@ void ParseRuntime(const cxxopts::ParseResult& r, Cli& cli) {
     }
   }
   b.lossy = b.lossy || a.codec.kind != CodecKind::kNone || a.precision != DType::kFloat32;
+  CrossoverCli& x = cli.crossover;
+  x.source = Get<std::string>(r, "crossover");
+  if (r.count("crossover-out")) x.out_path = Get<std::string>(r, "crossover-out");
+  x.table = r.count("crossover-table") > 0;
+  const bool per_size = a.algo == AllReduceAlgo::kAuto && a.codec.kind == CodecKind::kNone &&
+                        a.precision == DType::kFloat32 && !cli.runtime.profile;
+  for (const char* knob : {"crossover", "crossover-out", "crossover-table"}) {
+    if (r.count(knob) && !per_size)
+      throw UsageError(fmt::format("--{}: applies to --algo auto, uncompressed fp32, without --profile (auto then "
+                                   "chooses the algorithm per size)", knob));
+  }
+  if (x.source.empty()) throw BadOption("crossover", x.source, "builtin, measure or a crossover file");
+  CheckCrossoverOptions(x);
 }
 
 // --backend gloo's allreduce algorithm (--algo), and the rendezvous store and interface of gloo's
@@ -1136,6 +1154,27 @@ std::vector<std::string> RecordedEnvironment() {
 }
 
 // Runs the sweep on one rank's communicator; rank 0 reports. Returns the exit code.
+// --backend ciuic: the runtime over `transport`, with auto's crossover resolved on it (collective
+// when measured: every rank calls this). With --crossover-table the table is printed instead: the
+// transport comes back unwrapped and *table_done is set.
+std::unique_ptr<Communicator> WrapRuntime(std::unique_ptr<Communicator> transport, const Cli& cli, Watchdog* watchdog,
+                                          bool* table_done) {
+  RuntimeCommConfig rc = cli.runtime;
+  const AlgoConfig& a = rc.algo;
+  if (a.algo == AllReduceAlgo::kAuto && a.codec.kind == CodecKind::kNone && a.precision == DType::kFloat32 &&
+      !rc.profile) {
+    if (watchdog && cli.crossover.source == "measure") watchdog->Arm("auto's crossover measurement");
+    rc.algo.crossover = ResolveCrossover(*transport, cli.crossover);
+    if (watchdog) watchdog->Disarm();
+    if (cli.crossover.table) {
+      RunCrossoverTable(*transport, rc.algo.crossover, cli.bench.sizes, std::cout);
+      *table_done = true;
+      return transport;
+    }
+  }
+  return MakeRuntimeCommunicator(std::move(transport), rc);
+}
+
 int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* watchdog) {
   if (comm.Rank() == 0) EnableProgress(ProgressWanted(cli));
   BenchOptions o = cli.bench;
@@ -1153,8 +1192,10 @@ int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* wat
   if (cli.backend == "gloo" && cli.bench.spec == &kAllReduceSpec) ctx.algo = GlooAlgoName(cli.gloo.algo);
   if (cli.backend == "ciuic") {
     ctx.codec = CodecName(cli.runtime.algo.codec);
-    ctx.algo = AlgoName(cli.runtime.algo.algo == AllReduceAlgo::kAuto ? DefaultAlgo(cli.runtime.algo.codec.kind)
-                                                                       : cli.runtime.algo.algo);
+    const AlgoConfig& ra = cli.runtime.algo;
+    const bool per_size = ra.algo == AllReduceAlgo::kAuto && ra.codec.kind == CodecKind::kNone;
+    ctx.algo = per_size ? (ra.precision == DType::kFloat32 ? "auto" : "native")
+                        : AlgoName(ra.algo == AllReduceAlgo::kAuto ? DefaultAlgo(ra.codec.kind) : ra.algo);
     if (cli.runtime.algo.precision != DType::kFloat32)
       ctx.algo += fmt::format("({})", DTypeName(cli.runtime.algo.precision));
     ctx.library_versions["transport"] = cli.transport;
@@ -1300,10 +1341,11 @@ int Run(int argc, char** argv) {
         [&](Communicator& base) {
           std::unique_ptr<Communicator> wrapped;
           if (gloo_threads) wrapped = MakeGlooWorld(base.Split(0, base.Rank()), cli.gloo);
+          bool table_done = false;
           if (cli.backend == "ciuic")
-            wrapped = MakeRuntimeCommunicator(wrapped ? std::move(wrapped) : base.Split(0, base.Rank()), cli.runtime);
+            wrapped = WrapRuntime(wrapped ? std::move(wrapped) : base.Split(0, base.Rank()), cli, nullptr, &table_done);
           Communicator& comm = wrapped ? *wrapped : base;
-          const int c = RunOnComm(comm, cli, ranks, &watchdog);
+          const int c = table_done ? 0 : RunOnComm(comm, cli, ranks, &watchdog);
           std::lock_guard lock(mu);
           if (comm.Rank() == 0) code = c;
         },
@@ -1356,8 +1398,9 @@ int Run(int argc, char** argv) {
     comm = std::move(world);
   }
   watchdog.Disarm();
-  if (cli.backend == "ciuic") comm = MakeRuntimeCommunicator(std::move(comm), cli.runtime);
-  const int code = RunOnComm(*comm, cli, local, &watchdog);
+  bool table_done = false;
+  if (cli.backend == "ciuic") comm = WrapRuntime(std::move(comm), cli, &watchdog, &table_done);
+  const int code = table_done ? 0 : RunOnComm(*comm, cli, local, &watchdog);
   // MPI_Finalize waits for every rank: one that is gone or stopped must not hang the others here.
   watchdog.Arm(fmt::format("shut-down (MPI_Finalize) on rank {}", comm->Rank()));
   comm.reset();
@@ -1372,9 +1415,10 @@ int Run(int argc, char** argv) {
   auto control = MakeLocalWorld(1);
   ApplyNcclSettings(cli);
   std::unique_ptr<Communicator> comm = MakeNcclWorld(std::move(control[0]));
-  if (cli.backend == "ciuic") comm = MakeRuntimeCommunicator(std::move(comm), cli.runtime);
   Watchdog watchdog(cli.timeout_s, OnTimeout);
-  return RunOnComm(*comm, cli, 1, &watchdog);
+  bool table_done = false;
+  if (cli.backend == "ciuic") comm = WrapRuntime(std::move(comm), cli, &watchdog, &table_done);
+  return table_done ? 0 : RunOnComm(*comm, cli, 1, &watchdog);
 #endif
 }
 

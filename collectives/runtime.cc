@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include "collectives/crossover.h"
 #include "collectives/state_reader.h"
 #include "collectives/trace_comm.h"
 #include "core/config.h"
@@ -220,10 +221,20 @@ struct CallVote {
 Runtime::Runtime(Communicator& comm, const RuntimeConfig& config)
     : comm_(comm), config_(config), engine_(comm, config.algo) {
   if (config.bucket_bytes < 4) throw UsageError("bucket bytes must hold at least one fp32 element");
-  config_digest_ = Digest().Add(engine_.codec().Name()).Add(AlgoName(engine_.algo())).Add(config.bucket_bytes).value();
+  // With auto choosing per size, the table too: ranks that read different tables fail together.
+  config_digest_ = Digest()
+                       .Add(engine_.codec().Name())
+                       .Add(AlgoName(engine_.algo()))
+                       .Add(config.bucket_bytes)
+                       .Add(engine_.crossover() ? engine_.crossover()->Digest() : 0)
+                       .value();
   flag_ = Buffer(4, comm.BufferKind());
   SetBytes(flag_.data(), comm.BufferKind(), 0, 4, comm.Stream());
   SetTimeout(config.timeout_s < 0 ? DefaultTimeoutSeconds() : config.timeout_s);
+  describe_in_flight_ = [this] {
+    return fmt::format("allreduce call {} (tensor {} {}, {} floats)", in_flight_.seq, in_flight_.id,
+                       BucketName(in_flight_.bucket), in_flight_.n);
+  };
 }
 
 namespace {
@@ -273,10 +284,19 @@ void Runtime::Reduce(float* data, size_t n, uint64_t key_id, uint64_t key_bucket
       .With("bucket", static_cast<int64_t>(key_bucket & ~(uint64_t{1} << 63)))
       .With("bytes", static_cast<int64_t>(n * 4))
       .With("call", static_cast<int64_t>(seq));
-  // Armed for the whole bucket (agreement and exchange); each finished bucket is progress.
-  const Armed armed(watchdog_.get(), [&] {
-    return fmt::format("allreduce call {} (tensor {} {}, {} floats)", seq, key_id, BucketName(key_bucket), n);
-  });
+  // Armed for the whole bucket (agreement and exchange); each finished bucket is progress. The
+  // message is formatted only if the deadline expires.
+  in_flight_ = {seq, key_id, key_bucket, n};
+  struct ArmedCall {
+    Watchdog* w;
+    ~ArmedCall() {
+      if (w) {
+        w->Progress();
+        w->Disarm();
+      }
+    }
+  } armed{watchdog_.get()};
+  if (armed.w) armed.w->Arm(&describe_in_flight_);
   const auto found = states_.find({key_id, key_bucket});
   const CodecState* state = found == states_.end() ? nullptr : &found->second;
   // A state of another size would throw inside the engine, on this rank only, once peers are waiting.

@@ -8,6 +8,7 @@
 // agreed over the control plane first, so all ranks throw it together, naming the ranks at fault.
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <istream>
 #include <ostream>
 #include <map>
@@ -125,6 +126,12 @@ class Runtime {
   uint64_t nonfinite_ = 0;
   Buffer flag_, bucket_;
   std::unique_ptr<Watchdog> watchdog_;  // null when the deadline is off
+  // The call the watchdog is armed for, formatted only if it expires.
+  struct CallInFlight {
+    uint64_t seq = 0, id = 0, bucket = 0;
+    size_t n = 0;
+  } in_flight_;
+  std::function<std::string()> describe_in_flight_;
   std::unique_ptr<trace::Recorder> trace_;  // null: not tracing
   std::string trace_path_;
   bool gpu_trace_ = false;      // this runtime joined the CUPTI collector

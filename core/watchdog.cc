@@ -227,6 +227,16 @@ void Watchdog::Arm(std::string what) {
   deadline_ = NowSeconds() + timeout_s_;
   seen_progress_ = progress_.load(std::memory_order_relaxed);
   what_ = std::move(what);
+  describe_ = nullptr;
+}
+
+void Watchdog::Arm(const std::function<std::string()>* describe) {
+  if (timeout_s_ <= 0) return;
+  std::lock_guard lock(mu_);
+  armed_ = true;
+  deadline_ = NowSeconds() + timeout_s_;
+  seen_progress_ = progress_.load(std::memory_order_relaxed);
+  describe_ = describe;
 }
 
 void Watchdog::Disarm() {
@@ -254,7 +264,7 @@ void Watchdog::Loop() {
     if (heartbeats_) heartbeats_->Beat(seen_progress_);
     if (!stop_ && armed_ && NowSeconds() > deadline_) {
       armed_ = false;
-      std::string what = what_;
+      std::string what = describe_ ? (*describe_)() : what_;
       if (heartbeats_) {
         const std::string peers = heartbeats_->Describe();
         if (!peers.empty()) what += "; " + peers;

@@ -66,6 +66,9 @@ class Watchdog {
   Watchdog& operator=(const Watchdog&) = delete;
 
   void Arm(std::string what);
+  // Arms without formatting anything: `describe` (which must outlive the arming) is called only when
+  // the deadline expires, on the watchdog's thread under its lock. For per-call arming on hot paths.
+  void Arm(const std::function<std::string()>* describe);
   void Disarm();
   // Cheap enough for every iteration of a timed loop (one relaxed atomic add; the watchdog's thread
   // notices the change on its next poll).
@@ -86,6 +89,7 @@ class Watchdog {
   std::atomic<uint64_t> progress_{0};
   uint64_t seen_progress_ = 0;
   std::string what_;
+  const std::function<std::string()>* describe_ = nullptr;  // set: what_ is formatted by it
   std::unique_ptr<Heartbeats> heartbeats_;
   std::thread thread_;
 };

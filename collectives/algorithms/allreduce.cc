@@ -4,6 +4,7 @@
 #include "collectives/algorithms/allreduce.h"
 
 #include "collectives/algorithms/hops.h"
+#include "collectives/crossover.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "core/trace.h"
@@ -53,8 +54,19 @@ AllReduceAlgo DefaultAlgo(CodecKind codec) {
 
 AllReduceEngine::AllReduceEngine(Communicator& comm, const AlgoConfig& config)
     : comm_(comm), config_(config), algo_(config.algo), codec_(config.codec) {
-  if (algo_ == AllReduceAlgo::kAuto) algo_ = DefaultAlgo(config.codec.kind);
   const CodecKind k = config.codec.kind;
+  if (algo_ == AllReduceAlgo::kAuto && k == CodecKind::kNone && config.precision == DType::kFloat32) {
+    crossover_ = config.crossover ? config.crossover
+                                  : std::make_shared<const Crossover>(BuiltinCrossover(comm.BackendName()));
+    for (const auto& b : crossover_->bands) {
+      if (b.algo != AllReduceAlgo::kNative && b.algo != AllReduceAlgo::kRecursiveDoubling &&
+          b.algo != AllReduceAlgo::kRing && b.algo != AllReduceAlgo::kHierarchical)
+        throw UsageError(fmt::format("auto chooses among native, rd, ring, hier (the crossover names {})",
+                                     AlgoName(b.algo)));
+    }
+  } else if (algo_ == AllReduceAlgo::kAuto) {
+    algo_ = k == CodecKind::kNone ? AllReduceAlgo::kNative : DefaultAlgo(k);
+  }
   auto refuse = [&] {
     throw UsageError(fmt::format("algorithm {} does not take codec {}", AlgoName(algo_), CodecName(config.codec)));
   };
@@ -80,7 +92,7 @@ AllReduceEngine::AllReduceEngine(Communicator& comm, const AlgoConfig& config)
     case AllReduceAlgo::kNative:
       if (k != CodecKind::kNone) refuse();
       break;
-    case AllReduceAlgo::kAuto: break;
+    case AllReduceAlgo::kAuto: break;  // a crossover of uncompressed algorithms (checked above)
   }
   const DType prec = config.precision;
   if (prec != DType::kFloat32 && prec != DType::kBFloat16 && prec != DType::kFloat16)
@@ -106,14 +118,19 @@ AllReduceEngine::StateShape AllReduceEngine::ShapeOf(size_t n) const {
   return s;
 }
 
+AllReduceAlgo AllReduceEngine::AlgoFor(size_t n) const {
+  return crossover_ ? crossover_->Choose(static_cast<uint64_t>(n) * 4) : algo_;
+}
+
 void AllReduceEngine::Run(float* data, size_t n, CodecState* state, bool average) {
   const double t0 = NowSeconds();
   const CodecKind k = config_.codec.kind;
+  const AllReduceAlgo algo = AlgoFor(n);
   bool averaged = false;
-  trace::Span span(AlgoName(algo_), trace::Category::kPhase);
+  trace::Span span(AlgoName(algo), trace::Category::kPhase);
   span.With("bytes", static_cast<int64_t>(n * 4)).With("ranks", comm_.Size());
   if (n > 0) {
-    switch (algo_) {
+    switch (algo) {
       case AllReduceAlgo::kRing:
         if (k == CodecKind::kNone) {
           impl_->Ring(comm_, data, n);
@@ -142,9 +159,11 @@ void AllReduceEngine::Run(float* data, size_t n, CodecState* state, bool average
     trace::Span sync("synchronize", trace::Category::kWait);
     comm_.Synchronize();
   }
+  const double dt = NowSeconds() - t0;
   counters_.calls++;
   counters_.raw_bytes += static_cast<double>(n) * 4;
-  counters_.total_s += NowSeconds() - t0;
+  counters_.total_s += dt;
+  if (algo == AllReduceAlgo::kNative && config_.precision == DType::kFloat32) counters_.comm_s += dt;
 }
 
 }  // namespace ciuic

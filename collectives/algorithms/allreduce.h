@@ -44,8 +44,11 @@ namespace ciuic {
 enum class AllReduceAlgo { kAuto, kRing, kRecursiveDoubling, kHierarchical, kSparse, kTwoPhaseSign, kPowerSgd, kNative };
 const char* AlgoName(AllReduceAlgo a);
 AllReduceAlgo ParseAlgo(std::string_view text);  // auto ring rd hier sparse sign2 powersgd native
-// The algorithm `auto` picks for a codec.
+// The algorithm `auto` picks for a lossy codec (the one that takes it). Uncompressed fp32, auto
+// chooses per message size from a crossover table (crossover.h); in a 16-bit precision, native.
 AllReduceAlgo DefaultAlgo(CodecKind codec);
+
+struct Crossover;
 
 struct AlgoConfig {
   AllReduceAlgo algo = AllReduceAlgo::kAuto;
@@ -55,6 +58,9 @@ struct AlgoConfig {
   int ranks_per_node = 0;        // hier: 0 = group by host name
   int nodes_per_group = 0;       // hier depth 3: nodes per group (e.g. per rail or NVLink domain); 0 = depth 2
   DType precision = DType::kFloat32;  // native: the dtype the transport reduces in (fp32 bf16 fp16)
+  // auto, uncompressed fp32: the table it chooses from per message size; null: the built-in one of
+  // the transport (BuiltinCrossover).
+  std::shared_ptr<const Crossover> crossover;
 };
 // Parses a reduction precision: fp32 | bf16 | fp16 (UsageError otherwise).
 DType ParsePrecision(std::string_view text);
@@ -82,7 +88,10 @@ class AllReduceEngine {
   };
   StateShape ShapeOf(size_t n) const;
 
-  AllReduceAlgo algo() const { return algo_; }
+  AllReduceAlgo algo() const { return algo_; }  // kAuto when a crossover chooses per size
+  // What a message of n floats runs (auto's choice, or the one algorithm).
+  AllReduceAlgo AlgoFor(size_t n) const;
+  const Crossover* crossover() const { return crossover_.get(); }  // null unless auto chooses per size
   const Codec& codec() const { return codec_; }
   const Counters& counters() const { return counters_; }
 
@@ -91,6 +100,7 @@ class AllReduceEngine {
   Communicator& comm_;
   AlgoConfig config_;
   AllReduceAlgo algo_;
+  std::shared_ptr<const Crossover> crossover_;
   Codec codec_;
   Counters counters_;
   std::unique_ptr<Impl> impl_;

@@ -1,4 +1,5 @@
 // CPU fused kernels (d) multi-tensor flatten/unflatten and (e) unscale + NaN/Inf check + norm.
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/codec_kernels.h"
@@ -23,6 +24,20 @@ void UnflattenTensors(const float* bucket, const TensorRef* tensors, int count, 
 }
 
 void UnscaleCheckNorm(float* g, size_t n, float inv_scale, uint32_t* nonfinite, double* norm_sq, void*) {
+  if (inv_scale == 1.0f && !norm_sq) {
+    // The check alone (the runtime's, per bucket): a read-only pass, the largest magnitude's bits
+    // in vector lanes; nothing is written back.
+    if (!nonfinite) return;
+    uint32_t lane[8] = {};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      for (int l = 0; l < 8; ++l) lane[l] = std::max(lane[l], qm::Bits(g[i + l]) & 0x7fffffffu);
+    uint32_t amax = 0;
+    for (; i < n; ++i) amax = std::max(amax, qm::Bits(g[i]) & 0x7fffffffu);
+    for (uint32_t v : lane) amax = std::max(amax, v);
+    if (amax >= 0x7f800000u) *nonfinite = 1;
+    return;
+  }
   // Eight fp64 accumulators (element i into i % 8) keep the pass memory-bound instead of add-latency-bound.
   double acc[8] = {};
   uint32_t amax = 0;

@@ -1,0 +1,84 @@
+#include "bench/crossover_table.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "core/log.h"
+#include "core/timer.h"
+
+namespace ciuic {
+
+void CheckCrossoverOptions(const CrossoverCli& c) {
+  if (!c.out_path.empty() && c.source != "measure")
+    throw UsageError("--crossover-out: writes a measured table (give --crossover measure)");
+  if (c.source != "builtin" && c.source != "measure") ReadCrossoverFile(c.source);
+  if (!c.out_path.empty()) CheckWritableOutput(c.out_path, "crossover file");
+}
+
+std::shared_ptr<const Crossover> ResolveCrossover(Communicator& transport, const CrossoverCli& c) {
+  std::shared_ptr<Crossover> table;
+  if (c.source == "builtin") {
+    table = std::make_shared<Crossover>(BuiltinCrossover(transport.BackendName()));
+  } else if (c.source == "measure") {
+    const auto candidates = CrossoverCandidates(transport);
+    const double t0 = NowSeconds();
+    const auto points = MeasureCrossover(transport, candidates);
+    table = std::make_shared<Crossover>(CrossoverFromPoints(points));
+    table->source = fmt::format("measured on {} ranks over {} in {:.1f} s", transport.Size(),
+                                transport.BackendName(), NowSeconds() - t0);
+    if (transport.Rank() == 0 && !c.out_path.empty()) {
+      WriteFileAtomically(c.out_path, CrossoverJson(*table, points, transport.Size(), transport.BackendName()));
+      LogInfo("wrote the crossover to {}", PrintableLine(c.out_path, 4096));
+    }
+  } else {
+    int ranks = 0;
+    std::string over;
+    table = std::make_shared<Crossover>(ReadCrossoverFile(c.source, &ranks, &over));
+    if (ranks != transport.Size() || over != transport.BackendName()) {
+      if (transport.Rank() == 0)
+        LogInfo("note: crossover {} was measured on {} ranks over {}; this run has {} over {}",
+                PrintableLine(c.source, 4096), ranks, PrintableLine(over), transport.Size(), transport.BackendName());
+    }
+  }
+  if (transport.Rank() == 0) LogInfo("auto: {} ({})", table->Describe(), table->source);
+  return table;
+}
+
+std::vector<CrossoverPoint> RunCrossoverTable(Communicator& transport, std::shared_ptr<const Crossover> table,
+                                              const std::vector<uint64_t>& sizes, std::ostream& out) {
+  const auto candidates = CrossoverCandidates(transport);
+  CrossoverOptions o;
+  o.sizes = sizes;
+  o.with_auto = table;
+  const auto points = MeasureCrossover(transport, candidates, o);
+  if (transport.Rank() != 0) return points;
+  out << fmt::format("# crossover table: {} ranks over {}; median of {} alternating rounds of the slowest rank's time "
+                     "per call (us), in place\n",
+                     transport.Size(), transport.BackendName(), o.rounds);
+  out << fmt::format("# auto: {} ({})\n", table->Describe(), table->source);
+  out << "# library: the transport's own allreduce called directly; native: the same through the runtime's engine\n";
+  out << "# auto/best = best time / auto's time; auto/lib = library time / auto's time (1 = as fast)\n";
+  std::string head = fmt::format("# {:>10} {:>10}", "size", "library");
+  for (AllReduceAlgo a : candidates) head += fmt::format(" {:>10}", AlgoName(a));
+  head += fmt::format(" {:>10} {:<7} {:>9} {:>9}", "auto", "chose", "auto/best", "auto/lib");
+  out << head << "\n";
+  for (const auto& p : points) {
+    std::string line = fmt::format("  {:>10} {:>10.2f}", p.bytes, p.library_us);
+    double best = p.library_us;
+    for (AllReduceAlgo a : candidates) {
+      line += fmt::format(" {:>10.2f}", p.us.at(a));
+      best = std::min(best, p.us.at(a));
+    }
+    line += fmt::format(" {:>10.2f} {:<7} {:>9.2f} {:>9.2f}", p.auto_us, AlgoName(p.auto_algo), best / p.auto_us,
+                        p.library_us / p.auto_us);
+    out << line << "\n";
+  }
+  out.flush();
+  return points;
+}
+
+}  // namespace ciuic

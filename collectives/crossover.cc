@@ -1,0 +1,281 @@
+#include "collectives/crossover.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/buffer.h"
+#include "core/error.h"
+#include "core/files.h"
+#include "core/timer.h"
+
+namespace ciuic {
+
+namespace {
+
+constexpr uint64_t kLast = std::numeric_limits<uint64_t>::max();
+
+std::string SizeText(uint64_t b) {
+  if (b >= (1ull << 30) && b % (1ull << 30) == 0) return fmt::format("{} GiB", b >> 30);
+  if (b >= (1ull << 20) && b % (1ull << 20) == 0) return fmt::format("{} MiB", b >> 20);
+  if (b >= (1ull << 10) && b % (1ull << 10) == 0) return fmt::format("{} KiB", b >> 10);
+  return fmt::format("{} B", b);
+}
+
+bool Allowed(AllReduceAlgo a) {
+  return a == AllReduceAlgo::kNative || a == AllReduceAlgo::kRecursiveDoubling || a == AllReduceAlgo::kRing ||
+         a == AllReduceAlgo::kHierarchical;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+}  // namespace
+
+AllReduceAlgo Crossover::Choose(uint64_t bytes) const {
+  for (const auto& b : bands)
+    if (bytes < b.below_bytes) return b.algo;
+  return bands.empty() ? AllReduceAlgo::kNative : bands.back().algo;
+}
+
+uint64_t Crossover::Digest() const {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto add = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 0x100000001b3ull;
+  };
+  for (const auto& b : bands) add(b.below_bytes), add(static_cast<uint64_t>(b.algo));
+  return h;
+}
+
+std::string Crossover::Describe() const {
+  std::string out;
+  for (const auto& b : bands) {
+    if (!out.empty()) out += ", ";
+    out += AlgoName(b.algo);
+    if (b.below_bytes != kLast) out += fmt::format(" <{}", SizeText(b.below_bytes));
+  }
+  return out;
+}
+
+Crossover BuiltinCrossover(const std::string& transport) {
+  Crossover c;
+  c.source = fmt::format("built-in ({})", transport);
+  if (transport == "nccl") {
+    c.bands = {{kLast, AllReduceAlgo::kNative}};
+  } else {
+    c.bands = {{8ull << 20, AllReduceAlgo::kNative}, {kLast, AllReduceAlgo::kRing}};
+  }
+  return c;
+}
+
+std::vector<AllReduceAlgo> CrossoverCandidates(Communicator& comm) {
+  std::vector<AllReduceAlgo> c = {AllReduceAlgo::kNative, AllReduceAlgo::kRecursiveDoubling, AllReduceAlgo::kRing};
+  const auto hosts = GatherHostnames(comm);
+  std::map<std::string, int> per_host;
+  for (const auto& h : hosts) per_host[h]++;
+  bool equal = per_host.size() > 1;
+  for (const auto& [h, n] : per_host) equal = equal && n == per_host.begin()->second && n > 1;
+  if (equal) c.push_back(AllReduceAlgo::kHierarchical);
+  return c;
+}
+
+Crossover CrossoverFromPoints(const std::vector<CrossoverPoint>& points, double margin) {
+  Crossover c;
+  c.source = "measured";
+  std::vector<std::pair<uint64_t, AllReduceAlgo>> choice;
+  for (const auto& p : points) {
+    if (p.us.empty()) continue;
+    AllReduceAlgo best = p.us.begin()->first;
+    for (const auto& [a, us] : p.us)
+      if (us < p.us.at(best)) best = a;
+    const auto native = p.us.find(AllReduceAlgo::kNative);
+    if (native != p.us.end() && !(p.us.at(best) < native->second * (1.0 - margin))) best = AllReduceAlgo::kNative;
+    choice.emplace_back(p.bytes, best);
+  }
+  std::sort(choice.begin(), choice.end());
+  if (choice.empty()) throw InputError("a crossover needs at least one measured size");
+  for (size_t i = 0; i + 1 < choice.size(); ++i) {
+    if (choice[i].second == choice[i + 1].second) continue;
+    // The boundary between two measured sizes: their geometric mean, on a 4-byte element.
+    const double mid = std::sqrt(static_cast<double>(choice[i].first) * static_cast<double>(choice[i + 1].first));
+    const uint64_t below = std::max<uint64_t>(choice[i].first + 1, static_cast<uint64_t>(mid) / 4 * 4);
+    c.bands.push_back({below, choice[i].second});
+  }
+  c.bands.push_back({kLast, choice.back().second});
+  return c;
+}
+
+std::vector<CrossoverPoint> MeasureCrossover(Communicator& comm, const std::vector<AllReduceAlgo>& candidates,
+                                             const CrossoverOptions& o) {
+  std::vector<uint64_t> sizes = o.sizes;
+  if (sizes.empty())
+    for (uint64_t s = 1024; s <= (64ull << 20); s *= 4) sizes.push_back(s);
+  for (uint64_t s : sizes)
+    if (s == 0 || s % 4) throw UsageError(fmt::format("crossover size {} B: a positive multiple of 4 (fp32)", s));
+  for (AllReduceAlgo a : candidates)
+    if (!Allowed(a)) throw UsageError(fmt::format("auto chooses among native, rd, ring, hier (not {})", AlgoName(a)));
+  if (o.rounds < 1) throw UsageError("crossover rounds: at least 1");
+  std::map<AllReduceAlgo, std::unique_ptr<AllReduceEngine>> engines;
+  for (AllReduceAlgo a : candidates) {
+    AlgoConfig cfg;
+    cfg.algo = a;
+    engines[a] = std::make_unique<AllReduceEngine>(comm, cfg);
+  }
+  constexpr int kAutoKey = -2;
+  if (o.with_auto) {
+    AlgoConfig cfg;
+    cfg.crossover = o.with_auto;
+    engines[AllReduceAlgo::kAuto] = std::make_unique<AllReduceEngine>(comm, cfg);
+  }
+  const uint64_t largest = *std::max_element(sizes.begin(), sizes.end());
+  Buffer buf(largest, comm.BufferKind());
+  SetBytes(buf.data(), buf.kind(), 0, largest, comm.Stream());
+  float* data = buf.as<float>();
+  // Key -1: the transport's own call; otherwise the candidate.
+  auto call = [&](int key, size_t n) {
+    if (key == -1) {
+      comm.AllReduce(data, data, n, DType::kFloat32, ReduceOp::kSum);
+    } else if (key == kAutoKey) {
+      engines.at(AllReduceAlgo::kAuto)->Run(data, n, nullptr, false);
+    } else {
+      engines.at(static_cast<AllReduceAlgo>(key))->Run(data, n, nullptr, false);
+    }
+  };
+  // Seconds per call, the slowest rank's, agreed (every rank sees the same value).
+  auto timed = [&](int key, size_t n, int calls) {
+    double sync = 0;
+    comm.HostAllReduce(&sync, 1, ReduceOp::kMax);
+    const double t0 = NowSeconds();
+    for (int i = 0; i < calls; ++i) call(key, n);
+    comm.Synchronize();
+    double t = (NowSeconds() - t0) / calls;
+    comm.HostAllReduce(&t, 1, ReduceOp::kMax);
+    return t;
+  };
+  std::vector<int> keys = {-1};
+  for (AllReduceAlgo a : candidates) keys.push_back(static_cast<int>(a));
+  if (o.with_auto) keys.push_back(kAutoKey);
+  std::map<std::pair<uint64_t, int>, int> calls;
+  std::map<std::pair<uint64_t, int>, std::vector<double>> samples;
+  for (int round = 0; round < o.rounds; ++round) {
+    for (uint64_t s : sizes) {
+      const size_t n = s / 4;
+      for (size_t k = 0; k < keys.size(); ++k) {
+        const int key = keys[(k + static_cast<size_t>(round)) % keys.size()];
+        int& c = calls[{s, key}];
+        if (c == 0) {
+          call(key, n);  // warm-up: first-touch, scratch buffers, a hierarchy's split
+          const double one = timed(key, n, 1);
+          c = static_cast<int>(std::clamp(o.target_s / std::max(one, 1e-9), 3.0, 2000.0));
+        }
+        samples[{s, key}].push_back(timed(key, n, c) * 1e6);
+      }
+    }
+  }
+  std::vector<CrossoverPoint> points;
+  for (uint64_t s : sizes) {
+    CrossoverPoint p;
+    p.bytes = s;
+    p.library_us = Median(samples.at({s, -1}));
+    for (AllReduceAlgo a : candidates) p.us[a] = Median(samples.at({s, static_cast<int>(a)}));
+    if (o.with_auto) {
+      p.auto_us = Median(samples.at({s, kAutoKey}));
+      p.auto_algo = o.with_auto->Choose(s);
+    }
+    points.push_back(p);
+  }
+  return points;
+}
+
+std::string CrossoverJson(const Crossover& table, const std::vector<CrossoverPoint>& points, int ranks,
+                          const std::string& transport) {
+  nlohmann::json j;
+  j["format"] = "ciuic-crossover";
+  j["version"] = 1;
+  j["ranks"] = ranks;
+  j["transport"] = transport;
+  j["bands"] = nlohmann::json::array();
+  for (const auto& b : table.bands) {
+    nlohmann::json band;
+    band["below_bytes"] = b.below_bytes == kLast ? nlohmann::json(nullptr) : nlohmann::json(b.below_bytes);
+    band["algo"] = AlgoName(b.algo);
+    j["bands"].push_back(band);
+  }
+  j["points"] = nlohmann::json::array();
+  for (const auto& p : points) {
+    nlohmann::json q;
+    q["bytes"] = p.bytes;
+    q["library_us"] = p.library_us;
+    for (const auto& [a, us] : p.us) q["us"][AlgoName(a)] = us;
+    j["points"].push_back(q);
+  }
+  return j.dump(1) + "\n";
+}
+
+Crossover ParseCrossover(const std::string& text, const std::string& name, int* ranks, std::string* transport) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("crossover {}: not JSON ({})", name, PrintableLine(e.what())));
+  }
+  auto bad = [&](const std::string& what) { return InputError(fmt::format("crossover {}: {}", name, what)); };
+  if (!j.is_object() || j.value("format", "") != "ciuic-crossover") throw bad("not a ciuic crossover (format)");
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != 1)
+    throw bad("version: expected 1");
+  if (!j.contains("ranks") || !j["ranks"].is_number_integer() || j["ranks"].get<int64_t>() < 1 ||
+      j["ranks"].get<int64_t>() > 1 << 20)
+    throw bad("ranks: expected a positive integer");
+  if (!j.contains("transport") || !j["transport"].is_string()) throw bad("transport: expected a string");
+  if (!j.contains("bands") || !j["bands"].is_array() || j["bands"].empty()) throw bad("bands: expected a list");
+  Crossover c;
+  c.source = "file " + name;
+  uint64_t prev = 0;
+  for (size_t i = 0; i < j["bands"].size(); ++i) {
+    const auto& b = j["bands"][i];
+    const bool last = i + 1 == j["bands"].size();
+    if (!b.is_object() || !b.contains("algo") || !b["algo"].is_string() || !b.contains("below_bytes"))
+      throw bad(fmt::format("bands[{}]: expected {{\"below_bytes\", \"algo\"}}", i));
+    AllReduceAlgo a;
+    try {
+      a = ParseAlgo(b["algo"].get<std::string>());
+    } catch (const UsageError& e) {
+      throw bad(fmt::format("bands[{}].algo: {}", i, e.what()));
+    }
+    if (!Allowed(a)) throw bad(fmt::format("bands[{}].algo: auto chooses among native, rd, ring, hier", i));
+    uint64_t below = kLast;
+    if (last) {
+      if (!b["below_bytes"].is_null()) throw bad(fmt::format("bands[{}].below_bytes: the last band is null", i));
+    } else {
+      if (!b["below_bytes"].is_number_unsigned() || b["below_bytes"].get<uint64_t>() <= prev)
+        throw bad(fmt::format("bands[{}].below_bytes: expected a byte count above the previous band's", i));
+      below = b["below_bytes"].get<uint64_t>();
+    }
+    prev = below;
+    c.bands.push_back({below, a});
+  }
+  if (ranks) *ranks = static_cast<int>(j["ranks"].get<int64_t>());
+  if (transport) *transport = j["transport"].get<std::string>();
+  return c;
+}
+
+Crossover ReadCrossoverFile(const std::string& path, int* ranks, std::string* transport) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("crossover '{}': cannot read", PrintableLine(path, 4096)));
+  std::ostringstream s;
+  s << in.rdbuf();
+  if (s.str().size() > (16u << 20))
+    throw InputError(fmt::format("crossover '{}': larger than 16 MiB", PrintableLine(path, 4096)));
+  return ParseCrossover(s.str(), "'" + PrintableLine(path, 4096) + "'", ranks, transport);
+}
+
+}  // namespace ciuic

@@ -1,0 +1,77 @@
+#pragma once
+// What `--algo auto` runs for an uncompressed fp32 allreduce: one of the runtime's algorithms per
+// message size (native = the transport's own allreduce, rd, ring, hier), from a crossover table.
+// The table comes from a short measurement on the job's own world (MeasureCrossover: every
+// candidate at a few sizes, the slowest rank's time), from a file written by one, or, with neither,
+// from a built-in default per transport. Every rank must run the same table: the runtime's call
+// agreement carries its digest, so ranks that read different tables fail together, named.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/algorithms/allreduce.h"
+#include "collectives/communicator.h"
+
+namespace ciuic {
+
+struct CrossoverBand {
+  uint64_t below_bytes;  // messages of fewer bytes than this (the last band: UINT64_MAX)
+  AllReduceAlgo algo;
+};
+
+struct Crossover {
+  std::string source;  // "built-in (mpi)", "measured on 2 ranks", "file x.json": for messages
+  std::vector<CrossoverBand> bands;  // ascending below_bytes, the last one UINT64_MAX
+
+  AllReduceAlgo Choose(uint64_t bytes) const;
+  uint64_t Digest() const;  // of the bands only
+  std::string Describe() const;  // "native <8 MiB, ring" for logs
+};
+
+// The default with no measurement: the transport's own allreduce up to 8 MiB, the ring above on
+// host transports (mpi, gloo, local); nccl: its own allreduce at every size.
+Crossover BuiltinCrossover(const std::string& transport);
+
+// The algorithms auto may choose from on `comm` (collective when it asks for host names): native,
+// rd, ring, and hier where the world spans several hosts with equal ranks per host.
+std::vector<AllReduceAlgo> CrossoverCandidates(Communicator& comm);
+
+// One measured size: the slowest rank's median µs per call for each candidate, and the transport's
+// own call made directly (the library, without the runtime around it).
+struct CrossoverPoint {
+  uint64_t bytes = 0;
+  double library_us = 0;
+  std::map<AllReduceAlgo, double> us;
+  double auto_us = 0;  // with CrossoverOptions::with_auto: auto over that table
+  AllReduceAlgo auto_algo = AllReduceAlgo::kAuto;  // what it chose at this size
+};
+
+// The table from measured points (pure: the same points give the same table on every rank). At each
+// size the fastest candidate wins, native unless another is more than `margin` faster (the library
+// is the safe choice on a tie); a change of choice between two measured sizes goes at their
+// geometric mean; sizes below the first point take its choice, above the last the last's.
+Crossover CrossoverFromPoints(const std::vector<CrossoverPoint>& points, double margin = 0.03);
+
+struct CrossoverOptions {
+  std::vector<uint64_t> sizes;  // empty: 1 KiB to 64 MiB, x4
+  int rounds = 3;               // candidates alternate within each round; each point keeps the median
+  double target_s = 0.004;      // timed seconds per candidate, size and round (at least 3 calls)
+  std::shared_ptr<const Crossover> with_auto;  // also time auto choosing from this table
+};
+// Collective: measures every candidate (and the library) on `comm` at each size and returns the
+// points; the table is CrossoverFromPoints(points). All ranks return the same values.
+std::vector<CrossoverPoint> MeasureCrossover(Communicator& comm, const std::vector<AllReduceAlgo>& candidates,
+                                             const CrossoverOptions& options = {});
+
+// Written and read as JSON: {"format": "ciuic-crossover", "version": 1, "ranks": P, "transport": "mpi",
+// "bands": [{"below_bytes": B|null, "algo": "native"}, ...], "points": [{"bytes": B, "library_us": x,
+// "us": {"ring": y, ...}}, ...]}. Reading checks every field and throws InputError naming it.
+std::string CrossoverJson(const Crossover& table, const std::vector<CrossoverPoint>& points, int ranks,
+                          const std::string& transport);
+Crossover ReadCrossoverFile(const std::string& path, int* ranks = nullptr, std::string* transport = nullptr);
+Crossover ParseCrossover(const std::string& text, const std::string& name, int* ranks = nullptr,
+                         std::string* transport = nullptr);
+
+}  // namespace ciuic

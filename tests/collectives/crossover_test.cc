@@ -1,0 +1,233 @@
+// auto's crossover: the table follows planted measurements (each algorithm best in turn), the engine
+// runs what the table names at each size (seen in its trace) and stays exact, ranks with different
+// tables fail together, the file format is strict, and a real measurement agrees on every rank.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/backends/local/communicator.h"
+#include "collectives/crossover.h"
+#include "collectives/runtime.h"
+#include "core/error.h"
+#include "core/trace.h"
+
+namespace ciuic {
+namespace {
+
+constexpr uint64_t kLast = std::numeric_limits<uint64_t>::max();
+using A = AllReduceAlgo;
+
+CrossoverPoint Point(uint64_t bytes, double native, double rd, double ring, double hier = -1) {
+  CrossoverPoint p;
+  p.bytes = bytes;
+  p.library_us = native;
+  p.us[A::kNative] = native;
+  p.us[A::kRecursiveDoubling] = rd;
+  p.us[A::kRing] = ring;
+  if (hier >= 0) p.us[A::kHierarchical] = hier;
+  return p;
+}
+
+// A planted calibration that makes each algorithm best in turn: native at 1-4 KiB, rd at 16 KiB, ring
+// at 64 KiB-1 MiB, hier from 4 MiB.
+std::vector<CrossoverPoint> Planted() {
+  return {Point(1024, 1, 2, 3, 4),           Point(4096, 2, 3, 4, 5),          Point(16384, 10, 5, 8, 9),
+          Point(65536, 40, 30, 20, 25),      Point(262144, 100, 90, 60, 70),   Point(1048576, 400, 380, 200, 260),
+          Point(4194304, 1600, 1500, 900, 500), Point(16777216, 6000, 6000, 3500, 2000)};
+}
+
+TEST(Crossover, TableFollowsAPlantedCalibrationEachAlgorithmBestInTurn) {
+  const Crossover c = CrossoverFromPoints(Planted());
+  ASSERT_EQ(c.bands.size(), 4u) << c.Describe();
+  // Boundaries at the geometric mean of the two sizes around each change.
+  EXPECT_EQ(c.bands[0].algo, A::kNative);
+  EXPECT_EQ(c.bands[0].below_bytes, 8192u);  // sqrt(4 KiB x 16 KiB)
+  EXPECT_EQ(c.bands[1].algo, A::kRecursiveDoubling);
+  EXPECT_EQ(c.bands[1].below_bytes, 32768u);
+  EXPECT_EQ(c.bands[2].algo, A::kRing);
+  EXPECT_EQ(c.bands[2].below_bytes, 2097152u);
+  EXPECT_EQ(c.bands[3].algo, A::kHierarchical);
+  EXPECT_EQ(c.bands[3].below_bytes, kLast);
+  for (const auto& p : Planted()) {
+    A best = A::kNative;
+    for (const auto& [a, us] : p.us)
+      if (us < p.us.at(best)) best = a;
+    EXPECT_EQ(c.Choose(p.bytes), best) << p.bytes;
+  }
+  EXPECT_EQ(c.Choose(4), A::kNative);              // below the first point: its choice
+  EXPECT_EQ(c.Choose(1ull << 30), A::kHierarchical);  // above the last: the last's
+  EXPECT_EQ(c.Choose(8191), A::kNative);
+  EXPECT_EQ(c.Choose(8192), A::kRecursiveDoubling);
+}
+
+TEST(Crossover, NativeKeepsATieWithinTheMargin) {
+  // ring 2% faster than native: within the 3% margin, the library stays; 10% faster: ring.
+  const Crossover tie = CrossoverFromPoints({Point(1 << 20, 100, 150, 98)});
+  EXPECT_EQ(tie.Choose(1 << 20), A::kNative);
+  const Crossover win = CrossoverFromPoints({Point(1 << 20, 100, 150, 90)});
+  EXPECT_EQ(win.Choose(1 << 20), A::kRing);
+  EXPECT_EQ(CrossoverFromPoints({Point(1 << 20, 100, 150, 98)}, 0.0).Choose(1 << 20), A::kRing);
+}
+
+TEST(Crossover, BuiltinTablePerTransport) {
+  EXPECT_EQ(BuiltinCrossover("nccl").Choose(1ull << 30), A::kNative);
+  const Crossover mpi = BuiltinCrossover("mpi");
+  EXPECT_EQ(mpi.Choose(8), A::kNative);
+  EXPECT_EQ(mpi.Choose((8u << 20) - 4), A::kNative);
+  EXPECT_EQ(mpi.Choose(8u << 20), A::kRing);
+}
+
+// Which algorithm spans the engine recorded under one call.
+std::string AlgoSpans(const trace::Recorder& r) {
+  const std::string ev = r.RenderEvents(0);
+  std::string seen;
+  for (const char* name : {"native", "rd", "ring", "hier"})
+    if (ev.find(std::string("\"name\":\"") + name + "\"") != std::string::npos) seen += std::string(seen.empty() ? "" : ",") + name;
+  return seen;
+}
+
+TEST(Crossover, EngineRunsWhatThePlantedTableNamesAndStaysExact) {
+  auto table = std::make_shared<Crossover>(CrossoverFromPoints(Planted()));
+  AlgoConfig cfg;
+  cfg.crossover = table;
+  cfg.ranks_per_node = 2;  // hier: 2 "nodes" of 2 ranks in one process
+  for (uint64_t bytes : {1024ull, 16384ull, 262144ull, 4194304ull}) {
+    const size_t n = bytes / 4;
+    std::vector<std::string> seen(4);
+    std::vector<int> wrong(4, -1);
+    RunLocalRanks(4, [&](Communicator& comm) {
+      AllReduceEngine engine(comm, cfg);
+      EXPECT_EQ(engine.algo(), A::kAuto);
+      EXPECT_EQ(engine.AlgoFor(n), table->Choose(bytes));
+      std::vector<float> data(n);
+      for (size_t i = 0; i < n; ++i) data[i] = static_cast<float>((i * 7 + static_cast<size_t>(comm.Rank()) * 13) % 101);
+      trace::Recorder rec(comm.Rank(), "test");
+      {
+        const trace::Bind bind(&rec);
+        engine.Run(data.data(), n, nullptr, false);
+      }
+      seen[comm.Rank()] = AlgoSpans(rec);
+      int bad = 0;
+      for (size_t i = 0; i < n; ++i) {
+        float want = 0;
+        for (int r = 0; r < 4; ++r) want += static_cast<float>((i * 7 + static_cast<size_t>(r) * 13) % 101);
+        bad += data[i] != want;
+      }
+      wrong[comm.Rank()] = bad;
+    });
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_EQ(seen[r], AlgoName(table->Choose(bytes))) << bytes << " B, rank " << r;
+      EXPECT_EQ(wrong[r], 0) << bytes << " B, rank " << r;
+    }
+  }
+}
+
+TEST(Crossover, AutoWithoutATableUsesTheTransportsBuiltinOne) {
+  RunLocalRanks(2, [&](Communicator& comm) {
+    AllReduceEngine engine(comm, AlgoConfig{});
+    ASSERT_NE(engine.crossover(), nullptr);
+    EXPECT_EQ(engine.crossover()->Digest(), BuiltinCrossover("local").Digest());
+    EXPECT_EQ(engine.AlgoFor(16), A::kNative);
+    EXPECT_EQ(engine.AlgoFor(4u << 20), A::kRing);
+    AlgoConfig lossy;
+    lossy.codec = ParseCodec("int8");
+    AllReduceEngine q(comm, lossy);
+    EXPECT_EQ(q.crossover(), nullptr);
+    EXPECT_EQ(q.AlgoFor(16), A::kRing);
+    AlgoConfig half;
+    half.precision = DType::kBFloat16;
+    AllReduceEngine h(comm, half);
+    EXPECT_EQ(h.AlgoFor(1u << 30), A::kNative);
+  });
+}
+
+TEST(Crossover, RanksRunningDifferentTablesFailTogether) {
+  std::vector<std::string> errors(2);
+  RunLocalRanks(2, [&](Communicator& comm) {
+    RuntimeConfig rc;
+    rc.timeout_s = 0;
+    auto t = std::make_shared<Crossover>(BuiltinCrossover("mpi"));
+    if (comm.Rank() == 1) t->bands[0].below_bytes = 4096;  // rank 1 read another table
+    rc.algo.crossover = t;
+    Runtime rt(comm, rc);
+    std::vector<float> data(256, 1.0f);
+    try {
+      rt.AllReduce(data.data(), data.size(), 0);
+    } catch (const UsageError& e) {
+      errors[comm.Rank()] = e.what();
+    }
+  });
+  for (const auto& e : errors) EXPECT_NE(e.find("rank 1 run another codec, algorithm or bucket size"), std::string::npos) << e;
+}
+
+TEST(Crossover, FileRoundTripAndRefusals) {
+  const Crossover c = CrossoverFromPoints(Planted());
+  int ranks = 0;
+  std::string over;
+  const Crossover back = ParseCrossover(CrossoverJson(c, Planted(), 4, "mpi"), "t", &ranks, &over);
+  EXPECT_EQ(back.Digest(), c.Digest());
+  EXPECT_EQ(ranks, 4);
+  EXPECT_EQ(over, "mpi");
+  const std::string head = R"({"format":"ciuic-crossover","version":1,"ranks":2,"transport":"mpi",)";
+  const std::pair<std::string, std::string> bad[] = {
+      {"{", "not JSON"},
+      {R"({"format":"other"})", "not a ciuic crossover"},
+      {R"({"format":"ciuic-crossover","version":2})", "version"},
+      {head + R"("bands":[]})", "bands: expected a list"},
+      {head + R"("bands":[{"below_bytes":null,"algo":"sparse"}]})", "bands[0].algo"},
+      {head + R"("bands":[{"below_bytes":null,"algo":"ringg"}]})", "unknown algorithm"},
+      {head + R"("bands":[{"below_bytes":100,"algo":"ring"}]})", "the last band is null"},
+      {head + R"("bands":[{"below_bytes":100,"algo":"ring"},{"below_bytes":50,"algo":"rd"},{"below_bytes":null,"algo":"native"}]})",
+       "bands[1].below_bytes"},
+      {head + R"("bands":[{"below_bytes":-1,"algo":"ring"},{"below_bytes":null,"algo":"native"}]})", "bands[0].below_bytes"},
+      {head + R"("bands":[{"algo":"ring"}]})", "bands[0]"},
+  };
+  for (const auto& [text, want] : bad) {
+    try {
+      ParseCrossover(text, "t");
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+    }
+  }
+  EXPECT_THROW(ReadCrossoverFile("/nonexistent/crossover.json"), InputError);
+}
+
+TEST(Crossover, AMeasurementAgreesOnEveryRankAndNamesOnlyCandidates) {
+  std::vector<std::vector<CrossoverPoint>> got(3);
+  RunLocalRanks(3, [&](Communicator& comm) {
+    CrossoverOptions o;
+    o.sizes = {64, 4096, 65536};
+    o.rounds = 2;
+    o.target_s = 0.0005;
+    o.with_auto = std::make_shared<Crossover>(BuiltinCrossover("local"));
+    got[comm.Rank()] = MeasureCrossover(comm, {A::kNative, A::kRecursiveDoubling, A::kRing}, o);
+  });
+  ASSERT_EQ(got[0].size(), 3u);
+  for (int r = 1; r < 3; ++r) {
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(got[r][i].library_us, got[0][i].library_us);
+      EXPECT_EQ(got[r][i].us, got[0][i].us);
+      EXPECT_EQ(got[r][i].auto_us, got[0][i].auto_us);
+    }
+  }
+  for (const auto& p : got[0]) {
+    EXPECT_GT(p.library_us, 0);
+    EXPECT_GT(p.auto_us, 0);
+    EXPECT_EQ(p.auto_algo, A::kNative);
+    for (const auto& [a, us] : p.us) EXPECT_GT(us, 0) << AlgoName(a);
+  }
+  const Crossover c = CrossoverFromPoints(got[0]);
+  for (const auto& b : c.bands)
+    EXPECT_TRUE(b.algo == A::kNative || b.algo == A::kRecursiveDoubling || b.algo == A::kRing);
+  EXPECT_THROW(MeasureCrossover(*MakeLocalWorld(1)[0], {A::kSparse}), UsageError);
+}
+
+}  // namespace
+}  // namespace ciuic
