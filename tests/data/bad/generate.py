@@ -239,6 +239,27 @@ bc("--profile", f"--profile {GOOD_PROFILE}", base=CIUIC)  # tuned for 16 ranks, 
 bc("--profile||--algo", f"--profile {GOOD_PROFILE} --profile-override --algo ring", base=CIUIC)
 bc("--profile||--codec", f"--profile {GOOD_PROFILE} --profile-override --codec int8", base=CIUIC)
 bc("--profile||--precision", f"--profile {GOOD_PROFILE} --profile-override --precision bf16", base=CIUIC)
+# auto's crossover table (--crossover, --crossover-out, --crossover-table).
+bc("--crossover", "--crossover measure")
+bc("--crossover-table", "--crossover-table")
+bc("--crossover||--algo auto", "--crossover measure --codec int8", base=CIUIC)
+bc("--crossover-table||--algo auto", "--crossover-table --algo ring", base=CIUIC)
+bc("--crossover||--profile", f"--crossover measure --profile {GOOD_PROFILE} --profile-override", base=CIUIC)
+bc("--crossover-out||--crossover measure", "--crossover-out {work}/crossover.json", base=CIUIC)
+bc("--crossover", "--crossover ''", base=CIUIC)
+bc("crossover||missing.json||cannot read", "--crossover {work}/missing.json", base=CIUIC)
+for name, text, expect in [
+        ("not-json", "{", "not JSON"),
+        ("version", '{"format":"ciuic-crossover","version":2}', "version"),
+        ("sparse", '{"format":"ciuic-crossover","version":1,"ranks":2,"transport":"mpi",'
+                   '"bands":[{"below_bytes":null,"algo":"sparse"}]}', "bands[0].algo"),
+        ("descending", '{"format":"ciuic-crossover","version":1,"ranks":2,"transport":"mpi","bands":['
+                       '{"below_bytes":100,"algo":"ring"},{"below_bytes":50,"algo":"rd"},'
+                       '{"below_bytes":null,"algo":"native"}]}', "bands[1].below_bytes"),
+        ("last-not-null", '{"format":"ciuic-crossover","version":1,"ranks":2,"transport":"mpi",'
+                          '"bands":[{"below_bytes":100,"algo":"ring"}]}', "the last band is null")]:
+    put(f"crossover/{name}.json", text.encode())
+    bc(f"crossover||{expect}", f"--crossover {{case_dir}}/crossover/{name}.json", base=CIUIC)
 # compress and kernel: their own option table.
 COMPRESS = "{bench} compress --codec int8 --sizes 4K --iters 1"
 for opt, v in [("codec", "int9"), ("codec", "topk:0"), ("codec", ""), ("rounding", "up"), ("select", "best"),
