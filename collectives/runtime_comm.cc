@@ -67,7 +67,8 @@ class RuntimeCommunicator : public Communicator {
       engine = slot.get();
       bucket_bytes = rule.bucket_bytes;  // 0: the whole buffer at once
     }
-    if (send != recv) CopyBytesAsync(recv, BufferKind(), send, BufferKind(), count * 4, Stream());
+    // Out of place: each bucket reduced from send into recv (the ring and native read send directly).
+    const auto* in = static_cast<const float*>(send);
     auto* data = static_cast<float*>(recv);
     const size_t bucket = bucket_bytes ? std::max<size_t>(bucket_bytes / 4, 1) : count;
     for (size_t b = 0, i = 0; b < count; b += bucket, ++i) {
@@ -76,7 +77,7 @@ class RuntimeCommunicator : public Communicator {
       CodecState& st = states_[{rule_index, i, n}];
       trace::Span span("bucket", trace::Category::kPhase);
       span.With("bucket", static_cast<int64_t>(i)).With("bytes", static_cast<int64_t>(n * 4));
-      engine->Run(data + b, n, &st, op == ReduceOp::kAvg);
+      engine->Run(in + b, data + b, n, &st, op == ReduceOp::kAvg);
     }
   }
   void AllGather(const void* s, void* r, size_t n, DType t) override { t_->AllGather(s, r, n, t); }

@@ -80,7 +80,9 @@ struct TensorRef {
   void UnscaleCheckNorm(float* g, size_t n, float inv_scale, uint32_t* nonfinite, double* norm_sq,             \
                         void* stream);                                                                          \
   void ScaleInPlace(float* g, size_t n, float factor, void* stream);                                          \
-  void AddInPlace(float* acc, const float* x, size_t n, void* stream);
+  void AddInPlace(float* acc, const float* x, size_t n, void* stream);                                        \
+  /* out = a + x: AddInPlace out of place (the same sums, bit for bit), one pass. */                            \
+  void AddTo(float* out, const float* a, const float* x, size_t n, void* stream);
 
 size_t TopKWorkspaceBytes(size_t n);
 

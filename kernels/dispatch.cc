@@ -92,5 +92,8 @@ void ScaleInPlace(float* g, size_t n, float factor, void* stream) {
   CIUIC_DISPATCH(g, ScaleInPlace(g, n, factor, stream));
 }
 void AddInPlace(float* acc, const float* x, size_t n, void* stream) { CIUIC_DISPATCH(acc, AddInPlace(acc, x, n, stream)); }
+void AddTo(float* out, const float* a, const float* x, size_t n, void* stream) {
+  CIUIC_DISPATCH(out, AddTo(out, a, x, n, stream));
+}
 
 }  // namespace ciuic

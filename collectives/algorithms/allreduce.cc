@@ -122,18 +122,26 @@ AllReduceAlgo AllReduceEngine::AlgoFor(size_t n) const {
   return crossover_ ? crossover_->Choose(static_cast<uint64_t>(n) * 4) : algo_;
 }
 
-void AllReduceEngine::Run(float* data, size_t n, CodecState* state, bool average) {
+void AllReduceEngine::Run(const float* src, float* data, size_t n, CodecState* state, bool average) {
   const double t0 = NowSeconds();
   const CodecKind k = config_.codec.kind;
   const AllReduceAlgo algo = AlgoFor(n);
   bool averaged = false;
   trace::Span span(AlgoName(algo), trace::Category::kPhase);
   span.With("bytes", static_cast<int64_t>(n * 4)).With("ranks", comm_.Size());
+  const bool reads_src = (algo == AllReduceAlgo::kRing && k == CodecKind::kNone) ||
+                         (algo == AllReduceAlgo::kNative && config_.precision == DType::kFloat32);
+  if (src != data && n > 0 && !reads_src) {
+    trace::Span copy("copy", trace::Category::kCompute);
+    copy.With("bytes", static_cast<int64_t>(n * 4));
+    CopyBytesAsync(data, comm_.BufferKind(), src, comm_.BufferKind(), n * 4, comm_.Stream());
+    src = data;
+  }
   if (n > 0) {
     switch (algo) {
       case AllReduceAlgo::kRing:
         if (k == CodecKind::kNone) {
-          impl_->Ring(comm_, data, n);
+          impl_->Ring(comm_, src, data, n);
         } else if (k == CodecKind::kRandomK) {
           impl_->RandomK(data, n, state);
         } else {
@@ -145,7 +153,7 @@ void AllReduceEngine::Run(float* data, size_t n, CodecState* state, bool average
       case AllReduceAlgo::kSparse: impl_->Sparse(data, n, state); break;
       case AllReduceAlgo::kTwoPhaseSign: impl_->TwoPhaseSign(data, n, state); break;
       case AllReduceAlgo::kPowerSgd: impl_->PowerSgd(data, n, state); break;
-      case AllReduceAlgo::kNative: averaged = impl_->Native(data, n, average); break;
+      case AllReduceAlgo::kNative: averaged = impl_->Native(src, data, n, average); break;
       case AllReduceAlgo::kAuto: break;
     }
     if (average && !averaged && comm_.Size() > 1) {

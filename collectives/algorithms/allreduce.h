@@ -79,7 +79,10 @@ class AllReduceEngine {
 
   // data: n floats in comm.BufferKind() memory, reduced in place. state: the tensor's codec state
   // (required for lossy codecs with error feedback, PowerSGD and two-phase sign1).
-  void Run(float* data, size_t n, CodecState* state, bool average);
+  void Run(float* data, size_t n, CodecState* state, bool average) { Run(data, data, n, state, average); }
+  // Out of place: src's n floats reduced into data (src unchanged). The uncompressed ring and native
+  // fp32 read src directly (no copy pass); the others copy it into data first.
+  void Run(const float* src, float* data, size_t n, CodecState* state, bool average);
 
   // The floats of each codec-state buffer this engine keeps for a tensor of n elements on this rank
   // (0: the buffer stays empty). Runtime::Load holds a loaded state to it before allocating.

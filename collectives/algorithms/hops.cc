@@ -100,9 +100,13 @@ void AllReduceEngine::Impl::Exchange(Communicator& c, const void* send, size_t s
   counters.comm_s += NowSeconds() - t0 - reduce_s;
 }
 
-void AllReduceEngine::Impl::RingReduceScatter(Communicator& c, float* data, size_t n, size_t align) {
+void AllReduceEngine::Impl::RingReduceScatter(Communicator& c, const float* src, float* data, size_t n,
+                                              size_t align) {
   const int p = c.Size(), r = c.Rank();
-  if (p == 1) return;
+  if (p == 1) {
+    if (src != data) CopyBytesAsync(data, kind, src, kind, n * 4, c.Stream());
+    return;
+  }
   trace::Span span("reduce-scatter", trace::Category::kPhase);
   span.With("bytes", static_cast<int64_t>(n * 4)).With("ranks", p);
   size_t max_chunk = 0;
@@ -110,9 +114,15 @@ void AllReduceEngine::Impl::RingReduceScatter(Communicator& c, float* data, size
   float* tmp = Scratch<float>(0, max_chunk * 4);
   for (int s = 0; s < p - 1; ++s) {
     const Range sc = ChunkOf(n, p, (r - s + p) % p, align), rc = ChunkOf(n, p, (r - s - 1 + 2 * p) % p, align);
-    Exchange(c, data + sc.begin, sc.size() * 4, (r + 1) % p, tmp, rc.size() * 4, (r - 1 + p) % p,
+    const float* from = s == 0 ? src : data;  // later steps send what this rank reduced the step before
+    Exchange(c, from + sc.begin, sc.size() * 4, (r + 1) % p, tmp, rc.size() * 4, (r - 1 + p) % p,
              [&](size_t off, size_t bytes) {
-               AddInPlace(data + rc.begin + off / 4, tmp + off / 4, bytes / 4, c.Stream());
+               const size_t at = rc.begin + off / 4;
+               if (src == data) {
+                 AddInPlace(data + at, tmp + off / 4, bytes / 4, c.Stream());
+               } else {
+                 AddTo(data + at, src + at, tmp + off / 4, bytes / 4, c.Stream());
+               }
              });
   }
 }

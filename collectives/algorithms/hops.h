@@ -65,7 +65,11 @@ struct AllReduceEngine::Impl {
   void Exchange(Communicator& c, const void* send, size_t send_bytes, int to, void* recv, size_t recv_bytes, int from,
                 const std::function<void(size_t, size_t)>& on_piece);
   // Uncompressed ring halves over chunks aligned to `align` elements.
-  void RingReduceScatter(Communicator& c, float* data, size_t n, size_t align);
+  // Out of place when src != data: step 0 sends from src and every reduction writes
+  // data = src + received, so src is read once and no copy pass is made (the chunk a rank sends
+  // first is written to data only by the allgather).
+  void RingReduceScatter(Communicator& c, float* data, size_t n, size_t align) { RingReduceScatter(c, data, data, n, align); }
+  void RingReduceScatter(Communicator& c, const float* src, float* data, size_t n, size_t align);
   // After RingReduceScatter rank r owns chunk (r + 1) % P; this spreads every chunk to every rank.
   void RingAllGather(Communicator& c, float* data, size_t n, size_t align);
   // Allgather of variable-size byte blocks (block i at offsets[i], size sizes[i]) around the ring,
@@ -76,7 +80,8 @@ struct AllReduceEngine::Impl {
   void QuantiseContribution(float* data, size_t n, CodecState* st);
 
   // ---- algorithms, one file each ------------------------------------------------------------------
-  void Ring(Communicator& c, float* data, size_t n);                                              // ring.cc
+  void Ring(Communicator& c, float* data, size_t n) { Ring(c, data, data, n); }
+  void Ring(Communicator& c, const float* src, float* data, size_t n);                           // ring.cc
   void CompressedRing(Communicator& c, float* data, size_t n, CodecState* st, bool pre_quantise);  // ring.cc
   void RecursiveDoubling(Communicator& c, float* data, size_t n);                                 // rd.cc
   void MakeHierarchy();                                                                            // hier.cc
@@ -94,7 +99,7 @@ struct AllReduceEngine::Impl {
   void TwoPhaseSign(float* data, size_t n, CodecState* st);                                       // sign2.cc
   void PowerSgd(float* data, size_t n, CodecState* st);                                           // powersgd.cc
   // Returns true when the result is already averaged.
-  bool Native(float* data, size_t n, bool average);                                               // native.cc
+  bool Native(const float* src, float* data, size_t n, bool average);  // out of place in fp32 only                                               // native.cc
 };
 
 }  // namespace ciuic

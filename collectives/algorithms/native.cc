@@ -9,13 +9,13 @@
 
 namespace ciuic {
 
-bool AllReduceEngine::Impl::Native(float* data, size_t n, bool average) {
+bool AllReduceEngine::Impl::Native(const float* src, float* data, size_t n, bool average) {
   const int p = comm.Size();
   if (cfg.precision == DType::kFloat32) {
     // Untimed here: the engine counts the whole call as communication (one clock read fewer per call).
     trace::Span span("native allreduce", trace::Category::kComm);
     span.With("bytes", static_cast<int64_t>(n * 4));
-    comm.AllReduce(data, data, n, DType::kFloat32, average ? ReduceOp::kAvg : ReduceOp::kSum);
+    comm.AllReduce(src, data, n, DType::kFloat32, average ? ReduceOp::kAvg : ReduceOp::kSum);
     counters.wire_bytes += 2.0 * (p - 1) / p * static_cast<double>(n) * 4;
     return true;
   }

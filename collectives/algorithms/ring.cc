@@ -16,8 +16,8 @@ namespace ciuic {
 using hops::ChunkOf;
 using hops::Range;
 
-void AllReduceEngine::Impl::Ring(Communicator& c, float* data, size_t n) {
-  RingReduceScatter(c, data, n, 1);
+void AllReduceEngine::Impl::Ring(Communicator& c, const float* src, float* data, size_t n) {
+  RingReduceScatter(c, src, data, n, 1);
   RingAllGather(c, data, n, 1);
 }
 

@@ -68,4 +68,8 @@ void AddInPlace(float* acc, const float* x, size_t n, void*) {
   for (size_t i = 0; i < n; ++i) acc[i] = acc[i] + x[i];
 }
 
+void AddTo(float* out, const float* a, const float* x, size_t n, void*) {
+  for (size_t i = 0; i < n; ++i) out[i] = a[i] + x[i];
+}
+
 }  // namespace ciuic::cpu

@@ -84,7 +84,19 @@ __global__ void AddKernel(float* acc, const float* x, size_t n) {
     acc[i] = __fadd_rn(acc[i], x[i]);
 }
 
+__global__ void AddToKernel(float* out, const float* a, const float* x, size_t n) {
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    out[i] = __fadd_rn(a[i], x[i]);
+}
+
 }  // namespace
+
+void AddTo(float* out, const float* a, const float* x, size_t n, void* stream) {
+  if (n == 0) return;
+  AddToKernel<<<GridFor(n, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(out, a, x, n);
+  CIUIC_CUDA_CHECK(cudaGetLastError());
+}
 
 void AddInPlace(float* acc, const float* x, size_t n, void* stream) {
   if (n == 0) return;

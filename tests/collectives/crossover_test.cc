@@ -1,9 +1,12 @@
 // auto's crossover: the table follows planted measurements (each algorithm best in turn), the engine
 // runs what the table names at each size (seen in its trace) and stays exact, ranks with different
-// tables fail together, the file format is strict, and a real measurement agrees on every rank.
+// tables fail together, the file format is strict, a real measurement agrees on every rank, and
+// out-of-place runs give the in-place bits with the source untouched.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -227,6 +230,55 @@ TEST(Crossover, AMeasurementAgreesOnEveryRankAndNamesOnlyCandidates) {
   for (const auto& b : c.bands)
     EXPECT_TRUE(b.algo == A::kNative || b.algo == A::kRecursiveDoubling || b.algo == A::kRing);
   EXPECT_THROW(MeasureCrossover(*MakeLocalWorld(1)[0], {A::kSparse}), UsageError);
+}
+
+}  // namespace
+}  // namespace ciuic
+
+namespace ciuic {
+namespace {
+
+// Out of place (the ring and native read the source directly; the others copy first): the same bits
+// as in place, on every rank, and the source untouched.
+TEST(OutOfPlace, MatchesInPlaceBitForBitAndLeavesTheSourceAlone) {
+  struct Case {
+    const char* algo;
+    const char* codec;
+  };
+  const Case cases[] = {{"ring", "none"}, {"native", "none"}, {"rd", "none"}, {"auto", "none"}, {"ring", "int8"},
+                        {"hier", "none"}};
+  for (int ranks : {1, 2, 3, 4}) {
+    for (const Case& c : cases) {
+      if (std::string(c.algo) == "hier" && ranks % 2) continue;
+      for (size_t n : {size_t{1}, size_t{1000}, size_t{300001}}) {
+        AlgoConfig cfg;
+        cfg.algo = ParseAlgo(c.algo);
+        cfg.codec = ParseCodec(c.codec);
+        cfg.codec.error_feedback = false;
+        cfg.ranks_per_node = std::string(c.algo) == "hier" ? 2 : 0;
+        cfg.piece_bytes = 256 << 10;  // several pieces per chunk at the largest size
+        std::vector<int> bad(static_cast<size_t>(ranks), -1);
+        RunLocalRanks(ranks, [&](Communicator& comm) {
+          std::vector<float> src(n);
+          for (size_t i = 0; i < n; ++i)
+            src[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i) + comm.Rank())) * 1e-3f;
+          const std::vector<float> kept = src;
+          std::vector<float> in_place = src, out(n, -7.0f);
+          AllReduceEngine a(comm, cfg), b(comm, cfg);
+          CodecState sa, sb;
+          a.Run(in_place.data(), n, &sa, true);
+          b.Run(src.data(), out.data(), n, &sb, true);
+          bad[static_cast<size_t>(comm.Rank())] =
+              static_cast<int>(std::memcmp(out.data(), in_place.data(), n * 4) != 0) +
+              2 * static_cast<int>(std::memcmp(src.data(), kept.data(), n * 4) != 0);
+        });
+        for (int r = 0; r < ranks; ++r)
+          EXPECT_EQ(bad[static_cast<size_t>(r)], 0)
+              << c.algo << " " << c.codec << " ranks " << ranks << " n " << n << " rank " << r
+              << " (1: result differs from in place, 2: source changed)";
+      }
+    }
+  }
 }
 
 }  // namespace
