@@ -17,8 +17,9 @@ double Baseline::BusbwAt(uint64_t bytes) const {
 }
 
 std::string BaselinesDir() {
-  if (const char* env = std::getenv("CIUIC_PROFILES_DIR")) return (std::filesystem::path(env) / "baselines").string();
-  return CIUIC_SOURCE_BASELINES_DIR;
+  if (const char* env = std::getenv("CIUIC_PROFILES_DIR"); env && *env)
+    return (std::filesystem::path(env) / "baselines").string();
+  return (std::filesystem::path(ShareDir()) / "profiles" / "baselines").string();
 }
 
 std::vector<std::string> BaselineNames() {

@@ -10,10 +10,6 @@
 #include "core/files.h"
 #include "core/log.h"
 
-#ifndef CIUIC_SOURCE_SCRIPTS_DIR
-#define CIUIC_SOURCE_SCRIPTS_DIR "scripts"
-#endif
-
 namespace ciuic {
 
 namespace {
@@ -23,7 +19,7 @@ constexpr const char* kPython = "/usr/bin/python3";
 
 std::string ScriptsDir() {
   if (const char* env = std::getenv("CIUIC_SCRIPTS_DIR"); env && *env) return env;
-  return CIUIC_SOURCE_SCRIPTS_DIR;
+  return ShareDir() + "/scripts";
 }
 
 int PlotMain(const char* tool, int argc, char** argv) {

@@ -11,6 +11,7 @@
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <vector>
 
 #include "core/error.h"
 #include "core/log.h"

@@ -43,6 +43,14 @@ void CheckDifferentFiles(std::string_view option_a, const std::string& path_a, s
 // variables name one ("give --db/--out").
 std::string DataHome(bool create);
 
+// The folder of the data the tools ship (profiles/: topologies, workloads, baselines, published figures,
+// example profiles; scripts/plot.py), found relative to the code itself, never through a path compiled
+// in: <the executable's folder>/../share/ciuic (an install prefix; in a build tree CMake links
+// build/share/ciuic to the sources), else the same beside the library holding this code
+// (libciuic.so loaded by Python: <prefix>/lib/../share/ciuic), else $CIUIC_SHARE_DIR. When none
+// exists, the first candidate (messages then name a folder that is missing).
+std::string ShareDir();
+
 // "2026-11-22T17:48:19Z".
 std::string IsoNow();
 

@@ -17,6 +17,8 @@ packages=(
   # slower on the training scripts' matrix products (a 1024x128x512 Linear: 56 vs 4.4 ms on one core).
   libopenblas0-pthread
   python3-sklearn python3-matplotlib   # the digits time-to-accuracy run (bench/results) and its plot
+  python3-venv python3-pip python3-setuptools python3-wheel   # the install test: pip install ./python in a venv
+  util-linux   # unshare: the install test hides the source tree in a mount namespace
 )
 
 missing=()

@@ -15,12 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "core/json_reader.h"
 #include "core/timer.h"
-
-#ifndef CIUIC_SOURCE_PROFILES_DIR
-#define CIUIC_SOURCE_PROFILES_DIR "profiles"
-#endif
 
 namespace ciuic {
 
@@ -45,8 +42,8 @@ double MeasureMemcpyGbps() {
 }  // namespace
 
 std::string ProfilesDir() {
-  if (const char* env = std::getenv("CIUIC_PROFILES_DIR")) return env;
-  return CIUIC_SOURCE_PROFILES_DIR;
+  if (const char* env = std::getenv("CIUIC_PROFILES_DIR"); env && *env) return env;
+  return (std::filesystem::path(ShareDir()) / "profiles").string();
 }
 
 std::string Topology::Fingerprint() const {

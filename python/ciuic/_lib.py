@@ -1,7 +1,9 @@
 """Finds and loads libciuic.so and declares the C API (collectives/ciuic.h) to ctypes.
 
-The library is the one named by $CIUIC_LIBRARY, else <repo>/build/lib/libciuic.so beside this
-package (python/ciuic -> the repository root), else one the dynamic loader finds ("ciuic"). Every
+The library is the one named by $CIUIC_LIBRARY, else the installed prefix's (cmake --install writes
+ciuic/_installed.py with its folder relative to the package), else <repo>/build/lib/libciuic.so beside
+this package (python/ciuic -> the repository root), else <prefix>/lib beside a ciuic-bench on PATH,
+else one the dynamic loader finds ("ciuic"). Every
 call returns a ciuic_status_t; `check` turns a failing one into the matching CiuicError subclass with
 ciuic_last_error()'s message.
 """
@@ -9,6 +11,7 @@ import ctypes
 import ctypes.util
 import os
 import pathlib
+import shutil
 import threading
 
 from ciuic.errors import CiuicError, InputError, RuntimeFailure, UsageError
@@ -105,8 +108,17 @@ def _candidates():
     env = os.environ.get("CIUIC_LIBRARY")
     if env:
         return [env], True
-    repo = pathlib.Path(__file__).resolve().parents[2]
-    found = [str(repo / "build" / "lib" / "libciuic.so")]
+    here = pathlib.Path(__file__).resolve().parent
+    found = []
+    try:  # installed by cmake --install: the prefix's library folder, relative to this package
+        from ciuic._installed import LIBRARY_DIR
+        found.append(str((here / LIBRARY_DIR / "libciuic.so").resolve()))
+    except ImportError:
+        pass
+    found.append(str(here.parents[1] / "build" / "lib" / "libciuic.so"))  # the source tree's build
+    bench = shutil.which("ciuic-bench")  # an installed prefix on PATH: <prefix>/bin/../lib
+    if bench:
+        found.append(str(pathlib.Path(bench).resolve().parent.parent / "lib" / "libciuic.so"))
     system = ctypes.util.find_library("ciuic")
     if system:
         found.append(system)

@@ -1,0 +1,31 @@
+// ShareDir (core/files.h) in a file of its own: the NCCL plugin compiles files.cc and must not need
+// dladdr (GLIBC_2.34 in glibc's libc).
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/files.h"
+
+namespace ciuic {
+
+std::string ShareDir() {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> candidates;
+  std::error_code ec;
+  if (const fs::path exe = fs::read_symlink("/proc/self/exe", ec); !ec)
+    candidates.push_back(exe.parent_path() / ".." / "share" / "ciuic");
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&ShareDir), &info) && info.dli_fname && *info.dli_fname) {
+    const fs::path self = fs::absolute(info.dli_fname, ec);
+    if (!ec) candidates.push_back(self.parent_path() / ".." / "share" / "ciuic");
+  }
+  if (const char* env = std::getenv("CIUIC_SHARE_DIR"); env && *env) candidates.emplace_back(env);
+  for (const auto& c : candidates)
+    if (fs::is_directory(c, ec)) return c.lexically_normal().string();
+  return candidates.empty() ? std::string("share/ciuic") : candidates.front().lexically_normal().string();
+}
+
+}  // namespace ciuic

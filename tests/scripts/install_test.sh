@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The installed tree stands alone. cmake --install BUILD to a temporary prefix; then, in a private
+# mount namespace where the source tree (and the build tree inside it) is hidden behind an empty
+# tmpfs, from another directory: ciuic-bench (a run with a shipped baseline by name, a plot of it),
+# ciuic-tune (a model-mode study on a shipped topology and workload, an export) and the Python package
+# (the prefix's site-packages, and a venv made by `pip install --no-build-isolation`), each loading the
+# prefix's libciuic. Exit 77 (skip) where no mount namespace can be made (not root, or a container
+# that forbids it): the reason is printed.
+# Usage: install_test.sh BUILD_DIR SOURCE_DIR
+set -eu
+build=$(cd "$1" && pwd) src=$(cd "$2" && pwd)
+case "$build" in "$src"/*) ;; *) echo "install_test: the build tree must lie inside the source tree"; exit 1 ;; esac
+if ! why=$(unshare -m true 2>&1); then
+  echo "skip: cannot make a mount namespace (unshare -m): $why"
+  exit 77
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
+cmake --install "$build" --prefix "$prefix" >/dev/null
+# pip builds from a copy (setuptools writes build/ and *.egg-info beside the sources).
+cp -r "$src/python" "$work/pysrc"
+rm -rf "$work/pysrc/ciuic/__pycache__"
+/usr/bin/python3 -m venv --system-site-packages "$work/venv"
+"$work/venv/bin/pip" install --no-build-isolation --no-index --quiet "$work/pysrc" > "$work/pip.log" 2>&1 ||
+  { cat "$work/pip.log"; exit 1; }
+site=$(ls -d "$prefix"/lib/python3*/site-packages)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+unshare -m env -i PATH=/usr/bin:/bin HOME="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+  bash -eu -c '
+  src=$1 work=$2 prefix=$3 site=$4
+  mount -t tmpfs none "$src"
+  [ -z "$(ls -A "$src")" ] || { echo "the source tree is still visible"; exit 1; }
+  cd "$work"
+  step() { echo "install_test: $*"; }
+  step "ciuic-bench with a shipped baseline"
+  "$prefix/bin/ciuic-bench" allreduce --backend local --sizes 4K:64K --iters 2 --warmup 1 --baseline dgx_a100 \
+    --format json --out run.json > bench.txt
+  grep -q "dgx_a100" run.json
+  step "ciuic-bench plot"
+  "$prefix/bin/ciuic-bench" plot busbw run.json --out busbw.png > plot.txt 2>&1 || { cat plot.txt; exit 1; }
+  [ -s busbw.png ]
+  step "ciuic-tune run on a shipped topology and workload"
+  "$prefix/bin/ciuic-tune" run --topology dgx_a100 --workload resnet50 --budget 20 --db tune.db \
+    --out a100.profile.json > tune.txt 2>&1 || { tail -5 tune.txt; exit 1; }
+  [ -s a100.profile.json ]
+  step "ciuic-tune export"
+  "$prefix/bin/ciuic-tune" export --profile a100.profile.json --format nccl-tuner > env.sh
+  grep -q "NCCL_TUNER_PLUGIN=.*$prefix" env.sh
+  step "Python from the prefix site-packages"
+  PYTHONPATH="$site" /usr/bin/python3 -c "
+import ciuic, sys
+p = ciuic.library_path()
+assert p.startswith(sys.argv[1]), p
+c = ciuic.Codec(\"int8\")
+print(\"loaded\", p, c)
+" "$prefix"
+  step "Python from a venv (pip install --no-build-isolation), the prefix on PATH"
+  PATH="$prefix/bin:$PATH" "$work/venv/bin/python" -c "
+import ciuic, sys
+p = ciuic.library_path()
+assert p.startswith(sys.argv[1]), p
+print(\"loaded\", p)
+" "$prefix"
+  step "every check passed"
+' install_test "$src" "$work" "$prefix" "$site"
