@@ -1,5 +1,6 @@
 #include "bench/cli.h"
 #include "bench/crossover_table.h"
+#include "bench/job_launch.h"
 
 #include "bench/cli_args.h"
 #include "bench/codec_bench.h"
@@ -7,6 +8,7 @@
 #include "bench/plot.h"
 #include "kernels/codec_kernels.h"
 
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,6 +61,15 @@ struct Subcommand {
   const char* name;
   const char* summary;
 };
+
+// Whether mpiexec started this process (false in a build without MPI).
+bool UnderMpiLauncherOrNone() {
+#if CIUIC_HAVE_MPI
+  return UnderMpiLauncher();
+#else
+  return false;
+#endif
+}
 
 // The subcommand table: collectives come from the spec registry; the rest are listed here.
 std::vector<Subcommand> Subcommands() {
@@ -840,15 +851,17 @@ void ResolveDeviceAndBackend(const cxxopts::ParseResult& r, Cli& cli) {
   } else {
     cli.device = (r.count("backend") && Get<std::string>(r, "backend") != "nccl") ? "cpu" : (have_gpu ? "cuda" : "cpu");
   }
+  // Started by torchrun or srun (not mpiexec): the defaults are what such a job can run (gloo on CPU).
+  const bool job_rank = !UnderMpiLauncherOrNone() && JobFromEnvironment().has_value();
+  const std::string host_default = job_rank && CIUIC_HAVE_GLOO ? "gloo" : (CIUIC_HAVE_MPI ? "mpi" : "local");
   if (r.count("backend")) {
     cli.backend = Get<std::string>(r, "backend");
   } else {
-    cli.backend = cli.device == "cuda" ? "nccl" : (CIUIC_HAVE_MPI ? "mpi" : "local");
+    cli.backend = cli.device == "cuda" ? "nccl" : host_default;
   }
   if (r.count("transport") && cli.backend != "ciuic") throw UsageError("--transport applies to --backend ciuic");
   if (cli.backend == "ciuic") {
-    cli.transport = r.count("transport") ? Get<std::string>(r, "transport")
-                                         : (cli.device == "cuda" ? "nccl" : (CIUIC_HAVE_MPI ? "mpi" : "local"));
+    cli.transport = r.count("transport") ? Get<std::string>(r, "transport") : (cli.device == "cuda" ? "nccl" : host_default);
     if (cli.transport != "local" && cli.transport != "mpi" && cli.transport != "nccl" && cli.transport != "gloo")
       throw BadOption("transport", cli.transport, "the runtime runs over mpi, local, nccl or gloo");
   } else if (cli.backend != "local" && cli.backend != "mpi" && cli.backend != "nccl" && cli.backend != "gloo") {
@@ -1003,7 +1016,9 @@ bool NeedsMpiLaunch(const Cli& cli) {
 // Replaces this process with `mpiexec -n N <self> args` (root-safe, --oversubscribe when N exceeds
 // the cores). Returns only on failure.
 pid_t g_launcher_child = 0;
+volatile sig_atomic_t g_launcher_signal = 0;  // the first SIGINT/SIGTERM/SIGHUP the self-launch got
 extern "C" void ForwardToLauncherChild(int sig) {
+  if (!g_launcher_signal) g_launcher_signal = sig;
   if (g_launcher_child > 0) kill(g_launcher_child, sig);
 }
 
@@ -1063,9 +1078,13 @@ bool ProgressWanted(const Cli& cli) { return cli.format == "table" || !cli.out_p
   char hb_template[] = "/dev/shm/ciuic-hb-XXXXXX";
   const char* hb = mkdtemp(hb_template);
   if (hb) setenv("CIUIC_HEARTBEAT_DIR", hb, 1);
+  const pid_t parent = getpid();
   const pid_t child = fork();
   if (child < 0) throw RuntimeError(fmt::format("cannot start {}: {}", mpiexec, std::strerror(errno)));
   if (child == 0) {
+    // mpiexec (and so every rank) ends with this process, even when it is SIGKILLed.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) std::_Exit(143);
     execvp(cargs[0], cargs.data());
     std::fprintf(stderr, "ciuic-bench: cannot start %s: %s\n", mpiexec.c_str(), std::strerror(errno));
     std::_Exit(2);
@@ -1074,6 +1093,15 @@ bool ProgressWanted(const Cli& cli) { return cli.format == "table" || !cli.out_p
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, ForwardToLauncherChild);
   int status = 0;
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (g_launcher_signal) {
+    // The user's (or the scheduler's) signal: mpiexec had it and has ended every rank.
+    const int sig = g_launcher_signal;
+    std::error_code ignored;
+    if (hb) std::filesystem::remove_all(hb, ignored);
+    LogInfo("interrupted ({}): every rank has ended; exit {}",
+            sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP", 128 + sig);
+    std::exit(128 + sig);
   }
   int code = LauncherExitCode(mpiexec, status);
   if (hb) {
@@ -1295,6 +1323,41 @@ void OnTimeout(const std::string& what, double timeout_s) {
   std::_Exit(2);
 }
 
+// One rank of a job torchrun or srun started (bench/job_launch.h): the ranks meet through the TCP
+// store rank 0 serves and form a gloo world (the control plane; the data plane of gloo and of the
+// runtime over gloo), or NCCL on the local rank's GPU. Every rank runs the sweep; rank 0 reports.
+int RunAsJobRank(const Cli& cli, const JobRank& job) {
+  if (cli.backend == "mpi" || cli.backend == "local" || (cli.backend == "ciuic" && cli.transport != "gloo" &&
+                                                         cli.transport != "nccl")) {
+    const std::string what = cli.backend == "ciuic" ? "--backend ciuic --transport " + cli.transport : "--backend " + cli.backend;
+    throw UsageError(fmt::format("{} needs mpiexec (or --ranks, which starts it); under {} (rank {} of {}) use "
+                                 "--backend gloo, nccl, or ciuic --transport gloo|nccl",
+                                 what, job.launcher, job.rank, job.size));
+  }
+  if (cli.ranks_given && cli.ranks != job.size)
+    throw UsageError(fmt::format("--ranks {} but {} started {} rank(s)", cli.ranks, job.launcher, job.size));
+  CheckWorld(cli, job.size);
+  if (job.rank == 0) ValidateOutputs(cli);
+  SetParallelThreads(std::max(1u, std::thread::hardware_concurrency() / static_cast<unsigned>(job.local_size)));
+  Watchdog watchdog(cli.timeout_s, OnTimeout);
+  watchdog.Arm(fmt::format("rank {} meeting the job's ranks through the store at {}:{} ({})", job.rank, job.store_host,
+                           job.store_port, job.launcher));
+  GlooOptions gloo = cli.gloo;
+  std::unique_ptr<Communicator> comm = MakeGlooTcpJobWorld(job.rank, job.size, job.store_host, job.store_port, gloo);
+  if (cli.backend == "nccl" || (cli.backend == "ciuic" && cli.transport == "nccl")) {
+    watchdog.Arm("NCCL communicator start-up");
+    ApplyNcclSettings(cli);
+    comm = MakeNcclWorld(std::move(comm), job.local_rank);
+  }
+  watchdog.Disarm();
+  bool table_done = false;
+  if (cli.backend == "ciuic") comm = WrapRuntime(std::move(comm), cli, &watchdog, &table_done);
+  const int code = table_done ? 0 : RunOnComm(*comm, cli, job.local_size, &watchdog);
+  watchdog.Arm(fmt::format("shut-down on rank {}", job.rank));
+  comm.reset();
+  return code;
+}
+
 int Run(int argc, char** argv) {
   SetLogPrefix("ciuic-bench");
   Cli cli = ParseCli(argc, argv);
@@ -1309,6 +1372,9 @@ int Run(int argc, char** argv) {
                           return false;
 #endif
                         })();
+  if (!launched) {
+    if (const auto job = JobFromEnvironment()) return RunAsJobRank(cli, *job);
+  }
   if (NeedsMpiLaunch(cli) && !launched) {
     const int ranks = cli.ranks_given ? cli.ranks : DefaultRanks(cli);
     // Everything a rank could reject is checked here, once, before any rank starts (and before

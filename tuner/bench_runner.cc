@@ -1,10 +1,12 @@
 #include "tuner/bench_runner.h"
 
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 
 #include <atomic>
@@ -51,14 +53,69 @@ std::string DescribeExit(int status) {
   return fmt::format("status {}", status);
 }
 
+namespace {
+volatile sig_atomic_t g_signal = 0;
+volatile pid_t g_child = 0;
+
+extern "C" void OnInterrupt(int sig) {
+  if (!g_signal) g_signal = sig;
+  if (g_child > 0) {
+    kill(g_child, sig);
+    return;
+  }
+  char line[96];
+  const int n = std::snprintf(line, sizeof line, "ciuic-tune: interrupted (%s); exit %d\n",
+                              sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP", 128 + sig);
+  if (n > 0) (void)!write(STDERR_FILENO, line, static_cast<size_t>(n));
+  _exit(128 + sig);
+}
+}  // namespace
+
+Interrupted::Interrupted(int sig)
+    : std::runtime_error(fmt::format("interrupted ({}); what the study stored so far is kept",
+                                     sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP")),
+      sig_(sig) {}
+
+void InstallInterruptHandlers() {
+  struct sigaction sa {};
+  sa.sa_handler = OnInterrupt;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+}
+
 nlohmann::json RunBenchJson(const std::string& args) {
   LocalMpiSetting();
   static std::atomic<int> serial{0};
   const auto base = std::filesystem::temp_directory_path() / fmt::format("ciuic_tune_{}_{}", getpid(), serial++);
   const std::string out = base.string() + ".json", err = base.string() + ".err";
+  // exec: the shell becomes ciuic-bench, which keeps the parent-death signal set below.
   const std::string cmd =
-      fmt::format("{} {} --format json --out {} >/dev/null 2>{}", BenchExecutable(), args, out, err);
-  const int rc = std::system(cmd.c_str());
+      fmt::format("exec {} {} --format json --out {} >/dev/null 2>{}", BenchExecutable(), args, out, err);
+  if (g_signal) throw Interrupted(g_signal);
+  const pid_t parent = getpid();
+  const pid_t child = fork();
+  int rc = -1;
+  if (child == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(143);  // ciuic-tune already gone
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, SIG_DFL);
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  if (child > 0) {
+    g_child = child;
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    g_child = 0;
+    rc = status;
+  }
+  if (g_signal) {
+    std::error_code ec;
+    std::filesystem::remove(out, ec);
+    std::filesystem::remove(err, ec);
+    throw Interrupted(g_signal);
+  }
   nlohmann::json doc;
   bool ok = false;
   try {

@@ -1,6 +1,7 @@
 #pragma once
 // Runs this build's ciuic-bench (next to the running executable) as a child process and returns its
 // JSON document (`--format json --out FILE`). Used by --mode measure, calibrate (the link) and validate.
+#include <stdexcept>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -19,7 +20,24 @@ std::string LocalMpiSetting();
 // Runs `ciuic-bench ARGS --format json --out TMP` (its table and log discarded) under LocalMpiSetting.
 // RuntimeError naming the arguments, how the child ended ("exit 2", "killed by signal 9 (Killed)")
 // and its last line on stderr when it fails or writes no document.
+// Runs ciuic-bench with args as a child (which dies with a SIGTERM if ciuic-tune itself dies: nothing is
+// left running) and returns its JSON; RuntimeError naming the exit and the child's last line when it
+// failed; Interrupted when ciuic-tune was interrupted meanwhile (the child got the same signal first).
 nlohmann::json RunBenchJson(const std::string& args);
+
+// SIGINT, SIGTERM or SIGHUP to ciuic-tune: what `main` reports ("interrupted", exit 128 + signal).
+// Not an Error, so no trial's failure handling takes it for a failed measurement.
+class Interrupted : public std::runtime_error {
+ public:
+  explicit Interrupted(int sig);
+  int signal() const { return sig_; }
+
+ private:
+  int sig_;
+};
+// Installs ciuic-tune's handlers: a signal while a ciuic-bench child runs goes to that child and is
+// raised as Interrupted when it has ended; with no child, one line and exit 128 + signal at once.
+void InstallInterruptHandlers();
 // How a child ended, from a std::system / waitpid status: "exit N", "killed by signal N (NAME)".
 std::string DescribeExit(int status);
 // Median time (µs, the p50 column) of the row of `bytes` in a ciuic-bench document; +inf when absent.

@@ -23,6 +23,7 @@
 #include "core/log.h"
 #include "core/sizes.h"
 #include "kernels/codec_spec.h"
+#include "tuner/bench_runner.h"
 #include "tuner/cost_model.h"
 #include "tuner/calibrate.h"
 #include "tuner/gate.h"
@@ -663,8 +664,12 @@ int Run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   ciuic::SetLogPrefix("ciuic-tune");
+  ciuic::InstallInterruptHandlers();
   try {
     return ciuic::Run(argc, argv);
+  } catch (const ciuic::Interrupted& e) {
+    ciuic::LogInfo("{}; exit {}", e.what(), 128 + e.signal());
+    return 128 + e.signal();
   } catch (const ciuic::Error& e) {
     ciuic::LogInfo("{}", e.what());
     return static_cast<int>(e.code());

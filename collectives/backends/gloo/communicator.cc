@@ -826,11 +826,65 @@ std::unique_ptr<Communicator> MakeGlooStoreWorld(std::shared_ptr<KeyValueStore> 
   return comm;
 }
 
+namespace {
+
+// The job's TCP store as a KeyValueStore (Get waits for its key: TcpStore::get).
+class TcpKeyValueStore : public KeyValueStore {
+ public:
+  explicit TcpKeyValueStore(std::unique_ptr<TcpStore> s) : s_(std::move(s)) {}
+  void Set(const std::string& key, const std::vector<char>& value) override { s_->set(key, value); }
+  std::vector<char> Get(const std::string& key) override { return s_->get(key); }
+
+ private:
+  std::unique_ptr<TcpStore> s_;
+};
+
+// host (a name or an address) as a numeric address, IPv4 first.
+std::string NumericAddress(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* list = nullptr;
+  int rc = getaddrinfo(host.c_str(), nullptr, &hints, &list);
+  if (rc != 0) {
+    hints.ai_family = AF_UNSPEC;
+    rc = getaddrinfo(host.c_str(), nullptr, &hints, &list);
+  }
+  if (rc != 0 || !list) throw RuntimeError(fmt::format("the job's store host '{}': {}", host, gai_strerror(rc)));
+  char text[NI_MAXHOST] = {};
+  rc = getnameinfo(list->ai_addr, list->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST);
+  const int family = list->ai_family;
+  freeaddrinfo(list);
+  if (rc != 0) throw RuntimeError(fmt::format("the job's store host '{}': {}", host, gai_strerror(rc)));
+  return family == AF_INET6 ? fmt::format("[{}]", text) : std::string(text);
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> MakeGlooTcpJobWorld(int rank, int size, const std::string& host, int port,
+                                                  const GlooOptions& options) {
+  if (port < 1 || port > 65535) throw UsageError(fmt::format("the job's store port {}: expected 1..65535", port));
+  const std::string address = NumericAddress(host);
+  // Rank 0's server lives until the process ends: the world may make contexts through it later.
+  static std::unique_ptr<TcpStoreServer> server;
+  if (rank == 0 && !server) {
+    const bool v6 = address.front() == '[';
+    server = std::make_unique<TcpStoreServer>(v6 ? "::" : "0.0.0.0", port);
+  }
+  const auto timeout = std::chrono::milliseconds(
+      options.timeout_s > 0 ? static_cast<int64_t>(options.timeout_s * 1000) : int64_t{3600} * 1000);
+  auto store = std::make_unique<TcpStore>(fmt::format("{}:{}", address, port), timeout, /*wait_for_server=*/true);
+  return MakeGlooStoreWorld(std::make_shared<TcpKeyValueStore>(std::move(store)), rank, size, "ciuic-job", options);
+}
+
 std::string GlooVersion() {
   return fmt::format("Gloo {}.{}.{}", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH);
 }
 
 #else
+std::unique_ptr<Communicator> MakeGlooTcpJobWorld(int, int, const std::string&, int, const GlooOptions&) {
+  throw RuntimeError("gloo backend: this build has no Gloo (install libgloo-dev and configure again)");
+}
 std::unique_ptr<Communicator> MakeGlooWorld(std::unique_ptr<Communicator>, const GlooOptions&) {
   throw RuntimeError("gloo backend: this build has no Gloo (install libgloo-dev and configure again)");
 }

@@ -50,6 +50,13 @@ class KeyValueStore;
 std::unique_ptr<Communicator> MakeGlooStoreWorld(std::shared_ptr<KeyValueStore> store, int rank, int size,
                                                  const std::string& prefix, const GlooOptions& options);
 
+// A world for a job started by torchrun or srun (bench/job_launch.h): rank 0 serves a TCP store on
+// `port` of every interface, every rank reaches it at host:port (a name or an address; waiting for
+// rank 0 up to the options' timeout) and the ranks form a store world through it. Throws
+// RuntimeError when the ranks cannot meet, UsageError for a bad port.
+std::unique_ptr<Communicator> MakeGlooTcpJobWorld(int rank, int size, const std::string& host, int port,
+                                                  const GlooOptions& options);
+
 // "Gloo 0.5.0" of the headers this build compiled against; "" without Gloo.
 std::string GlooVersion();
 

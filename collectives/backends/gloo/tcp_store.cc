@@ -61,20 +61,26 @@ struct AddrInfo {
 
 }  // namespace
 
-TcpStoreServer::TcpStoreServer(const std::string& host) {
+TcpStoreServer::TcpStoreServer(const std::string& host, int port_wanted) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICHOST | AI_PASSIVE;
   AddrInfo ai;
-  if (const int rc = getaddrinfo(host.c_str(), "0", &hints, &ai.list); rc != 0)
+  const std::string service = std::to_string(port_wanted);
+  if (const int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &ai.list); rc != 0)
     throw RuntimeError(fmt::format("gloo store: address '{}': {}", host, gai_strerror(rc)));
   listen_fd_ = socket(ai.list->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) throw RuntimeError("gloo store: socket: " + Errno());
+  if (port_wanted != 0) {
+    const int one = 1;  // a port a previous job left in TIME_WAIT
+    setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  }
   if (bind(listen_fd_, ai.list->ai_addr, ai.list->ai_addrlen) != 0 || listen(listen_fd_, 128) != 0) {
     const std::string why = Errno();
     close(listen_fd_);
-    throw RuntimeError(fmt::format("gloo store: cannot listen on {}: {}", host, why));
+    throw RuntimeError(port_wanted ? fmt::format("the job's store: cannot listen on port {}: {}", port_wanted, why)
+                                   : fmt::format("gloo store: cannot listen on {}: {}", host, why));
   }
   sockaddr_storage bound{};
   socklen_t len = sizeof(bound);
@@ -165,7 +171,7 @@ void TcpStoreServer::Serve() {
   for (const auto& c : clients) close(c.fd);
 }
 
-TcpStore::TcpStore(const std::string& endpoint, std::chrono::milliseconds timeout)
+TcpStore::TcpStore(const std::string& endpoint, std::chrono::milliseconds timeout, bool wait_for_server)
     : endpoint_(endpoint), timeout_(timeout) {
   const auto [host, port] = SplitEndpoint(endpoint);
   addrinfo hints{};
@@ -186,9 +192,9 @@ TcpStore::TcpStore(const std::string& endpoint, std::chrono::milliseconds timeou
     why = Errno();
     close(fd_);
     fd_ = -1;
-    if (attempt >= 20 || std::chrono::steady_clock::now() > deadline)
+    if ((attempt >= 20 && !wait_for_server) || std::chrono::steady_clock::now() > deadline)
       throw RuntimeError(fmt::format("gloo store: cannot connect to rank 0's store at {}: {}", endpoint, why));
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait_for_server ? 100 : 50));
   }
   const int one = 1;
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

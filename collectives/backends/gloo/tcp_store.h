@@ -27,8 +27,8 @@ namespace ciuic {
 // Serves the store on its own thread until destroyed.
 class TcpStoreServer {
  public:
-  // Binds host (a numeric address) on an ephemeral port. Throws RuntimeError.
-  explicit TcpStoreServer(const std::string& host);
+  // Binds host (a numeric address) on `port` (0: an ephemeral one). Throws RuntimeError.
+  explicit TcpStoreServer(const std::string& host, int port = 0);
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
@@ -50,8 +50,10 @@ class TcpStoreServer {
 // present or the timeout passes (RuntimeError naming the missing key).
 class TcpStore : public gloo::rendezvous::Store {
  public:
-  // Connects to "HOST:PORT" (Endpoint()), retrying until timeout. Throws RuntimeError.
-  TcpStore(const std::string& endpoint, std::chrono::milliseconds timeout);
+  // Connects to "HOST:PORT" (Endpoint()). A refused connection is retried 20 times (the server
+  // listens before its endpoint is shared), or, with wait_for_server (a known port the server may not
+  // listen on yet), until the timeout. Throws RuntimeError.
+  TcpStore(const std::string& endpoint, std::chrono::milliseconds timeout, bool wait_for_server = false);
   ~TcpStore() override;
 
   void set(const std::string& key, const std::vector<char>& data) override;

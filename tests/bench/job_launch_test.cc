@@ -1,0 +1,120 @@
+// The launcher variables ciuic-bench reads under torchrun and srun (bench/job_launch.h): rank, world,
+// local rank and the store's address from each launcher, Slurm's node-list grammar, and a one-line
+// refusal naming the variable when the environment is half set or out of range.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "bench/job_launch.h"
+#include "core/error.h"
+
+namespace ciuic {
+namespace {
+
+const char* const kVars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                             "CIUIC_STORE_PORT", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+                             "SLURM_NTASKS_PER_NODE", "SLURM_NODELIST", "SLURM_STEP_NODELIST", "SLURM_JOB_ID"};
+
+// Clears every launcher variable, sets the given ones, restores on destruction.
+class Env {
+ public:
+  explicit Env(const std::vector<std::pair<const char*, const char*>>& set) {
+    for (const char* v : kVars) {
+      const char* old = std::getenv(v);
+      saved_.push_back({v, old ? std::string(old) : std::string("\x01")});
+      unsetenv(v);
+    }
+    for (const auto& [k, v] : set) setenv(k, v, 1);
+  }
+  ~Env() {
+    for (const auto& [k, v] : saved_) {
+      if (v == "\x01") {
+        unsetenv(k);
+      } else {
+        setenv(k, v.c_str(), 1);
+      }
+    }
+  }
+
+ private:
+  std::vector<std::pair<const char*, std::string>> saved_;
+};
+
+TEST(JobLaunch, NoLauncherVariablesMeansNoJob) {
+  Env e({});
+  EXPECT_FALSE(JobFromEnvironment().has_value());
+  Env only_rank(std::vector<std::pair<const char*, const char*>>{{"RANK", "0"}});  // RANK alone (another tool's variable) is not a torchrun job
+  EXPECT_FALSE(JobFromEnvironment().has_value());
+}
+
+TEST(JobLaunch, Torchrun) {
+  Env e({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "node7"},
+         {"MASTER_PORT", "29500"}});
+  const auto j = JobFromEnvironment();
+  ASSERT_TRUE(j.has_value());
+  EXPECT_EQ(j->launcher, "torchrun");
+  EXPECT_EQ(j->rank, 3);
+  EXPECT_EQ(j->size, 8);
+  EXPECT_EQ(j->local_rank, 1);
+  EXPECT_EQ(j->local_size, 2);
+  EXPECT_EQ(j->store_host, "node7");
+  EXPECT_EQ(j->store_port, 29501);  // torchrun's agent serves MASTER_PORT itself
+  setenv("CIUIC_STORE_PORT", "4000", 1);
+  EXPECT_EQ(JobFromEnvironment()->store_port, 4000);
+}
+
+TEST(JobLaunch, Srun) {
+  Env e({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "16"}, {"SLURM_LOCALID", "1"}, {"SLURM_NTASKS_PER_NODE", "4(x4)"},
+         {"SLURM_NODELIST", "gpu[003-006]"}, {"SLURM_JOB_ID", "123456"}});
+  const auto j = JobFromEnvironment();
+  ASSERT_TRUE(j.has_value());
+  EXPECT_EQ(j->launcher, "srun");
+  EXPECT_EQ(j->rank, 5);
+  EXPECT_EQ(j->size, 16);
+  EXPECT_EQ(j->local_rank, 1);
+  EXPECT_EQ(j->local_size, 4);
+  EXPECT_EQ(j->store_host, "gpu003");
+  EXPECT_EQ(j->store_port, 29400 + 456);
+  setenv("SLURM_STEP_NODELIST", "cpu[10-11]", 1);  // the step's nodes win over the allocation's
+  EXPECT_EQ(JobFromEnvironment()->store_host, "cpu10");
+  setenv("MASTER_PORT", "7000", 1);
+  EXPECT_EQ(JobFromEnvironment()->store_port, 7000);
+}
+
+TEST(JobLaunch, SlurmNodeLists) {
+  EXPECT_EQ(FirstSlurmHost("localhost"), "localhost");
+  EXPECT_EQ(FirstSlurmHost("a1,b2"), "a1");
+  EXPECT_EQ(FirstSlurmHost("gpu[003-005,010],cpu1"), "gpu003");
+  EXPECT_EQ(FirstSlurmHost("rack[7]-n1"), "rack7-n1");
+  EXPECT_EQ(FirstSlurmHost("n[12,4]"), "n12");
+  for (const char* bad : {"", "[1-2]", "n[", "n[x-1]", "n[]"}) EXPECT_THROW(FirstSlurmHost(bad), UsageError) << bad;
+}
+
+TEST(JobLaunch, HalfSetOrOutOfRangeIsOneLineNamingTheVariable) {
+  const std::vector<std::pair<std::vector<std::pair<const char*, const char*>>, std::string>> cases = {
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "29500"}}, "$MASTER_ADDR is not set"},
+      {{{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}, "$RANK='2'"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "0"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}, "$WORLD_SIZE='0'"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "65535"}}, "$MASTER_PORT"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}, {"CIUIC_STORE_PORT", "70000"}},
+       "$CIUIC_STORE_PORT='70000'"},
+      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "x"}, {"SLURM_NODELIST", "n1"}}, "$SLURM_NTASKS='x'"},
+      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}, "$SLURM_NODELIST is not set"},
+      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_NODELIST", "n["}}, "Slurm node list 'n['"},
+  };
+  for (const auto& [vars, want] : cases) {
+    Env e(vars);
+    try {
+      JobFromEnvironment();
+      ADD_FAILURE() << "accepted: " << want;
+    } catch (const UsageError& err) {
+      EXPECT_NE(std::string(err.what()).find(want), std::string::npos) << err.what();
+      EXPECT_EQ(std::string(err.what()).find('\n'), std::string::npos);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ciuic

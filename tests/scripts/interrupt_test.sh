@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The signal contract of both tools (docs/ciuic-bench.md, "Launching, exit codes, deadlines"):
+#   - SIGINT / SIGTERM to ciuic-bench's self-launch while its ranks run: "interrupted", exit 130 / 143,
+#     and no rank left;
+#   - SIGKILL to that launcher: mpiexec and the ranks end anyway (parent-death signal), none left;
+#   - SIGTERM / SIGINT to ciuic-tune while it measures (a ciuic-bench child running): "interrupted",
+#     exit 143 / 130, no ciuic-bench left, the study's database intact;
+#   - SIGKILL to ciuic-tune: its ciuic-bench child and that child's ranks end, none left.
+# Usage: interrupt_test.sh CIUIC_BENCH CIUIC_TUNE
+set -u
+bench=$1 tune=$2
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+work=$(mktemp -d)
+trap 'pkill -KILL -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
+fail=0
+# Waits until at least N processes match PATTERN (up to 30 s).
+wait_for() {
+  for _ in $(seq 1 300); do
+    [ "$(pgrep -f -- "$2" | wc -l)" -ge "$1" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+# Checks no process matches PATTERN within S seconds.
+none_left() {
+  for _ in $(seq 1 $(($2 * 10))); do
+    pgrep -f -- "$1" >/dev/null || return 0
+    sleep 0.1
+  done
+  echo "    left running: $(pgrep -af -- "$1" | head -3)"
+  return 1
+}
+verdict() {  # NAME OK
+  printf '%-40s %s\n' "$1" "$2"
+  [ "$2" = yes ] || fail=1
+}
+
+for sig in INT TERM KILL; do
+  tag="$work/bench-$sig.json"
+  "$bench" allreduce --backend mpi --ranks 2 --sizes 256K --iters 10000000 --warmup 1 --timeout 5 --format json \
+    --out "$tag" >/dev/null 2>"$work/bench-$sig.err" &
+  launcher=$!
+  ok=yes
+  wait_for 3 "--out $tag" || ok=no  # the launcher and two ranks
+  sleep 1
+  kill -s "$sig" "$launcher"
+  wait "$launcher"
+  code=$?
+  case $sig in
+    INT) [ "$code" -eq 130 ] && grep -q "interrupted (SIGINT)" "$work/bench-$sig.err" || ok=no ;;
+    TERM) [ "$code" -eq 143 ] && grep -q "interrupted (SIGTERM)" "$work/bench-$sig.err" || ok=no ;;
+    KILL) [ "$code" -eq 137 ] || ok=no ;;
+  esac
+  none_left "--out $tag" 8 || ok=no
+  [ "$ok" = yes ] || sed 's/^/    /' "$work/bench-$sig.err" | tail -n 4
+  verdict "ciuic-bench, SIG$sig to the launcher (exit $code)" "$ok"
+done
+
+for sig in TERM INT KILL; do
+  db="$work/tune-$sig.db"
+  "$tune" run --topology cpu_local --mode measure --workload resnet50 --gate-seeds 1 --band-candidates 1 \
+    --strategy random --budget 50 --seed 3 --db "$db" --out "$work/tune-$sig.profile.json" \
+    >"$work/tune-$sig.out" 2>"$work/tune-$sig.err" &
+  tpid=$!
+  ok=yes
+  wait_for 1 "ciuic_tune_${tpid}_" || ok=no  # a ciuic-bench measurement of this study is running
+  sleep 1
+  kill -s "$sig" "$tpid"
+  wait "$tpid"
+  code=$?
+  case $sig in
+    INT) [ "$code" -eq 130 ] && grep -q "interrupted (SIGINT)" "$work/tune-$sig.err" || ok=no ;;
+    TERM) [ "$code" -eq 143 ] && grep -q "interrupted (SIGTERM)" "$work/tune-$sig.err" || ok=no ;;
+    KILL) [ "$code" -eq 137 ] || ok=no ;;
+  esac
+  none_left "ciuic_tune_${tpid}_" 10 || ok=no
+  if [ -s "$db" ]; then
+    /usr/bin/python3 -c "import sqlite3,sys; r=sqlite3.connect(sys.argv[1]).execute('pragma integrity_check').fetchone()[0]; sys.exit(r != 'ok')" "$db" || ok=no
+  fi
+  [ "$ok" = yes ] || sed 's/^/    /' "$work/tune-$sig.err" | tail -n 4
+  verdict "ciuic-tune measuring, SIG$sig (exit $code)" "$ok"
+done
+[ "$fail" -eq 0 ] && echo "interrupt_test: every check passed"
+exit "$fail"

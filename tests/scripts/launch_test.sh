@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# ciuic-bench as the ranks of a job torchrun or srun started (bench/job_launch.h), not mpiexec:
+#   1. torchrun (Debian's torch: python3 -m torch.distributed.run --no_python --nproc_per_node 2)
+#      starting ciuic-bench with gloo's allreduce, then the runtime over gloo (--backend ciuic, its
+#      transport defaulting to gloo under a job launcher): exit 0, one report, world size 2, no
+#      mpiexec started;
+#   2. two processes given Slurm's variables by hand (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
+#      SLURM_NODELIST=localhost, CIUIC_STORE_PORT): the same;
+#   3. refusals: --backend mpi under a job launcher, --ranks 3 in a 2-rank job, a half-set environment.
+# Usage: launch_test.sh CIUIC_BENCH
+set -u
+bench=$1
+work=$(mktemp -d)
+trap 'pkill -KILL -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
+fail=0
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+check_report() {  # FILE WHAT: a ciuic.bench/1 JSON of a 2-rank world, every row verified
+  /usr/bin/python3 - "$1" "$2" <<'PY' || fail=1
+import json, sys
+path, what = sys.argv[1], sys.argv[2]
+j = json.load(open(path))
+ctx, rows = j["context"], j["results"]
+ok = ctx["world_size"] == 2 and bool(rows) and all(r.get("wrong") == 0 and "error" not in r for r in rows)
+print(f"launch_test: {what}: world_size {ctx['world_size']}, {len(rows)} rows", "ok" if ok else "FAILED")
+sys.exit(0 if ok else 1)
+PY
+}
+args=(allreduce --sizes 4K:256K --iters 3 --warmup 1 --format json --timeout 30)
+
+if /usr/bin/python3 -c 'import torch.distributed.run' 2>/dev/null; then
+  for backend in gloo ciuic; do
+    port=$(free_port)
+    # --redirects/--tee 2: Debian's torch 1.13 on Python 3.11 fails on their default, 0 (its Std flag
+    # enum no longer yields the zero member when iterated); 2 sends each rank's stderr to a file and on.
+    /usr/bin/python3 -m torch.distributed.run --no_python --nproc_per_node 2 --master_addr 127.0.0.1 \
+      --master_port "$port" --redirects 2 --tee 2 --log_dir "$work/torchrun-logs-$backend" "$bench" "${args[@]}" --backend "$backend" --out "$work/torchrun-$backend.json" \
+      > "$work/torchrun-$backend.log" 2>&1
+    code=$?
+    if [ "$code" -ne 0 ]; then echo "launch_test: torchrun $backend: exit $code"; tail -n 8 "$work/torchrun-$backend.log"; fail=1; continue; fi
+    check_report "$work/torchrun-$backend.json" "torchrun, --backend $backend"
+    if grep -rq "starting .*mpiexec" "$work/torchrun-$backend.log" "$work/torchrun-logs-$backend"; then
+      echo "launch_test: torchrun $backend started mpiexec"; fail=1
+    fi
+  done
+else
+  echo "launch_test: torch.distributed.run not importable by /usr/bin/python3 (python3-torch): torchrun part skipped"
+  skipped=1
+fi
+
+port=$(free_port)
+pids=()
+for r in 0 1; do
+  env SLURM_PROCID=$r SLURM_NTASKS=2 SLURM_LOCALID=$r SLURM_NTASKS_PER_NODE=2 SLURM_NODELIST=localhost \
+    CIUIC_STORE_PORT="$port" "$bench" "${args[@]}" --backend ciuic --transport gloo --out "$work/srun.json" \
+    > "$work/srun-$r.log" 2>&1 &
+  pids+=($!)
+done
+for i in 0 1; do
+  wait "${pids[$i]}"
+  code=$?
+  if [ "$code" -ne 0 ]; then echo "launch_test: srun variables, rank $i: exit $code"; tail -n 8 "$work/srun-$i.log"; fail=1; fi
+done
+[ -s "$work/srun.json" ] && check_report "$work/srun.json" "Slurm's variables, --backend ciuic --transport gloo"
+if grep -q "starting .*mpiexec" "$work"/srun-*.log; then echo "launch_test: a Slurm rank started mpiexec"; fail=1; fi
+
+refused() {  # WANT ENV... -- ARGS: exit 1 and one line containing WANT
+  local want=$1
+  shift
+  local envs=()
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done
+  shift
+  env "${envs[@]}" "$bench" "$@" > "$work/refused.out" 2> "$work/refused.err"
+  local code=$? lines
+  lines=$(grep -c . "$work/refused.err")
+  if [ "$code" -ne 1 ] || [ "$lines" -ne 1 ] || ! grep -q -- "$want" "$work/refused.err"; then
+    echo "launch_test: expected exit 1 and one line with '$want', got exit $code:"; sed 's/^/    /' "$work/refused.err"; fail=1
+  else
+    echo "launch_test: refused: $(cat "$work/refused.err")"
+  fi
+}
+job=(RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=1)
+refused "needs mpiexec" "${job[@]}" -- allreduce --backend mpi --sizes 4K
+refused "--ranks 3 but torchrun started 2" "${job[@]}" -- allreduce --backend gloo --sizes 4K --ranks 3
+refused "MASTER_ADDR" RANK=0 WORLD_SIZE=2 MASTER_PORT=29500 -- allreduce --backend gloo --sizes 4K
+refused "RANK='2'" RANK=2 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 -- allreduce --sizes 4K
+refused "SLURM_NTASKS" SLURM_PROCID=0 SLURM_NTASKS=x SLURM_NODELIST=n1 -- allreduce --sizes 4K
+[ "$fail" -eq 0 ] || exit 1
+[ "${skipped:-0}" -eq 0 ] || exit 77
+echo "launch_test: every check passed"
