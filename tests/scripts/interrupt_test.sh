@@ -13,9 +13,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 work=$(mktemp -d)
 trap 'pkill -KILL -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
 fail=0
-# Waits until at least N processes match PATTERN (up to 30 s).
+# Waits until at least N processes match PATTERN (up to S seconds: the tune case first runs its gate).
 wait_for() {
-  for _ in $(seq 1 300); do
+  for _ in $(seq 1 $(($3 * 10))); do
     [ "$(pgrep -f -- "$2" | wc -l)" -ge "$1" ] && return 0
     sleep 0.1
   done
@@ -41,7 +41,7 @@ for sig in INT TERM KILL; do
     --out "$tag" >/dev/null 2>"$work/bench-$sig.err" &
   launcher=$!
   ok=yes
-  wait_for 3 "--out $tag" || ok=no  # the launcher and two ranks
+  wait_for 3 "--out $tag" 60 || ok=no  # the launcher and two ranks
   sleep 1
   kill -s "$sig" "$launcher"
   wait "$launcher"
@@ -63,7 +63,7 @@ for sig in TERM INT KILL; do
     >"$work/tune-$sig.out" 2>"$work/tune-$sig.err" &
   tpid=$!
   ok=yes
-  wait_for 1 "ciuic_tune_${tpid}_" || ok=no  # a ciuic-bench measurement of this study is running
+  wait_for 1 "ciuic_tune_${tpid}_" 180 || ok=no  # a ciuic-bench measurement of this study is running
   sleep 1
   kill -s "$sig" "$tpid"
   wait "$tpid"
