@@ -41,7 +41,7 @@ unshare -m env -i PATH=/usr/bin:/bin HOME="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_
   "$prefix/bin/ciuic-bench" plot busbw run.json --out busbw.png > plot.txt 2>&1 || { cat plot.txt; exit 1; }
   [ -s busbw.png ]
   step "ciuic-tune run on a shipped topology and workload"
-  "$prefix/bin/ciuic-tune" run --topology dgx_a100 --workload resnet50 --budget 20 --db tune.db \
+  "$prefix/bin/ciuic-tune" run --topology dgx_a100 --workload resnet50 --budget 20 --gate-seeds 1 --accumulation 1 --db tune.db \
     --out a100.profile.json > tune.txt 2>&1 || { tail -5 tune.txt; exit 1; }
   [ -s a100.profile.json ]
   step "ciuic-tune export"

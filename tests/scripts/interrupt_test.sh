@@ -58,7 +58,7 @@ done
 
 for sig in TERM INT KILL; do
   db="$work/tune-$sig.db"
-  "$tune" run --topology cpu_local --mode measure --workload resnet50 --gate-seeds 1 --band-candidates 1 \
+  "$tune" run --topology cpu_local --mode measure --workload resnet50 --gate-seeds 1 --accumulation 1 --band-candidates 1 \
     --strategy random --budget 50 --seed 3 --db "$db" --out "$work/tune-$sig.profile.json" \
     >"$work/tune-$sig.out" 2>"$work/tune-$sig.err" &
   tpid=$!
