@@ -13,6 +13,7 @@
 #include "core/buffer.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "core/sizes.h"
 #include "core/timer.h"
 
 namespace ciuic {
@@ -20,13 +21,6 @@ namespace ciuic {
 namespace {
 
 constexpr uint64_t kLast = std::numeric_limits<uint64_t>::max();
-
-std::string SizeText(uint64_t b) {
-  if (b >= (1ull << 30) && b % (1ull << 30) == 0) return fmt::format("{} GiB", b >> 30);
-  if (b >= (1ull << 20) && b % (1ull << 20) == 0) return fmt::format("{} MiB", b >> 20);
-  if (b >= (1ull << 10) && b % (1ull << 10) == 0) return fmt::format("{} KiB", b >> 10);
-  return fmt::format("{} B", b);
-}
 
 bool Allowed(AllReduceAlgo a) {
   return a == AllReduceAlgo::kNative || a == AllReduceAlgo::kRecursiveDoubling || a == AllReduceAlgo::kRing ||
@@ -61,7 +55,7 @@ std::string Crossover::Describe() const {
   for (const auto& b : bands) {
     if (!out.empty()) out += ", ";
     out += AlgoName(b.algo);
-    if (b.below_bytes != kLast) out += fmt::format(" <{}", SizeText(b.below_bytes));
+    if (b.below_bytes != kLast) out += fmt::format(" <{}", FormatSize(b.below_bytes));
   }
   return out;
 }

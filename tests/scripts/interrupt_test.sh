@@ -30,6 +30,15 @@ none_left() {
   echo "    left running: $(pgrep -af -- "$1" | head -3)"
   return 1
 }
+# SIG CODE ERRFILE: SIGINT/SIGTERM end with 130/143 and the tool's "interrupted" line; SIGKILL with the
+# shell's 137.
+interrupted() {
+  case $1 in
+    INT) [ "$2" -eq 130 ] && grep -q "interrupted (SIGINT)" "$3" ;;
+    TERM) [ "$2" -eq 143 ] && grep -q "interrupted (SIGTERM)" "$3" ;;
+    KILL) [ "$2" -eq 137 ] ;;
+  esac
+}
 verdict() {  # NAME OK
   printf '%-40s %s\n' "$1" "$2"
   [ "$2" = yes ] || fail=1
@@ -46,11 +55,7 @@ for sig in INT TERM KILL; do
   kill -s "$sig" "$launcher"
   wait "$launcher"
   code=$?
-  case $sig in
-    INT) [ "$code" -eq 130 ] && grep -q "interrupted (SIGINT)" "$work/bench-$sig.err" || ok=no ;;
-    TERM) [ "$code" -eq 143 ] && grep -q "interrupted (SIGTERM)" "$work/bench-$sig.err" || ok=no ;;
-    KILL) [ "$code" -eq 137 ] || ok=no ;;
-  esac
+  interrupted "$sig" "$code" "$work/bench-$sig.err" || ok=no
   none_left "--out $tag" 8 || ok=no
   [ "$ok" = yes ] || sed 's/^/    /' "$work/bench-$sig.err" | tail -n 4
   verdict "ciuic-bench, SIG$sig to the launcher (exit $code)" "$ok"
@@ -68,11 +73,7 @@ for sig in TERM INT KILL; do
   kill -s "$sig" "$tpid"
   wait "$tpid"
   code=$?
-  case $sig in
-    INT) [ "$code" -eq 130 ] && grep -q "interrupted (SIGINT)" "$work/tune-$sig.err" || ok=no ;;
-    TERM) [ "$code" -eq 143 ] && grep -q "interrupted (SIGTERM)" "$work/tune-$sig.err" || ok=no ;;
-    KILL) [ "$code" -eq 137 ] || ok=no ;;
-  esac
+  interrupted "$sig" "$code" "$work/tune-$sig.err" || ok=no
   none_left "ciuic_tune_${tpid}_" 10 || ok=no
   if [ -s "$db" ]; then
     /usr/bin/python3 -c "import sqlite3,sys; r=sqlite3.connect(sys.argv[1]).execute('pragma integrity_check').fetchone()[0]; sys.exit(r != 'ok')" "$db" || ok=no
