@@ -155,6 +155,7 @@ cxxopts::Options MakeOptions() {
       ("precision", "ciuic native: the dtype the transport reduces in: fp32 | bf16 | fp16", cxxopts::value<std::string>()->default_value("fp32"))
       ("codec", "ciuic: none fp16 bf16 fp8e4m3 fp8e5m2 int8 int4 sign1 topk:R randomk:R powersgd:N", cxxopts::value<std::string>()->default_value("none"))
       ("iters", "timed iterations per row (default: auto, ~1 s per row: up to 1000 below 8 KiB, 200 below 1 MiB, 20 above)", cxxopts::value<int>())
+      ("timing", "events (GPU: CUDA events around each op alone; the default) | host (wall clock around each op and its wait: nccl-tests -z 1) | batch (iterations back to back, one wait: nccl-tests -z 0)", cxxopts::value<std::string>())
       ("warmup", "warm-up iterations per row (default: auto, up to 200 / 20 / 5 by the same sizes)", cxxopts::value<int>())
       ("average", "a row's time over the ranks' means: avg | max | min | rank0 (nccl-tests' -a)", cxxopts::value<std::string>()->default_value("max"))
       ("check", "exact verification iterations per row", cxxopts::value<int>()->default_value("1"))
@@ -191,7 +192,7 @@ cxxopts::Options MakeOptions() {
       ("o", "nccl-tests: op sum prod max min avg, or all (--op)", cxxopts::value<std::string>())
       ("d", "nccl-tests: datatype float half bfloat16 double int8 uint8 int32 int64 ..., or all (--dtype)", cxxopts::value<std::string>())
       ("a", "nccl-tests: average 0=rank0 1=avg 2=min 3=max (--average)", cxxopts::value<std::string>())
-      ("z", "nccl-tests: blocking 0-3, accepted: every timed op here runs alone (barrier, op, wait)", cxxopts::value<std::string>())
+      ("z", "nccl-tests: blocking: 0 times the iterations back to back (--timing batch), 1-3 each op alone by the wall clock (--timing host)", cxxopts::value<std::string>())
       ("J", "nccl-tests: JSON output FILE.json in nccl-tests' layout (--nccl-json)", cxxopts::value<std::string>())
       ("I", "nccl-tests: per-iteration timing 0|1, recorded in the -J file (--per-iter)", cxxopts::value<std::string>())
       ("m", "OSU: message sizes MIN:MAX or MAX, doubling (not nccl-tests' -m)", cxxopts::value<std::string>())
@@ -814,7 +815,18 @@ void ParseRunControls(const cxxopts::ParseResult& r, Cli& cli) {
     cli.ranks = ranks.value();
     cli.ranks_given = true;
   }
-  if (r.count("z")) cli.blocking = WholeFlag("-z", Get<std::string>(r, "z"), 0, 3);
+  Setting<Timing> timing;
+  if (r.count("timing")) {
+    const std::string t = Get<std::string>(r, "timing");
+    if (t != "events" && t != "host" && t != "batch")
+      throw BadFlag("--timing", t, "expected events, host or batch");
+    timing.Add("--timing", t, t == "batch" ? Timing::kBatch : t == "host" ? Timing::kHost : Timing::kEvents);
+  }
+  if (r.count("z")) {
+    cli.blocking = WholeFlag("-z", Get<std::string>(r, "z"), 0, 3);
+    timing.Add("-z", Get<std::string>(r, "z"), cli.blocking == 0 ? Timing::kBatch : Timing::kHost);
+  }
+  if (timing.given()) cli.bench.timing = timing.value();
   if (r.count("baseline")) {
     const std::string name = Get<std::string>(r, "baseline");
     auto baseline = std::make_shared<const Baseline>(LoadBaseline(name));
@@ -1345,9 +1357,13 @@ int RunAsJobRank(const Cli& cli, const JobRank& job) {
   GlooOptions gloo = cli.gloo;
   std::unique_ptr<Communicator> comm = MakeGlooTcpJobWorld(job.rank, job.size, job.store_host, job.store_port, gloo);
   if (cli.backend == "nccl" || (cli.backend == "ciuic" && cli.transport == "nccl")) {
-    watchdog.Arm("NCCL communicator start-up");
+    // NCCL's start-up is non-blocking and ends itself after the same limit, naming the ranks that
+    // never reached it (a roll call in the job's store): the watchdog would only say "start-up".
+    watchdog.Disarm();
     ApplyNcclSettings(cli);
-    comm = MakeNcclWorld(std::move(comm), job.local_rank);
+    const JobRollCall call = MakeJobRollCall(job.store_host, job.store_port, job.rank, job.size, "nccl-startup");
+    const NcclStartupRollCall roll{call.arrive, call.absent};
+    comm = MakeNcclWorld(std::move(comm), job.local_rank, &roll);
   }
   watchdog.Disarm();
   bool table_done = false;

@@ -309,7 +309,16 @@ class Runner {
   // without progress, so a long healthy row never expires).
   double TimeOne(const Placement& p, int slot) {
     double us = 0;
-    if (device_) {
+    if (device_ && o_.timing != Timing::kEvents) {
+      Barrier();
+      const double t0 = NowSeconds();
+      TracedLaunch(p, slot);
+      {
+        trace::Span span("synchronize", trace::Category::kWait);
+        comm_.Synchronize();
+      }
+      us = (NowSeconds() - t0) * 1e6;
+    } else if (device_) {
       Barrier();
       timer_->Start();
       TracedLaunch(p, slot);
@@ -376,7 +385,22 @@ class Runner {
     phase.emplace("timed", trace::Category::kPhase);
     phase->With("iters", iters);
     std::vector<double> times(iters);
-    for (int i = 0; i < iters; ++i) times[i] = TimeOne(p, i % p.slots);
+    if (o_.timing == Timing::kBatch) {
+      Barrier();
+      const double t0 = NowSeconds();
+      for (int i = 0; i < iters; ++i) {
+        if (!device_) FaultPoint("collective", comm_.Rank());
+        TracedLaunch(p, i % p.slots);
+      }
+      {
+        trace::Span span("synchronize", trace::Category::kWait);
+        comm_.Synchronize();
+      }
+      std::fill(times.begin(), times.end(), (NowSeconds() - t0) * 1e6 / iters);
+      if (o_.watchdog) o_.watchdog->Progress();
+    } else {
+      for (int i = 0; i < iters; ++i) times[i] = TimeOne(p, i % p.slots);
+    }
     if (!device_) Barrier();
     phase.emplace("results", trace::Category::kPhase);
     // The control plane (results, verification, verdicts) stays under the deadline, outside the
@@ -615,8 +639,16 @@ BenchContext MakeContext(Communicator& comm, const BenchOptions& o) {
   c.check = o.check;
   c.average = AverageName(o.average);
   c.average_description = AverageDescription(o.average);
-  c.timing = comm.Device() == DeviceKind::kCuda ? "cuda-events" : "host";
+  c.timing = TimingName(o.timing, comm.Device() == DeviceKind::kCuda);
   return c;
+}
+
+const char* TimingName(Timing t, bool device) {
+  switch (t) {
+    case Timing::kBatch: return "batch";
+    case Timing::kHost: return "host";
+    default: return device ? "cuda-events" : "host";
+  }
 }
 
 BenchSummary RunBench(Communicator& comm, const BenchOptions& o, Reporter* reporter, const BenchContext& context) {

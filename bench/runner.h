@@ -18,6 +18,14 @@ namespace ciuic {
 // How one row's time combines the ranks' times (nccl-tests' -a): each rank's mean over the timed
 // iterations, then the average, the slowest or the fastest rank, or rank 0's own.
 enum class Average { kAvg, kMax, kMin, kRank0 };
+
+// How a timed op is clocked. kEvents: CUDA events around the op alone (barrier, op, wait): the GPU's
+// time, without launch or wait overhead (on CPU: kHost). kHost: the wall clock around the barrier-
+// aligned op and the wait for it (nccl-tests' -z 1). kBatch: the timed iterations back to back, one
+// wait at the end, the wall clock over the count (nccl-tests' -z 0, its default); every iteration then
+// has that mean, so p50/p99 equal it.
+enum class Timing { kEvents, kHost, kBatch };
+const char* TimingName(Timing t, bool device);
 const char* AverageName(Average a);
 Average ParseAverage(std::string_view text);  // avg max min rank0 (UsageError otherwise)
 // Combines every rank's values element by element as `a` says; every rank gets the result.
@@ -40,6 +48,7 @@ struct BenchOptions {
   int iters = -1;
   int warmup = -1;  // -1: auto (up to 200 / 20 / 5 by the same size classes, a quarter of the budget)
   Average average = Average::kMax;
+  Timing timing = Timing::kEvents;
   int check = 1;    // verification iterations per row (fresh inputs each)
   // nccl-tests' -I 1: every row also carries each rank's time of every timed iteration (one gather
   // of iters doubles per rank, after the timed window).

@@ -116,8 +116,12 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
   std::free(buffer);
 }
 
+// CUPTI writes an external-correlation record only for an API call it records itself: without the
+// runtime and driver API kinds (our kernels launch through the runtime, NCCL's through the driver)
+// no GPU record could be tied to its span (seen on an H200, 2026-11-26). Their records are dropped.
 constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                         CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+                                         CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_RUNTIME,
+                                         CUPTI_ACTIVITY_KIND_DRIVER,            CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
 
 std::string Enable() {
   // Our clock first: records made after this carry NowNs() times (CUPTI converts GPU timestamps with it).
@@ -170,6 +174,7 @@ void FlushGpuCollection(Recorder& r, bool take_unclaimed) {
   std::lock_guard lock(g_mu);
   std::vector<GpuRecord> kept;
   for (GpuRecord& g : g_records) {
+    if (g.start == 0 || g.end < g.start) continue;  // CUPTI could not stamp it: no place on a timeline
     const auto it = g_external.find(g.correlation);
     const uint64_t ext = it == g_external.end() ? 0 : it->second;
     const bool mine = ext ? (ext >> kSpanBits) == r.serial() : take_unclaimed;

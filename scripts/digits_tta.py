@@ -78,8 +78,8 @@ CONFIGS = [
 SMOKE_CONFIGS = ("none", "none@bf16", "int8", "sign1", "topk:0.001")
 
 
-def profile_for(algo, codec, precision, world):
-    return tta_common.one_rule_profile(algo, codec, precision, world, BUCKET)
+def profile_for(algo, codec, precision, world, device="cpu"):
+    return tta_common.one_rule_profile(algo, codec, precision, world, BUCKET, device=device)
 
 
 class Net(torch.nn.Module):
@@ -114,10 +114,13 @@ def evaluate(model, xte, yte):
 def train(cfg, seed, rank, world, a, xtr, ytr, xte, yte):
     name, algo, codec, precision = cfg
     torch.manual_seed(seed)
-    model = Net()  # the same initial weights on every rank (and for every configuration of this seed)
-    prof = profile_for(algo, codec, precision, world)
-    ddp = DDP(model, **ciuic.torch.ddp_kwargs(prof))
-    state, hook = ciuic.torch.comm_hook(prof, module=model)
+    model = Net().to(a.device)  # the same initial weights on every rank (and every configuration of this seed)
+    prof = profile_for(algo, codec, precision, world, "gpu" if a.device == "cuda" else "cpu")
+    extra = {"device_ids": [0]} if a.device == "cuda" else {}
+    ddp = DDP(model, **ciuic.torch.ddp_kwargs(prof), **extra)
+    # On CUDA the processes share the one GPU: NCCL refuses two ranks on one device, so the runtime's
+    # transport is gloo with the buckets staged through host memory.
+    state, hook = ciuic.torch.comm_hook(prof, module=model, transport="gloo" if a.device == "cuda" else None)
     ddp.register_comm_hook(state, hook)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     g = torch.Generator().manual_seed(seed)
@@ -153,10 +156,12 @@ def worker(rank, world, a, tmp, init_file):
     err = os.open(os.path.join(tmp, f"stderr.{rank}"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(err, 2)
     torch.set_num_threads(1)
+    if a.device == "cuda":
+        torch.cuda.set_device(0)
     dist._DEFAULT_FIRST_BUCKET_BYTES = BUCKET
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=120))
-    xtr, ytr, xte, yte = data()
+    xtr, ytr, xte, yte = (t.to(a.device) for t in data())
     out = []
     for cfg in [c for c in CONFIGS if c[0] in a.configs]:
         for seed in a.seed_list:
@@ -225,9 +230,10 @@ def write_outputs(points, rows, gate, a, wall):
         for p in points:
             f.write(",".join(str(p[k]) if not isinstance(p[k], float) else f"{p[k]:.6g}" for k in keys) + "\n")
     base = rows["none"]
+    where = "processes on GPU 0 (the runtime over gloo)" if a.device == "cuda" else "CPU processes"
     lines = [f"# digits time-to-accuracy ({datetime.date.today().isoformat()})", "",
              f"scikit-learn digits (1347 train / 450 test), CNN of {sum(p.numel() for p in Net().parameters())} "
-             f"parameters, DDP on gloo, {a.world} CPU processes, batch {a.batch} per process, SGD lr {a.lr} "
+             f"parameters, DDP on gloo, {a.world} {where}, batch {a.batch} per process, SGD lr {a.lr} "
              f"momentum 0.9, {a.steps} steps, seeds {','.join(map(str, a.seed_list))}, profile bucket "
              f"{BUCKET // 1024} KiB; seconds are training time on this machine ({os.cpu_count()} cores), "
              f"evaluation excluded; the whole run took {wall:.0f} s.", "",
@@ -282,6 +288,8 @@ def main():
     p.add_argument("--gate-seeds", type=int, default=3, help="the gate's seeds (ciuic-tune gate --gate-seeds)")
     p.add_argument("--out", default=os.path.join(REPO, "results", "digits-tta"))
     p.add_argument("--deadline", type=int, default=3600, help="seconds before the run is given up")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cuda: every process on GPU 0 (the runtime over gloo, buckets staged through host memory)")
     p.add_argument("--smoke", metavar="OUT", help="a short CI run into OUT: 2 processes, 1 seed, 5 configurations")
     a = p.parse_args()
     if a.smoke:

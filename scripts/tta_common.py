@@ -36,11 +36,14 @@ def git_commit():
     return r.stdout.strip() if r.returncode == 0 else None
 
 
-def one_rule_profile(algo, codec, precision, world, bucket, nodes=1):
+def one_rule_profile(algo, codec, precision, world, bucket, nodes=1, device="cpu"):
     """One rule for every size, in a profile tuned (by its topology keys) for this job's world: `world`
-    CPU ranks on `nodes` hosts."""
+    ranks (device "cpu" or "gpu") on `nodes` hosts."""
     d = json.load(open(BASE_PROFILE))
-    d["topology"].update(name="cpu_local" if nodes == 1 else "cluster_lab", device="cpu", ranks=world, nodes=nodes)
+    name = "cpu_local" if nodes == 1 else "cluster_lab"
+    if device == "gpu":
+        name = "gpu_local"
+    d["topology"].update(name=name, device=device, ranks=world, nodes=nodes)
     rule = dict(d["rules"][0])
     rule.update(min_bytes=0, max_bytes=0, algo=algo, codec=codec, precision=precision, bucket_bytes=bucket,
                 hierarchy_depth=1, streams=1, gate="n/a" if codec == "none" else "passed")

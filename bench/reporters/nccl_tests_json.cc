@@ -111,7 +111,7 @@ class NcclTestsJsonReporter : public Reporter {
     x["aggregated_iterations"] = 1;
     x["validation"] = c.check;
     x["graph"] = 0;
-    x["blocking_collectives"] = Flag(true);  // every timed op runs alone: barrier, op, wait
+    x["blocking_collectives"] = Flag(c.timing != "batch");  // batch: back to back, as nccl-tests' -z 0
     x["per_iter_timing"] = Flag(o_.per_iter);
     x["per_iter_skip"] = 0;
     x["parallel_init"] = Flag(false);

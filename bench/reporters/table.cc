@@ -48,9 +48,10 @@ class TableReporter : public Reporter {
                         c.warmup < 0 ? "auto" : std::to_string(c.warmup),
                         c.iters < 0 ? "auto" : std::to_string(c.iters), c.check, c.timing, c.average,
                         c.average_description);
-    if (c.blocking >= 0)
-      out_ << fmt::format("# blocking (-z {}): every timed op runs alone: barrier, op, wait for it (nccl-tests' -z 1)\n",
-                          c.blocking);
+    if (c.timing == "batch")
+      out_ << "# timing batch: the timed iterations back to back, one wait, wall clock / iterations (nccl-tests' -z 0)\n";
+    else if (c.timing == "host" && (c.blocking >= 0 || c.library_versions.count("cuda")))
+      out_ << "# timing host: each op alone (barrier, op, wait for it), wall clock (nccl-tests' -z 1)\n";
     if (!c.baseline.empty())
       out_ << fmt::format("# baseline {}: {}; %ref = out-of-place busbw / its busbw at the same size\n", c.baseline,
                           c.baseline_description);

@@ -1,108 +1,180 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine from the repository root with build-device/bundle carried along:
-#   scripts/device/gpu-check.sh LOGDIR
-# Prints the GPU, finds NCCL in the Python wheel, runs the gpu tests, then the NCCL collective
-# sweeps (allreduce fp32/bf16/fp8e4m3 1K:1G and the other collectives fp32), a device-to-device
-# copy baseline, writes everything under LOGDIR, and prints a summary table last.
+# The one prepared GPU run (issue "On the GPU"). Runs on the GPU machine from the repository root with
+# build-device/bundle carried along (scripts/device/bundle.sh builds it here; nothing is built there):
+#   scripts/device/gpu-check.sh LOGDIR [STEPS]
+# STEPS: letters of the steps to run, in this order (default all): a machine and versions, b gpu tests,
+# c compute-sanitizer, d NCCL loading the ciuic tuner plugin, e the DDP hook and the digits job on CUDA,
+# f a CUPTI trace, g NCCL start-up with a rank missing, h kernels at the roofline and nccl-tests beside
+# ciuic-bench. Every step is time-boxed (STEP_SCALE=2 doubles the boxes) and logged to LOGDIR/<id>.log;
+# the summary table (step, result, seconds) is printed last and kept in LOGDIR/summary.txt.
+# Steps are ordered by value so a run cut off early still brings back a-e.
 set -uo pipefail
-logs=${1:?usage: gpu-check.sh LOGDIR}
+logs=${1:?usage: gpu-check.sh LOGDIR [STEPS]}
+want=${2:-abcdefgh}
+scale=${STEP_SCALE:-1}
 mkdir -p "$logs"
-bundle=build-device/bundle
+logs=$(cd "$logs" && pwd)
+bundle=$PWD/build-device/bundle
 py=${PYTHON:-python3}
 nccl_dir=$($py -c "import importlib.util as u; s=u.find_spec('nvidia.nccl'); print(s.submodule_search_locations[0] if s else '')" 2>/dev/null)
 cupti_dir=$($py -c "import importlib.util as u; s=u.find_spec('nvidia.cuda_cupti'); print(s.submodule_search_locations[0] if s else '')" 2>/dev/null)
 export LD_LIBRARY_PATH="$bundle/lib:${nccl_dir:+$nccl_dir/lib:}${cupti_dir:+$cupti_dir/lib:}${LD_LIBRARY_PATH:-}"
-{
+export CIUIC_LIBRARY=$bundle/lib/libciuic.so PYTHONPATH=$bundle/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+bench=$bundle/bin/ciuic-bench
+summary=$logs/summary.txt
+printf '%-4s %-58s %-9s %8s\n' step what result seconds > "$summary"
+
+# step ID BOX_SECONDS WHAT -- COMMAND...: runs COMMAND with its output in LOGDIR/ID.log, killed after
+# BOX_SECONDS x STEP_SCALE; exit 0 pass, 77 skip (its last line says why), else FAIL.
+step() {
+  local id=$1 box=$2 what=$3
+  shift 4
+  [[ $want == *"${id:0:1}"* ]] || return 0
+  local t0=$SECONDS rc
+  echo "=== $id: $what (box $((box * scale)) s)"
+  timeout -k 5 $((box * scale)) "$@" > "$logs/$id.log" 2>&1
+  rc=$?
+  local result
+  case $rc in
+    0) result=pass ;;
+    77) result=skip ;;
+    124|137) result=TIMEOUT ;;
+    *) result="FAIL($rc)" ;;
+  esac
+  printf '%-4s %-58s %-9s %8d\n' "$id" "$what" "$result" $((SECONDS - t0)) >> "$summary"
+  tail -n 4 "$logs/$id.log"
+}
+
+# Two ciuic-bench processes as a torchrun job on the one GPU. NCCL refuses two ranks of one host on
+# one device, so each process names its own host (NCCL_HOSTID): NCCL then joins them through its
+# socket transport as two nodes of one rank, which is also what the plugin sees (2 ranks, 2 nodes).
+port=$((29500 + RANDOM % 2000))
+pair() {  # pair EXTRA_ENV_FOR_RANK1 -- ciuic-bench args...; rank 0's output on stdout, rank 1's in $logs/pair-rank1.log
+  local extra=$1
+  shift 2
+  port=$((port + 7))
+  env RANK=1 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    NCCL_HOSTID=ciuic-pair-b NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 $extra "$bench" "$@" > "$logs/pair-rank1.log" 2>&1 &
+  local other=$!
+  env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    NCCL_HOSTID=ciuic-pair-a NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 "$bench" "$@"
+  local rc=$?
+  kill -CONT $other 2>/dev/null; sleep 1; kill -KILL $other 2>/dev/null; wait $other 2>/dev/null
+  return $rc
+}
+export -f pair
+export bench logs port
+
+step_a() {
   date -u +%Y-%m-%dT%H:%M:%SZ
   nvidia-smi -L
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
-  echo "nccl wheel: ${nccl_dir:-none}"
-  "$bundle/bin/ciuic-bench" list
-} 2>&1 | tee "$logs/machine.txt"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader
+  echo "nccl wheel: ${nccl_dir:-none}; cupti wheel: ${cupti_dir:-none}"
+  $py - <<'PY'
+import importlib.metadata as m, torch
+for name in ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-cuda-cupti", "nvidia-cuda-cupti-cu12", "torch"):
+    try:
+        print(f"{name} {m.version(name)}")
+    except m.PackageNotFoundError:
+        pass
+print(f"torch sees {torch.cuda.get_device_name(0)}, cuda {torch.version.cuda}, {torch.cuda.get_device_properties(0).multi_processor_count} SMs")
+PY
+  "$bench" list
+  ldd "$bench" "$bundle/lib/libciuic.so" | grep -E 'nccl|cupti|gloo|not found' | sort -u
+  command -v compute-sanitizer && compute-sanitizer --version | tail -n 1
+}
 
-"$bundle/bin/test_gpu" 2>&1 | tee "$logs/test_gpu.txt" | tail -n 5
-tests_rc=${PIPESTATUS[0]}
+step_b() {
+  # Every gpu test on its own line (gtest prints one per test).
+  "$bundle/bin/test_gpu" --gtest_color=no
+}
 
-summary="$logs/summary.txt"
-# World size 1: busbw is 0 by definition, so the summary shows peak algbw (out-of-place is a copy).
-printf '%-14s %-8s %12s %14s %8s %s\n' collective dtype "peak algbw" "at size" wrong exit > "$summary"
-run() {  # collective dtype
-  local name="$1-$2"
-  "$bundle/bin/ciuic-bench" "$1" --backend nccl --device cuda --dtype "$2" --sizes 1K:1G \
-    --format json --out "$logs/$name.json" > "$logs/$name.txt" 2>&1
-  local rc=$?
-  "$py" - "$logs/$name.json" "$1" "$2" "$rc" >> "$summary" <<'PY'
-import json, sys
-path, coll, dt, rc = sys.argv[1:]
-try:
-    s = json.load(open(path))["summary"]
-    print(f"{coll:<14} {dt:<8} {s['peak_algbw_gbps']:12.1f} {s['peak_algbw_size_bytes']:14d} {s['total_wrong']:8d} {rc}")
-except Exception as e:
-    print(f"{coll:<14} {dt:<8} {'-':>12} {'-':>14} {'-':>8} {rc} ({e})")
+step_c() {
+  local cs=compute-sanitizer rc=0
+  command -v $cs > /dev/null || { echo "skipped: compute-sanitizer not on PATH"; return 77; }
+  # A short filter: the device-transport and codec kernels (every kernel launch is checked, ~10-100x slower).
+  timeout -k 5 $((55 * scale)) $cs --tool memcheck --error-exitcode 9 --print-limit 20 "$bundle/bin/test_gpu" --gtest_color=no \
+    --gtest_filter='Codecs/CodecTwin.CudaEqualsCpuBitForBit/int8:Codecs/CodecTwin.CudaEqualsCpuBitForBit/sign1:Codecs/CodecTwin.CudaEqualsCpuBitForBit/topk_0_01_sampled:FusedTwin.*:LocalDevice.BenchRunnerOverTheRuntimeVerifies' \
+    || rc=$?
+  echo "memcheck exit $rc (124: its 55 s box ran out)"
+  local rc2=0
+  timeout -k 5 $((35 * scale)) $cs --tool racecheck --error-exitcode 9 --print-limit 20 "$bundle/bin/test_gpu" --gtest_color=no \
+    --gtest_filter='Codecs/CodecTwin.CudaEqualsCpuBitForBit/int8:Codecs/CodecTwin.CudaEqualsCpuBitForBit/topk_0_01_sampled:FusedTwin.*' \
+    || rc2=$?
+  echo "racecheck exit $rc2 (124: its 35 s box ran out)"
+  [[ $rc == 0 && $rc2 == 0 ]]
+}
+
+step_d() {
+  local prof=$PWD/scripts/device/two_hosts_one_gpu.profile.json rc=0
+  export NCCL_TUNER_PLUGIN=$bundle/lib/libnccl-tuner-ciuic.so CIUIC_PROFILE=$prof NCCL_DEBUG=INFO \
+    NCCL_DEBUG_SUBSYS=INIT,TUNING,ENV
+  echo "--- one rank (NCCL runs a one-rank communicator without consulting a tuner: the load lines only)"
+  "$bench" allreduce --backend nccl --device cuda --sizes 4K --iters 5 --warmup 2 || rc=$?
+  echo "--- two ranks on the one GPU as two hosts; the profile's bands: <64K tree/ll, 64K-4M ring/ll128, >=4M ring/simple"
+  pair "" -- allreduce --backend nccl --device cuda --sizes 16K,1M,64M --iters 5 --warmup 2 --timeout 60 || rc=$?
+  echo "--- rank 1"; cat "$logs/pair-rank1.log"
+  return $rc
+}
+
+step_e() {
+  local rc=0
+  $py tests/python/comm_hook_gpu_test.py || rc=$?
+  echo "comm_hook_gpu_test exit $rc"
+  local rc2=0
+  $py scripts/digits_tta.py --device cuda --world 2 --seeds 1 --steps 40 --eval-every 20 --configs none,int8 \
+    --out "$logs/digits-cuda" --deadline 150 || rc2=$?
+  echo "digits on cuda exit $rc2"
+  [[ $rc == 0 && $rc2 == 0 ]]
+}
+
+step_f() {
+  "$bench" allreduce --backend ciuic --transport local --ranks 2 --device cuda --algo ring --codec int8 \
+    --sizes 1M,16M --iters 5 --warmup 2 --trace "$logs/trace-cuda.json" || return $?
+  $py - "$logs/trace-cuda.json" <<'PY'
+import collections, json, sys
+t = json.load(open(sys.argv[1]))
+kinds = collections.Counter((e.get("pid"), e.get("cat")) for e in t["traceEvents"] if e.get("ph") == "X")
+for k, v in sorted(kinds.items(), key=str):
+    print(f"rank {k[0]} {k[1]}: {v}")
+kernels = {p for (p, c), v in kinds.items() if c == "gpu.kernel" and v > 0}
+print("ranks with kernel tracks:", sorted(kernels))
+sys.exit(0 if kernels == {0, 1} else 1)
 PY
 }
-run allreduce fp32
-if [[ ${SWEEPS:-1} != 0 ]]; then  # SWEEPS=0: allreduce fp32 only (the full set is in bench/results)
-  for dt in bf16 fp8e4m3; do run allreduce "$dt"; done
-  for c in allgather reducescatter broadcast reduce alltoall sendrecv; do run "$c" fp32; done
-fi
 
-# Device-to-device copy in the same session: the ceiling a world-size-1 collective is a copy of.
-"$py" - > "$logs/d2d_copy.txt" 2>&1 <<'PY'
-import torch
-n = 1 << 30
-a = torch.randn(n // 4, device="cuda"); b = torch.empty_like(a)
-for _ in range(3): b.copy_(a)
-ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
-ts = []
-for _ in range(20):
-    ev[0].record(); b.copy_(a); ev[1].record(); torch.cuda.synchronize(); ts.append(ev[0].elapsed_time(ev[1]))
-ts.sort(); ms = ts[len(ts) // 2]
-print(f"d2d copy 1 GiB: median {ms*1000:.1f} us, {n/ms/1e6:.1f} GB/s one way, {2*n/ms/1e6:.1f} GB/s read+write")
-PY
-cat "$logs/d2d_copy.txt"
-echo "gpu tests exit: $tests_rc"
+step_g() {
+  local t0=$SECONDS rc=0
+  pair "CIUIC_FAULT=nccl-startup:1:stop" -- allreduce --backend nccl --device cuda --sizes 1M --timeout 10 \
+    > "$logs/g-rank0.log" 2>&1 || rc=$?
+  local took=$((SECONDS - t0))
+  cat "$logs/g-rank0.log"; echo "--- rank 1 (stopped before NCCL's start-up)"; cat "$logs/pair-rank1.log"
+  echo "rank 0 exit $rc after $took s (NCCL start-up limit 10 s)"
+  # Pass: rank 0 ended with the runtime-failure code within the limit plus start-up, naming rank 1.
+  [[ $rc == 2 && $took -le 40 ]] && grep -q "rank 1 never arrived" "$logs/g-rank0.log"
+}
+
+step_h() {
+  local rc=0
+  $py scripts/device/roofline.py "$bench" "$logs" || rc=$?
+  if [[ -x $bundle/nccl-tests/all_reduce_perf ]]; then
+    $py scripts/device/nccl_tests_side_by_side.py "$bench" "$bundle/nccl-tests" "$logs" || rc=$?
+  else
+    echo "nccl-tests not in the bundle (scripts/device/bundle.sh builds them from a fetched snapshot)"
+    rc=1
+  fi
+  return $rc
+}
+
+export -f step_a step_b step_c step_d step_e step_f step_g step_h
+export bundle py nccl_dir cupti_dir scale
+step a 30 "machine, driver, NCCL/CUPTI versions" -- bash -c step_a
+step b 150 "gpu tests (test_gpu)" -- bash -c step_b
+step c 100 "compute-sanitizer memcheck + racecheck (short filter)" -- bash -c step_c
+step d 60 "NCCL loads libnccl-tuner-ciuic.so (1 rank; 2 ranks as 2 hosts)" -- bash -c step_d
+step e 150 "DDP hook on CUDA (2 processes, 1 GPU) + digits on CUDA" -- bash -c step_e
+step f 40 "CUPTI trace of --backend ciuic --device cuda" -- bash -c step_f
+step g 45 "NCCL start-up with rank 1 missing: abort, culprit" -- bash -c step_g
+step h 200 "roofline kernels, top-k vs torch, nccl-tests side by side" -- bash -c step_h
+echo
 cat "$summary"
-
-# Codecs and fused kernels on the GPU (issue 3): every codec at 64M and 256M, kernels (a)-(e),
-# and sampled top-k against torch.topk on the same device. CODECS=0 skips these and the runtime runs.
-if [[ ${CODECS:-1} != 0 ]]; then
-for c in fp16 bf16 int8 int4 fp8e4m3 fp8e5m2 sign1 topk:0.01 randomk:0.01 powersgd:4; do
-  "$bundle/bin/ciuic-bench" compress --device cuda --codec "$c" --sizes 64M,256M --data normal \
-    --format json --out "$logs/compress-${c%%:*}.json" > "$logs/compress-${c%%:*}.txt" 2>&1
-done
-for c in fp16 int8 fp8e4m3 sign1; do
-  "$bundle/bin/ciuic-bench" kernel all --device cuda --codec "$c" --sizes 64M,256M --clip \
-    --format json --out "$logs/kernel-$c.json" > "$logs/kernel-$c.txt" 2>&1
-done
-"$py" scripts/device/topk_vs_torch.py "$logs/compress-topk.json" > "$logs/topk_vs_torch.txt" 2>&1
-cat "$logs/topk_vs_torch.txt"
-
-# The runtime over NCCL at world size 1 (issue 4): every codec through ciuic::Runtime on device buffers.
-for c in none fp16 bf16 int8 int4 fp8e4m3 fp8e5m2 sign1 topk:0.01 randomk:0.01 powersgd:4; do
-  "$bundle/bin/ciuic-bench" allreduce --backend ciuic --transport nccl --device cuda --codec "$c" \
-    --sizes 1M,64M,256M --inplace yes > "$logs/runtime-${c%%:*}.txt" 2>&1
-  echo "runtime $c exit $?" >> "$logs/runtime-summary.txt"
-done
-# The native algorithm: NCCL's own allreduce in fp32 and in 16-bit reduction precisions (issue 5).
-for p in fp32 bf16 fp16; do
-  "$bundle/bin/ciuic-bench" allreduce --backend ciuic --transport nccl --device cuda --algo native --precision "$p" \
-    --sizes 1M,64M,256M --inplace yes > "$logs/runtime-native-$p.txt" 2>&1
-  echo "runtime native $p exit $?" >> "$logs/runtime-summary.txt"
-done
-# Multi-rank GPU paths on the one GPU: the local transport on device buffers (ranks as threads, a
-# CUDA stream each); the bit-for-bit comparison with host buffers is the gpu test LocalDevice.*.
-for a in ring:none ring:int8 hier:int8 sparse:topk:0.01 sign2:sign1 powersgd:powersgd:4; do
-  algo=${a%%:*}; codec=${a#*:}
-  "$bundle/bin/ciuic-bench" allreduce --backend ciuic --transport local --device cuda --ranks 4 \
-    --algo "$algo" --codec "$codec" --ranks-per-node 2 --sizes 1M,64M > "$logs/local-device-$algo-${codec%%:*}.txt" 2>&1
-  echo "local device 4 ranks $algo $codec exit $?" >> "$logs/runtime-summary.txt"
-done
-cat "$logs/runtime-summary.txt"
-fi
-
-# Codec kernel calibration for the tuner (issue 5): the cost model's codec rates on this GPU, stored
-# in SQLite; `ciuic-tune run --calibration FILE` uses them for GPU topologies.
-"$bundle/bin/ciuic-tune" calibrate --device cuda --sizes ${CAL_SIZES:-1M:256M:x4} --db "$logs/cuda-calibration.db" \
-  > "$logs/calibrate-cuda.txt" 2>&1
-echo "calibrate exit $?"; cat "$logs/calibrate-cuda.txt"

@@ -8,6 +8,9 @@
 #include <vector>
 
 #include "bench/job_launch.h"
+#include "collectives/backends/gloo/communicator.h"
+#include "collectives/backends/gloo/tcp_store.h"
+#include "core/config.h"
 #include "core/error.h"
 
 namespace ciuic {
@@ -118,3 +121,24 @@ TEST(JobLaunch, HalfSetOrOutOfRangeIsOneLineNamingTheVariable) {
 
 }  // namespace
 }  // namespace ciuic
+
+#if CIUIC_HAVE_GLOO
+// NCCL's start-up waits in vain for a rank that never joined it; the roll call in the job's store
+// names that rank (the NCCL path itself runs on the GPU machine: scripts/device/gpu-check.sh).
+TEST(JobLaunch, RollCallNamesTheRanksThatNeverArrived) {
+  ciuic::TcpStoreServer server("127.0.0.1");
+  const std::string& ep = server.Endpoint();
+  const int port = std::stoi(ep.substr(ep.rfind(':') + 1));
+  std::vector<ciuic::JobRollCall> calls;
+  for (int r = 0; r < 4; ++r) calls.push_back(ciuic::MakeJobRollCall("127.0.0.1", port, r, 4, "nccl-startup"));
+  EXPECT_EQ(calls[2].absent(), "rank 0, rank 1, rank 2, rank 3");
+  calls[0].arrive();
+  calls[2].arrive();
+  EXPECT_EQ(calls[0].absent(), "rank 1, rank 3");
+  calls[1].arrive();
+  calls[3].arrive();
+  EXPECT_EQ(calls[3].absent(), "");
+  // Another point of start-up is its own roll.
+  EXPECT_EQ(ciuic::MakeJobRollCall("127.0.0.1", port, 0, 2, "other").absent(), "rank 0, rank 1");
+}
+#endif

@@ -316,7 +316,7 @@ TEST_F(NcclRun, TheTableIsColumnCompatibleWithNcclTests) {
   EXPECT_EQ(find("#       size"),
             "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   "
             "busbw  #wrong      algo");
-  EXPECT_EQ(find("# blocking"), "# blocking (-z 1): every timed op runs alone: barrier, op, wait for it (nccl-tests' -z 1)");
+  EXPECT_EQ(find("# timing host"), "# timing host: each op alone (barrier, op, wait for it), wall clock (nccl-tests' -z 1)");
   EXPECT_EQ(find("# Out of bounds values"), "# Out of bounds values : 0 OK");
   const std::string avg = find("# Avg bus bandwidth    : ");
   ASSERT_FALSE(avg.empty()) << r.out;
@@ -330,6 +330,33 @@ TEST_F(NcclRun, TheTableIsColumnCompatibleWithNcclTests) {
 
 // --baseline FILE: %ref after nccl-tests' columns where the baseline has the size; "-" elsewhere; JSON
 // fields per row and in the summary.
+// -z 0 is nccl-tests' default: the timed iterations back to back, one wait, the wall clock over the
+// count (so every iteration has the mean); -z 1 and --timing host time each op alone by the wall clock.
+TEST_F(NcclRun, DashZZeroTimesTheIterationsBackToBack) {
+  const Result r = Run("allreduce --backend local --ranks 2 -b 1K -e 4K -f 4 -n 5 -w 1 -z 0 --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["context"]["timing"], "batch");
+  ASSERT_EQ(j["results"].size(), 4u);  // 1K and 4K, out-of-place and in-place
+  for (const auto& row : j["results"]) {
+    EXPECT_GT(row["time_us"].get<double>(), 0);
+    EXPECT_DOUBLE_EQ(row["time_p50_us"].get<double>(), row["time_us"].get<double>());
+    EXPECT_DOUBLE_EQ(row["time_p99_us"].get<double>(), row["time_us"].get<double>());
+  }
+  const Result table = Run("allreduce --backend local --ranks 2 -b 1K -e 1K -n 3 -w 1 --timing batch");
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("# timing batch: the timed iterations back to back"), std::string::npos) << table.out;
+  const Result host = Run("allreduce --backend local --ranks 2 -b 1K -e 1K -n 3 -w 1 -z 1 --format json");
+  ASSERT_EQ(host.code, 0) << host.err;
+  EXPECT_EQ(nlohmann::json::parse(host.out)["context"]["timing"], "host");
+  const Result clash = Run("allreduce --backend local --ranks 2 -b 1K -e 1K --timing events -z 0");
+  EXPECT_EQ(clash.code, 1);
+  EXPECT_NE(clash.err.find("--timing events and -z 0 disagree"), std::string::npos) << clash.err;
+  const Result bad = Run("allreduce --backend local --ranks 2 -b 1K -e 1K --timing gpu");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("--timing gpu: expected events, host or batch"), std::string::npos) << bad.err;
+}
+
 TEST_F(NcclRun, ABaselineAddsItsShareColumn) {
   {
     std::ofstream f(Path("ref.json"));

@@ -877,6 +877,26 @@ std::unique_ptr<Communicator> MakeGlooTcpJobWorld(int rank, int size, const std:
   return MakeGlooStoreWorld(std::make_shared<TcpKeyValueStore>(std::move(store)), rank, size, "ciuic-job", options);
 }
 
+JobRollCall MakeJobRollCall(const std::string& host, int port, int rank, int size, const std::string& point) {
+  auto store = std::make_shared<TcpStore>(fmt::format("{}:{}", NumericAddress(host), port),
+                                          std::chrono::milliseconds(10000));
+  auto key = [point](int r) { return fmt::format("ciuic-roll/{}/{}", point, r); };
+  JobRollCall roll;
+  roll.arrive = [store, key, rank] { store->set(key(rank), {'1'}); };
+  roll.absent = [store, key, size] {
+    std::string out;
+    for (int r = 0; r < size; ++r) {
+      try {
+        store->wait({key(r)}, std::chrono::milliseconds(r == 0 ? 200 : 1));
+      } catch (const std::exception&) {
+        out += fmt::format("{}rank {}", out.empty() ? "" : ", ", r);
+      }
+    }
+    return out;
+  };
+  return roll;
+}
+
 std::string GlooVersion() {
   return fmt::format("Gloo {}.{}.{}", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH);
 }
@@ -890,6 +910,9 @@ std::unique_ptr<Communicator> MakeGlooWorld(std::unique_ptr<Communicator>, const
 }
 std::unique_ptr<Communicator> MakeGlooStoreWorld(std::shared_ptr<KeyValueStore>, int, int, const std::string&,
                                                  const GlooOptions&) {
+  throw RuntimeError("gloo backend: this build has no Gloo (install libgloo-dev and configure again)");
+}
+JobRollCall MakeJobRollCall(const std::string&, int, int, int, const std::string&) {
   throw RuntimeError("gloo backend: this build has no Gloo (install libgloo-dev and configure again)");
 }
 std::string GlooVersion() { return ""; }

@@ -8,6 +8,7 @@
 // min, max (avg = sum, then a division, as the MPI backend); bf16 and fp8 only where nothing is
 // reduced. In-place alltoall and sendrecv are not offered (gloo sends and receives distinct buffers).
 #include <memory>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -56,6 +57,15 @@ std::unique_ptr<Communicator> MakeGlooStoreWorld(std::shared_ptr<KeyValueStore> 
 // RuntimeError when the ranks cannot meet, UsageError for a bad port.
 std::unique_ptr<Communicator> MakeGlooTcpJobWorld(int rank, int size, const std::string& host, int port,
                                                   const GlooOptions& options);
+
+// A roll call in the job's TCP store of MakeGlooTcpJobWorld (called before it): `arrive` marks this
+// rank at `point` of its start-up; `absent` lists the world's ranks whose mark is missing ("rank 1,
+// rank 3", "" when all are there). For naming the rank a start-up waits for in vain (NCCL's).
+struct JobRollCall {
+  std::function<void()> arrive;
+  std::function<std::string()> absent;
+};
+JobRollCall MakeJobRollCall(const std::string& host, int port, int rank, int size, const std::string& point);
 
 // "Gloo 0.5.0" of the headers this build compiled against; "" without Gloo.
 std::string GlooVersion();

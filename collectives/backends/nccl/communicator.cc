@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/cuda_check.h"
+#include "core/fault.h"
 #include "core/watchdog.h"
 
 #define CIUIC_NCCL_CHECK(call)                                                                          \
@@ -311,7 +312,8 @@ class NcclCommunicator : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> MakeNcclWorld(std::unique_ptr<Communicator> control, int chosen) {
+std::unique_ptr<Communicator> MakeNcclWorld(std::unique_ptr<Communicator> control, int chosen,
+                                            const NcclStartupRollCall* roll) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     cudaGetLastError();
@@ -335,6 +337,8 @@ std::unique_ptr<Communicator> MakeNcclWorld(std::unique_ptr<Communicator> contro
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
+  FaultPoint("nccl-startup", control->Rank());
+  if (roll && roll->arrived) roll->arrived();
   const ncclResult_t rc = ncclCommInitRankConfig(&comm, control->Size(), id, control->Rank(), &config);
   if (rc != ncclSuccess && rc != ncclInProgress) {
     if (comm) ncclCommAbort(comm);
@@ -345,10 +349,20 @@ std::unique_ptr<Communicator> MakeNcclWorld(std::unique_ptr<Communicator> contro
   const ncclResult_t state = PollUntilDone(comm, limit);
   if (state != ncclSuccess) {
     ncclCommAbort(comm);
+    std::string absent;
+    if (state == ncclInProgress && roll && roll->absent) {
+      try {
+        absent = roll->absent();
+      } catch (const std::exception& e) {
+        absent = std::string("the roll call failed: ") + e.what();
+      }
+    }
+    const std::string why = !absent.empty() ? absent + " never arrived"
+                                            : "a peer did not arrive, or NCCL's own start-up did not finish?";
     throw RuntimeError(fmt::format("rank {}: NCCL start-up: {}", control->Rank(),
-                                   state == ncclInProgress ? fmt::format("not done within {:.0f} s (a peer did not "
-                                                                         "arrive?)", limit)
-                                                           : std::string(ncclGetErrorString(state))));
+                                   state == ncclInProgress
+                                       ? fmt::format("not done within {:.0f} s, aborted ({})", limit, why)
+                                       : std::string(ncclGetErrorString(state))));
   }
   cudaStream_t stream;
   CIUIC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -363,7 +377,7 @@ std::string NcclRuntimeVersion() {
 std::string NcclBuildVersion() { return VersionText(NCCL_VERSION_CODE); }
 
 #else
-std::unique_ptr<Communicator> MakeNcclWorld(std::unique_ptr<Communicator>, int) {
+std::unique_ptr<Communicator> MakeNcclWorld(std::unique_ptr<Communicator>, int, const NcclStartupRollCall*) {
   throw RuntimeError("nccl backend: this build has no NCCL (configure with CUDA and NCCL present)");
 }
 std::string NcclRuntimeVersion() { return ""; }
