@@ -2,10 +2,14 @@
 // |e| with a 4-pass MSB radix select (8 bits per pass, state kept on the device: no host sync);
 // sampled top-k runs the same select over a strided sample. Selection then keeps the CPU rule (all
 // keys above the threshold, ties by lowest index, first k in index order) with per-chunk counts, one
-// scan and a block-scan write pass, so the wire matches the oracle slot for slot.
+// scan and a block-scan write pass, so the wire matches the oracle slot for slot. The two passes over
+// the whole gradient load each chunk coalesced (a warp-striped load transposed through shared memory
+// into 16 consecutive elements a thread) and keep it in registers; the residual goes back the same way.
 #include <cuda_runtime.h>
 
+#include <cub/block/block_load.cuh>
 #include <cub/block/block_scan.cuh>
+#include <cub/block/block_store.cuh>
 #include <cstring>
 
 #include "kernels/codec_kernels.h"
@@ -101,25 +105,52 @@ __global__ void PickDigit(SelectState* st, int shift) {
   for (int d = 0; d < 256; ++d) st->hist[d] = 0;
 }
 
+using ChunkLoad = cub::BlockLoad<float, kThreads, kItems, cub::BLOCK_LOAD_WARP_TRANSPOSE>;
+using ChunkStore = cub::BlockStore<float, kThreads, kItems, cub::BLOCK_STORE_WARP_TRANSPOSE>;
+
+// This block's chunk of in (+ residual) into e[], thread x holding elements x*kItems .. x*kItems+15
+// of it; returns how many of the chunk's elements exist. Ends with the shared memory free again.
+__device__ __forceinline__ int LoadChunk(const float* in, const float* residual, size_t n,
+                                         typename ChunkLoad::TempStorage& tmp, float (&e)[kItems]) {
+  const size_t first = static_cast<size_t>(blockIdx.x) * kChunk;
+  const int valid = static_cast<int>(n - first < kChunk ? n - first : kChunk);
+  ChunkLoad(tmp).Load(in + first, e, valid, 0.0f);
+  if (residual) {
+    float r[kItems];
+    __syncthreads();
+    ChunkLoad(tmp).Load(residual + first, r, valid, 0.0f);
+#pragma unroll
+    for (unsigned j = 0; j < kItems; ++j) e[j] = __fadd_rn(e[j], r[j]);
+  }
+  __syncthreads();
+  return valid;
+}
+
 __global__ void CountChunks(const float* in, const float* residual, size_t n, const SelectState* st,
                             uint32_t* chunk_gt, uint32_t* chunk_eq, uint32_t* nonfinite) {
   using Reduce = cub::BlockScan<uint32_t, kThreads>;
-  __shared__ typename Reduce::TempStorage tmp;
+  __shared__ union {
+    typename ChunkLoad::TempStorage load;
+    typename Reduce::TempStorage scan;
+  } tmp;
   const uint32_t t = st->prefix;
-  const size_t base = static_cast<size_t>(blockIdx.x) * kChunk + threadIdx.x * kItems;
+  float e[kItems];
+  const int valid = LoadChunk(in, residual, n, tmp.load, e);
   uint32_t gt = 0, eq = 0;
   bool bad = false;
-  for (unsigned k = 0; k < kItems && base + k < n; ++k) {
-    const uint32_t key = KeyAt(in, residual, base + k);
+#pragma unroll
+  for (unsigned k = 0; k < kItems; ++k) {
+    if (static_cast<int>(threadIdx.x * kItems + k) >= valid) break;
+    const uint32_t key = qm::Bits(e[k]) & kAbsMask;
     gt += key > t;
     eq += key == t;
     bad |= key >= 0x7f800000u;
   }
   if (bad && nonfinite) atomicOr(nonfinite, 1u);
   uint32_t gt_total, eq_total, unused;
-  Reduce(tmp).ExclusiveSum(gt, unused, gt_total);
+  Reduce(tmp.scan).ExclusiveSum(gt, unused, gt_total);
   __syncthreads();
-  Reduce(tmp).ExclusiveSum(eq, unused, eq_total);
+  Reduce(tmp.scan).ExclusiveSum(eq, unused, eq_total);
   if (threadIdx.x == 0) {
     chunk_gt[blockIdx.x] = gt_total;
     chunk_eq[blockIdx.x] = eq_total;
@@ -167,44 +198,57 @@ __global__ void SetTakeEqual(SelectState* st, uint64_t take_all) {
 __global__ void WriteSelected(const float* in, float* residual, size_t n, size_t k, const SelectState* st,
                               const uint64_t* eq_before, const uint64_t* slot_before, uint8_t* wire) {
   using Scan = cub::BlockScan<uint64_t, kThreads>;
-  __shared__ typename Scan::TempStorage tmp;
+  __shared__ union {
+    typename ChunkLoad::TempStorage load;
+    typename ChunkStore::TempStorage store;
+    typename Scan::TempStorage scan;
+  } tmp;
   const uint32_t t = st->prefix;
   const uint64_t take = st->take_equal;
+  float e[kItems];
+  const int valid = LoadChunk(in, residual, n, tmp.load, e);
+  const int mine = max(0, min(static_cast<int>(kItems), valid - static_cast<int>(threadIdx.x * kItems)));
   const size_t base = static_cast<size_t>(blockIdx.x) * kChunk + threadIdx.x * kItems;
   uint64_t eq = 0;
-  for (unsigned j = 0; j < kItems && base + j < n; ++j) eq += KeyAt(in, residual, base + j) == t;
+#pragma unroll
+  for (unsigned j = 0; j < kItems; ++j) eq += static_cast<int>(j) < mine && (qm::Bits(e[j]) & kAbsMask) == t;
   uint64_t eq_ex, unused;
-  Scan(tmp).ExclusiveSum(eq, eq_ex, unused);
+  Scan(tmp.scan).ExclusiveSum(eq, eq_ex, unused);
   __syncthreads();
   uint64_t eq_rank = eq_before[blockIdx.x] + eq_ex;
   uint64_t sel = 0;
   {
     uint64_t r = eq_rank;
-    for (unsigned j = 0; j < kItems && base + j < n; ++j) {
-      const uint32_t key = KeyAt(in, residual, base + j);
+#pragma unroll
+    for (unsigned j = 0; j < kItems; ++j) {
+      if (static_cast<int>(j) >= mine) break;
+      const uint32_t key = qm::Bits(e[j]) & kAbsMask;
       if (key > t) ++sel;
       else if (key == t && r++ < take) ++sel;
     }
   }
   uint64_t sel_ex;
-  Scan(tmp).ExclusiveSum(sel, sel_ex, unused);
+  Scan(tmp.scan).ExclusiveSum(sel, sel_ex, unused);
+  __syncthreads();
   uint64_t slot = slot_before[blockIdx.x] + sel_ex;
-  for (unsigned j = 0; j < kItems && base + j < n; ++j) {
+  float kept[kItems];
+#pragma unroll
+  for (unsigned j = 0; j < kItems; ++j) {
+    kept[j] = e[j];
+    if (static_cast<int>(j) >= mine) continue;
     const size_t i = base + j;
-    const float e = residual ? __fadd_rn(in[i], residual[i]) : in[i];
-    const uint32_t key = qm::Bits(e) & kAbsMask;
+    const uint32_t key = qm::Bits(e[j]) & kAbsMask;
     bool take_it = key > t;
     if (!take_it && key == t && eq_rank++ < take) take_it = true;
     if (take_it && slot < k) {
       const int32_t idx = static_cast<int32_t>(i);
-      memcpy(wire + slot * 4, &e, 4);
+      memcpy(wire + slot * 4, &e[j], 4);
       memcpy(wire + k * 4 + slot * 4, &idx, 4);
-      if (residual) residual[i] = 0.0f;
-    } else if (residual) {
-      residual[i] = e;
+      kept[j] = 0.0f;
     }
     if (take_it) ++slot;
   }
+  if (residual) ChunkStore(tmp.store).Store(residual + static_cast<size_t>(blockIdx.x) * kChunk, kept, valid);
 }
 
 __global__ void PadSlots(size_t k, const SelectState* st, uint8_t* wire) {
