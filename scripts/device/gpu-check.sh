@@ -94,12 +94,12 @@ step_c() {
   command -v $cs > /dev/null || { echo "skipped: compute-sanitizer not on PATH"; return 77; }
   # A short filter: the device-transport and codec kernels (every kernel launch is checked, ~10-100x slower).
   timeout -k 5 $((55 * scale)) $cs --tool memcheck --error-exitcode 9 --print-limit 20 "$bundle/bin/test_gpu" --gtest_color=no \
-    --gtest_filter='Codecs/CodecTwin.CudaEqualsCpuBitForBit/int8:Codecs/CodecTwin.CudaEqualsCpuBitForBit/sign1:Codecs/CodecTwin.CudaEqualsCpuBitForBit/topk_0_01_sampled:FusedTwin.*:LocalDevice.BenchRunnerOverTheRuntimeVerifies' \
+    --gtest_filter='Codecs/CodecTwin.CudaEqualsCpuBitForBit/fp16:Codecs/CodecTwin.CudaEqualsCpuBitForBit/int8:Codecs/CodecTwin.CudaEqualsCpuBitForBit/int4:Codecs/CodecTwin.CudaEqualsCpuBitForBit/fp8e4m3:Codecs/CodecTwin.CudaEqualsCpuBitForBit/sign1:Codecs/CodecTwin.CudaEqualsCpuBitForBit/topk_0_01*:FusedTwin.*:LocalDevice.BenchRunnerOverTheRuntimeVerifies' \
     || rc=$?
   echo "memcheck exit $rc (124: its 55 s box ran out)"
   local rc2=0
   timeout -k 5 $((35 * scale)) $cs --tool racecheck --error-exitcode 9 --print-limit 20 "$bundle/bin/test_gpu" --gtest_color=no \
-    --gtest_filter='Codecs/CodecTwin.CudaEqualsCpuBitForBit/int8:Codecs/CodecTwin.CudaEqualsCpuBitForBit/topk_0_01_sampled:FusedTwin.*' \
+    --gtest_filter='Codecs/CodecTwin.CudaEqualsCpuBitForBit/int8:Codecs/CodecTwin.CudaEqualsCpuBitForBit/sign1:Codecs/CodecTwin.CudaEqualsCpuBitForBit/topk_0_01_sampled:FusedTwin.*' \
     || rc2=$?
   echo "racecheck exit $rc2 (124: its 35 s box ran out)"
   [[ $rc == 0 && $rc2 == 0 ]]

@@ -12,8 +12,8 @@ import os
 import subprocess
 import sys
 
-GOALS = {"encode": 85, "decode": 85, "decode-acc": 85, "decode-accumulate": 85, "decode-add-encode": 85, "ef-quantize": 85,
-         "ef-quantize sign1": 80, "flatten": 80, "unflatten": 80}
+GOALS = {"encode": 85, "decode": 85, "decode-acc": 85, "decode-accumulate": 85, "decode-add-encode": 85,
+         "ef-quantize": 85, "ef-quantize sign1": 80, "flatten": 80, "unflatten": 80}
 
 
 def run(bench, logs, args, name):
