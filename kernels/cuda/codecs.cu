@@ -2,10 +2,10 @@
 // kernels/cpu/codecs.cc: the same element math (quant_math.h), one warp per scale block so the RMS
 // sum follows the CPU's 32-lane order, and this file built with --fmad=false.
 // Two paths. Where every pointer is 16-byte aligned (cudaMalloc's are) the kernels are memory-bound
-// and vectorised: casts take 8 elements a thread (two 16-byte loads, one 16-byte store), decode 16
-// (the payload in 32-bit words, the floats in 16-byte accesses), and encode of a 128- or 256-element
-// block holds it in registers (one read: 4 or 8 elements a lane), sign1 packing its bits with a warp
-// ballot. Elsewhere (a piece of a bucket at an odd offset, other block sizes, a short last block) the
+// and vectorised: cast encode takes 8 elements a thread (two 16-byte loads, one 16-byte store), decode
+// a tile per warp whose every store instruction writes 512 contiguous bytes (4 floats a lane), and
+// encode of a 128- or 256-element block holds it in registers (one read: 4 or 8 elements a lane),
+// sign1 packing its bits with a warp ballot. Elsewhere (a piece of a bucket at an odd offset, other block sizes, a short last block) the
 // element-wise kernels run. Both do the same element math, so the bits are the same.
 #include <cuda_runtime.h>
 
@@ -135,26 +135,33 @@ __global__ void CastEncodeVec(const float* in, float* residual, size_t n8, float
   }
 }
 
+// Decode, one warp per tile of 256 elements: in each of two steps lane l takes 4 elements at
+// tile + 128 * step + 4 * l, so every store instruction of the warp writes 512 contiguous bytes.
 template <CodecKind K>
-__global__ void CastDecodeVec(const uint8_t* wire, size_t n8, float inv_prescale, float* out, bool accumulate) {
-  for (size_t g = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < n8;
-       g += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const uint4 w = reinterpret_cast<const uint4*>(wire)[g];
-    const uint32_t words[4] = {w.x, w.y, w.z, w.w};
-    float d[8], o[8];
-    if (accumulate) {
-      Unpack4(reinterpret_cast<const float4*>(out)[2 * g], o);
-      Unpack4(reinterpret_cast<const float4*>(out)[2 * g + 1], o + 4);
+__global__ void CastDecodeVec(const uint8_t* wire, size_t n, float inv_prescale, float* out, bool accumulate) {
+  const size_t tiles = n / 256;
+  const unsigned lane = threadIdx.x % 32;
+  const size_t warps = static_cast<size_t>(gridDim.x) * (blockDim.x / 32);
+  for (size_t tile = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; tile < tiles; tile += warps) {
+    uint2 w[2];
+    float o[8];
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const size_t first = tile * 256 + q * 128 + 4 * lane;
+      w[q] = reinterpret_cast<const uint2*>(wire)[first / 4];
+      if (accumulate) Unpack4(reinterpret_cast<const float4*>(out)[first / 4], o + 4 * q);
     }
 #pragma unroll
-    for (int t = 0; t < 8; ++t) {
-      const uint16_t h = static_cast<uint16_t>(words[t / 2] >> (16 * (t & 1)));
-      float v = CastBack(K, h);
-      if (inv_prescale != 1.0f) v = __fmul_rn(v, inv_prescale);
-      d[t] = accumulate ? __fadd_rn(o[t], v) : v;
+    for (int q = 0; q < 2; ++q) {
+      const uint32_t words[2] = {w[q].x, w[q].y};
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        float v = CastBack(K, static_cast<uint16_t>(words[t / 2] >> (16 * (t & 1))));
+        if (inv_prescale != 1.0f) v = __fmul_rn(v, inv_prescale);
+        o[4 * q + t] = accumulate ? __fadd_rn(o[4 * q + t], v) : v;
+      }
+      reinterpret_cast<float4*>(out)[(tile * 256 + q * 128 + 4 * lane) / 4] = Pack4(o + 4 * q);
     }
-    reinterpret_cast<float4*>(out)[2 * g] = Pack4(d);
-    reinterpret_cast<float4*>(out)[2 * g + 1] = Pack4(d + 4);
   }
 }
 
@@ -208,38 +215,43 @@ __device__ __forceinline__ float DecodeFromWords(const uint32_t* words, int t, f
 template <CodecKind K>
 constexpr int kBitsPer = K == CodecKind::kInt4 ? 4 : K == CodecKind::kSign1 ? 1 : 8;
 
-// Decode, 16 elements a thread (one scale block holds them: blocks are multiples of 32). Needs out
-// 16-byte and wire 4-byte aligned; the tail runs element-wise.
+// Decode, one warp per tile of 512 elements: in each of four steps lane l takes the 4 elements at
+// tile + 128 * step + 4 * l (one scale block holds them: blocks are multiples of 32), so every store
+// instruction of the warp writes 512 contiguous bytes and every payload load reads a contiguous run.
+// Needs out 16-byte and wire 4-byte aligned; the tail runs element-wise.
 template <CodecKind K>
 __global__ void QuantDecodeVec(uint32_t block, const uint8_t* wire, size_t n, float* out, bool accumulate) {
   const size_t nb = (n + block - 1) / block;
   const uint8_t* payload = wire + nb * 4;
-  const size_t n16 = n / 16;
-  for (size_t g = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < n16;
-       g += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const size_t first = 16 * g;
-    const float scale = LoadScale(wire, first / block);
-    uint32_t words[4] = {0, 0, 0, 0};
-    if constexpr (K == CodecKind::kSign1) {
-      words[0] = reinterpret_cast<const uint16_t*>(payload)[g];
-    } else {
-      constexpr int kWords = 16 * kBitsPer<K> / 32;
-      const uint32_t* src = reinterpret_cast<const uint32_t*>(payload + first * kBitsPer<K> / 8);
+  const float* scales = reinterpret_cast<const float*>(wire);
+  const size_t tiles = n / 512;
+  const unsigned lane = threadIdx.x % 32;
+  const size_t warps = static_cast<size_t>(gridDim.x) * (blockDim.x / 32);
+  for (size_t tile = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; tile < tiles; tile += warps) {
+    uint32_t bits[4];
+    float scale[4], o[16];
 #pragma unroll
-      for (int w = 0; w < kWords; ++w) words[w] = src[w];
-    }
-    float o[16];
-    if (accumulate) {
-#pragma unroll
-      for (int q = 0; q < 4; ++q) Unpack4(reinterpret_cast<const float4*>(out + first)[q], o + 4 * q);
-    }
-#pragma unroll
-    for (int t = 0; t < 16; ++t) {
-      const float v = DecodeFromWords<K>(words, t, scale);
-      o[t] = accumulate ? __fadd_rn(o[t], v) : v;
+    for (int q = 0; q < 4; ++q) {
+      const size_t first = tile * 512 + q * 128 + 4 * lane;
+      scale[q] = scales[first / block];
+      if constexpr (K == CodecKind::kSign1) {
+        bits[q] = reinterpret_cast<const uint32_t*>(payload)[first / 32] >> (first % 32);
+      } else if constexpr (K == CodecKind::kInt4) {
+        bits[q] = reinterpret_cast<const uint16_t*>(payload)[first / 4];
+      } else {
+        bits[q] = reinterpret_cast<const uint32_t*>(payload)[first / 4];
+      }
+      if (accumulate) Unpack4(reinterpret_cast<const float4*>(out)[first / 4], o + 4 * q);
     }
 #pragma unroll
-    for (int q = 0; q < 4; ++q) reinterpret_cast<float4*>(out + first)[q] = Pack4(o + 4 * q);
+    for (int q = 0; q < 4; ++q) {
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const float v = DecodeFromWords<K>(&bits[q], t, scale[q]);
+        o[4 * q + t] = accumulate ? __fadd_rn(o[4 * q + t], v) : v;
+      }
+      reinterpret_cast<float4*>(out)[(tile * 512 + q * 128 + 4 * lane) / 4] = Pack4(o + 4 * q);
+    }
   }
 }
 
@@ -598,10 +610,10 @@ void LaunchCastEncode(const QuantArgs& a, const float* in, float* residual, size
 
 template <CodecKind K>
 void LaunchCastDecode(const QuantArgs& a, const uint8_t* wire, size_t n, float* out, bool accumulate, cudaStream_t s) {
-  const size_t n8 = Aligned(wire, 16) && Aligned(out, 16) ? n / 8 : 0;
-  if (n8 > 0)
-    CastDecodeVec<K><<<GridFor(n8, kThreads), kThreads, 0, s>>>(wire, n8, 1.0f / a.prescale, out, accumulate);
-  const size_t done = 8 * n8;
+  const size_t tiles = Aligned(wire, 16) && Aligned(out, 16) ? n / 256 : 0;
+  if (tiles > 0)
+    CastDecodeVec<K><<<GridFor(tiles * 32, kThreads), kThreads, 0, s>>>(wire, n, 1.0f / a.prescale, out, accumulate);
+  const size_t done = 256 * tiles;
   if (done < n)
     CastDecodeKernel<K><<<GridFor(n - done, kThreads), kThreads, 0, s>>>(wire + 2 * done, n - done, 1.0f / a.prescale,
                                                                           out + done, accumulate);
@@ -622,15 +634,16 @@ void LaunchCastDecodeAddEncode(const QuantArgs& a, const uint8_t* wire_in, const
   CIUIC_CUDA_CHECK(cudaGetLastError());
 }
 
-// Block-scaled decode: 16 elements a thread where out is 16-byte and wire 4-byte aligned, then the
+// Block-scaled decode: tiles of 512 elements where out is 16-byte and wire 4-byte aligned, then the
 // element-wise kernel from where that stopped.
 template <CodecKind K>
 void LaunchQuantDecode(const QuantArgs& a, const uint8_t* wire, size_t n, float* out, bool accumulate,
                        cudaStream_t s) {
   CheckBlock(a);
-  const size_t n16 = Aligned(out, 16) && Aligned(wire, 4) ? n / 16 : 0;
-  if (n16 > 0) QuantDecodeVec<K><<<GridFor(n16, kThreads), kThreads, 0, s>>>(a.block, wire, n, out, accumulate);
-  const size_t done = 16 * n16;
+  const size_t tiles = Aligned(out, 16) && Aligned(wire, 4) ? n / 512 : 0;
+  if (tiles > 0)
+    QuantDecodeVec<K><<<GridFor(tiles * 32, kThreads), kThreads, 0, s>>>(a.block, wire, n, out, accumulate);
+  const size_t done = 512 * tiles;
   if (done < n)
     QuantDecodeKernel<K><<<GridFor(n - done, kThreads), kThreads, 0, s>>>(a.block, wire, n, out, accumulate, done);
   CIUIC_CUDA_CHECK(cudaGetLastError());

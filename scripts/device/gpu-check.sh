@@ -5,7 +5,7 @@
 # STEPS: letters of the steps to run, in this order (default all): a machine and versions, b gpu tests,
 # c compute-sanitizer, d NCCL loading the ciuic tuner plugin, e the DDP hook and the digits job on CUDA,
 # f a CUPTI trace, g NCCL start-up with a rank missing, h kernels at the roofline and nccl-tests beside
-# ciuic-bench. Every step is time-boxed (STEP_SCALE=2 doubles the boxes) and logged to LOGDIR/<id>.log;
+# ciuic-bench, i Nsight Compute over the memory-bound kernels (not in the default set: name it). Every step is time-boxed (STEP_SCALE=2 doubles the boxes) and logged to LOGDIR/<id>.log;
 # the summary table (step, result, seconds) is printed last and kept in LOGDIR/summary.txt.
 # Steps are ordered by value so a run cut off early still brings back a-e.
 set -uo pipefail
@@ -166,7 +166,23 @@ step_h() {
   return $rc
 }
 
-export -f step_a step_b step_c step_d step_e step_f step_g step_h
+step_i() {
+  command -v ncu > /dev/null || { echo "skipped: ncu not on PATH"; return 77; }
+  local sections="--section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats"
+  local rc=0
+  for c in int8 sign1 fp16; do
+    ncu --clock-control none $sections -k regex:'DecodeVec|QuantEncodeKernel|CastEncodeVec' -c 4 \
+      "$bench" compress --device cuda --codec $c --sizes 64M --iters 3 > "$logs/ncu-decode-$c.txt" 2>&1 || rc=$?
+  done
+  ncu --clock-control none $sections -k regex:'CountChunks|WriteSelected|HistogramPass' -c 6 \
+    "$bench" compress --device cuda --codec topk:0.01 --sizes 64M --iters 3 > "$logs/ncu-topk.txt" 2>&1 || rc=$?
+  ncu --clock-control none $sections -k regex:'MultiTensorCopy' -c 2 \
+    "$bench" kernel flatten --device cuda --sizes 64M --iters 3 > "$logs/ncu-flatten.txt" 2>&1 || rc=$?
+  grep -hE "^  [A-Za-z].*\(|DRAM Throughput|Memory Throughput|Achieved Occupancy|Duration|Registers Per" "$logs"/ncu-*.txt | head -80
+  return $rc
+}
+
+export -f step_a step_b step_c step_d step_e step_f step_g step_h step_i
 export bundle py nccl_dir cupti_dir scale
 step a 30 "machine, driver, NCCL/CUPTI versions" -- bash -c step_a
 step b 150 "gpu tests (test_gpu)" -- bash -c step_b
@@ -176,5 +192,6 @@ step e 150 "DDP hook on CUDA (2 processes, 1 GPU) + digits on CUDA" -- bash -c s
 step f 40 "CUPTI trace of --backend ciuic --device cuda" -- bash -c step_f
 step g 45 "NCCL start-up with rank 1 missing: abort, culprit" -- bash -c step_g
 step h 200 "roofline kernels, top-k vs torch, nccl-tests side by side" -- bash -c step_h
+step i 150 "Nsight Compute over the codec, top-k and flatten kernels" -- bash -c step_i
 echo
 cat "$summary"
