@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "kernels/codec_kernels.h"
+#include "kernels/quant_math.h"
 
 namespace ciuic {
 
@@ -39,6 +40,7 @@ MatrixView PowerSgdView(size_t n) {
 
 // The CUDA radix select's state (< 4 KiB) and 24 B per 4096-element chunk (kernels/cuda/sparse.cu);
 // the CPU path needs none of it.
-size_t TopKWorkspaceBytes(size_t n) { return 4096 + (n + 4095) / 4096 * 24; }
+// The select state, 24 bytes per 4096-element chunk, and the sampled selection's keys.
+size_t TopKWorkspaceBytes(size_t n) { return 4096 + (n + 4095) / 4096 * 24 + qm::TopKSampleCount(n) * 4 + 256; }
 
 }  // namespace ciuic

@@ -7,6 +7,7 @@
 // encode of a 128- or 256-element block holds it in registers (one read: 4 or 8 elements a lane),
 // sign1 packing its bits with a warp ballot. Elsewhere (a piece of a bucket at an odd offset, other block sizes, a short last block) the
 // element-wise kernels run. Both do the same element math, so the bits are the same.
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cfloat>
@@ -90,8 +91,12 @@ __device__ __forceinline__ void Unpack4(const float4& v, float* e) {
 }
 __device__ __forceinline__ float4 Pack4(const float* e) { return make_float4(e[0], e[1], e[2], e[3]); }
 
+// fp16 through the hardware conversion (IEEE round to nearest even, overflow to inf: FloatToHalf's
+// rule, which the integer emulation spent most of the encode's time on); NaN keeps FloatToHalf's code.
 __device__ __forceinline__ uint16_t CastOf(CodecKind k, float x) {
-  return k == CodecKind::kFp16 ? FloatToHalf(x) : FloatToBf16(x);
+  if (k != CodecKind::kFp16) return FloatToBf16(x);
+  if ((Bits(x) & kAbsMask) > kInfBits) return FloatToHalf(x);
+  return __half_as_ushort(__float2half_rn(x));
 }
 __device__ __forceinline__ float CastBack(CodecKind k, uint16_t h) {
   return k == CodecKind::kFp16 ? HalfToFloat(h) : Bf16ToFloat(h);

@@ -38,6 +38,7 @@ struct Workspace {
   uint32_t* chunk_eq;
   uint64_t* eq_before;
   uint64_t* slot_before;
+  uint32_t* sample_keys;  // the sampled selection's keys (TopKSampleCount(n) of them)
 };
 
 Workspace Carve(void* ws, size_t n) {
@@ -53,6 +54,8 @@ Workspace Carve(void* ws, size_t n) {
   w.chunk_gt = reinterpret_cast<uint32_t*>(base + off);
   off += chunks * 4;
   w.chunk_eq = reinterpret_cast<uint32_t*>(base + off);
+  off += chunks * 4;
+  w.sample_keys = reinterpret_cast<uint32_t*>(base + off);
   return w;
 }
 
@@ -71,17 +74,24 @@ __global__ void InitState(SelectState* st, uint64_t rank) {
 }
 
 // Histogram of digit `shift` over keys that match the prefix found so far. With `sample_n` > 0 the
-// keys are the strided sample of `count` elements out of sample_n.
+// keys are the strided sample of `count` elements out of sample_n: the first pass gathers them into
+// `keys` (one scattered read of each), the later passes read them there contiguously.
 __global__ void HistogramPass(const float* in, const float* residual, size_t count, uint64_t sample_n,
-                              SelectState* st, int shift) {
+                              SelectState* st, int shift, uint32_t* keys, bool keys_ready) {
   __shared__ uint32_t hist[256];
   for (int d = threadIdx.x; d < 256; d += blockDim.x) hist[d] = 0;
   __syncthreads();
   const uint32_t prefix = st->prefix, mask = st->mask;
   for (size_t j = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < count;
        j += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const size_t i = sample_n ? qm::TopKSampleIndex(j, sample_n, count) : j;
-    const uint32_t key = KeyAt(in, residual, i);
+    uint32_t key;
+    if (keys_ready) {
+      key = keys[j];
+    } else {
+      const size_t i = sample_n ? qm::TopKSampleIndex(j, sample_n, count) : j;
+      key = KeyAt(in, residual, i);
+      if (keys) keys[j] = key;
+    }
     if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 0xffu], 1u);
   }
   __syncthreads();
@@ -195,8 +205,9 @@ __global__ void SetTakeEqual(SelectState* st, uint64_t take_all) {
   st->take_equal = take_all ? take_all : st->remaining;
 }
 
+// aligned: wire is 4-byte aligned, so a slot is one 4-byte store each (else bytes).
 __global__ void WriteSelected(const float* in, float* residual, size_t n, size_t k, const SelectState* st,
-                              const uint64_t* eq_before, const uint64_t* slot_before, uint8_t* wire) {
+                              const uint64_t* eq_before, const uint64_t* slot_before, uint8_t* wire, bool aligned) {
   using Scan = cub::BlockScan<uint64_t, kThreads>;
   __shared__ union {
     typename ChunkLoad::TempStorage load;
@@ -242,8 +253,13 @@ __global__ void WriteSelected(const float* in, float* residual, size_t n, size_t
     if (!take_it && key == t && eq_rank++ < take) take_it = true;
     if (take_it && slot < k) {
       const int32_t idx = static_cast<int32_t>(i);
-      memcpy(wire + slot * 4, &e[j], 4);
-      memcpy(wire + k * 4 + slot * 4, &idx, 4);
+      if (aligned) {
+        reinterpret_cast<float*>(wire)[slot] = e[j];
+        reinterpret_cast<int32_t*>(wire + k * 4)[slot] = idx;
+      } else {
+        memcpy(wire + slot * 4, &e[j], 4);
+        memcpy(wire + k * 4 + slot * 4, &idx, 4);
+      }
       kept[j] = 0.0f;
     }
     if (take_it) ++slot;
@@ -316,16 +332,18 @@ void TopKEncode(const float* in, float* residual, size_t n, size_t k, bool sampl
   const size_t select_over = sampled ? sample : n;
   InitState<<<1, 256, 0, s>>>(w.state, rank);
   for (int shift = 24; shift >= 0; shift -= 8) {
-    HistogramPass<<<GridFor(select_over, kThreads), kThreads, 0, s>>>(in, residual, select_over, sampled ? n : 0,
-                                                                       w.state, shift);
+    HistogramPass<<<GridFor(select_over, kThreads), kThreads, 0, s>>>(
+        in, residual, select_over, sampled ? n : 0, w.state, shift, sampled ? w.sample_keys : nullptr,
+        sampled && shift < 24);
     PickDigit<<<1, 1, 0, s>>>(w.state, shift);
   }
   SetTakeEqual<<<1, 1, 0, s>>>(w.state, sampled ? n : 0);
   CountChunks<<<static_cast<unsigned>(chunks), kThreads, 0, s>>>(in, residual, n, w.state, w.chunk_gt, w.chunk_eq,
                                                                  nonfinite);
   ScanChunks<<<1, kThreads, 0, s>>>(chunks, w.state, w.chunk_gt, w.chunk_eq, w.eq_before, w.slot_before);
+  const bool aligned = (reinterpret_cast<uintptr_t>(wire) & 3u) == 0;
   WriteSelected<<<static_cast<unsigned>(chunks), kThreads, 0, s>>>(in, residual, n, k, w.state, w.eq_before,
-                                                                   w.slot_before, wire);
+                                                                   w.slot_before, wire, aligned);
   PadSlots<<<GridFor(k, kThreads), kThreads, 0, s>>>(k, w.state, wire);
   CIUIC_CUDA_CHECK(cudaGetLastError());
 }
