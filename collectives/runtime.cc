@@ -497,19 +497,15 @@ void Runtime::Save(const std::string& path) const {
     std::ofstream out(tmp, std::ios::binary);
     if (!out) throw InputError(fmt::format("cannot write state file '{}'", ShownPath(tmp)));
     Write(out);
-    out.flush();
+    out.close();
     if (!out) throw RuntimeError(fmt::format("cannot write state file '{}'", ShownPath(tmp)));
   } catch (...) {
     std::error_code ignored;
     std::filesystem::remove(tmp, ignored);
     throw;
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw RuntimeError(fmt::format("cannot write state file '{}': {}", ShownPath(path), ec.message()));
-  }
+  // fsync'd, renamed over the old file, the folder fsync'd: a crash keeps the old state or the new one.
+  CommitFileDurably(tmp, path, fmt::format("state file '{}'", ShownPath(path)));
 }
 
 Runtime::StateMap Runtime::Parse(std::istream& in, uint64_t size, const std::string& name) const {

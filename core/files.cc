@@ -115,6 +115,25 @@ void ReplaceAtomically(const std::string& target, const std::string& text, const
 
 }  // namespace
 
+void CommitFileDurably(const std::string& tmp, const std::string& target, std::string_view what) {
+  const auto fail = [&](const std::string& why) {
+    ::unlink(tmp.c_str());
+    return RuntimeError(fmt::format("cannot write {}: {}", what, why));
+  };
+  const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw fail(fmt::format("'{}': {}", tmp, Errno()));
+  const bool synced = ::fsync(fd) == 0;
+  const std::string sync_error = synced ? "" : Errno();
+  ::close(fd);
+  if (!synced) throw fail(fmt::format("fsync: {}", sync_error));
+  if (::rename(tmp.c_str(), target.c_str()) != 0) throw fail(Errno());
+  const int dir = ::open(FolderOf(target).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    (void)::fsync(dir);
+    ::close(dir);
+  }
+}
+
 void WriteFileAtomically(const std::string& path, const std::string& text) {
   if (const int fd = DescriptorAlias(path); fd >= 0) {
     if (fd == 1) std::cout.flush();

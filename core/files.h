@@ -15,6 +15,11 @@ namespace ciuic {
 // descriptor. Throws RuntimeError naming the path on failure.
 void WriteFileAtomically(const std::string& path, const std::string& text);
 
+// Puts a file the caller wrote beside `target` (and closed) in its place durably: fsyncs `tmp`, renames
+// it over `target`, fsyncs the folder, so a crash leaves the old file or the new one, never a renamed
+// file whose data is still only in the page cache. Throws RuntimeError naming `what` (tmp removed).
+void CommitFileDurably(const std::string& tmp, const std::string& target, std::string_view what);
+
 // Throws InputError ("{what} '{path}': ...") unless `path` can be written by WriteFileAtomically (or,
 // with regular_file_only, by SQLite): not a directory, its folder exists and accepts new files, an
 // existing file is writable. Creates nothing that outlives the call; never opens a FIFO.

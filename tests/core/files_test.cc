@@ -54,6 +54,31 @@ class FilesTest : public testing::Test {
   std::filesystem::path dir_;
 };
 
+// A file written aside is put in place (the old one replaced, no temporary left); when it cannot be
+// (the target is a non-empty folder), the error names what was written, the temporary is gone and the
+// target is untouched.
+TEST_F(FilesTest, CommitFileDurablyReplacesOrLeavesTheOldAndNoTemporary) {
+  const auto target = Path("state.bin"), tmp = Path("state.bin.tmp");
+  std::ofstream(target) << "old";
+  std::ofstream(tmp) << "new";
+  CommitFileDurably(tmp, target, "state file 'state.bin'");
+  EXPECT_EQ(Slurp(target), "new");
+  EXPECT_EQ(Entries(), std::vector<std::string>{"state.bin"});
+  const auto folder = Path("busy");
+  std::filesystem::create_directories(folder + "/inside");
+  std::ofstream(tmp) << "newer";
+  try {
+    CommitFileDurably(tmp, folder, "state file 'busy'");
+    ADD_FAILURE() << "renaming over a non-empty folder succeeded";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot write state file 'busy': "), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(tmp));
+  EXPECT_TRUE(std::filesystem::exists(folder + "/inside"));
+  EXPECT_THROW(CommitFileDurably(Path("missing.tmp"), target, "x"), RuntimeError);
+  EXPECT_EQ(Slurp(target), "new");
+}
+
 TEST_F(FilesTest, RegularFileIsReplacedWholeAndKeepsItsMode) {
   const auto p = Path("out.json");
   const std::string first = RandomText(5000), second = RandomText(300);
