@@ -142,8 +142,10 @@ cxxopts::Options MakeOptions() {
       ("streams", "ciuic: pieces in flight per direction (K)", cxxopts::value<int>()->default_value("4"))
       ("piece", "ciuic: pipelining piece bytes", cxxopts::value<std::string>()->default_value("1M"))
       ("profile", "ciuic: a tuned profile (ciuic.profile/1); each size uses its band's rule", cxxopts::value<std::string>())
-      ("crossover", "ciuic --algo auto: the table auto chooses from per size: builtin | measure (a short calibration on this world first) | FILE (written by --crossover-out)", cxxopts::value<std::string>()->default_value("builtin"))
+      ("crossover", "ciuic --algo auto: the table auto chooses from per size: db (the calibration database's for this machine, transport and world: ciuic-tune calibrate --ranks N; the built-in one when none is stored) | builtin | measure (a short calibration on this world first) | FILE (written by --crossover-out)", cxxopts::value<std::string>()->default_value("db"))
       ("crossover-out", "ciuic --crossover measure: write the measured table to FILE (JSON)", cxxopts::value<std::string>())
+      ("crossover-rounds", "ciuic --crossover measure, --crossover-table: alternating rounds, the median per point", cxxopts::value<int>()->default_value("3"))
+      ("crossover-slot-ms", "ciuic --crossover measure, --crossover-table: timed milliseconds per candidate, size and round", cxxopts::value<double>()->default_value("4"))
       ("crossover-table", "ciuic --algo auto: instead of the sweep, print per size the library, each runtime algorithm, auto's choice and auto/best")
       ("profile-override", "ciuic: apply --profile to a run whose ranks or device differ from the topology it was tuned for")
       ("ranks-per-node", "ciuic hier: R (depth 2) or R,G (depth 3: G nodes per group); 0: nodes by host name", cxxopts::value<std::string>()->default_value("0"))
@@ -532,7 +534,8 @@ void RequireCiuicForRuntimeOptions(const cxxopts::ParseResult& r) {
   const std::string algo = Get<std::string>(r, "algo");
   const std::string codec = Get<std::string>(r, "codec");
   for (const char* knob : {"block", "rounding", "prescale", "bucket", "streams", "piece", "profile", "profile-override",
-                           "ranks-per-node", "crossover", "crossover-out", "crossover-table"}) {
+                           "ranks-per-node", "crossover", "crossover-out", "crossover-table",
+                           "crossover-rounds", "crossover-slot-ms"}) {
     if (r.count(knob)) throw UsageError(fmt::format("--{}: applies to --backend ciuic (the bundled runtime) only", knob));
   }
   if (algo != "auto" && algo != "native" && !GlooBackend(r)) {
@@ -673,16 +676,22 @@ void ParseRuntime(const cxxopts::ParseResult& r, Cli& cli) {
   b.lossy = b.lossy || a.codec.kind != CodecKind::kNone || a.precision != DType::kFloat32;
   CrossoverCli& x = cli.crossover;
   x.source = Get<std::string>(r, "crossover");
+  x.source_given = r.count("crossover") > 0;
+  if (r.count("db")) x.db_path = Get<std::string>(r, "db");
   if (r.count("crossover-out")) x.out_path = Get<std::string>(r, "crossover-out");
   x.table = r.count("crossover-table") > 0;
+  x.rounds = Get<int>(r, "crossover-rounds");
+  x.slot_s = Get<double>(r, "crossover-slot-ms") / 1e3;
   const bool per_size = a.algo == AllReduceAlgo::kAuto && a.codec.kind == CodecKind::kNone &&
                         a.precision == DType::kFloat32 && !cli.runtime.profile;
-  for (const char* knob : {"crossover", "crossover-out", "crossover-table"}) {
+  for (const char* knob : {"crossover", "crossover-out", "crossover-table", "crossover-rounds", "crossover-slot-ms"}) {
     if (r.count(knob) && !per_size)
       throw UsageError(fmt::format("--{}: applies to --algo auto, uncompressed fp32, without --profile (auto then "
                                    "chooses the algorithm per size)", knob));
   }
-  if (x.source.empty()) throw BadOption("crossover", x.source, "builtin, measure or a crossover file");
+  if (x.source.empty()) throw BadOption("crossover", x.source, "db, builtin, measure or a crossover file");
+  if ((r.count("crossover-rounds") || r.count("crossover-slot-ms")) && x.source != "measure" && !x.table)
+    throw UsageError("--crossover-rounds/--crossover-slot-ms: apply to --crossover measure and --crossover-table");
   CheckCrossoverOptions(x);
 }
 
@@ -1207,7 +1216,7 @@ std::unique_ptr<Communicator> WrapRuntime(std::unique_ptr<Communicator> transpor
     rc.algo.crossover = ResolveCrossover(*transport, cli.crossover);
     if (watchdog) watchdog->Disarm();
     if (cli.crossover.table) {
-      RunCrossoverTable(*transport, rc.algo.crossover, cli.bench.sizes, std::cout);
+      RunCrossoverTable(*transport, rc.algo.crossover, cli.bench.sizes, cli.crossover, std::cout);
       *table_done = true;
       return transport;
     }
@@ -1481,7 +1490,18 @@ int Run(int argc, char** argv) {
   }
   watchdog.Disarm();
   bool table_done = false;
-  if (cli.backend == "ciuic") comm = WrapRuntime(std::move(comm), cli, &watchdog, &table_done);
+  if (cli.backend == "ciuic") {
+    try {
+      comm = WrapRuntime(std::move(comm), cli, &watchdog, &table_done);
+    } catch (const ReportedByLead& e) {
+      // Every rank agreed to end: each lets go of its heartbeat file before MPI_Finalize, which waits
+      // for all, so no rank exits while another still holds one (the launcher would count that one as
+      // not ending cleanly, and a refusal as a runtime failure).
+      watchdog.SetHeartbeats(nullptr);
+      watchdog.Arm("shut-down (MPI_Finalize) after a refusal every rank agreed on");
+      return static_cast<int>(e.code());
+    }
+  }
   const int code = table_done ? 0 : RunOnComm(*comm, cli, local, &watchdog);
   // MPI_Finalize waits for every rank: one that is gone or stopped must not hang the others here.
   watchdog.Arm(fmt::format("shut-down (MPI_Finalize) on rank {}", comm->Rank()));
@@ -1546,6 +1566,8 @@ int BenchMain(int argc, char** argv) {
       return PlotMain("ciuic-bench", argc - 1, argv + 1);
     }
     return Run(argc, argv);
+  } catch (const ReportedByLead& e) {
+    return static_cast<int>(e.code());
   } catch (const Error& e) {
     LogInfo("{}", OneLine(e));
     return static_cast<int>(e.code());

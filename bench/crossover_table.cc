@@ -12,10 +12,99 @@
 
 namespace ciuic {
 
+namespace {
+
+// The database --crossover db reads: --db, else the data folder's (empty when there is no data folder).
+std::string CrossoverDatabase(const CrossoverCli& c) {
+  if (!c.db_path.empty()) return c.db_path;
+  try {
+    return (std::filesystem::path(DataHome(false)) / "ciuic.db").string();
+  } catch (const InputError&) {
+    if (c.source_given) throw;
+    return "";
+  }
+}
+
+// The calibrated table for this world, or the built-in one when db is the default and nothing is
+// stored (collective: the ranks agree on what they read, so ranks given different databases, or a
+// rank that cannot read its own, fail together).
+std::shared_ptr<Crossover> CalibratedCrossover(Communicator& transport, const CrossoverCli& c) {
+  std::string error, created, path;
+  Crossover table;
+  try {
+    path = CrossoverDatabase(c);
+    if (!path.empty() && transport.Device() == DeviceKind::kCpu) {
+      const auto points =
+          LoadCrossoverPoints(path, "cpu:" + CpuModelName(), transport.BackendName(), transport.Size(), &created);
+      table = CrossoverFromStoredPoints(points, CrossoverCandidates(transport));
+    }
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  const uint64_t digest = table.bands.empty() ? 0 : table.Digest();
+  double mine[4] = {error.empty() ? 0.0 : 1.0, table.bands.empty() ? 0.0 : 1.0,
+                    static_cast<double>(digest & 0xffffffffu), static_cast<double>(digest >> 32)};
+  double high[4], low[4];
+  std::copy(mine, mine + 4, high);
+  std::copy(mine, mine + 4, low);
+  transport.HostAllReduce(high, 4, ReduceOp::kMax);
+  transport.HostAllReduce(low, 4, ReduceOp::kMin);
+  // Every rank fails on what they agreed: the one that saw it (else rank 0) says why, then all end
+  // together (a rank ending first would have the launcher stop the one that reports).
+  const bool lead = transport.Rank() == 0;
+  const std::string world = fmt::format("{} ranks over {}", transport.Size(), transport.BackendName());
+  std::string why;
+  if (!error.empty()) {
+    why = error;
+  } else if (high[0] > 0) {
+    if (lead) why = "another rank could not read its calibration database";
+  } else if (!std::equal(high + 1, high + 4, low + 1)) {
+    if (lead)
+      why = "the ranks' calibration databases hold different crossovers for this world (give every rank the same "
+            "--db, or --crossover builtin)";
+  } else if (table.bands.empty() && c.source_given && lead) {
+    why = fmt::format("'{}' holds no crossover for {} on this machine ({}; `ciuic-tune calibrate --ranks {}` measures "
+                      "one)",
+                      PrintableLine(path, 4096), world,
+                      transport.Device() == DeviceKind::kCpu ? "cpu:" + CpuModelName() : "a GPU: CPU only",
+                      transport.Size());
+  }
+  const bool failed = high[0] > 0 || !std::equal(high + 1, high + 4, low + 1) || (table.bands.empty() && c.source_given);
+  if (failed) {
+    if (!why.empty()) LogInfo("--crossover db: {}", PrintableLine(why, 2000));
+    double done = 0;
+    transport.HostAllReduce(&done, 1, ReduceOp::kMax);
+    throw ReportedByLead(ExitCode::kUsage);
+  }
+  if (table.bands.empty()) {
+    auto builtin = std::make_shared<Crossover>(BuiltinCrossover(transport.BackendName()));
+    builtin->source += path.empty() ? ": no data folder" : ": nothing calibrated for " + world;
+    return builtin;
+  }
+  table.source = fmt::format("calibrated {} for {}, {}", created, world, PrintableLine(path, 4096));
+  return std::make_shared<Crossover>(table);
+}
+
+}  // namespace
+
 void CheckCrossoverOptions(const CrossoverCli& c) {
   if (!c.out_path.empty() && c.source != "measure")
     throw UsageError("--crossover-out: writes a measured table (give --crossover measure)");
-  if (c.source != "builtin" && c.source != "measure") ReadCrossoverFile(c.source);
+  if (c.rounds < 1 || c.rounds > 100) throw UsageError(fmt::format("--crossover-rounds {}: expected 1 to 100", c.rounds));
+  if (!(c.slot_s >= 0.0005 && c.slot_s <= 10))
+    throw UsageError(fmt::format("--crossover-slot-ms {}: expected 0.5 to 10000", c.slot_s * 1e3));
+  if (c.source == "db") {
+    // An asked-for database is opened once here: a file that is not one is refused before ranks start.
+    if (c.source_given) {
+      const std::string path = CrossoverDatabase(c);
+      if (!std::filesystem::exists(path))
+        throw InputError(fmt::format("--crossover db: no calibration database at '{}' (`ciuic-tune calibrate --ranks N "
+                                     "--db {}` writes one)", PrintableLine(path, 4096), PrintableLine(path, 4096)));
+      LoadCrossoverPoints(path, "", "", 0);
+    }
+  } else if (c.source != "builtin" && c.source != "measure") {
+    ReadCrossoverFile(c.source);
+  }
   if (!c.out_path.empty()) CheckWritableOutput(c.out_path, "crossover file");
 }
 
@@ -23,10 +112,15 @@ std::shared_ptr<const Crossover> ResolveCrossover(Communicator& transport, const
   std::shared_ptr<Crossover> table;
   if (c.source == "builtin") {
     table = std::make_shared<Crossover>(BuiltinCrossover(transport.BackendName()));
+  } else if (c.source == "db") {
+    table = CalibratedCrossover(transport, c);
   } else if (c.source == "measure") {
     const auto candidates = CrossoverCandidates(transport);
     const double t0 = NowSeconds();
-    const auto points = MeasureCrossover(transport, candidates);
+    CrossoverOptions o;
+    o.rounds = c.rounds;
+    o.target_s = c.slot_s;
+    const auto points = MeasureCrossover(transport, candidates, o);
     table = std::make_shared<Crossover>(CrossoverFromPoints(points));
     table->source = fmt::format("measured on {} ranks over {} in {:.1f} s", transport.Size(),
                                 transport.BackendName(), NowSeconds() - t0);
@@ -49,10 +143,13 @@ std::shared_ptr<const Crossover> ResolveCrossover(Communicator& transport, const
 }
 
 std::vector<CrossoverPoint> RunCrossoverTable(Communicator& transport, std::shared_ptr<const Crossover> table,
-                                              const std::vector<uint64_t>& sizes, std::ostream& out) {
+                                              const std::vector<uint64_t>& sizes, const CrossoverCli& c,
+                                              std::ostream& out) {
   const auto candidates = CrossoverCandidates(transport);
   CrossoverOptions o;
   o.sizes = sizes;
+  o.rounds = c.rounds;
+  o.target_s = c.slot_s;
   o.with_auto = table;
   const auto points = MeasureCrossover(transport, candidates, o);
   if (transport.Rank() != 0) return points;

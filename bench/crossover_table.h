@@ -13,21 +13,31 @@
 namespace ciuic {
 
 struct CrossoverCli {
-  std::string source = "builtin";  // builtin | measure | a file written by --crossover-out
+  // db | builtin | measure | a file written by --crossover-out. db: the newest crossover the
+  // calibration database holds for this machine, transport and world size (`ciuic-tune calibrate
+  // --ranks P` stores one); with none stored, the built-in table when db is the default, a refusal
+  // when it was asked for.
+  std::string source = "db";
+  bool source_given = false;       // --crossover given (db then must find a calibration)
+  std::string db_path;             // --db; empty: the data folder's ciuic.db
   std::string out_path;            // measure: where rank 0 writes the table (JSON)
   bool table = false;              // --crossover-table: print the table instead of the sweep
+  int rounds = 3;                  // measure and --crossover-table: alternating rounds, median per point
+  double slot_s = 0.004;           // ... timed seconds per candidate, size and round
 };
 
-// Checks the options (UsageError / InputError) and reads a file source once, before any rank starts.
+// Checks the options (UsageError / InputError) and reads a file or an asked-for database once, before
+// any rank starts.
 void CheckCrossoverOptions(const CrossoverCli& c);
 
 // Auto's table on `transport` (collective when measuring: every rank calls it); rank 0 logs its source
 // and bands, and writes --crossover-out.
 std::shared_ptr<const Crossover> ResolveCrossover(Communicator& transport, const CrossoverCli& c);
 
-// The crossover table over `sizes` with auto choosing from `table` (collective). Rank 0 prints it on
-// `out`. Returns the points.
+// The crossover table over `sizes` with auto choosing from `table` (collective; c's rounds and slot).
+// Rank 0 prints it on `out`. Returns the points.
 std::vector<CrossoverPoint> RunCrossoverTable(Communicator& transport, std::shared_ptr<const Crossover> table,
-                                              const std::vector<uint64_t>& sizes, std::ostream& out);
+                                              const std::vector<uint64_t>& sizes, const CrossoverCli& c,
+                                              std::ostream& out);
 
 }  // namespace ciuic

@@ -1,7 +1,10 @@
 #include "collectives/crossover.h"
 
 #include <algorithm>
+#include <chrono>
+#include <ctime>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -11,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/buffer.h"
+#include "core/database.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "core/sizes.h"
@@ -215,7 +219,8 @@ std::string CrossoverJson(const Crossover& table, const std::vector<CrossoverPoi
   return j.dump(1) + "\n";
 }
 
-Crossover ParseCrossover(const std::string& text, const std::string& name, int* ranks, std::string* transport) {
+Crossover ParseCrossover(const std::string& text, const std::string& name, int* ranks, std::string* transport,
+                         std::vector<CrossoverPoint>* points) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -259,17 +264,160 @@ Crossover ParseCrossover(const std::string& text, const std::string& name, int* 
   }
   if (ranks) *ranks = static_cast<int>(j["ranks"].get<int64_t>());
   if (transport) *transport = j["transport"].get<std::string>();
+  if (points) {
+    points->clear();
+    auto time = [&](const nlohmann::json& v, const std::string& where) {
+      if (!v.is_number() || !std::isfinite(v.get<double>()) || !(v.get<double>() > 0))
+        throw bad(fmt::format("{}: expected a positive time in us", where));
+      return v.get<double>();
+    };
+    if (!j.contains("points") || !j["points"].is_array() || j["points"].empty())
+      throw bad("points: expected the measured points (a list)");
+    uint64_t last = 0;
+    for (size_t i = 0; i < j["points"].size(); ++i) {
+      const auto& q = j["points"][i];
+      const std::string at = fmt::format("points[{}]", i);
+      if (!q.is_object() || !q.contains("bytes") || !q.contains("library_us") || !q.contains("us") || !q["us"].is_object())
+        throw bad(at + ": expected {\"bytes\", \"library_us\", \"us\": {algo: us}}");
+      if (!q["bytes"].is_number_unsigned() || q["bytes"].get<uint64_t>() == 0 || q["bytes"].get<uint64_t>() % 4 ||
+          q["bytes"].get<uint64_t>() <= last)
+        throw bad(at + ".bytes: expected a positive multiple of 4 above the previous point's");
+      CrossoverPoint p;
+      p.bytes = last = q["bytes"].get<uint64_t>();
+      p.library_us = time(q["library_us"], at + ".library_us");
+      for (const auto& [name, v] : q["us"].items()) {
+        AllReduceAlgo a;
+        try {
+          a = ParseAlgo(name);
+        } catch (const UsageError& e) {
+          throw bad(fmt::format("{}.us.{}: {}", at, PrintableLine(name), e.what()));
+        }
+        if (!Allowed(a)) throw bad(fmt::format("{}.us.{}: auto chooses among native, rd, ring, hier", at, name));
+        p.us[a] = time(v, fmt::format("{}.us.{}", at, name));
+      }
+      if (p.us.empty()) throw bad(at + ".us: expected at least one algorithm's time");
+      points->push_back(p);
+    }
+  }
   return c;
 }
 
-Crossover ReadCrossoverFile(const std::string& path, int* ranks, std::string* transport) {
+Crossover ReadCrossoverFile(const std::string& path, int* ranks, std::string* transport,
+                            std::vector<CrossoverPoint>* points) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("crossover '{}': cannot read", PrintableLine(path, 4096)));
   std::ostringstream s;
   s << in.rdbuf();
   if (s.str().size() > (16u << 20))
     throw InputError(fmt::format("crossover '{}': larger than 16 MiB", PrintableLine(path, 4096)));
-  return ParseCrossover(s.str(), "'" + PrintableLine(path, 4096) + "'", ranks, transport);
+  return ParseCrossover(s.str(), "'" + PrintableLine(path, 4096) + "'", ranks, transport, points);
+}
+
+namespace {
+
+constexpr const char* kLibraryRow = "library";
+
+std::string CrossoverKernel(const std::string& transport) { return "crossover:" + transport; }
+
+// "2026-11-27T01:24:53.123Z": a calibration's rows share it, and two calibrations of one world stored
+// a moment apart do not.
+std::string StampNow() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
+  return fmt::format("{}.{:03}Z", text, ms);
+}
+
+}  // namespace
+
+void StoreCrossoverPoints(const std::string& db_path, const std::string& device, const std::string& transport, int ranks,
+                          const std::vector<CrossoverPoint>& points) {
+  if (points.empty()) throw InputError("a crossover calibration needs at least one measured point");
+  Database db(db_path);
+  Database::Transaction tx(db);
+  const std::string now = StampNow();
+  Statement ins(db.handle(),
+                "INSERT INTO calibrations (created, device, kernel, codec, gbps, bytes, ranks) VALUES (?,?,?,?,?,?,?)");
+  auto row = [&](const std::string& codec, uint64_t bytes, double us) {
+    ins.Reset();
+    ins.Bind(1, now).Bind(2, device).Bind(3, CrossoverKernel(transport)).Bind(4, codec);
+    ins.Bind(5, static_cast<double>(bytes) / (us * 1e3)).Bind(6, static_cast<int64_t>(bytes));
+    ins.Bind(7, static_cast<int64_t>(ranks));
+    ins.Step();
+  };
+  for (const auto& p : points) {
+    row(kLibraryRow, p.bytes, p.library_us);
+    for (const auto& [a, us] : p.us) row(AlgoName(a), p.bytes, us);
+  }
+  tx.Commit();
+}
+
+std::vector<CrossoverPoint> LoadCrossoverPoints(const std::string& db_path, const std::string& device,
+                                                const std::string& transport, int ranks, std::string* created) {
+  std::error_code ec;
+  if (!std::filesystem::exists(db_path, ec) ||
+      (std::filesystem::is_regular_file(db_path, ec) && std::filesystem::file_size(db_path, ec) == 0))
+    return {};
+  Database db(db_path, Database::Access::kReadOnly);
+  if (db.SchemaVersion() < 3) return {};  // calibrations carry sizes and rank counts from v3
+  const std::string kernel = CrossoverKernel(transport);
+  std::string newest;
+  {
+    Statement q(db.handle(),
+                "SELECT created FROM calibrations WHERE device = ? AND kernel = ? AND ranks = ? ORDER BY id DESC LIMIT 1");
+    q.Bind(1, device).Bind(2, kernel).Bind(3, static_cast<int64_t>(ranks));
+    if (!q.Step()) return {};
+    newest = q.ColumnText(0);
+  }
+  Statement q(db.handle(),
+              "SELECT codec, gbps, bytes FROM calibrations WHERE device = ? AND kernel = ? AND ranks = ? AND created = ? "
+              "ORDER BY id");
+  q.Bind(1, device).Bind(2, kernel).Bind(3, static_cast<int64_t>(ranks)).Bind(4, newest);
+  std::map<uint64_t, CrossoverPoint> by_size;
+  while (q.Step()) {
+    const std::string codec = q.ColumnText(0);
+    const double gbps = q.ColumnDouble(1);
+    const int64_t bytes = q.ColumnInt(2);
+    if (!(gbps > 0) || !std::isfinite(gbps) || bytes <= 0 || bytes % 4)
+      throw InputError(fmt::format("calibration database '{}': crossover row {} at {} B is not a measured time",
+                                   PrintableLine(db_path, 4096), PrintableLine(codec), bytes));
+    CrossoverPoint& p = by_size[static_cast<uint64_t>(bytes)];
+    p.bytes = static_cast<uint64_t>(bytes);
+    const double us = static_cast<double>(bytes) / (gbps * 1e3);
+    if (codec == kLibraryRow) {
+      p.library_us = us;
+      continue;
+    }
+    AllReduceAlgo a;
+    try {
+      a = ParseAlgo(codec);
+    } catch (const UsageError&) {
+      throw InputError(fmt::format("calibration database '{}': crossover row names '{}', not an algorithm",
+                                   PrintableLine(db_path, 4096), PrintableLine(codec)));
+    }
+    if (!Allowed(a))
+      throw InputError(fmt::format("calibration database '{}': crossover row names {}: auto chooses among native, rd, "
+                                   "ring, hier", PrintableLine(db_path, 4096), codec));
+    p.us[a] = us;
+  }
+  if (created) *created = newest;
+  std::vector<CrossoverPoint> points;
+  for (auto& [bytes, p] : by_size) points.push_back(std::move(p));
+  return points;
+}
+
+Crossover CrossoverFromStoredPoints(std::vector<CrossoverPoint> points, const std::vector<AllReduceAlgo>& candidates) {
+  for (auto& p : points)
+    for (auto it = p.us.begin(); it != p.us.end();)
+      it = std::find(candidates.begin(), candidates.end(), it->first) == candidates.end() ? p.us.erase(it) : std::next(it);
+  points.erase(std::remove_if(points.begin(), points.end(), [](const CrossoverPoint& p) { return p.us.empty(); }),
+               points.end());
+  if (points.empty()) return Crossover{};
+  return CrossoverFromPoints(points);
 }
 
 }  // namespace ciuic

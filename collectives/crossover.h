@@ -70,8 +70,25 @@ std::vector<CrossoverPoint> MeasureCrossover(Communicator& comm, const std::vect
 // "us": {"ring": y, ...}}, ...]}. Reading checks every field and throws InputError naming it.
 std::string CrossoverJson(const Crossover& table, const std::vector<CrossoverPoint>& points, int ranks,
                           const std::string& transport);
-Crossover ReadCrossoverFile(const std::string& path, int* ranks = nullptr, std::string* transport = nullptr);
+// `points`, when given, receives the measured points the file carries (each checked: a positive
+// multiple of 4 bytes, ascending, positive finite times of native/rd/ring/hier).
+Crossover ReadCrossoverFile(const std::string& path, int* ranks = nullptr, std::string* transport = nullptr,
+                            std::vector<CrossoverPoint>* points = nullptr);
 Crossover ParseCrossover(const std::string& text, const std::string& name, int* ranks = nullptr,
-                         std::string* transport = nullptr);
+                         std::string* transport = nullptr, std::vector<CrossoverPoint>* points = nullptr);
+
+// The calibration database (`ciuic-tune calibrate --ranks P`; table calibrations, one row per point
+// and candidate: kernel "crossover:<transport>", codec the algorithm or "library", bytes, ranks, and
+// the time as the table's GB/s). Stored as one calibration: every row shares its `created` stamp.
+void StoreCrossoverPoints(const std::string& db_path, const std::string& device, const std::string& transport, int ranks,
+                          const std::vector<CrossoverPoint>& points);
+// The newest calibration stored for (device, transport, ranks), never mixed with older ones; empty
+// when there is none (no file, an empty one, a schema without sized calibrations). *created gets its
+// stamp. Throws InputError for a file that is not a ciuic database.
+std::vector<CrossoverPoint> LoadCrossoverPoints(const std::string& db_path, const std::string& device,
+                                                const std::string& transport, int ranks, std::string* created = nullptr);
+// The table from stored points, choosing only among `candidates` (a calibration made where hier ran
+// is read on one host without it); empty bands when no point has a candidate's time.
+Crossover CrossoverFromStoredPoints(std::vector<CrossoverPoint> points, const std::vector<AllReduceAlgo>& candidates);
 
 }  // namespace ciuic

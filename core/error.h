@@ -43,6 +43,13 @@ class VerificationError : public Error {
   explicit VerificationError(const std::string& what) : Error(ExitCode::kVerification, what) {}
 };
 
+// A failure every rank agreed on and one rank (the lead) reports: the others end with its exit code
+// and print nothing, so the user reads one line, not one per rank.
+class ReportedByLead : public Error {
+ public:
+  explicit ReportedByLead(ExitCode code) : Error(code, "reported by rank 0") {}
+};
+
 // Formats "call failed: detail (file:line)" for the per-library check macros.
 std::string FormatCallFailure(const char* call, const std::string& detail, const char* file, int line,
                               int rank = -1);

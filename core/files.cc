@@ -10,6 +10,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <vector>
 
@@ -262,6 +263,17 @@ std::string IsoNow() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
+}
+
+std::string CpuModelName() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      const size_t at = line.find_first_not_of(" \t", line.find(':') + 1);
+      if (at != std::string::npos) return line.substr(at);
+    }
+  return "unknown";
 }
 
 }  // namespace ciuic

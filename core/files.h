@@ -59,4 +59,7 @@ std::string ShareDir();
 // "2026-11-22T17:48:19Z".
 std::string IsoNow();
 
+// This machine's CPU model ("model name" in /proc/cpuinfo), "unknown" when it names none.
+std::string CpuModelName();
+
 }  // namespace ciuic

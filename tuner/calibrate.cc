@@ -9,6 +9,9 @@
 #include <thread>
 #include <tuple>
 
+#include <unistd.h>
+
+#include "collectives/crossover.h"
 #include "core/buffer.h"
 #include "core/database.h"
 #include "core/error.h"
@@ -79,14 +82,6 @@ size_t Calibration::values() const {
 
 namespace {
 
-std::string CpuModel() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown";
-}
-
 // Runs fn(thread) on `threads` threads at once: one warm-up round, then timed rounds covering ~30 ms
 // (3 to 31). Returns the median over rounds of the slowest thread's time (µs).
 double ConcurrentMedianUs(int threads, const std::function<void(int)>& fn) {
@@ -155,7 +150,7 @@ void Store(Database& db, const std::string& device, const std::vector<KernelRow>
 }  // namespace
 
 std::string CalibrationDevice(bool cuda) {
-  return cuda ? std::string("cuda:") + CudaDeviceName() : "cpu:" + CpuModel();
+  return cuda ? std::string("cuda:") + CudaDeviceName() : "cpu:" + CpuModelName();
 }
 
 namespace {
@@ -309,6 +304,48 @@ void StoreLinkMedians(const std::string& db_path, const LinkSamples& samples) {
   Store(db, CalibrationDevice(false), rows);
 }
 
+namespace {
+
+// `--algo auto`'s crossover per rank count over MPI (ciuic-bench --crossover measure with o.rounds
+// rounds of 20 ms slots: steadier than a run's own 4 ms quick one), stored for `--crossover db`.
+void CalibrateCrossovers(const std::string& db_path, const std::string& device, const CalibrateOptions& o,
+                         std::ostream& out) {
+  const int rounds = std::max(o.rounds, 5);
+  out << fmt::format("# calibrate {}: --algo auto's crossover (ciuic-bench --crossover measure, median of {} "
+                     "alternating rounds of 20 ms per candidate, the slowest rank's us per call)\n",
+                     device, rounds);
+  for (int p : o.link_ranks) {
+    const auto file = std::filesystem::temp_directory_path() / fmt::format("ciuic_crossover_{}_{}.json", getpid(), p);
+    struct Remove {
+      std::filesystem::path f;
+      ~Remove() {
+        std::error_code ec;
+        std::filesystem::remove(f, ec);
+      }
+    } remove{file};
+    RunBenchJson(fmt::format("allreduce --backend ciuic --transport mpi --ranks {} --algo auto --crossover measure "
+                             "--crossover-rounds {} --crossover-slot-ms 20 --crossover-out {} --sizes 4 --iters 1 "
+                             "--warmup 0 --check 0 --inplace yes",
+                             p, rounds, file.string()));
+    std::vector<CrossoverPoint> points;
+    int ranks = 0;
+    std::string transport;
+    const Crossover table = ReadCrossoverFile(file.string(), &ranks, &transport, &points);
+    if (ranks != p || transport != "mpi")
+      throw RuntimeError(fmt::format("calibrate: the crossover run measured {} ranks over {}, not {} over mpi", ranks,
+                                     transport, p));
+    StoreCrossoverPoints(db_path, device, transport, p, points);
+    out << fmt::format("#   {} ranks: auto = {}\n", p, table.Describe());
+    for (const auto& q : points) {
+      std::string line = fmt::format("  {:>10} library {:>10.2f}", FormatSize(q.bytes), q.library_us);
+      for (const auto& [a, us] : q.us) line += fmt::format(" {} {:>10.2f}", AlgoName(a), us);
+      out << line << "\n";
+    }
+  }
+}
+
+}  // namespace
+
 void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::ostream& out) {
   if (o.cuda && CudaDeviceCount() == 0) throw RuntimeError("calibrate --device cuda: no CUDA device is visible");
   if (o.sizes.empty() && o.link_ranks.empty()) throw UsageError("calibrate: nothing to measure (no --sizes, no --ranks)");
@@ -389,6 +426,7 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
     StoreLinkMedians(db_path, steps);
     Database db(db_path);
     Store(db, device, rows);
+    CalibrateCrossovers(db_path, device, o, out);
   }
   out << fmt::format("# stored in {} (table calibrations, device '{}')\n", db_path, device);
 }
@@ -426,6 +464,7 @@ Calibration LoadCalibration(const std::string& db_path, const std::string& devic
     const int ranks = static_cast<int>(q.ColumnInt(4));
     if (!(gbps > 0)) continue;
     const double us = bytes / (gbps * 1e3);
+    if (kernel.rfind("crossover:", 0) == 0) continue;  // auto's crossover (LoadCrossoverPoints), not a model input
     if (kernel == "sendrecv") {
       c.sendrecv[ranks].Add(bytes, us);
     } else if (kernel == "allreduce") {

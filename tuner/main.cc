@@ -342,6 +342,11 @@ int Calibrate(const cxxopts::ParseResult& r) {
   o.concurrency = OptionInRange("concurrency", r["concurrency"].as<int>(), 0, 4096);  // 0: this machine's cores
   o.rounds = OptionInRange("rounds", r["rounds"].as<int>(), 1, 99);
   if (r.count("ranks")) o.link_ranks = ParseRanks(r["ranks"].as<std::string>());
+  if (r.count("link-sizes")) {
+    if (o.link_ranks.empty()) throw UsageError("--link-sizes: the link is measured with --ranks");
+    o.link_sizes = r["link-sizes"].as<std::string>();
+    SizeListOption(r, "link-sizes", "");
+  }
   EnableProgress(true);  // a live line on a terminal's stderr (core/progress)
   RunCalibration(CheckedDb(r), o, std::cout);
   return 0;
@@ -524,7 +529,7 @@ const Subcommand kSubcommands[] = {
      RunTune},
     {"show", "stored studies and best configurations", {"db"}, Show},
     {"calibrate", "measure the model's primitives here: kernels (cpu or cuda) and the link (--ranks) -> --db",
-     {"device", "sizes", "concurrency", "rounds", "ranks", "db"},
+     {"device", "sizes", "concurrency", "rounds", "ranks", "link-sizes", "db"},
      Calibrate},
     {"validate", "the local model vs ciuic-bench on this machine",
      {"ranks", "sizes", "codecs", "repeat", "kernel-sizes", "kernels", "max-error", "db"},
@@ -624,6 +629,7 @@ int Run(int argc, char** argv) {
       "concurrency", "calibrate: kernel copies timed at once (0: cores)", cxxopts::value<int>()->default_value("0"))(
       "rounds", "calibrate: kernel sweeps, median per point", cxxopts::value<int>()->default_value("3"))(
       "codecs", "validate/gate: codecs (gate: codec or none@bf16/none@fp16)", cxxopts::value<std::string>()->default_value("none,fp16,int8,int4,sign1,topk:0.01"))(
+      "link-sizes", "calibrate --ranks: message sizes of the ring step and the transport's allreduce", cxxopts::value<std::string>()->default_value("4K:64M:x2"))(
       "kernel-sizes", "validate: kernel sizes (timed in the passes, or calibrated when missing)", cxxopts::value<std::string>()->default_value("64K:64M:x4"))(
       "kernels", "validate: timed (kernels and ring steps swept before each pass) | stored (the database's)", cxxopts::value<std::string>()->default_value("timed"))(
       "repeat", "validate: interleaved measurement passes", cxxopts::value<int>()->default_value("3"))(

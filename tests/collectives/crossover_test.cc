@@ -4,14 +4,19 @@
 // out-of-place runs give the in-place bits with the source untouched.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "collectives/backends/local/communicator.h"
 #include "collectives/crossover.h"
@@ -200,6 +205,86 @@ TEST(Crossover, FileRoundTripAndRefusals) {
     }
   }
   EXPECT_THROW(ReadCrossoverFile("/nonexistent/crossover.json"), InputError);
+}
+
+TEST(Crossover, FileCarriesItsMeasuredPointsAndRefusesBadOnes) {
+  std::vector<CrossoverPoint> back;
+  ParseCrossover(CrossoverJson(CrossoverFromPoints(Planted()), Planted(), 4, "mpi"), "t", nullptr, nullptr, &back);
+  ASSERT_EQ(back.size(), Planted().size());
+  for (size_t i = 0; i < back.size(); ++i) {
+    EXPECT_EQ(back[i].bytes, Planted()[i].bytes);
+    EXPECT_EQ(back[i].library_us, Planted()[i].library_us);
+    EXPECT_EQ(back[i].us, Planted()[i].us);
+  }
+  const std::string head = R"({"format":"ciuic-crossover","version":1,"ranks":2,"transport":"mpi",)"
+                           R"("bands":[{"below_bytes":null,"algo":"native"}])";
+  const std::pair<std::string, std::string> bad[] = {
+      {head + "}", "points: expected"},
+      {head + R"(,"points":[]})", "points: expected"},
+      {head + R"(,"points":[{"bytes":6,"library_us":1,"us":{"ring":1}}]})", "points[0].bytes"},
+      {head + R"(,"points":[{"bytes":8,"library_us":1,"us":{"ring":1}},{"bytes":8,"library_us":1,"us":{"ring":1}}]})",
+       "points[1].bytes"},
+      {head + R"(,"points":[{"bytes":8,"library_us":0,"us":{"ring":1}}]})", "points[0].library_us"},
+      {head + R"(,"points":[{"bytes":8,"library_us":1,"us":{"ring":-2}}]})", "points[0].us.ring"},
+      {head + R"(,"points":[{"bytes":8,"library_us":1,"us":{"sparse":1}}]})", "points[0].us.sparse"},
+      {head + R"(,"points":[{"bytes":8,"library_us":1,"us":{}}]})", "points[0].us"},
+      {head + R"(,"points":[{"bytes":8,"library_us":1}]})", "points[0]"},
+  };
+  for (const auto& [text, want] : bad) {
+    std::vector<CrossoverPoint> points;
+    try {
+      ParseCrossover(text, "t", nullptr, nullptr, &points);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+    EXPECT_NO_THROW(ParseCrossover(text, "t"));  // the table alone needs no points
+  }
+}
+
+// `ciuic-tune calibrate --ranks P` stores auto's crossover; `--crossover db` reads the newest one of
+// its own machine, transport and world size, never mixed with an older calibration or another world's.
+TEST(Crossover, CalibrationDatabaseGivesTheNewestCalibrationOfThisWorld) {
+  const std::string dir = testing::TempDir() + "/crossover_db_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string db = dir + "/c.db";
+  EXPECT_TRUE(LoadCrossoverPoints(db, "cpu:x", "mpi", 4).empty());  // no file yet: nothing stored
+  std::ofstream(dir + "/empty.db").close();
+  EXPECT_TRUE(LoadCrossoverPoints(dir + "/empty.db", "cpu:x", "mpi", 4).empty());
+  std::ofstream(dir + "/junk.db") << "not a database, long enough to be looked at by sqlite's header check....";
+  EXPECT_THROW(LoadCrossoverPoints(dir + "/junk.db", "cpu:x", "mpi", 4), InputError);
+
+  // Newer: native everywhere, at three sizes only (an older calibration's other sizes must not leak in).
+  const std::vector<CrossoverPoint> newer = {Point(1024, 1, 9, 9), Point(65536, 10, 90, 90), Point(4194304, 100, 900, 900)};
+  StoreCrossoverPoints(db, "cpu:x", "mpi", 4, Planted());
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  StoreCrossoverPoints(db, "cpu:x", "mpi", 4, newer);
+  StoreCrossoverPoints(db, "cpu:x", "gloo", 4, Planted());
+  StoreCrossoverPoints(db, "cpu:y", "mpi", 4, Planted());
+  StoreCrossoverPoints(db, "cpu:x", "mpi", 2, Planted());
+  std::string created;
+  const auto got = LoadCrossoverPoints(db, "cpu:x", "mpi", 4, &created);
+  EXPECT_FALSE(created.empty());
+  ASSERT_EQ(got.size(), newer.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].bytes, newer[i].bytes);
+    EXPECT_NEAR(got[i].library_us, newer[i].library_us, 1e-9 * newer[i].library_us);
+    ASSERT_EQ(got[i].us.size(), 3u);
+    for (const auto& [a, us] : newer[i].us) EXPECT_NEAR(got[i].us.at(a), us, 1e-9 * us) << AlgoName(a);
+  }
+  EXPECT_EQ(CrossoverFromStoredPoints(got, {A::kNative, A::kRecursiveDoubling, A::kRing}).Describe(), "native");
+  EXPECT_TRUE(LoadCrossoverPoints(db, "cpu:x", "mpi", 8).empty());
+  const auto other = LoadCrossoverPoints(db, "cpu:x", "gloo", 4);
+  EXPECT_EQ(other.size(), Planted().size());
+  // Read where hier cannot run (one host), the planted hier bands fall to the best of the others.
+  EXPECT_EQ(CrossoverFromStoredPoints(other, {A::kNative, A::kRecursiveDoubling, A::kRing, A::kHierarchical}).Digest(),
+            CrossoverFromPoints(Planted()).Digest());
+  const Crossover flat = CrossoverFromStoredPoints(other, {A::kNative, A::kRecursiveDoubling, A::kRing});
+  for (const auto& b : flat.bands) EXPECT_NE(b.algo, A::kHierarchical) << flat.Describe();
+  EXPECT_EQ(flat.Choose(16 << 20), A::kRing);
+  EXPECT_TRUE(CrossoverFromStoredPoints(other, {A::kSparse}).bands.empty());
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Crossover, AMeasurementAgreesOnEveryRankAndNamesOnlyCandidates) {

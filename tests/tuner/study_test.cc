@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "collectives/backends/local/communicator.h"
+#include "collectives/crossover.h"
 #include "collectives/runtime_rules.h"
 #include "core/database.h"
 #include "core/error.h"
@@ -408,8 +409,15 @@ TEST_F(Study, CalibrateStoresKernelCurvesPerSizeAndAStudyWithoutALinkSaysSo) {
   c.sizes = {64 * 1024, 256 * 1024};
   c.concurrency = 2;
   RunCalibration(db, c, out);
+  // auto's crossover shares the table (ciuic-tune calibrate --ranks): never read as a model kernel.
+  CrossoverPoint x;
+  x.bytes = 4096;
+  x.library_us = 2;
+  x.us[AllReduceAlgo::kRing] = 3;
+  StoreCrossoverPoints(db, CalibrationDevice(false), "mpi", 8, {x});
   const Calibration cal = LoadCalibration(db, CalibrationDevice(false));
   EXPECT_EQ(cal.concurrency, 2);
+  for (const auto& [key, curve] : cal.kernels) EXPECT_EQ(key.first.rfind("crossover", 0), std::string::npos) << key.first;
   EXPECT_TRUE(cal.Has("int8"));
   for (const char* k : {"encode", "encode_ef", "decode", "decode_acc", "hop"}) {
     ASSERT_TRUE(cal.kernels.count({k, "int8"})) << k;

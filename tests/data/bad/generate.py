@@ -260,6 +260,20 @@ for name, text, expect in [
                           '"bands":[{"below_bytes":100,"algo":"ring"}]}', "the last band is null")]:
     put(f"crossover/{name}.json", text.encode())
     bc(f"crossover||{expect}", f"--crossover {{case_dir}}/crossover/{name}.json", base=CIUIC)
+# --crossover db: the calibration database's table for this world (ciuic-tune calibrate --ranks N).
+bc("--crossover db&&no calibration database&&missing.db", "--crossover db --db {work}/missing.db", base=CIUIC)
+# The data folder's database when --db is not given; an empty file holds nothing yet.
+case("bench-cli", "--crossover db&&holds no crossover&&2 ranks over local",
+     "CIUIC_DATA_DIR={work} " + CIUIC + " --crossover db", setup="touch ciuic.db")
+for bad_db in ("other_app", "corrupt_page", "newer_v99"):
+    bc(f"{bad_db}.db", f"--crossover db --db {{own:db/{bad_db}.db}}", base=CIUIC)
+bc("--crossover-rounds", "--crossover measure --crossover-rounds 0", base=CIUIC)
+bc("--crossover-rounds", "--crossover measure --crossover-rounds 101", base=CIUIC)
+bc("--crossover-slot-ms", "--crossover measure --crossover-slot-ms 0.1", base=CIUIC)
+bc("--crossover-slot-ms", "--crossover measure --crossover-slot-ms nan", base=CIUIC)
+bc("--crossover-rounds&&--crossover measure", "--crossover-rounds 5", base=CIUIC)
+bc("--crossover-rounds&&--backend ciuic", "--crossover-rounds 5")
+bc("--algo auto", "--crossover measure --crossover-slot-ms 20 --algo ring", base=CIUIC)
 # compress and kernel: their own option table.
 COMPRESS = "{bench} compress --codec int8 --sizes 4K --iters 1"
 for opt, v in [("codec", "int9"), ("codec", "topk:0"), ("codec", ""), ("rounding", "up"), ("select", "best"),
@@ -350,6 +364,9 @@ for v in ["0", "100", "abc"]:
     tc("--rounds", f"{{tune}} calibrate --rounds {v} --sizes 64K --db {{work}}/c.db")
 for v in ["1", "0", "abc", "2,,3", ",", "2,x", "5000", "", "2,"]:
     tc("--ranks", f"{{tune}} calibrate --ranks {sq(v)} --sizes 64K --db {{work}}/c.db")
+tc("--link-sizes&&--ranks", "{tune} calibrate --link-sizes 4K --sizes 64K --db {work}/c.db")
+for v in ["0", "abc", "4K:1K"]:
+    tc("--link-sizes", f"{{tune}} calibrate --ranks 2 --link-sizes {sq(v)} --sizes 64K --db {{work}}/c.db")
 for v in ["1", "abc", "2,,3"]:
     tc("--ranks", f"{{tune}} validate --ranks {sq(v)} --db {GOOD_DB}")
 for v in ["int9", "", "int8,", ",int8", "topk:0"]:
