@@ -223,26 +223,24 @@ Watchdog::~Watchdog() {
 void Watchdog::Arm(std::string what) {
   if (timeout_s_ <= 0) return;
   std::lock_guard lock(mu_);
-  armed_ = true;
   deadline_ = NowSeconds() + timeout_s_;
+  seen_arms_ = arms_.fetch_add(1, std::memory_order_relaxed) + 1;  // this deadline is already set
   seen_progress_ = progress_.load(std::memory_order_relaxed);
   what_ = std::move(what);
-  describe_ = nullptr;
+  describe_.store(nullptr, std::memory_order_relaxed);
+  armed_.store(true, std::memory_order_release);
 }
 
 void Watchdog::Arm(const std::function<std::string()>* describe) {
   if (timeout_s_ <= 0) return;
-  std::lock_guard lock(mu_);
-  armed_ = true;
-  deadline_ = NowSeconds() + timeout_s_;
-  seen_progress_ = progress_.load(std::memory_order_relaxed);
-  describe_ = describe;
+  describe_.store(describe, std::memory_order_relaxed);
+  arms_.fetch_add(1, std::memory_order_relaxed);
+  armed_.store(true, std::memory_order_release);
 }
 
 void Watchdog::Disarm() {
   if (timeout_s_ <= 0) return;
-  std::lock_guard lock(mu_);
-  armed_ = false;
+  armed_.store(false, std::memory_order_release);
 }
 
 void Watchdog::Loop() {
@@ -250,7 +248,8 @@ void Watchdog::Loop() {
   const double poll = std::min(0.1, timeout_s_ / 10);
   double last_poll = NowSeconds();
   while (!stop_) {
-    // Polls at most every 100 ms (and 10 times per timeout), so a timeout expires within 1.1x.
+    // Polls at most every 100 ms (and 10 times per timeout); a deadline starts at the arming (string)
+    // or at the first poll after it (a hot-path arming), so a timeout expires within 1.2x.
     cv_.wait_for(lock, std::chrono::duration<double>(poll));
     const double now = NowSeconds();
     // A gap of many polls means this process itself was stopped (SIGSTOP, a debugger) and has just
@@ -262,9 +261,18 @@ void Watchdog::Loop() {
       deadline_ = NowSeconds() + timeout_s_;
     }
     if (heartbeats_) heartbeats_->Beat(seen_progress_);
-    if (!stop_ && armed_ && NowSeconds() > deadline_) {
-      armed_ = false;
-      std::string what = describe_ ? (*describe_)() : what_;
+    if (stop_ || !armed_.load(std::memory_order_acquire)) continue;
+    // Read after `armed_` (acquire): an arming this poll sees has its count here too, so a deadline
+    // left from an earlier arming is never taken for it.
+    if (const uint64_t a = arms_.load(std::memory_order_acquire); a != seen_arms_) {
+      seen_arms_ = a;
+      deadline_ = now + timeout_s_;
+      continue;
+    }
+    if (NowSeconds() > deadline_) {
+      armed_.store(false, std::memory_order_relaxed);
+      const auto* describe = describe_.load(std::memory_order_relaxed);
+      std::string what = describe ? (*describe)() : what_;
       if (heartbeats_) {
         const std::string peers = heartbeats_->Describe();
         if (!peers.empty()) what += "; " + peers;

@@ -66,10 +66,12 @@ class Watchdog {
   Watchdog& operator=(const Watchdog&) = delete;
 
   void Arm(std::string what);
-  // Arms without formatting anything: `describe` (which must outlive the arming) is called only when
-  // the deadline expires, on the watchdog's thread under its lock. For per-call arming on hot paths.
+  // Arms without formatting anything, locking or reading a clock: `describe` (which must outlive the
+  // arming) is called only when the deadline expires, on the watchdog's thread. The deadline starts
+  // when the watchdog's thread next polls (within a poll, at most 100 ms, of the call). For per-call
+  // arming on hot paths.
   void Arm(const std::function<std::string()>* describe);
-  void Disarm();
+  void Disarm();  // lock-free
   // Cheap enough for every iteration of a timed loop (one relaxed atomic add; the watchdog's thread
   // notices the change on its next poll).
   void Progress() { progress_.fetch_add(1, std::memory_order_relaxed); }
@@ -83,13 +85,15 @@ class Watchdog {
   std::function<void(const std::string&, double)> on_expire_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool armed_ = false;
+  std::atomic<bool> armed_{false};
   bool stop_ = false;
-  double deadline_ = 0;
+  double deadline_ = 0;                 // the thread's (and Arm(string)'s), under mu_
   std::atomic<uint64_t> progress_{0};
   uint64_t seen_progress_ = 0;
-  std::string what_;
-  const std::function<std::string()>* describe_ = nullptr;  // set: what_ is formatted by it
+  std::atomic<uint64_t> arms_{0};       // every arming counts one: the thread starts a deadline on a change
+  uint64_t seen_arms_ = 0;
+  std::string what_;                    // under mu_
+  std::atomic<const std::function<std::string()>*> describe_{nullptr};  // set: what_ is formatted by it
   std::unique_ptr<Heartbeats> heartbeats_;
   std::thread thread_;
 };

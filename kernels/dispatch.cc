@@ -13,6 +13,15 @@ namespace ciuic {
 bool IsDevicePointer(const void* p) {
 #if CIUIC_HAVE_CUDA
   if (p == nullptr) return false;
+  // Without a visible device no pointer is one: asked once, not on every kernel call (a CPU job's
+  // runtime dispatches several kernels per bucket).
+  static const bool any_device = [] {
+    int count = 0;
+    const bool ok = cudaGetDeviceCount(&count) == cudaSuccess;
+    if (!ok) cudaGetLastError();
+    return ok && count > 0;
+  }();
+  if (!any_device) return false;
   cudaPointerAttributes attr{};
   if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
     cudaGetLastError();  // a host pointer unknown to CUDA: clear the sticky error, it is not one

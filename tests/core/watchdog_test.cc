@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
+#include <string>
 #include <thread>
 
 #include "core/timer.h"
@@ -55,6 +57,42 @@ TEST(Watchdog, ProgressRestartsTheClockAndSilenceFires) {
   ASSERT_EQ(fired.load(), 1);
   EXPECT_GE(fired_at.load() - silent, 0.25);
   EXPECT_LE(fired_at.load() - silent, 0.3 * 1.1 + 0.1);  // scheduling slack on a busy 2-core VM
+}
+
+// The hot-path arming (a describe pointer: no lock, no clock) fires only for a call stuck past its
+// timeout, within 1.2x, names it through the pointer, and never inherits an expired deadline: armed
+// again long after an earlier arming's deadline passed, a quick call does not fire.
+TEST(Watchdog, HotPathArmingFiresOnlyForAStuckCall) {
+  std::atomic<int> fired{0};
+  std::atomic<double> fired_at{0};
+  std::string what;
+  const std::function<std::string()> describe = [] { return std::string("bucket 7 of tensor 3"); };
+  Watchdog w(0.3, [&](const std::string& s, double) {
+    what = s;
+    fired_at = NowSeconds();
+    ++fired;
+  });
+  w.Arm("an earlier phase");  // its deadline passes while disarmed
+  w.Disarm();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  for (int call = 0; call < 20000; ++call) {  // many quick calls, each armed and disarmed
+    w.Arm(&describe);
+    w.Disarm();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (int call = 0; call < 20; ++call) {  // quick calls spread over more than the timeout
+    w.Arm(&describe);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    w.Disarm();
+  }
+  EXPECT_EQ(fired.load(), 0);
+  const double stuck = NowSeconds();
+  w.Arm(&describe);
+  while (fired.load() == 0 && NowSeconds() - stuck < 2.0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(fired.load(), 1);
+  EXPECT_EQ(what, "bucket 7 of tensor 3");
+  EXPECT_GE(fired_at.load() - stuck, 0.25);
+  EXPECT_LE(fired_at.load() - stuck, 0.3 * 1.2 + 0.1);  // scheduling slack on a busy 2-core VM
 }
 
 TEST(Watchdog, ZeroTimeoutIsOff) {
