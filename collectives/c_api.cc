@@ -111,7 +111,10 @@ ciuic::AsyncRuntime& AsyncOf(ciuic_runtime_t* rt, const char* what) {
 
 // ---- codec state bytes --------------------------------------------------------------------------
 constexpr char kStateMagic[8] = {'C', 'I', 'U', 'I', 'C', 'C', 'S', 'T'};
-constexpr uint32_t kStateVersion = 1;
+// Format 1: magic, u32 version, u32 0, u64 codec-name length + name, u64 count, u64 step, residual and
+// Q (each a u64 float count + the floats). Format 2: format 1 and a u64 StateChecksum of the bytes
+// before it. Both are read.
+constexpr uint32_t kStateVersion = 2;
 constexpr uint64_t kMaxCodecName = 256;
 
 // The floats of each buffer a codec state keeps for n elements (what Codec::Prepare makes).
@@ -155,6 +158,10 @@ std::vector<uint8_t> SaveState(const ciuic_codec_state& s) {
   const StateShape shape = ShapeOf(s.codec, s.n);
   PutBuffer(out, s.st.residual, shape.residual);
   PutBuffer(out, s.st.q, shape.q);
+  ciuic::StateChecksum sum;
+  sum.Add(out.data(), out.size());
+  const uint64_t checksum = sum.value();
+  Put(out, &checksum, 8);
   return out;
 }
 
@@ -216,6 +223,7 @@ ciuic::CodecState LoadState(const ciuic_codec_state& s, const void* data, size_t
   const StateShape shape = ShapeOf(s.codec, s.n);
   st.residual = ReadFloats(in, "residual", shape.residual, s);
   st.q = ReadFloats(in, "Q", shape.q, s);
+  if (version >= 2) in.CheckChecksum("the state");
   if (in.left() != 0) in.Fail(fmt::format("{} byte{} follow the state", in.left(), in.left() == 1 ? "" : "s"));
   return st;
 }

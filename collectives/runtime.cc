@@ -26,10 +26,11 @@ namespace ciuic {
 namespace {
 
 constexpr char kMagic[8] = {'C', 'I', 'U', 'I', 'C', 'E', 'F', 'S'};
-constexpr uint32_t kStateVersion = 1;
+constexpr uint32_t kStateVersion = 2;
 // Format 1: magic, u32 version, u32 world size, u32 rank, u64 codec-name length + name, u64 record
 // count, then per record u64 tensor id, bucket, step, count and three buffers (residual, server
 // residual, Q), each a u64 float count + the floats. Native byte order, records in ascending key order.
+// Format 2: format 1, then a u64 StateChecksum of every byte before it. Both are read.
 constexpr uint64_t kMinRecordBytes = 7 * 8;  // a record whose three buffers are empty
 constexpr uint64_t kMaxCodecName = 256;
 
@@ -85,13 +86,32 @@ std::string Printable(std::string_view text) {
   return out;
 }
 
-void PutBuffer(std::ostream& out, const Buffer& b, size_t floats) {
+// Writes to a stream and sums what it wrote (StateChecksum).
+class SummedOut {
+ public:
+  explicit SummedOut(std::ostream& out) : out_(out) {}
+  void Put(const void* data, size_t bytes) {
+    out_.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+    sum_.Add(data, bytes);
+  }
+  // The checksum of everything put, itself not summed.
+  void PutChecksum() {
+    const uint64_t v = sum_.value();
+    out_.write(reinterpret_cast<const char*>(&v), 8);
+  }
+
+ private:
+  std::ostream& out_;
+  StateChecksum sum_;
+};
+
+void PutBuffer(SummedOut& out, const Buffer& b, size_t floats) {
   const uint64_t n = b.bytes() ? floats : 0;
-  out.write(reinterpret_cast<const char*>(&n), 8);
+  out.Put(&n, 8);
   if (!n) return;
   std::vector<float> host(n);
   CopyBytes(host.data(), MemoryKind::kHost, b.data(), b.kind(), n * 4);
-  out.write(reinterpret_cast<const char*>(host.data()), static_cast<std::streamsize>(n * 4));
+  out.Put(host.data(), n * 4);
 }
 
 // One state file (or a part of one), named in every failure.
@@ -186,6 +206,7 @@ StateMap ParseState(StateReader& in, const StateExpect& want) {
     st.q = ReadBuffer(in, name + " Q", shape.q, count, want);
     loaded.emplace_hint(loaded.end(), key, std::move(st));
   }
+  if (version >= 2) in.CheckChecksum("the file");
   if (in.left() != 0)
     in.Fail(fmt::format("{} byte{} follow the last of {} records", in.left(), in.left() == 1 ? "" : "s", records));
   return loaded;
@@ -473,22 +494,24 @@ void Runtime::FlushTrace() {
   for (const auto& line : lines) std::fprintf(stderr, "ciuic runtime: trace %s\n", line.c_str());
 }
 
-void Runtime::Write(std::ostream& out) const {
-  out.write(kMagic, 8);
+void Runtime::Write(std::ostream& stream) const {
+  SummedOut out(stream);
+  out.Put(kMagic, 8);
   const uint32_t head[3] = {kStateVersion, static_cast<uint32_t>(comm_.Size()), static_cast<uint32_t>(comm_.Rank())};
-  out.write(reinterpret_cast<const char*>(head), sizeof head);
+  out.Put(head, sizeof head);
   const std::string codec = engine_.codec().Name();
   const uint64_t len = codec.size(), count = states_.size();
-  out.write(reinterpret_cast<const char*>(&len), 8);
-  out.write(codec.data(), static_cast<std::streamsize>(len));
-  out.write(reinterpret_cast<const char*>(&count), 8);
+  out.Put(&len, 8);
+  out.Put(codec.data(), len);
+  out.Put(&count, 8);
   for (const auto& [key, st] : states_) {
     const uint64_t rec[4] = {key.first, key.second, st.step, st.count};
-    out.write(reinterpret_cast<const char*>(rec), sizeof rec);
+    out.Put(rec, sizeof rec);
     PutBuffer(out, st.residual, st.residual.bytes() / 4);
     PutBuffer(out, st.server_residual, st.server_residual.bytes() / 4);
     PutBuffer(out, st.q, st.q.bytes() / 4);
   }
+  out.PutChecksum();
 }
 
 void Runtime::Save(const std::string& path) const {

@@ -259,16 +259,17 @@ static void state_bytes(const char* spec) {
   for (size_t len = 0; len < size; ++len) accepted += ciuic_codec_state_load(b, bytes, len) != CIUIC_ERR_INPUT;
   CHECK(accepted == 0, "%s: %d truncations of %zu state bytes were not refused as bad input", spec, accepted, size);
   uint8_t* copy = malloc(size + 1);
-  /* magic, version 0, version 2, reserved word, codec name, count, a residual length, trailing byte */
+  /* magic, version 0, version 3 (newer), reserved word, codec name, count, a residual length, the checksum,
+     trailing byte */
   const size_t name_len = strlen(spec);
   const size_t at_count = 8 + 4 + 4 + 8 + name_len, at_res = at_count + 16;
   struct {
     size_t offset;
     uint8_t value;
     const char* what;
-  } flips[] = {{0, 'X', "magic"},         {8, 0, "version 0"},        {8, 2, "version 2"},
+  } flips[] = {{0, 'X', "magic"},         {8, 0, "version 0"},        {8, 3, "version 3"},
                {12, 1, "reserved word"},  {24, 'Z', "codec name"},    {at_count, 0xee, "count"},
-               {at_res, 0x01, "residual length"}};
+               {at_res, 0x01, "residual length"}, {size - 3, 0x5a, "checksum"}};
   for (size_t f = 0; f < sizeof flips / sizeof flips[0]; ++f) {
     memcpy(copy, bytes, size);
     copy[flips[f].offset] = flips[f].value;
@@ -285,6 +286,13 @@ static void state_bytes(const char* spec) {
     memcpy(copy + at_res + 8, &nan, 4);
     CHECK(ciuic_codec_state_load(b, copy, size) == CIUIC_ERR_INPUT, "%s: a NaN residual loaded", spec);
   }
+  if (size >= at_res + 8 + 4) { /* one bit of a residual value: only the checksum can tell */
+    memcpy(copy, bytes, size);
+    copy[at_res + 8] ^= 0x01;
+    CHECK(ciuic_codec_state_load(b, copy, size) == CIUIC_ERR_INPUT, "%s: a flipped residual bit loaded", spec);
+    CHECK(strstr(ciuic_last_error(), "checksum mismatch") != NULL, "%s flipped bit: message '%s'", spec,
+          ciuic_last_error());
+  }
   uint8_t* after = NULL;
   const size_t after_size = saved(b, &after);
   CHECK(after_size == before_size && memcmp(before, after, before_size) == 0, "%s: a refused load changed the state",
@@ -294,6 +302,10 @@ static void state_bytes(const char* spec) {
   CHECK(ciuic_codec_state_load(small, bytes, size) == CIUIC_ERR_INPUT, "%s: %d-element bytes loaded into %d", spec, N,
         N / 2);
   ciuic_codec_state_destroy(small);
+  /* format 1 (no checksum), as saved before format 2, still loads */
+  memcpy(copy, bytes, size);
+  copy[8] = 1;
+  CHECK(ciuic_codec_state_load(b, copy, size - 8) == CIUIC_OK, "%s: format 1 bytes: %s", spec, ciuic_last_error());
   /* the round trip continues bit for bit */
   CHECK(ciuic_codec_state_load(b, bytes, size) == CIUIC_OK, "%s load: %s", spec, ciuic_last_error());
   uint64_t sa = 0, sb = 0;

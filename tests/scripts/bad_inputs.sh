@@ -221,6 +221,7 @@ control "the good database, read by ciuic-tune" "$tune" show --db "$C/db/good.db
 control "a good profile" "$tune" export --profile "$C/profile/good.profile.json" --format json
 control "a good topology" "$tune" model --topology "$C/topology/good.json" --sizes 1K
 control "a good int8 state" "$driver" ring int8 400 "$C/state/good-int8.state"
+control "a good int8 state of format 2 (checksummed)" "$driver" ring int8 400 "$C/state/good-int8-v2.state"
 control "a good powersgd state" "$driver" powersgd powersgd:2 400 "$C/state/good-powersgd.state"
 control "a good sign2 state" "$driver" sign2 sign1 400 "$C/state/good-sign2.state"
 control "a good topk state" "$driver" sparse topk:0.1 400 "$C/state/good-topk.state"

@@ -888,12 +888,33 @@ def state_bytes(codec, records, version=1, world=1, rank=0, codec_len=None, reco
     return b
 
 
+def state_checksum(b):
+    """collectives/state_reader.h StateChecksum: FNV-1a's step over 8-byte little-endian words (a
+    xorshift after each whole one), the last partial word zero-padded, then the length."""
+    m, p = 2 ** 64 - 1, 0x100000001b3
+    h = 0xcbf29ce484222325
+    whole = len(b) // 8 * 8
+    for i in range(0, whole, 8):
+        h = ((h ^ int.from_bytes(b[i:i + 8], "little")) * p) & m
+        h ^= h >> 29
+    if len(b) > whole:
+        h = ((h ^ int.from_bytes(b[whole:] + bytes(8 - (len(b) - whole)), "little")) * p) & m
+    return ((h ^ len(b)) * p) & m
+
+
+def state_v2(body):
+    """Format 2: format 1's bytes with the version set to 2 and the checksum appended."""
+    b = body[:8] + struct.pack("<I", 2) + body[12:]
+    return b + struct.pack("<Q", state_checksum(b))
+
+
 def good_state(shape):
     return state_bytes(SHAPES[shape][1], records_of(shape))
 
 
 for shape in SHAPES:
     put(f"state/good-{shape}.state", good_state(shape))
+put("state/good-int8-v2.state", state_v2(good_state("int8")))
 
 
 def st(data, expect, shape="int8", runtime=None, setup="-", path=None):
@@ -925,8 +946,17 @@ st(dump(GOOD_PROFILE_JSON).encode(), "is not a ciuic state file")
 st(MAGIC, "format version")
 st(G[:10], "format version")
 st(state_bytes("int8", recs(), version=0), "format version 0")
-st(state_bytes("int8", recs(), version=2), "format 2")
+st(state_bytes("int8", recs(), version=3), "format 3")
 st(state_bytes("int8", recs(), version=0xFFFFFFFF), "format 4294967295")
+# Format 2 closes the file with a checksum: damage the structure cannot see is refused by it.
+V2 = state_v2(good_state("int8"))
+st(V2[:-8], "truncated: checksum")
+st(V2[:-1], "truncated: checksum")
+st(V2[:-8] + struct.pack("<Q", state_checksum(V2[:-8]) ^ 1), "checksum mismatch")
+# One bit of record 0's first residual float (magic 8, version/world/rank 12, name 8 + 4, records 8,
+# the record's ids 32, the residual's length 8: its floats from byte 80).
+st(V2[:82] + bytes([V2[82] ^ 0x01]) + V2[83:], "checksum mismatch")
+st(V2 + b"\0", "1 byte follow")
 st(G[:14], "world size")
 st(state_bytes("int8", recs(), world=2), "saved by 2 ranks")
 st(state_bytes("int8", recs(), world=0), "saved by 0 ranks")
