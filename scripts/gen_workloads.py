@@ -19,6 +19,13 @@ import json
 import os
 import sys
 
+
+def check(condition, what="check failed"):
+    """An assertion that `python3 -O` (PYTHONOPTIMIZE) cannot remove."""
+    if not condition:
+        raise AssertionError(what)
+
+
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 OUT = os.path.join(ROOT, "profiles", "workloads")
 
@@ -43,7 +50,7 @@ class Model:
 
     def document(self, expected_params):
         params = sum(numel(t["shape"]) for t in self.tensors)
-        assert params == expected_params, f"{self.name}: {params} parameters, published {expected_params}"
+        check(params == expected_params, f"{self.name}: {params} parameters, published {expected_params}")
         return {
             "schema": "ciuic.workload/1",
             "name": self.name,

@@ -192,10 +192,31 @@ TEST_F(FilesTest, UnwritableOutputsAreRefusedWithOneLine) {
     EXPECT_EQ(why.rfind("--out '", 0), 0u) << why;
     EXPECT_EQ(why.find('\n'), std::string::npos) << why;
   }
-  if (::geteuid() != 0) {  // root writes into a 0555 folder anyway
+}
+
+// A folder the user cannot write to: a 0555 folder, or, as root (how CI runs; root writes into a 0555
+// folder anyway), a tmpfs mounted read-only here and unmounted after.
+TEST_F(FilesTest, AFolderThatCannotBeWrittenIsRefusedWithOneLine) {
+  std::string folder = dir_.string();
+  struct Unmount {
+    std::string at;
+    ~Unmount() {
+      if (!at.empty()) std::system(("umount " + at).c_str());
+    }
+  } unmount;
+  if (::geteuid() != 0) {
     ASSERT_EQ(::chmod(dir_.c_str(), 0555), 0);
-    EXPECT_NE(Refusal(Path("x.json")).find("cannot create files"), std::string::npos);
+  } else {
+    folder = Path("ro");
+    std::filesystem::create_directories(folder);
+    if (std::system(("mount -t tmpfs -o ro,size=64k ciuic_ro " + folder + " 2>/dev/null").c_str()) != 0)
+      GTEST_SKIP() << "root, and cannot mount a read-only tmpfs here";
+    unmount.at = folder;
   }
+  const std::string why = Refusal(folder + "/x.json");
+  EXPECT_NE(why.find("cannot create files"), std::string::npos) << why;
+  EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+  EXPECT_FALSE(std::filesystem::exists(folder + "/x.json"));
 }
 
 // A full file system lets an empty file be created; the output check writes a byte so a run does not
