@@ -14,6 +14,8 @@
 #include <sstream>
 
 #include <cxxopts.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "bench/cli_args.h"
 #include "core/database.h"
@@ -365,8 +367,11 @@ int CompareMain(int argc, char** argv) {
   }
 
   std::map<CompareVerdict, int> counts;
-  std::vector<std::string> regressed;
+  std::vector<std::string> regressed, broken;  // broken: B has no time for a row (failed, no median)
   for (const auto& c : rows) {
+    if (!c.b->ok || !(c.b->p50_us > 0))
+      broken.push_back(fmt::format("{} ({}: {})", FormatSize(c.a->size_bytes), c.a->inplace ? "in-place" : "out-of-place",
+                                   !c.b->ok ? "failed" : "no median time"));
     if (!c.verdict) continue;
     ++counts[*c.verdict];
     if (*c.verdict == CompareVerdict::kRegressed)
@@ -444,11 +449,13 @@ int CompareMain(int argc, char** argv) {
     std::cout << t;
   }
   std::cout.flush();
-  if (!regressed.empty()) {
-    std::string list;
-    for (const auto& s : regressed) list += (list.empty() ? s : ", " + s);
-    throw VerificationError(fmt::format("compare: B regressed past {} + noise at {}", Percent(threshold), list));
-  }
+  // A gate on B: a row B could not time is no pass (a failed or empty row in A alone only goes
+  // unjudged); it is named with the regressions, in one line.
+  std::vector<std::string> why;
+  if (!regressed.empty()) why.push_back(fmt::format("B regressed past {} + noise at {}", Percent(threshold),
+                                                    fmt::join(regressed, ", ")));
+  if (!broken.empty()) why.push_back(fmt::format("B has no time at {}", fmt::join(broken, ", ")));
+  if (!why.empty()) throw VerificationError(fmt::format("compare: {}", fmt::join(why, "; ")));
   return 0;
 }
 

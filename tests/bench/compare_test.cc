@@ -18,6 +18,7 @@
 #include "bench/compare.h"
 #include "core/database.h"
 #include "core/error.h"
+#include "core/sizes.h"
 
 namespace ciuic {
 namespace {
@@ -202,6 +203,32 @@ TEST_F(Compare, RunIdsInTheDatabase) {
   // A database run against a JSON file of the same run.
   const Result mixed = Bench("compare 1 " + A() + " --db " + Db());
   EXPECT_EQ(mixed.code, 0) << mixed.err;
+}
+
+// B is a gate: a row it could not time (failed, or no median) exits 3 naming the row, like a
+// regression; the same row missing a time in A alone goes unjudged and the run passes.
+TEST_F(Compare, ARowBCouldNotTimeFailsTheGate) {
+  nlohmann::json failed = ReadJson(A()), empty = ReadJson(A());
+  ASSERT_GE(failed["results"].size(), 2u);
+  failed["results"][1]["error"] = "rank 1 died";
+  failed["results"][1]["time_us"] = nullptr;
+  WriteJson(Dir() / "failed.json", failed);
+  for (const char* k : {"time_us", "time_p50_us"})
+    if (empty["results"][0].contains(k)) empty["results"][0][k] = 0.0;
+  WriteJson(Dir() / "zero.json", empty);
+  const std::string d = Dir().string() + "/";
+  const uint64_t failed_size = failed["results"][1]["size_bytes"].get<uint64_t>();
+  const Result rf = Bench("compare " + A() + " " + d + "failed.json");
+  EXPECT_EQ(rf.code, 3) << rf.err;
+  EXPECT_EQ(Lines(rf.err), 1) << rf.err;
+  EXPECT_NE(rf.err.find("B has no time at " + FormatSize(failed_size)), std::string::npos) << rf.err;
+  EXPECT_NE(rf.err.find("failed"), std::string::npos) << rf.err;
+  const Result rz = Bench("compare " + A() + " " + d + "zero.json");
+  EXPECT_EQ(rz.code, 3) << rz.err;
+  EXPECT_NE(rz.err.find("no median time"), std::string::npos) << rz.err;
+  const Result ra = Bench("compare " + d + "failed.json " + A());  // failed in A only: unjudged, passes
+  EXPECT_EQ(ra.code, 0) << ra.err;
+  EXPECT_NE(ra.out.find("n/a (failed in A)"), std::string::npos) << ra.out;
 }
 
 TEST_F(Compare, BadInputIsOneLineAndExitOne) {
