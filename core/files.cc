@@ -80,6 +80,19 @@ void WriteInPlace(const std::string& path, const std::string& text) {
   if (::close(fd) != 0) throw RuntimeError(fmt::format("cannot write '{}': {}", path, Errno()));
 }
 
+// Renames `tmp` (written and fsync'd) over `target`, then fsyncs the folder: the rename is durable once
+// the folder's entry is (a file system without directory fsync still has the file). False, errno
+// set, when the rename failed.
+bool RenameAndSyncFolder(const std::string& tmp, const std::string& target) {
+  if (::rename(tmp.c_str(), target.c_str()) != 0) return false;
+  const int dir = ::open(FolderOf(target).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    (void)::fsync(dir);
+    ::close(dir);
+  }
+  return true;
+}
+
 void ReplaceAtomically(const std::string& target, const std::string& text, const struct stat* old) {
   std::string tmp;
   int fd = -1;
@@ -98,19 +111,11 @@ void ReplaceAtomically(const std::string& target, const std::string& text, const
       throw RuntimeError(fmt::format("cannot write '{}': {}", tmp, Errno()));
     }
     fd = -1;
-    if (::rename(tmp.c_str(), target.c_str()) != 0)
-      throw RuntimeError(fmt::format("cannot write '{}': {}", target, Errno()));
+    if (!RenameAndSyncFolder(tmp, target)) throw RuntimeError(fmt::format("cannot write '{}': {}", target, Errno()));
   } catch (...) {
     if (fd >= 0) ::close(fd);
     ::unlink(tmp.c_str());
     throw;
-  }
-  // The rename is durable once the folder's entry is; a file system without directory fsync still
-  // has the file.
-  const int dir = ::open(FolderOf(target).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    (void)::fsync(dir);
-    ::close(dir);
   }
 }
 
@@ -127,12 +132,7 @@ void CommitFileDurably(const std::string& tmp, const std::string& target, std::s
   const std::string sync_error = synced ? "" : Errno();
   ::close(fd);
   if (!synced) throw fail(fmt::format("fsync: {}", sync_error));
-  if (::rename(tmp.c_str(), target.c_str()) != 0) throw fail(Errno());
-  const int dir = ::open(FolderOf(target).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    (void)::fsync(dir);
-    ::close(dir);
-  }
+  if (!RenameAndSyncFolder(tmp, target)) throw fail(Errno());
 }
 
 void WriteFileAtomically(const std::string& path, const std::string& text) {
