@@ -251,22 +251,9 @@ void ParseExpect(const std::string& text, Cli& cli) {
 // Parses argv against the option table; --help and --version print and exit; an OP is required
 // and nothing may be left over.
 cxxopts::ParseResult ParseArguments(cxxopts::Options& options, int argc, char** argv) {
-  cxxopts::ParseResult r;
-  try {
-    r = options.parse(argc, argv);
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw FromCxxopts(e, argc, argv);
-  }
-  if (r.count("help")) {
-    std::cout << options.help() << "\n";
-    std::exit(0);
-  }
-  if (r.count("version")) {
-    std::cout << "ciuic-bench " << CIUIC_VERSION << " (" << CIUIC_GIT_COMMIT << ")\n";
-    std::exit(0);
-  }
+  cxxopts::ParseResult r =
+      ParseOrExit(options, argc, argv, fmt::format("ciuic-bench {} ({})", CIUIC_VERSION, CIUIC_GIT_COMMIT));
   if (!r.count("command")) throw UsageError("missing OP (try --help)");
-  if (!r.unmatched().empty()) throw UsageError(fmt::format("unexpected argument '{}'", r.unmatched().front()));
   return r;
 }
 

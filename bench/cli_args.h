@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <cxxopts.hpp>
+#include <iostream>
 #include <string>
 #include <string_view>
 
@@ -107,6 +108,30 @@ inline UsageError FromCxxopts(const cxxopts::exceptions::exception& e, int argc,
     return UsageError(
         fmt::format("'{}': not an option (options are --NAME VALUE or --NAME=VALUE)", name));
   return UsageError(fmt::format("bad command line ({})", name.empty() ? "see --help" : name));
+}
+
+// The one command-line parse of every tool and subcommand: cxxopts' refusals as FromCxxopts' line,
+// --help printed (and --version, given `version_line`) with exit 0, nothing left over
+// ("{what}unexpected argument 'X'").
+inline cxxopts::ParseResult ParseOrExit(cxxopts::Options& options, int argc, char** argv,
+                                        const std::string& version_line = "", std::string_view what = "") {
+  cxxopts::ParseResult r;
+  try {
+    r = options.parse(argc, argv);
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw FromCxxopts(e, argc, argv);
+  }
+  if (r.count("help")) {
+    std::cout << options.help() << "\n";
+    std::exit(0);
+  }
+  if (!version_line.empty() && r.count("version")) {
+    std::cout << version_line << "\n";
+    std::exit(0);
+  }
+  if (!r.unmatched().empty())
+    throw UsageError(fmt::format("{}unexpected argument '{}'", what, PrintableLine(r.unmatched().front())));
+  return r;
 }
 
 }  // namespace ciuic

@@ -183,17 +183,7 @@ Options Parse(int argc, char** argv) {
       ("name", "", cxxopts::value<std::string>());
   // clang-format on
   opts.parse_positional({"command", "name"});
-  cxxopts::ParseResult r;
-  try {
-    r = opts.parse(argc, argv);
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw FromCxxopts(e, argc, argv);
-  }
-  if (r.count("help")) {
-    std::cout << opts.help() << "\n";
-    std::exit(0);
-  }
-  if (!r.unmatched().empty()) throw UsageError(fmt::format("unexpected argument '{}'", r.unmatched().front()));
+  const cxxopts::ParseResult r = ParseOrExit(opts, argc, argv);
   Options o;
   for (int i = 0; i < argc; ++i) o.argv.push_back(argv[i]);
   o.command = r["command"].as<std::string>();

@@ -291,17 +291,7 @@ double ParsePercentOption(const char* option, const std::string& text) {
 
 int CompareMain(int argc, char** argv) {
   cxxopts::Options options = MakeOptions();
-  cxxopts::ParseResult r;
-  try {
-    r = options.parse(argc, argv);
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw FromCxxopts(e, argc, argv);
-  }
-  if (r.count("help")) {
-    std::cout << options.help() << "\n";
-    return 0;
-  }
-  if (!r.unmatched().empty()) throw UsageError(fmt::format("compare: unexpected argument '{}'", PrintableLine(r.unmatched().front())));
+  const cxxopts::ParseResult r = ParseOrExit(options, argc, argv, "", "compare: ");
   if (!r.count("a") || !r.count("b")) throw UsageError("compare: needs two runs: ciuic-bench compare A B (run ids with --db FILE, or JSON files)");
   const double threshold = ParsePercentOption("threshold", r["threshold"].as<std::string>());
   const std::string noise_text = r["noise"].as<std::string>();

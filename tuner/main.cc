@@ -636,21 +636,8 @@ int Run(int argc, char** argv) {
       "max-error", "validate: exit 1 when the median |error| exceeds this (0: never)", cxxopts::value<double>()->default_value("0"))(
       "h,help", "this help")("version", "print the version")("command", "", cxxopts::value<std::string>());
   opts.parse_positional({"command"});
-  cxxopts::ParseResult r;
-  try {
-    r = opts.parse(argc, argv);
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw FromCxxopts(e, argc, argv);
-  }
-  if (r.count("help")) {
-    std::cout << opts.help() << "\n";
-    return 0;
-  }
-  if (r.count("version")) {
-    std::cout << "ciuic-tune " << CIUIC_VERSION << " (" << CIUIC_GIT_COMMIT << ")\n";
-    return 0;
-  }
-  if (!r.unmatched().empty()) throw UsageError(fmt::format("unexpected argument '{}'", PrintableLine(r.unmatched().front())));
+  const cxxopts::ParseResult r =
+      ParseOrExit(opts, argc, argv, fmt::format("ciuic-tune {} ({})", CIUIC_VERSION, CIUIC_GIT_COMMIT));
   // `ciuic-tune --topology dgx_a100` is `ciuic-tune run --topology dgx_a100`.
   const std::string cmd = r.count("command") ? r["command"].as<std::string>() : (r.count("topology") ? "run" : "");
   for (const auto& s : kSubcommands) {
