@@ -1,5 +1,6 @@
 #include "bench/cli.h"
 #include "bench/crossover_table.h"
+#include "bench/reporters/context_json.h"
 #include "bench/job_launch.h"
 
 #include "bench/cli_args.h"
@@ -1157,17 +1158,8 @@ int ListBuild() {
 void WriteBenchTrace(Communicator& comm, const Cli& cli, const BenchContext& ctx, trace::Recorder& recorder,
                      Watchdog* watchdog) {
   if (watchdog) watchdog->Arm(fmt::format("gathering the trace on rank {}", comm.Rank()));
-  nlohmann::json other;
-  other["tool"] = "ciuic-bench";
-  other["version"] = ctx.tool_version;
-  other["commit"] = ctx.git_commit;
-  other["command"] = ctx.command_line;
-  other["collective"] = ctx.collective;
-  other["backend"] = ctx.backend;
-  other["device"] = ctx.device;
-  if (!ctx.codec.empty()) other["codec"] = ctx.codec;
-  if (!ctx.algo.empty()) other["algo"] = ctx.algo;
-  other["start_time"] = ctx.start_time;
+  // The trace's metadata is the run's context, as --format json records it.
+  const nlohmann::json other = nlohmann::json::parse(RunContextJson(ctx).dump());
   // The summary covers the timed iterations, what the table's times measure.
   const auto lines = WriteTrace(comm, recorder, cli.trace_path, other, "timed", "in the timed iterations");
   if (watchdog) watchdog->Disarm();

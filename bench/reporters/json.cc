@@ -7,8 +7,43 @@
 #include <ostream>
 
 #include "bench/record.h"
+#include "bench/reporters/context_json.h"
 
 namespace ciuic {
+
+nlohmann::ordered_json RunContextJson(const BenchContext& c) {
+  nlohmann::ordered_json x;
+  x["tool"] = "ciuic-bench";
+  x["tool_version"] = c.tool_version;
+  x["git_commit"] = c.git_commit;
+  x["collective"] = c.collective;
+  x["backend"] = c.backend;
+  x["device"] = c.device;
+  x["device_name"] = c.device_name;
+  x["world_size"] = c.world_size;
+  x["dtype"] = c.dtype;
+  x["op"] = c.redop;
+  x["root"] = c.root;
+  x["codec"] = c.codec;
+  x["algo"] = c.algo;
+  x["hostnames"] = c.hostnames;
+  x["library_versions"] = c.library_versions;
+  x["start_time"] = c.start_time;
+  x["command_line"] = c.command_line;
+  x["warmup"] = c.warmup < 0 ? nlohmann::ordered_json("auto") : nlohmann::ordered_json(c.warmup);
+  x["iters"] = c.iters < 0 ? nlohmann::ordered_json("auto") : nlohmann::ordered_json(c.iters);
+  x["check"] = c.check;
+  x["timing"] = c.timing;
+  x["average"] = c.average;
+  x["busbw_factor"] = c.busbw_factor;
+  x["busbw_formula"] = c.busbw_formula;
+  if (c.blocking >= 0) x["blocking"] = c.blocking;
+  if (!c.baseline.empty()) {
+    x["baseline"] = c.baseline;
+    x["baseline_description"] = c.baseline_description;
+  }
+  return x;
+}
 
 namespace {
 
@@ -19,36 +54,7 @@ class JsonReporter : public Reporter {
   void Begin(const BenchContext& c) override {
     doc_ = nlohmann::ordered_json::object();
     doc_["schema"] = "ciuic.bench/1";
-    auto& x = doc_["context"];
-    x["tool"] = "ciuic-bench";
-    x["tool_version"] = c.tool_version;
-    x["git_commit"] = c.git_commit;
-    x["collective"] = c.collective;
-    x["backend"] = c.backend;
-    x["device"] = c.device;
-    x["device_name"] = c.device_name;
-    x["world_size"] = c.world_size;
-    x["dtype"] = c.dtype;
-    x["op"] = c.redop;
-    x["root"] = c.root;
-    x["codec"] = c.codec;
-    x["algo"] = c.algo;
-    x["hostnames"] = c.hostnames;
-    x["library_versions"] = c.library_versions;
-    x["start_time"] = c.start_time;
-    x["command_line"] = c.command_line;
-    x["warmup"] = c.warmup < 0 ? nlohmann::ordered_json("auto") : nlohmann::ordered_json(c.warmup);
-    x["iters"] = c.iters < 0 ? nlohmann::ordered_json("auto") : nlohmann::ordered_json(c.iters);
-    x["check"] = c.check;
-    x["timing"] = c.timing;
-    x["average"] = c.average;
-    x["busbw_factor"] = c.busbw_factor;
-    x["busbw_formula"] = c.busbw_formula;
-    if (c.blocking >= 0) x["blocking"] = c.blocking;
-    if (!c.baseline.empty()) {
-      x["baseline"] = c.baseline;
-      x["baseline_description"] = c.baseline_description;
-    }
+    doc_["context"] = RunContextJson(c);
     ctx_ = c;
     doc_["results"] = nlohmann::ordered_json::array();
   }
