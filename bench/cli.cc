@@ -226,7 +226,10 @@ std::unique_ptr<Communicator> WrapRuntime(std::unique_ptr<Communicator> transpor
   const AlgoConfig& a = rc.algo;
   if (a.algo == AllReduceAlgo::kAuto && a.codec.kind == CodecKind::kNone && a.precision == DType::kFloat32 &&
       !rc.profile) {
-    if (watchdog && cli.crossover.source == "measure") watchdog->Arm("auto's crossover measurement");
+    // Collective either way (a measurement, or the ranks agreeing on what their databases hold).
+    if (watchdog && (cli.crossover.source == "measure" || cli.crossover.source == "db"))
+      watchdog->Arm(cli.crossover.source == "db" ? "auto's crossover from the calibration database"
+                                                 : "auto's crossover measurement");
     rc.algo.crossover = ResolveCrossover(*transport, cli.crossover);
     if (watchdog) watchdog->Disarm();
     if (cli.crossover.table) {

@@ -29,6 +29,8 @@ std::string CrossoverDatabase(const CrossoverCli& c) {
 // stored (collective: the ranks agree on what they read, so ranks given different databases, or a
 // rank that cannot read its own, fail together).
 std::shared_ptr<Crossover> CalibratedCrossover(Communicator& transport, const CrossoverCli& c) {
+  // Collective on every rank alike (it gathers host names), before anything a rank may fail at alone.
+  const std::vector<AllReduceAlgo> candidates = CrossoverCandidates(transport);
   std::string error, created, path;
   Crossover table;
   try {
@@ -36,41 +38,42 @@ std::shared_ptr<Crossover> CalibratedCrossover(Communicator& transport, const Cr
     if (!path.empty() && transport.Device() == DeviceKind::kCpu) {
       const auto points =
           LoadCrossoverPoints(path, "cpu:" + CpuModelName(), transport.BackendName(), transport.Size(), &created);
-      table = CrossoverFromStoredPoints(points, CrossoverCandidates(transport));
+      table = CrossoverFromStoredPoints(points, candidates);
     }
   } catch (const Error& e) {
     error = e.what();
   }
   const uint64_t digest = table.bands.empty() ? 0 : table.Digest();
-  double mine[4] = {error.empty() ? 0.0 : 1.0, table.bands.empty() ? 0.0 : 1.0,
-                    static_cast<double>(digest & 0xffffffffu), static_cast<double>(digest >> 32)};
+  const int rank = transport.Rank();
+  // [found, digest low, digest high, the lowest rank that failed to read (Size(): none)]
+  double mine[4] = {table.bands.empty() ? 0.0 : 1.0, static_cast<double>(digest & 0xffffffffu),
+                    static_cast<double>(digest >> 32), static_cast<double>(error.empty() ? transport.Size() : rank)};
   double high[4], low[4];
   std::copy(mine, mine + 4, high);
   std::copy(mine, mine + 4, low);
   transport.HostAllReduce(high, 4, ReduceOp::kMax);
   transport.HostAllReduce(low, 4, ReduceOp::kMin);
-  // Every rank fails on what they agreed: the one that saw it (else rank 0) says why, then all end
-  // together (a rank ending first would have the launcher stop the one that reports).
-  const bool lead = transport.Rank() == 0;
+  // Every rank fails on what they agreed, and one line says why: the lowest rank that could not read
+  // its database, else rank 0; then all end together (a rank ending first would have the launcher
+  // stop the one that reports).
+  const int failed_rank = static_cast<int>(low[3]);
+  const bool differ = !std::equal(high, high + 3, low);
   const std::string world = fmt::format("{} ranks over {}", transport.Size(), transport.BackendName());
   std::string why;
-  if (!error.empty()) {
-    why = error;
-  } else if (high[0] > 0) {
-    if (lead) why = "another rank could not read its calibration database";
-  } else if (!std::equal(high + 1, high + 4, low + 1)) {
-    if (lead)
+  if (failed_rank < transport.Size()) {
+    if (rank == failed_rank) why = transport.Size() > 1 ? fmt::format("rank {}: {}", rank, error) : error;
+  } else if (differ) {
+    if (rank == 0)
       why = "the ranks' calibration databases hold different crossovers for this world (give every rank the same "
             "--db, or --crossover builtin)";
-  } else if (table.bands.empty() && c.source_given && lead) {
+  } else if (table.bands.empty() && c.source_given && rank == 0) {
     why = fmt::format("'{}' holds no crossover for {} on this machine ({}; `ciuic-tune calibrate --ranks {}` measures "
                       "one)",
                       PrintableLine(path, 4096), world,
                       transport.Device() == DeviceKind::kCpu ? "cpu:" + CpuModelName() : "a GPU: CPU only",
                       transport.Size());
   }
-  const bool failed = high[0] > 0 || !std::equal(high + 1, high + 4, low + 1) || (table.bands.empty() && c.source_given);
-  if (failed) {
+  if (failed_rank < transport.Size() || differ || (table.bands.empty() && c.source_given)) {
     if (!why.empty()) LogInfo("--crossover db: {}", PrintableLine(why, 2000));
     double done = 0;
     transport.HostAllReduce(&done, 1, ReduceOp::kMax);

@@ -43,8 +43,8 @@ class VerificationError : public Error {
   explicit VerificationError(const std::string& what) : Error(ExitCode::kVerification, what) {}
 };
 
-// A failure every rank agreed on and one rank (the lead) reports: the others end with its exit code
-// and print nothing, so the user reads one line, not one per rank.
+// A failure every rank agreed on and one rank reported (the one that saw it, else rank 0): every
+// rank ends with its exit code and prints nothing more, so the user reads one line, not one per rank.
 class ReportedByLead : public Error {
  public:
   explicit ReportedByLead(ExitCode code) : Error(code, "reported by rank 0") {}

@@ -270,6 +270,9 @@ void Watchdog::Loop() {
       continue;
     }
     if (NowSeconds() > deadline_) {
+      // Still the same arming (a call that ended and the next one armed since would be named
+      // wrongly, and its describe() read mid-write): else its deadline starts now.
+      if (arms_.load(std::memory_order_acquire) != seen_arms_ || !armed_.load(std::memory_order_acquire)) continue;
       armed_.store(false, std::memory_order_relaxed);
       const auto* describe = describe_.load(std::memory_order_relaxed);
       std::string what = describe ? (*describe)() : what_;

@@ -1,5 +1,5 @@
-/* An LD_PRELOAD shim for save_order_test: logs, in call order, every write, fsync, fdatasync and
- * rename that touches a path containing $CIUIC_IO_TRACE_MATCH, one line each to $CIUIC_IO_TRACE
+/* An LD_PRELOAD shim for save_order_test: logs, in call order, every write (write, writev, pwrite,
+ * pwritev: libstdc++'s filebuf sends large writes through writev), fsync, fdatasync and rename that touches a path containing $CIUIC_IO_TRACE_MATCH, one line each to $CIUIC_IO_TRACE
  * ("write PATH", "fsync PATH", "rename FROM TO"; a descriptor's path from /proc/self/fd), then makes
  * the real call. The log is written with the raw system call, so it never logs itself. */
 #define _GNU_SOURCE
@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 static void note(const char* what, const char* a, const char* b) {
@@ -40,6 +41,34 @@ ssize_t write(int fd, const void* buf, size_t count) {
   if (!real) real = (ssize_t(*)(int, const void*, size_t))dlsym(RTLD_NEXT, "write");
   if (fd > 2) note_fd("write", fd);
   return real(fd, buf, count);
+}
+
+ssize_t writev(int fd, const struct iovec* iov, int n) {
+  static ssize_t (*real)(int, const struct iovec*, int);
+  if (!real) real = (ssize_t(*)(int, const struct iovec*, int))dlsym(RTLD_NEXT, "writev");
+  if (fd > 2) note_fd("write", fd);
+  return real(fd, iov, n);
+}
+
+ssize_t pwrite(int fd, const void* buf, size_t count, off_t at) {
+  static ssize_t (*real)(int, const void*, size_t, off_t);
+  if (!real) real = (ssize_t(*)(int, const void*, size_t, off_t))dlsym(RTLD_NEXT, "pwrite");
+  if (fd > 2) note_fd("write", fd);
+  return real(fd, buf, count, at);
+}
+
+ssize_t pwrite64(int fd, const void* buf, size_t count, off_t at) {
+  static ssize_t (*real)(int, const void*, size_t, off_t);
+  if (!real) real = (ssize_t(*)(int, const void*, size_t, off_t))dlsym(RTLD_NEXT, "pwrite64");
+  if (fd > 2) note_fd("write", fd);
+  return real(fd, buf, count, at);
+}
+
+ssize_t pwritev(int fd, const struct iovec* iov, int n, off_t at) {
+  static ssize_t (*real)(int, const struct iovec*, int, off_t);
+  if (!real) real = (ssize_t(*)(int, const struct iovec*, int, off_t))dlsym(RTLD_NEXT, "pwritev");
+  if (fd > 2) note_fd("write", fd);
+  return real(fd, iov, n, at);
 }
 
 int fsync(int fd) {
