@@ -6,6 +6,7 @@
 
 #include "bench/cli_args.h"
 #include "bench/codec_bench.h"
+#include "bench/train_kernel_bench.h"
 #include "bench/compare.h"
 #include "bench/plot.h"
 #include "kernels/codec_kernels.h"
@@ -572,6 +573,12 @@ int BenchMain(int argc, char** argv) {
   try {
     if (argc > 1 && (std::string_view(argv[1]) == "compress" || std::string_view(argv[1]) == "kernel")) {
       SetLogPrefix("ciuic-bench");
+      // A training kernel's name (positional, --name N or --name=N) routes to its own benchmark.
+      for (int i = 2; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        const std::string_view name = a.rfind("--name=", 0) == 0 ? a.substr(7) : a;
+        if (std::string_view(argv[1]) == "kernel" && IsTrainKernelName(name)) return TrainKernelBenchMain(argc, argv);
+      }
       return CodecBenchMain(argc, argv);
     }
     if (argc > 1 && std::string_view(argv[1]) == "compare") {

@@ -77,7 +77,8 @@ std::vector<Subcommand> Subcommands() {
   std::vector<Subcommand> out;
   for (const CollSpec* s : AllCollectives()) out.push_back({s->name, s->summary});
   out.push_back({"compress", "codec encode/decode/decode-accumulate speed, wire ratio, error (--codec C)"});
-  out.push_back({"kernel", "fused kernels: ef-quantize, decode-accumulate, decode-add-encode, flatten, unscale"});
+  out.push_back({"kernel", "fused kernels: ef-quantize, decode-accumulate, decode-add-encode, flatten, unscale; "
+                           "training: ln-dropout-gelu, bias-gelu, add-ln (fused vs unfused vs torch)"});
   out.push_back({"list", "backends, devices, dtypes, ops and collectives in this build"});
   out.push_back({"compare", "two runs (--db run ids or JSON files) per size: verdict, exit 3 on a regression (compare --help)"});
   out.push_back({"plot", "PNG plots of runs: busbw, time or algbw vs size (plot --help; needs /usr/bin/python3 matplotlib)"});

@@ -22,10 +22,16 @@
 #include "collectives/runtime_async.h"
 #include "collectives/staging_comm.h"
 #include "collectives/state_reader.h"
+#include "core/buffer.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "kernels/codec.h"
 #include "kernels/codec_kernels.h"
+#include "kernels/train_kernels.h"
+
+#if CIUIC_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 #if CIUIC_HAVE_MPI
 #include <mpi.h>
 
@@ -926,3 +932,127 @@ ciuic_status_t ciuic_profile_rule_for(const ciuic_profile_t* profile, const char
 }
 
 }  // extern "C"
+
+// ---- Training kernels ------------------------------------------------------------------------------
+namespace {
+
+ciuic::Activation ActOf(ciuic_activation_t a) {
+  switch (a) {
+    case CIUIC_ACT_NONE: return ciuic::Activation::kNone;
+    case CIUIC_ACT_RELU: return ciuic::Activation::kRelu;
+    case CIUIC_ACT_GELU_TANH: return ciuic::Activation::kGeluTanh;
+    case CIUIC_ACT_GELU_ERF: return ciuic::Activation::kGeluErf;
+  }
+  throw ciuic::UsageError(fmt::format("activation {}: expected CIUIC_ACT_NONE, _RELU, _GELU_TANH or _GELU_ERF",
+                                      static_cast<int>(a)));
+}
+
+ciuic::DropoutArgs DropoutOf(float p, uint64_t seed, uint64_t offset) {
+  if (!(p >= 0.0f && p <= 1.0f)) throw ciuic::UsageError(fmt::format("dropout p {} must be in [0, 1]", p));
+  return {p, seed, offset};
+}
+
+void RequireAll(size_t rows, size_t cols, std::initializer_list<std::pair<const void*, const char*>> ptrs) {
+  if (rows == 0 || cols == 0) return;
+  for (const auto& [p, what] : ptrs) Require(p, what);
+}
+
+void CheckEps(float eps) {
+  if (!(eps > 0.0f) || !std::isfinite(eps)) throw ciuic::UsageError(fmt::format("eps {} must be positive", eps));
+}
+
+// The backward kernels' column-gradient workspace, where the tensors live; a device one outlives the
+// queued kernels (the stream is drained before it is freed).
+class Workspace {
+ public:
+  Workspace(const void* where, size_t rows, size_t cols, void* stream)
+      : device_(ciuic::IsDevicePointer(where)), stream_(stream),
+        buffer_(std::max<size_t>(ciuic::TrainWorkspaceBytes(rows, cols), 4),
+                device_ ? ciuic::MemoryKind::kDevice : ciuic::MemoryKind::kHost) {}
+  ~Workspace() {
+#if CIUIC_HAVE_CUDA
+    if (device_) cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+#endif
+  }
+  float* data() { return static_cast<float*>(buffer_.data()); }
+
+ private:
+  bool device_;
+  void* stream_;
+  ciuic::Buffer buffer_;
+};
+
+}  // namespace
+
+ciuic_status_t ciuic_ln_act_dropout_forward(ciuic_dtype_t dtype, size_t rows, size_t cols, ciuic_activation_t act,
+                                            float p, uint64_t seed, uint64_t offset, const void* x,
+                                            const float* gamma, const float* beta, float eps, void* y, float* mean,
+                                            float* rstd, void* stream) {
+  return Guard([&] {
+    CheckEps(eps);
+    RequireAll(rows, cols, {{x, "x"}, {gamma, "gamma"}, {beta, "beta"}, {y, "y"}, {mean, "mean"}, {rstd, "rstd"}});
+    ciuic::LnActDropoutForward(DTypeOf(dtype), rows, cols, ActOf(act), DropoutOf(p, seed, offset), x, gamma, beta,
+                               eps, y, mean, rstd, stream);
+  });
+}
+
+ciuic_status_t ciuic_ln_act_dropout_backward(ciuic_dtype_t dtype, size_t rows, size_t cols, ciuic_activation_t act,
+                                             float p, uint64_t seed, uint64_t offset, const void* dy, const void* x,
+                                             const float* gamma, const float* beta, const float* mean,
+                                             const float* rstd, void* dx, float* dgamma, float* dbeta, void* stream) {
+  return Guard([&] {
+    RequireAll(rows, cols, {{dy, "dy"}, {x, "x"}, {gamma, "gamma"}, {beta, "beta"}, {mean, "mean"}, {rstd, "rstd"},
+                            {dx, "dx"}});
+    Workspace ws(dy, rows, cols, stream);
+    ciuic::LnActDropoutBackward(DTypeOf(dtype), rows, cols, ActOf(act), DropoutOf(p, seed, offset), dy, x, gamma,
+                                beta, mean, rstd, dx, dgamma, dbeta, ws.data(), stream);
+  });
+}
+
+ciuic_status_t ciuic_bias_act_forward(ciuic_dtype_t dtype, size_t rows, size_t cols, ciuic_activation_t act,
+                                      const void* x, const float* bias, void* y, void* stream) {
+  return Guard([&] {
+    RequireAll(rows, cols, {{x, "x"}, {y, "y"}});
+    ciuic::BiasActForward(DTypeOf(dtype), rows, cols, ActOf(act), x, bias, y, stream);
+  });
+}
+
+ciuic_status_t ciuic_bias_act_backward(ciuic_dtype_t dtype, size_t rows, size_t cols, ciuic_activation_t act,
+                                       const void* dy, const void* x, const float* bias, void* dx, float* dbias,
+                                       void* stream) {
+  return Guard([&] {
+    RequireAll(rows, cols, {{dy, "dy"}, {x, "x"}, {dx, "dx"}});
+    Workspace ws(dy, rows, cols, stream);
+    ciuic::BiasActBackward(DTypeOf(dtype), rows, cols, ActOf(act), dy, x, bias, dx, dbias, ws.data(), stream);
+  });
+}
+
+ciuic_status_t ciuic_add_layer_norm_forward(ciuic_dtype_t dtype, size_t rows, size_t cols, const void* x,
+                                            const void* residual, const float* gamma, const float* beta, float eps,
+                                            void* sum, void* y, float* mean, float* rstd, void* stream) {
+  return Guard([&] {
+    CheckEps(eps);
+    RequireAll(rows, cols, {{x, "x"}, {residual, "residual"}, {gamma, "gamma"}, {beta, "beta"}, {sum, "sum"},
+                            {y, "y"}, {mean, "mean"}, {rstd, "rstd"}});
+    ciuic::AddLayerNormForward(DTypeOf(dtype), rows, cols, x, residual, gamma, beta, eps, sum, y, mean, rstd, stream);
+  });
+}
+
+ciuic_status_t ciuic_add_layer_norm_backward(ciuic_dtype_t dtype, size_t rows, size_t cols, const void* dy,
+                                             const void* dsum, const void* sum, const float* gamma,
+                                             const float* mean, const float* rstd, void* dx, float* dgamma,
+                                             float* dbeta, void* stream) {
+  return Guard([&] {
+    RequireAll(rows, cols, {{dy, "dy"}, {sum, "sum"}, {gamma, "gamma"}, {mean, "mean"}, {rstd, "rstd"}, {dx, "dx"}});
+    Workspace ws(dy, rows, cols, stream);
+    ciuic::AddLayerNormBackward(DTypeOf(dtype), rows, cols, dy, dsum, sum, gamma, mean, rstd, dx, dgamma, dbeta,
+                                ws.data(), stream);
+  });
+}
+
+ciuic_status_t ciuic_dropout_mask(size_t n, float p, uint64_t seed, uint64_t offset, uint8_t* keep) {
+  return Guard([&] {
+    if (n > 0) Require(keep, "keep");
+    ciuic::DropoutMask(DropoutOf(p, seed, offset), n, keep);
+  });
+}

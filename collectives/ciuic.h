@@ -248,6 +248,49 @@ ciuic_status_t ciuic_profile_rule_at(const ciuic_profile_t* profile, size_t inde
 ciuic_status_t ciuic_profile_rule_for(const ciuic_profile_t* profile, const char* op, uint64_t bytes,
                                       ciuic_rule_t* out);
 
+/* ---- Training kernels (kernels/train_kernels.h): fused LayerNorm + activation + dropout, bias +
+ * activation, residual add + LayerNorm, forward and backward. Tensors are row-major rows x cols
+ * (tokens x hidden) in `dtype`; gamma, beta, bias, their gradients, mean and rstd are fp32 (one per
+ * column, resp. per row). Buffers all host memory, or all memory of the current CUDA device; stream
+ * is a cudaStream_t (null: the default stream). Backward workspace is allocated inside. Dropout keeps
+ * element e (= row * cols + col) by the Philox stream keyed by (seed, offset); p = 0: no dropout. */
+typedef enum {
+  CIUIC_ACT_NONE = 0,
+  CIUIC_ACT_RELU = 1,
+  CIUIC_ACT_GELU_TANH = 2, /* PyTorch's gelu(approximate="tanh") */
+  CIUIC_ACT_GELU_ERF = 3   /* PyTorch's gelu() */
+} ciuic_activation_t;
+
+/* y = dropout(act(layer_norm(x))). */
+ciuic_status_t ciuic_ln_act_dropout_forward(ciuic_dtype_t dtype, size_t rows, size_t cols, ciuic_activation_t act,
+                                            float p, uint64_t seed, uint64_t offset, const void* x,
+                                            const float* gamma, const float* beta, float eps, void* y,
+                                            float* mean, float* rstd, void* stream);
+/* dgamma, dbeta: overwritten (not accumulated); may both be null. */
+ciuic_status_t ciuic_ln_act_dropout_backward(ciuic_dtype_t dtype, size_t rows, size_t cols, ciuic_activation_t act,
+                                             float p, uint64_t seed, uint64_t offset, const void* dy,
+                                             const void* x, const float* gamma, const float* beta,
+                                             const float* mean, const float* rstd, void* dx, float* dgamma,
+                                             float* dbeta, void* stream);
+/* y = act(x + bias) (bias null: act(x)). */
+ciuic_status_t ciuic_bias_act_forward(ciuic_dtype_t dtype, size_t rows, size_t cols, ciuic_activation_t act,
+                                      const void* x, const float* bias, void* y, void* stream);
+/* dx = dy * act'(x + bias); dbias (may be null) = column sums of dx. */
+ciuic_status_t ciuic_bias_act_backward(ciuic_dtype_t dtype, size_t rows, size_t cols, ciuic_activation_t act,
+                                       const void* dy, const void* x, const float* bias, void* dx, float* dbias,
+                                       void* stream);
+/* sum = x + residual (in dtype); y = layer_norm(sum). */
+ciuic_status_t ciuic_add_layer_norm_forward(ciuic_dtype_t dtype, size_t rows, size_t cols, const void* x,
+                                            const void* residual, const float* gamma, const float* beta, float eps,
+                                            void* sum, void* y, float* mean, float* rstd, void* stream);
+/* dx (the gradient of x and of residual) = layer_norm's input gradient + dsum (may be null). */
+ciuic_status_t ciuic_add_layer_norm_backward(ciuic_dtype_t dtype, size_t rows, size_t cols, const void* dy,
+                                             const void* dsum, const void* sum, const float* gamma,
+                                             const float* mean, const float* rstd, void* dx, float* dgamma,
+                                             float* dbeta, void* stream);
+/* keep[e] = 1 where dropout keeps element e of [0, n), else 0 (host memory). */
+ciuic_status_t ciuic_dropout_mask(size_t n, float p, uint64_t seed, uint64_t offset, uint8_t* keep);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,6 +3,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "kernels/codec_kernels.h"
+#include "kernels/train_kernels.h"
 
 #if CIUIC_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -103,6 +104,56 @@ void ScaleInPlace(float* g, size_t n, float factor, void* stream) {
 void AddInPlace(float* acc, const float* x, size_t n, void* stream) { CIUIC_DISPATCH(acc, AddInPlace(acc, x, n, stream)); }
 void AddTo(float* out, const float* a, const float* x, size_t n, void* stream) {
   CIUIC_DISPATCH(out, AddTo(out, a, x, n, stream));
+}
+
+}  // namespace ciuic
+
+// ---- training kernels (kernels/train_kernels.h): by where x (forward) or dy (backward) lives ----
+namespace ciuic {
+
+void LayerNormForward(DType t, size_t rows, size_t cols, const void* x, const float* gamma, const float* beta,
+                      float eps, void* y, float* mean, float* rstd, void* stream) {
+  CIUIC_DISPATCH(x, LayerNormForward(t, rows, cols, x, gamma, beta, eps, y, mean, rstd, stream));
+}
+void LayerNormBackward(DType t, size_t rows, size_t cols, const void* dy, const void* x, const float* gamma,
+                       const float* mean, const float* rstd, void* dx, float* dgamma, float* dbeta, float* workspace,
+                       void* stream) {
+  CIUIC_DISPATCH(dy, LayerNormBackward(t, rows, cols, dy, x, gamma, mean, rstd, dx, dgamma, dbeta, workspace, stream));
+}
+void BiasActForward(DType t, size_t rows, size_t cols, Activation act, const void* x, const float* bias, void* y,
+                    void* stream) {
+  CIUIC_DISPATCH(x, BiasActForward(t, rows, cols, act, x, bias, y, stream));
+}
+void BiasActBackward(DType t, size_t rows, size_t cols, Activation act, const void* dy, const void* x,
+                     const float* bias, void* dx, float* dbias, float* workspace, void* stream) {
+  CIUIC_DISPATCH(dy, BiasActBackward(t, rows, cols, act, dy, x, bias, dx, dbias, workspace, stream));
+}
+void Dropout(DType t, size_t n, const DropoutArgs& d, const void* x, void* y, void* stream) {
+  CIUIC_DISPATCH(x, Dropout(t, n, d, x, y, stream));
+}
+void AddTensors(DType t, size_t n, const void* a, const void* b, void* out, void* stream) {
+  CIUIC_DISPATCH(a, AddTensors(t, n, a, b, out, stream));
+}
+void LnActDropoutForward(DType t, size_t rows, size_t cols, Activation act, const DropoutArgs& d, const void* x,
+                         const float* gamma, const float* beta, float eps, void* y, float* mean, float* rstd,
+                         void* stream) {
+  CIUIC_DISPATCH(x, LnActDropoutForward(t, rows, cols, act, d, x, gamma, beta, eps, y, mean, rstd, stream));
+}
+void LnActDropoutBackward(DType t, size_t rows, size_t cols, Activation act, const DropoutArgs& d, const void* dy,
+                          const void* x, const float* gamma, const float* beta, const float* mean, const float* rstd,
+                          void* dx, float* dgamma, float* dbeta, float* workspace, void* stream) {
+  CIUIC_DISPATCH(dy, LnActDropoutBackward(t, rows, cols, act, d, dy, x, gamma, beta, mean, rstd, dx, dgamma, dbeta,
+                                          workspace, stream));
+}
+void AddLayerNormForward(DType t, size_t rows, size_t cols, const void* x, const void* residual, const float* gamma,
+                         const float* beta, float eps, void* sum, void* y, float* mean, float* rstd, void* stream) {
+  CIUIC_DISPATCH(x, AddLayerNormForward(t, rows, cols, x, residual, gamma, beta, eps, sum, y, mean, rstd, stream));
+}
+void AddLayerNormBackward(DType t, size_t rows, size_t cols, const void* dy, const void* dsum, const void* sum,
+                          const float* gamma, const float* mean, const float* rstd, void* dx, float* dgamma,
+                          float* dbeta, float* workspace, void* stream) {
+  CIUIC_DISPATCH(dy, AddLayerNormBackward(t, rows, cols, dy, dsum, sum, gamma, mean, rstd, dx, dgamma, dbeta,
+                                          workspace, stream));
 }
 
 }  // namespace ciuic

@@ -88,6 +88,22 @@ _STATUS_CALLS = {
     "ciuic_profile_info": [c_void_p, c_int_p, c_int_p, c_size_p],
     "ciuic_profile_rule_at": [c_void_p, ctypes.c_size_t, ctypes.POINTER(RuleStruct)],
     "ciuic_profile_rule_for": [c_void_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.POINTER(RuleStruct)],
+    # Training kernels: dtype, rows, cols[, act[, p, seed, offset]], then buffers (+ eps) and the stream.
+    "ciuic_ln_act_dropout_forward": [ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int, ctypes.c_float,
+                                     ctypes.c_uint64, ctypes.c_uint64, c_void_p, c_void_p, c_void_p, ctypes.c_float,
+                                     c_void_p, c_void_p, c_void_p, c_void_p],
+    "ciuic_ln_act_dropout_backward": [ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int, ctypes.c_float,
+                                      ctypes.c_uint64, ctypes.c_uint64, c_void_p, c_void_p, c_void_p, c_void_p,
+                                      c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p],
+    "ciuic_bias_act_forward": [ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int, c_void_p, c_void_p,
+                               c_void_p, c_void_p],
+    "ciuic_bias_act_backward": [ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int, c_void_p, c_void_p,
+                                c_void_p, c_void_p, c_void_p, c_void_p],
+    "ciuic_add_layer_norm_forward": [ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t, c_void_p, c_void_p, c_void_p,
+                                     c_void_p, ctypes.c_float, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p],
+    "ciuic_add_layer_norm_backward": [ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t, c_void_p, c_void_p, c_void_p,
+                                      c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p],
+    "ciuic_dropout_mask": [ctypes.c_size_t, ctypes.c_float, ctypes.c_uint64, ctypes.c_uint64, c_void_p],
 }
 _OTHER = {
     "ciuic_status_string": (ctypes.c_char_p, [ctypes.c_int]),

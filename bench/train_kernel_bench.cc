@@ -1,0 +1,570 @@
+#include "bench/train_kernel_bench.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <cxxopts.hpp>
+#include <nlohmann/json.hpp>
+
+#include "bench/cli_args.h"
+#include "bench/reporters/cell_rows.h"
+#include "core/buffer.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/files.h"
+#include "core/log.h"
+#include "core/parallel.h"
+#include "core/sizes.h"
+#include "core/timer.h"
+#include "kernels/codec_kernels.h"
+#include "kernels/train_kernels.h"
+
+#if CIUIC_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "core/cuda_check.h"
+#endif
+
+namespace ciuic {
+
+namespace {
+
+using namespace cells;  // NOLINT: the rows and reporters this command prints
+
+enum class Family { kLnActDropout, kBiasAct, kAddLn };
+struct KernelName {
+  const char* name;
+  Family family;
+  Activation act;
+  const char* help;
+};
+const KernelName kTrainKernels[] = {
+    {"ln-dropout-gelu", Family::kLnActDropout, Activation::kGeluErf, "LayerNorm, GELU (erf), dropout"},
+    {"ln-dropout-gelu-tanh", Family::kLnActDropout, Activation::kGeluTanh, "LayerNorm, GELU (tanh), dropout"},
+    {"ln-dropout-relu", Family::kLnActDropout, Activation::kRelu, "LayerNorm, ReLU, dropout"},
+    {"bias-gelu", Family::kBiasAct, Activation::kGeluErf, "bias + GELU (erf): a linear layer's epilogue"},
+    {"bias-gelu-tanh", Family::kBiasAct, Activation::kGeluTanh, "bias + GELU (tanh)"},
+    {"bias-relu", Family::kBiasAct, Activation::kRelu, "bias + ReLU"},
+    {"add-ln", Family::kAddLn, Activation::kNone, "residual add + LayerNorm"},
+};
+
+// Tokens x hidden of the shipped workloads (profiles/workloads): 4096 tokens (BERT-large: 8 x 512;
+// GPT-2 XL: 4 x 1024; Llama-2 7B: 2 x 2048) at each one's hidden size.
+constexpr const char* kDefaultShapes = "4096x1024,4096x1600,4096x4096";
+
+struct Shape {
+  size_t rows, cols;
+};
+
+struct Options {
+  std::vector<const KernelName*> kernels;
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+  float p = 0.1f;
+  bool device = false;
+  int iters = 0;  // 0: auto
+  bool torch = true;
+  std::string format = "table";
+  std::string out_path;
+  uint64_t seed = 24301;
+};
+
+std::vector<Shape> ParseShapes(const std::string& text) {
+  std::vector<Shape> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string one = text.substr(start, comma - start);
+    const size_t x = one.find('x');
+    if (x == std::string::npos) throw BadOption("shape", text, fmt::format("'{}' is not TOKENSxHIDDEN", one));
+    Shape s{};
+    try {
+      s.rows = ParseSize(one.substr(0, x));
+      s.cols = ParseSize(one.substr(x + 1));
+    } catch (const Error& e) {
+      throw BadOption("shape", text, fmt::format("'{}': {}", one, e.what()));
+    }
+    if (s.rows == 0 || s.cols == 0 || s.rows > (1u << 24) || s.cols > (1u << 20) || s.rows * s.cols > (1ull << 31))
+      throw BadOption("shape", text,
+                      fmt::format("'{}': tokens in 1..16M, hidden in 1..1M, at most 2^31 elements", one));
+    out.push_back(s);
+    start = comma + 1;
+  }
+  return out;
+}
+
+Options Parse(int argc, char** argv) {
+  std::string help =
+      "Usage: ciuic-bench kernel NAME --shape TOKENSxHIDDEN [options]\n\nTraining kernels (fused vs unfused vs "
+      "PyTorch eager, forward and backward):\n";
+  for (const auto& k : kTrainKernels) help += fmt::format("  {:<22} {}\n", k.name, k.help);
+  help += "  all-training           every one of them\n";
+  cxxopts::Options opts("ciuic-bench", help);
+  // clang-format off
+  opts.add_options()
+      ("shape", "TOKENSxHIDDEN, or a comma list", cxxopts::value<std::string>()->default_value(kDefaultShapes))
+      ("dtype", "fp32 | fp16 | bf16, or a comma list", cxxopts::value<std::string>()->default_value("fp32"))
+      ("p", "dropout probability (ln-dropout-*)", cxxopts::value<std::string>()->default_value("0.1"))
+      ("device", "cpu | cuda (default: cuda when a GPU is present)", cxxopts::value<std::string>())
+      ("iters", "timed iterations (default: auto, 3..50, ~0.3 s per measurement)", cxxopts::value<int>())
+      ("torch", "auto | no: time PyTorch's eager sequence too", cxxopts::value<std::string>()->default_value("auto"))
+      ("format", "table | csv | json", cxxopts::value<std::string>()->default_value("table"))
+      ("out", "write the --format output to FILE (the table still goes to stdout)", cxxopts::value<std::string>())
+      ("seed", "data and dropout seed", cxxopts::value<uint64_t>()->default_value("24301"))
+      ("h,help", "this help")
+      ("command", "", cxxopts::value<std::string>())
+      ("name", "", cxxopts::value<std::string>());
+  // clang-format on
+  opts.parse_positional({"command", "name"});
+  const cxxopts::ParseResult r = ParseOrExit(opts, argc, argv);
+  Options o;
+  if (!r.count("name")) throw UsageError("kernel: missing NAME (try --help)");
+  const std::string name = r["name"].as<std::string>();
+  for (const auto& k : kTrainKernels)
+    if (name == "all-training" || name == k.name) o.kernels.push_back(&k);
+  if (o.kernels.empty()) throw UsageError(fmt::format("unknown training kernel '{}'", name));
+  o.shapes = ParseShapes(r["shape"].as<std::string>());
+  const std::string dtypes = r["dtype"].as<std::string>();
+  for (size_t start = 0; start <= dtypes.size();) {
+    const size_t comma = std::min(dtypes.find(',', start), dtypes.size());
+    DType t;
+    try {
+      t = ParseDType(dtypes.substr(start, comma - start));
+    } catch (const Error& e) {
+      throw BadOption("dtype", dtypes, e.what());
+    }
+    if (t != DType::kFloat32 && t != DType::kFloat16 && t != DType::kBFloat16)
+      throw BadOption("dtype", dtypes, "the training kernels take fp32, fp16 or bf16");
+    o.dtypes.push_back(t);
+    start = comma + 1;
+  }
+  const std::string p = r["p"].as<std::string>();
+  const double pv = NumberOption("p", p);
+  if (!(pv >= 0.0 && pv < 1.0)) throw BadOption("p", p, "must be in [0, 1)");
+  o.p = static_cast<float>(pv);
+  if (r.count("iters")) {
+    o.iters = r["iters"].as<int>();
+    if (o.iters < 1 || o.iters > 100000) throw BadOption("iters", std::to_string(o.iters), "must be in 1..100000");
+  }
+  const std::string torch = r["torch"].as<std::string>();
+  if (torch != "auto" && torch != "no") throw BadOption("torch", torch, "auto | no");
+  o.torch = torch == "auto";
+  o.format = r["format"].as<std::string>();
+  if (o.format != "table" && o.format != "csv" && o.format != "json") throw BadOption("format", o.format, "table | csv | json");
+  if (r.count("out")) {
+    o.out_path = r["out"].as<std::string>();
+    CheckPathGiven("--out", o.out_path);
+  }
+  o.seed = r["seed"].as<uint64_t>();
+  const std::string device = r.count("device") ? r["device"].as<std::string>() : (cuda::Available() ? "cuda" : "cpu");
+  if (device != "cpu" && device != "cuda") throw BadOption("device", device, "cpu | cuda");
+  if (device == "cuda" && !cuda::Available())
+    throw RuntimeError("--device cuda: no CUDA device is available (or this build has no CUDA)");
+  o.device = device == "cuda";
+  return o;
+}
+
+// ---- tensors and timing -------------------------------------------------------------------------------
+
+MemoryKind Kind(bool device) { return device ? MemoryKind::kDevice : MemoryKind::kHost; }
+
+// n values of dtype t, normal(mean, sd), where the kernels run.
+Buffer RandomTensor(DType t, size_t n, float mean, float sd, uint64_t seed, bool device) {
+  std::vector<uint8_t> host(n * DTypeSize(t));
+  ParallelFor(n, [&](size_t b, size_t e) {
+    std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + b);
+    std::normal_distribution<float> dist(mean, sd);
+    for (size_t i = b; i < e; ++i) {
+      const float v = dist(rng);
+      if (t == DType::kFloat32) {
+        std::memcpy(host.data() + 4 * i, &v, 4);
+      } else {
+        const uint16_t bits = t == DType::kFloat16 ? tm::Store<tm::F16>(v).bits : tm::Store<tm::BF16>(v).bits;
+        std::memcpy(host.data() + 2 * i, &bits, 2);
+      }
+    }
+  });
+  Buffer b(std::max<size_t>(host.size(), 4), Kind(device));
+  CopyBytes(b.data(), Kind(device), host.data(), MemoryKind::kHost, host.size());
+  return b;
+}
+
+Buffer Zeros(size_t bytes, bool device) {
+  Buffer b(std::max<size_t>(bytes, 4), Kind(device));
+  std::vector<uint8_t> zero(bytes, 0);
+  CopyBytes(b.data(), Kind(device), zero.data(), MemoryKind::kHost, bytes);
+  return b;
+}
+
+// Host fp32 values of a tensor (for the fused-vs-unfused difference column).
+std::vector<float> ToHostFloats(const Buffer& b, DType t, size_t n, bool device) {
+  std::vector<uint8_t> bytes(n * DTypeSize(t));
+  CopyBytes(bytes.data(), MemoryKind::kHost, b.data(), Kind(device), bytes.size());
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (t == DType::kFloat32) {
+      std::memcpy(&out[i], bytes.data() + 4 * i, 4);
+    } else {
+      uint16_t bits;
+      std::memcpy(&bits, bytes.data() + 2 * i, 2);
+      out[i] = t == DType::kFloat16 ? tm::Load(tm::F16{bits}) : tm::Load(tm::BF16{bits});
+    }
+  }
+  return out;
+}
+
+// max |a - b| / max |b|: how far the fused result is from the unfused one (0 in fp32 by design).
+double RelativeDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(b[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+void Sync(bool device) {
+#if CIUIC_HAVE_CUDA
+  if (device) CIUIC_CUDA_CHECK(cudaDeviceSynchronize());
+#else
+  (void)device;
+#endif
+}
+
+// Median microseconds of fn over the timed iterations (two untimed first; auto: ~0.3 s in 3..50).
+double TimeUs(bool device, int iters, const std::function<void()>& fn) {
+  for (int i = 0; i < 2; ++i) fn();
+  Sync(device);
+  std::vector<double> samples;
+  auto one = [&] {
+    if (device) {
+      DeviceEventTimer timer(nullptr);
+      timer.Start();
+      fn();
+      timer.Stop();
+      return timer.ElapsedUs();
+    }
+    const double t0 = NowSeconds();
+    fn();
+    return (NowSeconds() - t0) * 1e6;
+  };
+  samples.push_back(one());
+  int n = iters;
+  if (n == 0) n = static_cast<int>(std::clamp(3e5 / std::max(samples[0], 1.0), 3.0, 50.0));
+  while (static_cast<int>(samples.size()) < n) samples.push_back(one());
+  return Percentile(samples, 50);
+}
+
+// The copy of `bytes` this run compares with: all ParallelFor threads memcpy on the host (the kernels
+// use the same threads), cudaMemcpy device to device on the GPU.
+double CopyUs(size_t bytes, bool device, int iters) {
+  Buffer src = Zeros(bytes, device), dst = Zeros(bytes, device);
+  return TimeUs(device, iters, [&] {
+    if (device) {
+      CopyBytes(dst.data(), MemoryKind::kDevice, src.data(), MemoryKind::kDevice, bytes);
+      return;
+    }
+    ParallelFor(bytes, [&](size_t b, size_t e) {
+      std::memcpy(static_cast<uint8_t*>(dst.data()) + b, static_cast<const uint8_t*>(src.data()) + b, e - b);
+    });
+  });
+}
+
+// ---- PyTorch's eager sequence, timed by python/ciuic/kernel_bench.py -----------------------------------
+
+std::string Quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string KernelBenchScript() {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> candidates;
+  if (const char* env = std::getenv("CIUIC_PYTHONPATH"); env && *env) candidates.push_back(fs::path(env) / "ciuic");
+  std::error_code ec;
+  if (const fs::path exe = fs::read_symlink("/proc/self/exe", ec); !ec)
+    candidates.push_back(exe.parent_path() / ".." / ".." / "python" / "ciuic");  // build tree: build/bin
+  const fs::path prefix_lib = fs::path(ShareDir()) / ".." / ".." / "lib";
+  for (const auto& entry : fs::directory_iterator(prefix_lib, ec))
+    if (entry.path().filename().string().rfind("python", 0) == 0)
+      candidates.push_back(entry.path() / "site-packages" / "ciuic");
+  for (const auto& c : candidates)
+    if (fs::is_regular_file(c / "kernel_bench.py", ec)) return (c / "kernel_bench.py").lexically_normal().string();
+  return "";
+}
+
+struct TorchTimes {
+  double forward_us = NAN, backward_us = NAN;
+  std::string note;  // why there are none, or what the reference did (an upcast)
+};
+
+TorchTimes TimeTorch(const KernelName& k, Shape s, DType t, const Options& o) {
+  TorchTimes out;
+  const std::string script = KernelBenchScript();
+  const char* env = std::getenv("CIUIC_PYTHON");
+  const std::string python = env && *env ? env : "/usr/bin/python3";
+  if (script.empty()) {
+    out.note = "kernel_bench.py not found";
+    return out;
+  }
+  std::string name = k.family == Family::kLnActDropout ? "ln-dropout-gelu"
+                     : k.family == Family::kBiasAct    ? "bias-gelu"
+                                                       : "add-ln";
+  const std::string act = ActivationName(k.act);
+  const std::string cmd = fmt::format(
+      "PYTHONPATH={}${{PYTHONPATH:+:$PYTHONPATH}} {} -m ciuic.kernel_bench --name {} --act {} --shape {}x{} --dtype {} "
+      "--device {} --p {} --threads {} {} 2>&1",
+      Quote(std::filesystem::path(script).parent_path().parent_path().string()), Quote(python),
+      name, act, s.rows, s.cols, DTypeName(t), o.device ? "cuda" : "cpu", o.p, ParallelThreads(),
+      fmt::format("--iters {} --warmup 2", o.iters ? o.iters : 10));
+  std::string text;
+  if (FILE* pipe = popen(cmd.c_str(), "r")) {
+    std::array<char, 4096> buf{};
+    while (fgets(buf.data(), buf.size(), pipe)) text += buf.data();
+    const int status = pclose(pipe);
+    std::string last;
+    size_t start = 0;
+    for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1) {
+      const std::string line = text.substr(start, nl - start);
+      if (!line.empty()) last = line;
+    }
+    if (status != 0 || last.empty() || last[0] != '{') {
+      out.note = last.empty() ? fmt::format("{} failed", python) : last;
+      return out;
+    }
+    const nlohmann::json j = nlohmann::json::parse(last, nullptr, false);
+    if (j.is_discarded()) {
+      out.note = "kernel_bench.py printed no JSON";
+      return out;
+    }
+    if (j.contains("forward_us") && j["forward_us"].is_number()) out.forward_us = j["forward_us"].get<double>();
+    if (j.contains("backward_us") && j["backward_us"].is_number()) out.backward_us = j["backward_us"].get<double>();
+    if (j.contains("note") && j["note"].is_string()) out.note = j["note"].get<std::string>();
+    if (j.contains("torch") && j["torch"].is_string())
+      out.note = fmt::format("torch {}{}{}", j["torch"].get<std::string>(), out.note.empty() ? "" : ": ", out.note);
+  } else {
+    out.note = "could not start " + python;
+  }
+  return out;
+}
+
+// ---- one kernel at one shape and dtype ------------------------------------------------------------------
+
+struct Timing {
+  double fused_us, unfused_us;
+  double diff;  // fused against unfused, relative
+};
+
+struct Case {
+  const KernelName& k;
+  Shape s;
+  DType t;
+  const Options& o;
+  size_t n() const { return s.rows * s.cols; }
+  size_t bytes() const { return n() * DTypeSize(t); }
+};
+
+// Bytes each pass must move once: tensors of T x H elements read or written, plus the per-row and
+// per-column fp32 vectors.
+double MustMoveBytes(const Case& c, bool backward) {
+  const double e = static_cast<double>(c.bytes()), rows = 4.0 * c.s.rows, cols = 4.0 * c.s.cols;
+  switch (c.k.family) {
+    case Family::kLnActDropout:  // fwd: x -> y, mean, rstd; bwd: dy, x, mean, rstd -> dx, dgamma, dbeta
+      return backward ? 3 * e + 2 * rows + 4 * cols : 2 * e + 2 * rows + 2 * cols;
+    case Family::kBiasAct:  // fwd: x, bias -> y; bwd: dy, x, bias -> dx, dbias
+      return backward ? 3 * e + 2 * cols : 2 * e + cols;
+    case Family::kAddLn:  // fwd: x, residual -> sum, y, mean, rstd; bwd: dy, dsum, sum, mean, rstd -> dx, dg, db
+      return backward ? 4 * e + 2 * rows + 3 * cols : 4 * e + 2 * rows + 2 * cols;
+  }
+  return 0;
+}
+
+std::pair<Timing, Timing> RunCase(const Case& c) {
+  const bool dev = c.o.device;
+  const size_t n = c.n(), rows = c.s.rows, cols = c.s.cols, row_bytes = rows * 4, col_bytes = cols * 4;
+  const DType t = c.t;
+  const Activation act = c.k.act;
+  const DropoutArgs drop{c.o.p, c.o.seed, 1};
+  Buffer x = RandomTensor(t, n, 0.5f, 2.0f, c.o.seed + 1, dev);
+  Buffer dy = RandomTensor(t, n, 0.0f, 1.0f, c.o.seed + 2, dev);
+  Buffer other = RandomTensor(t, n, 0.0f, 1.0f, c.o.seed + 3, dev);  // residual (add-ln)
+  Buffer dsum = RandomTensor(t, n, 0.0f, 0.5f, c.o.seed + 4, dev);
+  Buffer gamma = RandomTensor(DType::kFloat32, cols, 1.0f, 0.2f, c.o.seed + 5, dev);
+  Buffer beta = RandomTensor(DType::kFloat32, cols, 0.0f, 0.2f, c.o.seed + 6, dev);
+  Buffer y = Zeros(c.bytes(), dev), y_u = Zeros(c.bytes(), dev), t1 = Zeros(c.bytes(), dev),
+         t2 = Zeros(c.bytes(), dev), t3 = Zeros(c.bytes(), dev), dx = Zeros(c.bytes(), dev), dx_u = Zeros(c.bytes(), dev),
+         sum = Zeros(c.bytes(), dev);
+  Buffer mean = Zeros(row_bytes, dev), rstd = Zeros(row_bytes, dev), dgamma = Zeros(col_bytes, dev),
+         dbeta = Zeros(col_bytes, dev), ws = Zeros(TrainWorkspaceBytes(rows, cols), dev);
+  auto f = [](Buffer& b) { return static_cast<float*>(b.data()); };
+  std::function<void()> fwd, fwd_u, bwd, bwd_u;
+  switch (c.k.family) {
+    case Family::kLnActDropout:
+      fwd = [&] {
+        LnActDropoutForward(t, rows, cols, act, drop, x.data(), f(gamma), f(beta), 1e-5f, y.data(), f(mean), f(rstd),
+                            nullptr);
+      };
+      fwd_u = [&] {
+        LayerNormForward(t, rows, cols, x.data(), f(gamma), f(beta), 1e-5f, t1.data(), f(mean), f(rstd), nullptr);
+        BiasActForward(t, rows, cols, act, t1.data(), nullptr, t2.data(), nullptr);
+        Dropout(t, n, drop, t2.data(), y_u.data(), nullptr);
+      };
+      bwd = [&] {
+        LnActDropoutBackward(t, rows, cols, act, drop, dy.data(), x.data(), f(gamma), f(beta), f(mean), f(rstd),
+                             dx.data(), f(dgamma), f(dbeta), f(ws), nullptr);
+      };
+      bwd_u = [&] {  // t1 holds LayerNorm's output from fwd_u
+        Dropout(t, n, drop, dy.data(), t2.data(), nullptr);
+        BiasActBackward(t, rows, cols, act, t2.data(), t1.data(), nullptr, t3.data(), nullptr, nullptr, nullptr);
+        LayerNormBackward(t, rows, cols, t3.data(), x.data(), f(gamma), f(mean), f(rstd), dx_u.data(), f(dgamma),
+                          f(dbeta), f(ws), nullptr);
+      };
+      break;
+    case Family::kBiasAct:
+      fwd = [&] { BiasActForward(t, rows, cols, act, x.data(), f(beta), y.data(), nullptr); };
+      fwd_u = [&] {  // t1 keeps x + bias for the backward, as autograd does
+        BiasActForward(t, rows, cols, Activation::kNone, x.data(), f(beta), t1.data(), nullptr);
+        BiasActForward(t, rows, cols, act, t1.data(), nullptr, y_u.data(), nullptr);
+      };
+      bwd = [&] {
+        BiasActBackward(t, rows, cols, act, dy.data(), x.data(), f(beta), dx.data(), f(dbeta), f(ws), nullptr);
+      };
+      bwd_u = [&] {  // the activation's backward, then the bias gradient's column sums (written through)
+        BiasActBackward(t, rows, cols, act, dy.data(), t1.data(), nullptr, t2.data(), nullptr, nullptr, nullptr);
+        BiasActBackward(t, rows, cols, Activation::kNone, t2.data(), t1.data(), nullptr, dx_u.data(), f(dbeta), f(ws),
+                        nullptr);
+      };
+      break;
+    case Family::kAddLn:
+      fwd = [&] {
+        AddLayerNormForward(t, rows, cols, x.data(), other.data(), f(gamma), f(beta), 1e-5f, sum.data(), y.data(),
+                            f(mean), f(rstd), nullptr);
+      };
+      fwd_u = [&] {
+        AddTensors(t, n, x.data(), other.data(), t1.data(), nullptr);
+        LayerNormForward(t, rows, cols, t1.data(), f(gamma), f(beta), 1e-5f, y_u.data(), f(mean), f(rstd), nullptr);
+      };
+      bwd = [&] {
+        AddLayerNormBackward(t, rows, cols, dy.data(), dsum.data(), sum.data(), f(gamma), f(mean), f(rstd), dx.data(),
+                             f(dgamma), f(dbeta), f(ws), nullptr);
+      };
+      bwd_u = [&] {
+        LayerNormBackward(t, rows, cols, dy.data(), t1.data(), f(gamma), f(mean), f(rstd), t2.data(), f(dgamma),
+                          f(dbeta), f(ws), nullptr);
+        AddTensors(t, n, t2.data(), dsum.data(), dx_u.data(), nullptr);
+      };
+      break;
+  }
+  Timing forward{}, backward{};
+  forward.fused_us = TimeUs(dev, c.o.iters, fwd);
+  forward.unfused_us = TimeUs(dev, c.o.iters, fwd_u);
+  fwd();  // mean/rstd, sum and t1 for the backward passes (both forwards write the same statistics)
+  fwd_u();
+  Sync(dev);
+  forward.diff = RelativeDiff(ToHostFloats(y, t, n, dev), ToHostFloats(y_u, t, n, dev));
+  backward.fused_us = TimeUs(dev, c.o.iters, bwd);
+  backward.unfused_us = TimeUs(dev, c.o.iters, bwd_u);
+  bwd();
+  bwd_u();
+  Sync(dev);
+  backward.diff = RelativeDiff(ToHostFloats(dx, t, n, dev), ToHostFloats(dx_u, t, n, dev));
+  return {forward, backward};
+}
+
+Row MakeRow(const Case& c, const char* pass, const char* variant, double us, double fused_us, double bytes,
+            double copy_bytes_per_us, double diff) {
+  const double gbps = us > 0 ? bytes / us / 1e3 : NAN;
+  return {{"kernel", std::string(c.k.name), 20},
+          {"tokens", static_cast<int64_t>(c.s.rows), 7},
+          {"hidden", static_cast<int64_t>(c.s.cols), 6},
+          {"dtype", std::string(DTypeName(c.t)), 5},
+          {"pass", std::string(pass), 8},
+          {"variant", std::string(variant), 11},
+          {"time_us", us, 10, 1},
+          {"GB/s", gbps, 7},
+          {"%copy", us > 0 ? 100.0 * bytes / us / copy_bytes_per_us : NAN, 6, 1},
+          {"x_fused", us > 0 && fused_us > 0 ? us / fused_us : NAN, 7},
+          {"diff", diff, 9, 2}};
+}
+
+}  // namespace
+
+bool IsTrainKernelName(std::string_view name) {
+  if (name == "all-training") return true;
+  for (const auto& k : kTrainKernels)
+    if (name == k.name) return true;
+  return false;
+}
+
+int TrainKernelBenchMain(int argc, char** argv) {
+  const Options o = Parse(argc, argv);
+  std::vector<Row> rows;
+  std::vector<std::string> notes;
+  const std::string device = o.device ? "cuda" : fmt::format("cpu, {} threads", ParallelThreads());
+  std::cout << fmt::format("# ciuic-bench kernel: training kernels on {}; dropout p {}; time = median us\n", device,
+                           o.p);
+  std::cout << "# GB/s: bytes the pass must move once / time; %copy: of the same run's copy (read + write bytes/s); "
+               "x_fused: time / fused time; diff: max|fused - unfused| / max|unfused|\n";
+  std::cout.flush();
+  for (const KernelName* k : o.kernels) {
+    for (Shape s : o.shapes) {
+      for (DType t : o.dtypes) {
+        const Case c{*k, s, t, o};
+        const double copy_us = CopyUs(c.bytes(), o.device, o.iters);
+        const double copy_bytes_per_us = 2.0 * c.bytes() / copy_us;
+        const auto [fwd, bwd] = RunCase(c);
+        const TorchTimes torch = o.torch ? TimeTorch(*k, s, t, o) : TorchTimes{};
+        std::vector<Row> here;
+        here.push_back(MakeRow(c, "-", "copy", copy_us, NAN, 2.0 * c.bytes(), copy_bytes_per_us, NAN));
+        for (int b = 0; b < 2; ++b) {
+          const Timing& tm_ = b ? bwd : fwd;
+          const char* pass = b ? "backward" : "forward";
+          const double bytes = MustMoveBytes(c, b == 1);
+          here.push_back(MakeRow(c, pass, "fused", tm_.fused_us, tm_.fused_us, bytes, copy_bytes_per_us, NAN));
+          here.push_back(MakeRow(c, pass, "unfused", tm_.unfused_us, tm_.fused_us, bytes, copy_bytes_per_us, tm_.diff));
+          here.push_back(MakeRow(c, pass, "torch-eager", b ? torch.backward_us : torch.forward_us, tm_.fused_us, bytes,
+                                 copy_bytes_per_us, NAN));
+        }
+        if (!torch.note.empty()) {
+          const std::string note = fmt::format("{} {}x{} {}: {}", k->name, s.rows, s.cols, DTypeName(t), torch.note);
+          if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
+        }
+        if (o.format == "table") {
+          std::string text = TableText(here);
+          if (!rows.empty()) text = text.substr(text.find('\n') + 1);  // the header once
+          std::cout << text;
+          std::cout.flush();
+        }
+        rows.insert(rows.end(), here.begin(), here.end());
+      }
+    }
+  }
+  for (const std::string& note : notes) std::cout << "# torch-eager " << note << "\n";
+  std::string text;
+  if (o.format == "csv") text = CsvText(rows);
+  if (o.format == "json") {
+    nlohmann::json doc = {{"schema", "ciuic.kernel_bench/1"}, {"device", device}, {"p", o.p}, {"rows", JsonRows(rows)}};
+    doc["torch_notes"] = notes;
+    text = doc.dump(1) + "\n";
+  }
+  if (o.format == "table") text = TableText(rows);
+  if (!o.out_path.empty()) {
+    WriteFileAtomically(o.out_path, text);
+  } else if (o.format != "table") {
+    std::cout << text;
+  }
+  return 0;
+}
+
+}  // namespace ciuic

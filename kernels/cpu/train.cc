@@ -1,0 +1,491 @@
+// CPU training kernels: the oracle of kernels/cuda/train.cu and the fallback. A row is loaded once into
+// an fp32 scratch row (16-bit inputs converted once), its sums taken in the 32-lane order of
+// train_kernels.h, and written once; threads take whole rows (forward) or whole kRowChunk chunks
+// (backward, whose column-gradient partials live in the workspace), so no result depends on the thread
+// count. Activations are template parameters: the inner loops have no branch on them and vectorise.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "core/error.h"
+#include "core/parallel.h"
+#include "kernels/quant_math.h"
+#include "kernels/train_kernels.h"
+
+namespace ciuic::cpu {
+
+namespace {
+
+using tm::Act;
+
+template <class Fn>
+void ByType(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::kFloat32: fn(float{}); return;
+    case DType::kFloat16: fn(tm::F16{}); return;
+    case DType::kBFloat16: fn(tm::BF16{}); return;
+    default: break;
+  }
+  throw UsageError(std::string("the training kernels take fp32, fp16 or bf16 tensors, not ") + DTypeName(t));
+}
+
+template <class Fn>
+void ByAct(Act a, Fn&& fn) {
+  switch (a) {
+    case Act::kNone: fn(std::integral_constant<Act, Act::kNone>{}); return;
+    case Act::kRelu: fn(std::integral_constant<Act, Act::kRelu>{}); return;
+    case Act::kGeluTanh: fn(std::integral_constant<Act, Act::kGeluTanh>{}); return;
+    case Act::kGeluErf: fn(std::integral_constant<Act, Act::kGeluErf>{}); return;
+  }
+  throw UsageError("unknown activation");
+}
+
+// Runs fn(first, last) over [0, blocks) split among threads; a block is `per_block` elements of work
+// (threads only where each gets at least ParallelFor's minimum).
+template <class Fn>
+void ForBlocks(size_t blocks, size_t per_block, Fn&& fn) {
+  if (blocks == 0) return;
+  const size_t n = blocks * std::max<size_t>(per_block, 1);
+  const size_t unit = n / blocks;
+  ParallelFor(n, [&](size_t b, size_t e) {
+    const size_t first = (b + unit - 1) / unit, last = std::min(blocks, (e + unit - 1) / unit);
+    if (first < last) fn(first, last);
+  });
+}
+
+// Σ f(j) for j in [0, n) in the fixed 32-lane order.
+template <class F>
+float LaneSum(size_t n, F f) {
+  float lanes[qm::kLanes] = {};
+  size_t j = 0;
+  for (; j + qm::kLanes <= n; j += qm::kLanes)
+    for (int l = 0; l < qm::kLanes; ++l) lanes[l] += f(j + l);
+  for (int l = 0; j + l < n; ++l) lanes[l] += f(j + l);
+  return qm::CombineLanes(lanes);
+}
+
+// keep[i] = all ones where element e0 + i is kept, else 0, i < n: one Philox call per four elements.
+// A word mask, not a bool, so the apply loops are a multiply and an AND (a dropped element gives +0,
+// as the CUDA twin's select) and vectorise.
+inline uint32_t KeepWord(uint32_t r, uint32_t threshold) { return r >= threshold ? 0xffffffffu : 0u; }
+void FillKeep(const DropoutArgs& d, uint32_t threshold, uint64_t e0, size_t n, uint32_t* keep) {
+  if (threshold == 0u || threshold == 0xffffffffu) {
+    std::fill(keep, keep + n, threshold == 0u ? 0xffffffffu : 0u);
+    return;
+  }
+  const uint64_t seed = d.seed ^ tm::kDropoutSalt;
+  const uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  const uint32_t c2 = static_cast<uint32_t>(d.offset), c3 = static_cast<uint32_t>(d.offset >> 32);
+  auto group = [&](uint64_t g) {
+    return qm::Philox(static_cast<uint32_t>(g >> 2), static_cast<uint32_t>(g >> 34), c2, c3, k0, k1);
+  };
+  const uint64_t end = e0 + n;
+  uint64_t e = e0;
+  for (; e < end && (e & 3u) != 0; ++e) keep[e - e0] = KeepWord(group(e & ~uint64_t{3}).v[e & 3u], threshold);
+  for (; e + 4 <= end; e += 4) {
+    const qm::U32x4 r = group(e);
+    uint32_t* out = keep + (e - e0);
+    for (int k = 0; k < 4; ++k) out[k] = KeepWord(r.v[k], threshold);
+  }
+  for (; e < end; ++e) keep[e - e0] = KeepWord(group(e & ~uint64_t{3}).v[e & 3u], threshold);
+}
+
+// v · scale where keep is all ones, +0 where it is 0.
+inline float ApplyKeep(float v, float scale, uint32_t keep) { return qm::Float(qm::Bits(v * scale) & keep); }
+
+// LayerNorm statistics of one fp32 row.
+struct RowStats {
+  float mean, rstd;
+};
+RowStats Stats(const float* v, size_t cols, float eps) {
+  const float n = static_cast<float>(cols);
+  const float mean = LaneSum(cols, [&](size_t j) { return v[j]; }) / n;
+  const float var = LaneSum(cols, [&](size_t j) {
+                      const float c = v[j] - mean;
+                      return c * c;
+                    }) /
+                    n;
+  return {mean, 1.0f / std::sqrt(var + eps)};
+}
+
+template <class T>
+void LoadRow(const T* in, size_t cols, float* out) {
+  for (size_t j = 0; j < cols; ++j) out[j] = tm::Load(in[j]);
+}
+
+// The shared tail of every LayerNorm backward, for one row: dz (the gradient reaching LayerNorm's
+// output) and xh (x̂) in, dx out (plus dsum when given); the chunk's column partials accumulated.
+template <class T>
+void LnBackwardRow(size_t cols, const float* dz, const float* xh, const float* gamma, float rstd, const T* dsum,
+                   T* dx, float* part_gamma, float* part_beta, float* g) {
+  for (size_t j = 0; j < cols; ++j) g[j] = dz[j] * gamma[j];
+  const float n = static_cast<float>(cols);
+  const float ma = LaneSum(cols, [&](size_t j) { return g[j]; }) / n;
+  const float mb = LaneSum(cols, [&](size_t j) { return g[j] * xh[j]; }) / n;
+  if (dsum) {
+    for (size_t j = 0; j < cols; ++j) dx[j] = tm::Store<T>(((g[j] - ma) - xh[j] * mb) * rstd + tm::Load(dsum[j]));
+  } else {
+    for (size_t j = 0; j < cols; ++j) dx[j] = tm::Store<T>(((g[j] - ma) - xh[j] * mb) * rstd);
+  }
+  if (part_gamma) {
+    for (size_t j = 0; j < cols; ++j) {
+      part_gamma[j] += dz[j] * xh[j];
+      part_beta[j] += dz[j];
+    }
+  }
+}
+
+// Column gradients: out[c] = Σ over chunks (in order) of the chunk partials.
+void SumChunks(const float* partials, size_t chunks, size_t cols, float* out) {
+  ForBlocks(cols, chunks, [&](size_t c0, size_t c1) {
+    for (size_t c = c0; c < c1; ++c) out[c] = 0.0f;
+    for (size_t k = 0; k < chunks; ++k)
+      for (size_t c = c0; c < c1; ++c) out[c] += partials[k * cols + c];
+  });
+}
+
+size_t Chunks(size_t rows) { return (rows + kGradRowChunk - 1) / kGradRowChunk; }
+
+// The row loops below are compiled for AVX2 and for baseline x86-64, picked at load time (GCC
+// target_clones, as kernels/cpu/codecs.cc). -ffp-contract=off keeps both clones' results identical.
+#define CIUIC_TRAIN_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+
+template <class T>
+struct LnForwardArgs {
+  size_t cols;
+  const T* x;
+  const T* add;  // add-ln: sum = x + add is stored and normalised as stored
+  T* sum;
+  const float* gamma;
+  const float* beta;
+  float eps;
+  DropoutArgs d;
+  uint32_t threshold;
+  float scale;
+  T* y;
+  float* mean;
+  float* rstd;
+};
+
+// LayerNorm, then act, then dropout, over rows [r0, r1) (act none and p 0: plain LayerNorm).
+template <class T, Act A>
+CIUIC_TRAIN_CLONES void LnForwardRange(const LnForwardArgs<T>& a, size_t r0, size_t r1) {
+  const size_t cols = a.cols;
+  std::vector<float> v(cols);
+  std::vector<uint32_t> keep(a.threshold ? cols : 0);
+  for (size_t r = r0; r < r1; ++r) {
+    const size_t base = r * cols;
+    if (a.add) {
+      for (size_t j = 0; j < cols; ++j) {
+        const T s = tm::Store<T>(tm::Load(a.x[base + j]) + tm::Load(a.add[base + j]));
+        a.sum[base + j] = s;
+        v[j] = tm::Load(s);
+      }
+    } else {
+      LoadRow(a.x + base, cols, v.data());
+    }
+    const RowStats st = Stats(v.data(), cols, a.eps);
+    a.mean[r] = st.mean;
+    a.rstd[r] = st.rstd;
+    T* out = a.y + base;
+    if (a.threshold) {
+      FillKeep(a.d, a.threshold, base, cols, keep.data());
+      for (size_t j = 0; j < cols; ++j) {
+        const float z = ((v[j] - st.mean) * st.rstd) * a.gamma[j] + a.beta[j];
+        out[j] = tm::Store<T>(ApplyKeep(tm::Activate(A, z), a.scale, keep[j]));
+      }
+    } else {
+      for (size_t j = 0; j < cols; ++j) {
+        const float z = ((v[j] - st.mean) * st.rstd) * a.gamma[j] + a.beta[j];
+        out[j] = tm::Store<T>(tm::Activate(A, z));
+      }
+    }
+  }
+}
+
+template <class T, Act A>
+void LnForwardRows(size_t rows, size_t cols, const T* x, const T* add, T* sum, const float* gamma, const float* beta,
+                   float eps, const DropoutArgs& d, T* y, float* mean, float* rstd) {
+  const LnForwardArgs<T> a{cols, x, add, sum, gamma, beta, eps, d, tm::DropThreshold(d.p), tm::KeepScale(d.p),
+                           y, mean, rstd};
+  ForBlocks(rows, cols, [&](size_t r0, size_t r1) { LnForwardRange<T, A>(a, r0, r1); });
+}
+
+template <class T>
+struct LnBackwardArgs {
+  size_t rows, cols, chunks;
+  DropoutArgs d;
+  uint32_t threshold;
+  float scale;
+  const T* dy;
+  const T* x;
+  const float* gamma;
+  const float* beta;
+  const float* mean;
+  const float* rstd;
+  const T* dsum;
+  T* dx;
+  float* workspace;  // null: no dgamma/dbeta
+};
+
+// Backward of LnForwardRange over gradient chunks [k0, k1): dz rebuilt from x, mean, rstd and the mask.
+template <class T, Act A>
+CIUIC_TRAIN_CLONES void LnBackwardRange(const LnBackwardArgs<T>& a, size_t k0, size_t k1) {
+  const size_t cols = a.cols;
+  std::vector<float> xh(cols), dz(cols), g(cols);
+  std::vector<uint32_t> keep(a.threshold ? cols : 0);
+  for (size_t k = k0; k < k1; ++k) {
+    float* pg = a.workspace ? a.workspace + k * cols : nullptr;
+    float* pb = a.workspace ? a.workspace + (a.chunks + k) * cols : nullptr;
+    if (pg) {
+      std::fill(pg, pg + cols, 0.0f);
+      std::fill(pb, pb + cols, 0.0f);
+    }
+    const size_t last = std::min(a.rows, (k + 1) * kGradRowChunk);
+    for (size_t r = k * kGradRowChunk; r < last; ++r) {
+      const size_t base = r * cols;
+      const float mu = a.mean[r], rs = a.rstd[r];
+      const T* dy = a.dy + base;
+      for (size_t j = 0; j < cols; ++j) xh[j] = (tm::Load(a.x[base + j]) - mu) * rs;
+      if (a.threshold) FillKeep(a.d, a.threshold, base, cols, keep.data());
+      if constexpr (A == Act::kNone) {
+        if (a.threshold) {
+          for (size_t j = 0; j < cols; ++j) dz[j] = ApplyKeep(tm::Load(dy[j]), a.scale, keep[j]);
+        } else {
+          LoadRow(dy, cols, dz.data());
+        }
+      } else if (a.threshold) {
+        for (size_t j = 0; j < cols; ++j)
+          dz[j] = ApplyKeep(tm::Load(dy[j]), a.scale, keep[j]) * tm::ActivateGrad(A, xh[j] * a.gamma[j] + a.beta[j]);
+      } else {
+        for (size_t j = 0; j < cols; ++j)
+          dz[j] = tm::Load(dy[j]) * tm::ActivateGrad(A, xh[j] * a.gamma[j] + a.beta[j]);
+      }
+      LnBackwardRow<T>(cols, dz.data(), xh.data(), a.gamma, rs, a.dsum ? a.dsum + base : nullptr, a.dx + base, pg, pb,
+                       g.data());
+    }
+  }
+}
+
+template <class T, Act A>
+void LnBackwardRows(size_t rows, size_t cols, const DropoutArgs& d, const T* dy, const T* x, const float* gamma,
+                    const float* beta, const float* mean, const float* rstd, const T* dsum, T* dx, float* dgamma,
+                    float* dbeta, float* workspace) {
+  const bool grads = dgamma != nullptr;
+  if (grads != (dbeta != nullptr)) throw UsageError("LayerNorm backward: dgamma and dbeta must be given together");
+  const size_t chunks = Chunks(rows);
+  if (grads && rows > 0 && !workspace) throw UsageError("LayerNorm backward: no workspace for dgamma/dbeta");
+  const LnBackwardArgs<T> a{rows, cols, chunks, d, tm::DropThreshold(d.p), tm::KeepScale(d.p), dy, x, gamma, beta,
+                            mean, rstd, dsum, dx, grads ? workspace : nullptr};
+  ForBlocks(chunks, kGradRowChunk * cols, [&](size_t k0, size_t k1) { LnBackwardRange<T, A>(a, k0, k1); });
+  if (grads) {
+    SumChunks(workspace, chunks, cols, dgamma);
+    SumChunks(workspace + chunks * cols, chunks, cols, dbeta);
+  }
+}
+
+template <class T, Act A, bool kBias>
+inline void BiasActForwardRow(size_t cols, const T* __restrict in, const float* __restrict bias, T* __restrict out) {
+  for (size_t j = 0; j < cols; ++j) out[j] = tm::Store<T>(tm::Activate(A, kBias ? tm::Load(in[j]) + bias[j] : tm::Load(in[j])));
+}
+
+template <class T, Act A>
+CIUIC_TRAIN_CLONES void BiasActForwardRange(size_t cols, const T* x, const float* bias, T* y, size_t r0, size_t r1) {
+  for (size_t r = r0; r < r1; ++r) {
+    if (bias) {
+      BiasActForwardRow<T, A, true>(cols, x + r * cols, bias, y + r * cols);
+    } else {
+      BiasActForwardRow<T, A, false>(cols, x + r * cols, nullptr, y + r * cols);
+    }
+  }
+}
+
+template <class T, Act A>
+void BiasActForwardT(size_t rows, size_t cols, const T* x, const float* bias, T* y) {
+  ForBlocks(rows, cols, [&](size_t r0, size_t r1) { BiasActForwardRange<T, A>(cols, x, bias, y, r0, r1); });
+}
+
+template <class T, Act A, bool kBias, bool kSums>
+inline void BiasActBackwardRow(size_t cols, const T* __restrict in, const float* __restrict bias,
+                               const T* __restrict grad, T* __restrict out, float* __restrict sums) {
+  for (size_t j = 0; j < cols; ++j) {
+    const float h = kBias ? tm::Load(in[j]) + bias[j] : tm::Load(in[j]);
+    const float g = tm::Load(grad[j]) * tm::ActivateGrad(A, h);
+    out[j] = tm::Store<T>(g);
+    if constexpr (kSums) sums[j] += g;
+  }
+}
+
+// Bias presence and the dbias sums are template parameters: a null-pointer test inside the loop would
+// keep GCC from if-converting (vectorising) it.
+template <class T, Act A>
+CIUIC_TRAIN_CLONES void BiasActBackwardRange(size_t rows, size_t cols, const T* dy, const T* x, const float* bias,
+                                             T* dx, float* workspace, size_t k0, size_t k1) {
+  for (size_t k = k0; k < k1; ++k) {
+    float* part = workspace ? workspace + k * cols : nullptr;
+    if (part) std::fill(part, part + cols, 0.0f);
+    const size_t last = std::min(rows, (k + 1) * kGradRowChunk);
+    for (size_t r = k * kGradRowChunk; r < last; ++r) {
+      const size_t base = r * cols;
+      if (bias && part) {
+        BiasActBackwardRow<T, A, true, true>(cols, x + base, bias, dy + base, dx + base, part);
+      } else if (bias) {
+        BiasActBackwardRow<T, A, true, false>(cols, x + base, bias, dy + base, dx + base, nullptr);
+      } else if (part) {
+        BiasActBackwardRow<T, A, false, true>(cols, x + base, nullptr, dy + base, dx + base, part);
+      } else {
+        BiasActBackwardRow<T, A, false, false>(cols, x + base, nullptr, dy + base, dx + base, nullptr);
+      }
+    }
+  }
+}
+
+template <class T, Act A>
+void BiasActBackwardT(size_t rows, size_t cols, const T* dy, const T* x, const float* bias, T* dx, float* dbias,
+                      float* workspace) {
+  const size_t chunks = Chunks(rows);
+  if (dbias && rows > 0 && !workspace) throw UsageError("bias backward: no workspace for dbias");
+  float* ws = dbias ? workspace : nullptr;
+  ForBlocks(chunks, kGradRowChunk * cols,
+            [&](size_t k0, size_t k1) { BiasActBackwardRange<T, A>(rows, cols, dy, x, bias, dx, ws, k0, k1); });
+  if (dbias) SumChunks(workspace, chunks, cols, dbias);
+}
+
+template <class T>
+CIUIC_TRAIN_CLONES void DropoutRange(const DropoutArgs& d, uint32_t threshold, float scale, const T* in, T* out,
+                                     size_t b, size_t e, uint32_t* keep) {
+  FillKeep(d, threshold, b, e - b, keep);
+  for (size_t i = b; i < e; ++i) out[i] = tm::Store<T>(ApplyKeep(tm::Load(in[i]), scale, keep[i - b]));
+}
+
+template <class T>
+CIUIC_TRAIN_CLONES void AddRange(const T* a, const T* b, T* out, size_t i0, size_t i1) {
+  for (size_t i = i0; i < i1; ++i) out[i] = tm::Store<T>(tm::Load(a[i]) + tm::Load(b[i]));
+}
+
+void CheckShape(size_t rows, size_t cols) {
+  if (cols != 0 && rows > SIZE_MAX / cols) throw UsageError("training kernel: rows × cols overflows");
+}
+
+}  // namespace
+
+void LayerNormForward(DType t, size_t rows, size_t cols, const void* x, const float* gamma, const float* beta,
+                      float eps, void* y, float* mean, float* rstd, void*) {
+  CheckShape(rows, cols);
+  ByType(t, [&](auto tag) {
+    using T = decltype(tag);
+    LnForwardRows<T, Act::kNone>(rows, cols, static_cast<const T*>(x), nullptr, nullptr, gamma, beta, eps, {},
+                                 static_cast<T*>(y), mean, rstd);
+  });
+}
+
+void LayerNormBackward(DType t, size_t rows, size_t cols, const void* dy, const void* x, const float* gamma,
+                       const float* mean, const float* rstd, void* dx, float* dgamma, float* dbeta, float* workspace,
+                       void*) {
+  CheckShape(rows, cols);
+  ByType(t, [&](auto tag) {
+    using T = decltype(tag);
+    LnBackwardRows<T, Act::kNone>(rows, cols, {}, static_cast<const T*>(dy), static_cast<const T*>(x), gamma,
+                                  nullptr, mean, rstd, nullptr, static_cast<T*>(dx), dgamma, dbeta, workspace);
+  });
+}
+
+void BiasActForward(DType t, size_t rows, size_t cols, Activation act, const void* x, const float* bias, void* y,
+                    void*) {
+  CheckShape(rows, cols);
+  ByType(t, [&](auto tag) {
+    using T = decltype(tag);
+    ByAct(act, [&](auto a) {
+      BiasActForwardT<T, decltype(a)::value>(rows, cols, static_cast<const T*>(x), bias, static_cast<T*>(y));
+    });
+  });
+}
+
+void BiasActBackward(DType t, size_t rows, size_t cols, Activation act, const void* dy, const void* x,
+                     const float* bias, void* dx, float* dbias, float* workspace, void*) {
+  CheckShape(rows, cols);
+  ByType(t, [&](auto tag) {
+    using T = decltype(tag);
+    ByAct(act, [&](auto a) {
+      BiasActBackwardT<T, decltype(a)::value>(rows, cols, static_cast<const T*>(dy), static_cast<const T*>(x), bias,
+                                              static_cast<T*>(dx), dbias, workspace);
+    });
+  });
+}
+
+void Dropout(DType t, size_t n, const DropoutArgs& d, const void* x, void* y, void*) {
+  const uint32_t threshold = tm::DropThreshold(d.p);
+  const float scale = tm::KeepScale(d.p);
+  constexpr size_t kSpan = 4096;  // mask scratch per step: a multiple of 4, so Philox groups never split
+  ByType(t, [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = static_cast<const T*>(x);
+    T* out = static_cast<T*>(y);
+    ForBlocks((n + kSpan - 1) / kSpan, kSpan, [&](size_t s0, size_t s1) {
+      uint32_t keep[kSpan];
+      for (size_t s = s0; s < s1; ++s) DropoutRange<T>(d, threshold, scale, in, out, s * kSpan, std::min(n, (s + 1) * kSpan), keep);
+    });
+  });
+}
+
+void AddTensors(DType t, size_t n, const void* a, const void* b, void* out, void*) {
+  ByType(t, [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = static_cast<const T*>(a);
+    const T* pb = static_cast<const T*>(b);
+    T* po = static_cast<T*>(out);
+    ParallelFor(n, [&](size_t b0, size_t e) { AddRange<T>(pa, pb, po, b0, e); });
+  });
+}
+
+void LnActDropoutForward(DType t, size_t rows, size_t cols, Activation act, const DropoutArgs& d, const void* x,
+                         const float* gamma, const float* beta, float eps, void* y, float* mean, float* rstd, void*) {
+  CheckShape(rows, cols);
+  ByType(t, [&](auto tag) {
+    using T = decltype(tag);
+    ByAct(act, [&](auto a) {
+      LnForwardRows<T, decltype(a)::value>(rows, cols, static_cast<const T*>(x), nullptr, nullptr, gamma, beta, eps,
+                                           d, static_cast<T*>(y), mean, rstd);
+    });
+  });
+}
+
+void LnActDropoutBackward(DType t, size_t rows, size_t cols, Activation act, const DropoutArgs& d, const void* dy,
+                          const void* x, const float* gamma, const float* beta, const float* mean, const float* rstd,
+                          void* dx, float* dgamma, float* dbeta, float* workspace, void*) {
+  CheckShape(rows, cols);
+  ByType(t, [&](auto tag) {
+    using T = decltype(tag);
+    ByAct(act, [&](auto a) {
+      LnBackwardRows<T, decltype(a)::value>(rows, cols, d, static_cast<const T*>(dy), static_cast<const T*>(x),
+                                            gamma, beta, mean, rstd, nullptr, static_cast<T*>(dx), dgamma, dbeta,
+                                            workspace);
+    });
+  });
+}
+
+void AddLayerNormForward(DType t, size_t rows, size_t cols, const void* x, const void* residual, const float* gamma,
+                         const float* beta, float eps, void* sum, void* y, float* mean, float* rstd, void*) {
+  CheckShape(rows, cols);
+  ByType(t, [&](auto tag) {
+    using T = decltype(tag);
+    LnForwardRows<T, Act::kNone>(rows, cols, static_cast<const T*>(x), static_cast<const T*>(residual),
+                                 static_cast<T*>(sum), gamma, beta, eps, {}, static_cast<T*>(y), mean, rstd);
+  });
+}
+
+void AddLayerNormBackward(DType t, size_t rows, size_t cols, const void* dy, const void* dsum, const void* sum,
+                          const float* gamma, const float* mean, const float* rstd, void* dx, float* dgamma,
+                          float* dbeta, float* workspace, void*) {
+  CheckShape(rows, cols);
+  ByType(t, [&](auto tag) {
+    using T = decltype(tag);
+    LnBackwardRows<T, Act::kNone>(rows, cols, {}, static_cast<const T*>(dy), static_cast<const T*>(sum), gamma,
+                                  nullptr, mean, rstd, static_cast<const T*>(dsum), static_cast<T*>(dx), dgamma,
+                                  dbeta, workspace);
+  });
+}
+
+}  // namespace ciuic::cpu

@@ -1,0 +1,39 @@
+// Helpers of the training kernels that are neither CPU nor CUDA: names, workspace size, the host mask.
+#include "kernels/train_kernels.h"
+
+#include <string>
+#include <string_view>
+
+#include "core/error.h"
+
+namespace ciuic {
+
+size_t TrainWorkspaceBytes(size_t rows, size_t cols) {
+  return 2 * ((rows + kGradRowChunk - 1) / kGradRowChunk) * cols * sizeof(float);
+}
+
+Activation ParseActivation(const char* name) {
+  const std::string_view n = name ? name : "";
+  if (n == "none") return Activation::kNone;
+  if (n == "relu") return Activation::kRelu;
+  if (n == "gelu") return Activation::kGeluErf;
+  if (n == "gelu-tanh") return Activation::kGeluTanh;
+  throw UsageError("activation '" + std::string(n) + "': expected none, relu, gelu or gelu-tanh");
+}
+
+const char* ActivationName(Activation a) {
+  switch (a) {
+    case Activation::kNone: return "none";
+    case Activation::kRelu: return "relu";
+    case Activation::kGeluErf: return "gelu";
+    case Activation::kGeluTanh: return "gelu-tanh";
+  }
+  return "?";
+}
+
+void DropoutMask(const DropoutArgs& d, size_t n, uint8_t* keep) {
+  const uint32_t threshold = tm::DropThreshold(d.p);
+  for (size_t e = 0; e < n; ++e) keep[e] = tm::Kept(d, threshold, e) ? 1 : 0;
+}
+
+}  // namespace ciuic

@@ -1,0 +1,417 @@
+// The CPU training kernels (kernels/cpu/train.cc) against an fp64 oracle written here from the
+// textbook formulas (std::erf, std::tanh, two-pass statistics in double), fused against the unfused
+// sequence of our own single-op kernels (identical bits in fp32), thread-count independence, and the
+// dropout mask: one stream from (seed, offset), the same in forward and backward. The CUDA twin is
+// compared with these kernels in tests/gpu/train_kernels_test.cc; PyTorch in tests/python.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "core/parallel.h"
+#include "kernels/train_kernels.h"
+
+namespace ciuic {
+namespace {
+
+// A tensor held as fp32 values plus its bytes in the kernel's dtype.
+struct Tensor {
+  DType t;
+  std::vector<uint8_t> bytes;
+  Tensor(DType type, size_t n) : t(type), bytes(n * DTypeSize(type)) {}
+  void* data() { return bytes.data(); }
+  size_t size() const { return bytes.size() / DTypeSize(t); }
+  float at(size_t i) const {
+    if (t == DType::kFloat32) return reinterpret_cast<const float*>(bytes.data())[i];
+    uint16_t b;
+    std::memcpy(&b, bytes.data() + 2 * i, 2);
+    return t == DType::kFloat16 ? tm::Load(tm::F16{b}) : tm::Load(tm::BF16{b});
+  }
+  void set(size_t i, float v) {
+    if (t == DType::kFloat32) {
+      reinterpret_cast<float*>(bytes.data())[i] = v;
+      return;
+    }
+    const uint16_t b = t == DType::kFloat16 ? tm::Store<tm::F16>(v).bits : tm::Store<tm::BF16>(v).bits;
+    std::memcpy(bytes.data() + 2 * i, &b, 2);
+  }
+};
+
+Tensor Random(DType t, size_t n, std::mt19937_64& rng, float scale = 1.0f, float shift = 0.0f) {
+  std::normal_distribution<float> dist(shift, scale);
+  Tensor x(t, n);
+  for (size_t i = 0; i < n; ++i) x.set(i, dist(rng));
+  return x;
+}
+std::vector<float> RandomF(size_t n, std::mt19937_64& rng, float mean, float sd) {
+  std::normal_distribution<float> dist(mean, sd);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+double ActD(Activation a, double x) {
+  switch (a) {
+    case Activation::kRelu: return x > 0 ? x : 0;
+    case Activation::kGeluTanh: return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    case Activation::kGeluErf: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case Activation::kNone: break;
+  }
+  return x;
+}
+double ActGradD(Activation a, double x) {
+  switch (a) {
+    case Activation::kRelu: return x > 0 ? 1 : 0;
+    case Activation::kGeluTanh: {
+      const double k = std::sqrt(2 / M_PI), t = std::tanh(k * (x + 0.044715 * x * x * x));
+      return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
+    }
+    case Activation::kGeluErf:
+      return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+    case Activation::kNone: break;
+  }
+  return 1;
+}
+
+// fp64 oracle of LnActDropout forward and backward on the (dtype-rounded) inputs.
+struct Oracle {
+  std::vector<double> y, dx, dgamma, dbeta;
+};
+Oracle LnActDropoutD(size_t rows, size_t cols, Activation act, const DropoutArgs& d, const Tensor& x,
+                     const std::vector<float>& gamma, const std::vector<float>& beta, float eps, const Tensor& dy) {
+  Oracle o;
+  o.y.resize(rows * cols);
+  o.dx.resize(rows * cols);
+  o.dgamma.assign(cols, 0);
+  o.dbeta.assign(cols, 0);
+  std::vector<uint8_t> keep(rows * cols);
+  DropoutMask(d, rows * cols, keep.data());
+  const double scale = d.p > 0 ? 1.0 / (1.0 - d.p) : 1.0;
+  for (size_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (size_t j = 0; j < cols; ++j) mean += x.at(r * cols + j);
+    mean /= cols;
+    for (size_t j = 0; j < cols; ++j) var += (x.at(r * cols + j) - mean) * (x.at(r * cols + j) - mean);
+    var /= cols;
+    const double rstd = 1 / std::sqrt(var + eps);
+    std::vector<double> xh(cols), g(cols), dz(cols);
+    double sg = 0, sgx = 0;
+    for (size_t j = 0; j < cols; ++j) {
+      const size_t e = r * cols + j;
+      xh[j] = (x.at(e) - mean) * rstd;
+      const double z = xh[j] * gamma[j] + beta[j];
+      o.y[e] = keep[e] ? ActD(act, z) * scale : 0;
+      dz[j] = (keep[e] ? dy.at(e) * scale : 0) * ActGradD(act, z);
+      g[j] = dz[j] * gamma[j];
+      sg += g[j];
+      sgx += g[j] * xh[j];
+      o.dgamma[j] += dz[j] * xh[j];
+      o.dbeta[j] += dz[j];
+    }
+    for (size_t j = 0; j < cols; ++j) o.dx[r * cols + j] = rstd * (g[j] - sg / cols - xh[j] * sgx / cols);
+  }
+  return o;
+}
+
+// Relative unit of a 16-bit result: half an ulp of its format at 1 (the one rounding of the output).
+double StorageUnit(DType t) {
+  return t == DType::kFloat16 ? std::ldexp(1.0, -11) : t == DType::kBFloat16 ? std::ldexp(1.0, -8) : 0.0;
+}
+
+// max |got - want| / (abs + rel · |want| + unit · |want|): at most 1 passes.
+double WorstRatio(const Tensor& got, const std::vector<double>& want, double abs, double rel) {
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double tol = abs + (rel + StorageUnit(got.t)) * std::fabs(want[i]);
+    worst = std::max(worst, std::fabs(got.at(i) - want[i]) / tol);
+  }
+  return worst;
+}
+double WorstRatio(const std::vector<float>& got, const std::vector<double>& want, double abs, double rel) {
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    worst = std::max(worst, std::fabs(got[i] - want[i]) / (abs + rel * std::fabs(want[i])));
+  return worst;
+}
+
+bool SameBits(const Tensor& a, const Tensor& b) { return a.bytes == b.bytes; }
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(TrainMath, ExpTanhErfAgainstDouble) {
+  double exp_ulp = 0, tanh_abs = 0, erf_abs = 0, erfc_rel = 0;
+  for (int i = 0; i <= 200000; ++i) {
+    const float x = -87.0f + 175.0f * static_cast<float>(i) / 200000.0f;
+    const double e = std::exp(static_cast<double>(x));
+    exp_ulp = std::max(exp_ulp, std::fabs(tm::ExpF(x) - e) / (std::nextafter(static_cast<float>(e), INFINITY) -
+                                                                static_cast<float>(e)));
+    const float u = -10.0f + 20.0f * static_cast<float>(i) / 200000.0f;
+    tanh_abs = std::max(tanh_abs, std::fabs(tm::TanhF(u) - std::tanh(static_cast<double>(u))));
+    erf_abs = std::max(erf_abs, std::fabs(tm::ErfF(u) - std::erf(static_cast<double>(u))));
+    const float v = -4.0f + 8.0f * static_cast<float>(i) / 200000.0f;
+    erfc_rel = std::max(erfc_rel, std::fabs(tm::ErfcF(v) / std::erfc(static_cast<double>(v)) - 1.0) /
+                                       (4e-7 + 1.2e-7 * v * v));
+  }
+  // The bounds train_math.h states.
+  EXPECT_LE(exp_ulp, 2.0);
+  EXPECT_LE(tanh_abs, 4e-7);
+  EXPECT_LE(erf_abs, 3e-7);
+  EXPECT_LE(erfc_rel, 1.0);  // relative 4e-7 + 1.2e-7·x² (-x² rounds at 2^-24·x²)
+  EXPECT_EQ(tm::ExpF(0.0f), 1.0f);
+  EXPECT_EQ(tm::TanhF(20.0f), 1.0f);
+  EXPECT_EQ(tm::ErfF(-6.0f), -1.0f);
+}
+
+struct Case {
+  DType t;
+  Activation act;
+  float p;
+  size_t rows, cols;
+};
+
+class LnActDropoutTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(LnActDropoutTest, MatchesFp64OracleAndUnfusedSequence) {
+  const Case c = GetParam();
+  std::mt19937_64 rng(0x5eed0000 + c.rows * 131 + c.cols + static_cast<int>(c.act) * 7 + static_cast<int>(c.t));
+  const size_t n = c.rows * c.cols;
+  const Tensor x = Random(c.t, n, rng, 2.0f, 0.5f);
+  const Tensor dy = Random(c.t, n, rng, 1.0f);
+  const std::vector<float> gamma = RandomF(c.cols, rng, 1.0f, 0.3f), beta = RandomF(c.cols, rng, 0.0f, 0.5f);
+  const float eps = 1e-5f;
+  const DropoutArgs d{c.p, 1234, 77};
+
+  Tensor y(c.t, n), dx(c.t, n);
+  std::vector<float> mean(c.rows), rstd(c.rows), dgamma(c.cols), dbeta(c.cols);
+  std::vector<float> ws(TrainWorkspaceBytes(c.rows, c.cols) / sizeof(float));
+  cpu::LnActDropoutForward(c.t, c.rows, c.cols, c.act, d, x.bytes.data(), gamma.data(), beta.data(), eps, y.data(),
+                           mean.data(), rstd.data(), nullptr);
+  cpu::LnActDropoutBackward(c.t, c.rows, c.cols, c.act, d, dy.bytes.data(), x.bytes.data(), gamma.data(), beta.data(),
+                            mean.data(), rstd.data(), dx.data(), dgamma.data(), dbeta.data(), ws.data(), nullptr);
+
+  // Against fp64. fp32 work: statistics summed over cols terms (relative error ~ cols/32 · 2^-24 at
+  // worst in lanes, far less in practice), the exp/erf/tanh bounds of train_math.h (<= 4e-7 absolute,
+  // amplified by |x| <= ~8 here), one rounding per op: 2e-5 relative + 2e-6 absolute covers it with room;
+  // a wrong formula is off by O(1). dx is a difference of terms ~rstd·|g|: absolute 2e-5 · max|dx|.
+  const Oracle o = LnActDropoutD(c.rows, c.cols, c.act, d, x, gamma, beta, eps, dy);
+  double dx_scale = 0, dg_scale = 0;
+  for (double v : o.dx) dx_scale = std::max(dx_scale, std::fabs(v));
+  for (size_t j = 0; j < c.cols; ++j) dg_scale = std::max({dg_scale, std::fabs(o.dgamma[j]), std::fabs(o.dbeta[j])});
+  EXPECT_LE(WorstRatio(y, o.y, 2e-6, 2e-5), 1.0);
+  EXPECT_LE(WorstRatio(dx, o.dx, 2e-5 * dx_scale, 2e-5), 1.0);
+  // Column sums over rows (each term already carries the errors above): relative to the largest.
+  EXPECT_LE(WorstRatio(dgamma, o.dgamma, 1e-4 * dg_scale, 1e-4), 1.0);
+  EXPECT_LE(WorstRatio(dbeta, o.dbeta, 1e-4 * dg_scale, 1e-4), 1.0);
+
+  // Unfused: LayerNorm, activation, dropout, each stored in dtype; backward in reverse.
+  Tensor y1(c.t, n), y2(c.t, n), y3(c.t, n), g1(c.t, n), g2(c.t, n), dx_u(c.t, n);
+  std::vector<float> mean_u(c.rows), rstd_u(c.rows), dgamma_u(c.cols), dbeta_u(c.cols);
+  cpu::LayerNormForward(c.t, c.rows, c.cols, x.bytes.data(), gamma.data(), beta.data(), eps, y1.data(),
+                        mean_u.data(), rstd_u.data(), nullptr);
+  cpu::BiasActForward(c.t, c.rows, c.cols, c.act, y1.data(), nullptr, y2.data(), nullptr);
+  cpu::Dropout(c.t, n, d, y2.data(), y3.data(), nullptr);
+  cpu::Dropout(c.t, n, d, dy.bytes.data(), g1.data(), nullptr);
+  cpu::BiasActBackward(c.t, c.rows, c.cols, c.act, g1.data(), y1.data(), nullptr, g2.data(), nullptr, nullptr,
+                       nullptr);
+  cpu::LayerNormBackward(c.t, c.rows, c.cols, g2.data(), x.bytes.data(), gamma.data(), mean_u.data(), rstd_u.data(),
+                         dx_u.data(), dgamma_u.data(), dbeta_u.data(), ws.data(), nullptr);
+  EXPECT_TRUE(SameBits(mean, mean_u));
+  EXPECT_TRUE(SameBits(rstd, rstd_u));
+  if (c.t == DType::kFloat32) {
+    EXPECT_TRUE(SameBits(y, y3));
+    EXPECT_TRUE(SameBits(dx, dx_u));
+    EXPECT_TRUE(SameBits(dgamma, dgamma_u));
+    EXPECT_TRUE(SameBits(dbeta, dbeta_u));
+  } else {
+    // Two extra roundings to dtype in between (LayerNorm's output, the activation's): the first moves
+    // z by a half-ulp of |z| (<= ~6 here), which act' (<= 1.13) and the dropout scale (<= 1.34) carry
+    // to y: 8 half-ulps absolute, plus the last rounding's.
+    EXPECT_LE(WorstRatio(y3, o.y, 8 * StorageUnit(c.t), 2e-5 + 2 * StorageUnit(c.t)), 1.0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, LnActDropoutTest,
+    ::testing::Values(Case{DType::kFloat32, Activation::kGeluErf, 0.1f, 7, 33},
+                      Case{DType::kFloat32, Activation::kGeluTanh, 0.0f, 64, 1024},
+                      Case{DType::kFloat32, Activation::kRelu, 0.25f, 70, 1600},
+                      Case{DType::kFloat32, Activation::kNone, 0.1f, 33, 96},
+                      Case{DType::kFloat16, Activation::kGeluErf, 0.1f, 40, 1024},
+                      Case{DType::kFloat16, Activation::kRelu, 0.0f, 9, 1601},
+                      Case{DType::kBFloat16, Activation::kGeluTanh, 0.1f, 65, 768},
+                      Case{DType::kBFloat16, Activation::kNone, 0.0f, 3, 4096}));
+
+TEST(BiasAct, ForwardBackwardAgainstFp64AndSplitSequence) {
+  std::mt19937_64 rng(91);
+  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    for (Activation act : {Activation::kRelu, Activation::kGeluErf, Activation::kGeluTanh}) {
+      const size_t rows = 77, cols = 1000, n = rows * cols;
+      const Tensor x = Random(t, n, rng, 2.0f), dy = Random(t, n, rng, 1.0f);
+      const std::vector<float> bias = RandomF(cols, rng, 0.0f, 1.0f);
+      Tensor y(t, n), dx(t, n);
+      std::vector<float> dbias(cols), ws(TrainWorkspaceBytes(rows, cols) / sizeof(float));
+      cpu::BiasActForward(t, rows, cols, act, x.bytes.data(), bias.data(), y.data(), nullptr);
+      cpu::BiasActBackward(t, rows, cols, act, dy.bytes.data(), x.bytes.data(), bias.data(), dx.data(), dbias.data(),
+                           ws.data(), nullptr);
+      std::vector<double> y_d(n), dx_d(n), db_d(cols, 0.0);
+      for (size_t e = 0; e < n; ++e) {
+        const double h = static_cast<double>(static_cast<float>(x.at(e) + bias[e % cols]));  // fp32 add, as ours
+        y_d[e] = ActD(act, h);
+        dx_d[e] = dy.at(e) * ActGradD(act, h);
+        db_d[e % cols] += dx_d[e];
+      }
+      double db_scale = 0;
+      for (double v : db_d) db_scale = std::max(db_scale, std::fabs(v));
+      SCOPED_TRACE(std::string(DTypeName(t)) + " " + ActivationName(act));
+      EXPECT_LE(WorstRatio(y, y_d, 2e-6, 2e-5), 1.0);
+      EXPECT_LE(WorstRatio(dx, dx_d, 2e-6, 2e-5), 1.0);
+      EXPECT_LE(WorstRatio(dbias, db_d, 1e-4 * db_scale, 1e-4), 1.0);
+      // Unfused: bias add (act none), then the activation; backward: activation, then the bias sums.
+      Tensor h(t, n), y_u(t, n), g(t, n), dx_u(t, n);
+      std::vector<float> dbias_u(cols);
+      cpu::BiasActForward(t, rows, cols, Activation::kNone, x.bytes.data(), bias.data(), h.data(), nullptr);
+      cpu::BiasActForward(t, rows, cols, act, h.data(), nullptr, y_u.data(), nullptr);
+      cpu::BiasActBackward(t, rows, cols, act, dy.bytes.data(), h.data(), nullptr, g.data(), nullptr, nullptr,
+                           nullptr);
+      cpu::BiasActBackward(t, rows, cols, Activation::kNone, g.data(), h.data(), bias.data(), dx_u.data(),
+                           dbias_u.data(), ws.data(), nullptr);
+      if (t == DType::kFloat32) {
+        EXPECT_TRUE(SameBits(y, y_u));
+        EXPECT_TRUE(SameBits(dx, dx_u));
+        EXPECT_TRUE(SameBits(dbias, dbias_u));
+      }
+    }
+  }
+}
+
+TEST(AddLayerNorm, FusedEqualsAddThenLayerNormInEveryDtype) {
+  std::mt19937_64 rng(17);
+  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    const size_t rows = 50, cols = 1024, n = rows * cols;
+    const Tensor x = Random(t, n, rng, 1.0f), res = Random(t, n, rng, 3.0f, 1.0f), dy = Random(t, n, rng);
+    const Tensor dsum = Random(t, n, rng, 0.5f);
+    const std::vector<float> gamma = RandomF(cols, rng, 1.0f, 0.2f), beta = RandomF(cols, rng, 0.0f, 0.2f);
+    Tensor sum(t, n), y(t, n), dx(t, n), sum_u(t, n), y_u(t, n), dx_u(t, n);
+    std::vector<float> mean(rows), rstd(rows), dg(cols), db(cols), mean_u(rows), rstd_u(rows), dg_u(cols), db_u(cols);
+    std::vector<float> ws(TrainWorkspaceBytes(rows, cols) / sizeof(float));
+    cpu::AddLayerNormForward(t, rows, cols, x.bytes.data(), res.bytes.data(), gamma.data(), beta.data(), 1e-5f,
+                             sum.data(), y.data(), mean.data(), rstd.data(), nullptr);
+    cpu::AddLayerNormBackward(t, rows, cols, dy.bytes.data(), dsum.bytes.data(), sum.data(), gamma.data(), mean.data(),
+                              rstd.data(), dx.data(), dg.data(), db.data(), ws.data(), nullptr);
+    cpu::AddTensors(t, n, x.bytes.data(), res.bytes.data(), sum_u.data(), nullptr);
+    cpu::LayerNormForward(t, rows, cols, sum_u.data(), gamma.data(), beta.data(), 1e-5f, y_u.data(), mean_u.data(),
+                          rstd_u.data(), nullptr);
+    Tensor dln(t, n);
+    std::vector<float> dln32(n);
+    cpu::LayerNormBackward(t, rows, cols, dy.bytes.data(), sum_u.data(), gamma.data(), mean_u.data(), rstd_u.data(),
+                           dln.data(), dg_u.data(), db_u.data(), ws.data(), nullptr);
+    cpu::AddTensors(t, n, dln.data(), dsum.bytes.data(), dx_u.data(), nullptr);
+    SCOPED_TRACE(DTypeName(t));
+    // The sum is stored in dtype and LayerNorm reads it as stored: forward identical in every dtype.
+    EXPECT_TRUE(SameBits(sum, sum_u));
+    EXPECT_TRUE(SameBits(y, y_u));
+    EXPECT_TRUE(SameBits(mean, mean_u));
+    EXPECT_TRUE(SameBits(dg, dg_u));
+    EXPECT_TRUE(SameBits(db, db_u));
+    if (t == DType::kFloat32) {
+      EXPECT_TRUE(SameBits(dx, dx_u));
+    } else {
+      // Unfused rounds LayerNorm's gradient to dtype before adding dsum: one extra rounding.
+      std::vector<double> want(n);
+      for (size_t e = 0; e < n; ++e) want[e] = dx_u.at(e);
+      EXPECT_LE(WorstRatio(dx, want, 4 * StorageUnit(t) * 4, 2 * StorageUnit(t)), 1.0);
+    }
+  }
+}
+
+TEST(TrainKernels, ResultsDoNotDependOnTheThreadCount) {
+  std::mt19937_64 rng(5);
+  const size_t rows = 300, cols = 1024, n = rows * cols;  // 10 gradient chunks, rows split among threads
+  const Tensor x = Random(DType::kBFloat16, n, rng), dy = Random(DType::kBFloat16, n, rng);
+  const std::vector<float> gamma = RandomF(cols, rng, 1.0f, 0.2f), beta = RandomF(cols, rng, 0.0f, 0.2f);
+  const DropoutArgs d{0.1f, 9, 3};
+  std::vector<std::vector<uint8_t>> outs;
+  const int before = ParallelThreads();
+  for (int threads : {1, 2, 3}) {
+    SetParallelThreads(threads);
+    Tensor y(DType::kBFloat16, n), dx(DType::kBFloat16, n);
+    std::vector<float> mean(rows), rstd(rows), dg(cols), db(cols), ws(TrainWorkspaceBytes(rows, cols) / 4);
+    cpu::LnActDropoutForward(DType::kBFloat16, rows, cols, Activation::kGeluErf, d, x.bytes.data(), gamma.data(),
+                             beta.data(), 1e-5f, y.data(), mean.data(), rstd.data(), nullptr);
+    cpu::LnActDropoutBackward(DType::kBFloat16, rows, cols, Activation::kGeluErf, d, dy.bytes.data(), x.bytes.data(),
+                              gamma.data(), beta.data(), mean.data(), rstd.data(), dx.data(), dg.data(), db.data(),
+                              ws.data(), nullptr);
+    std::vector<uint8_t> all = y.bytes;
+    all.insert(all.end(), dx.bytes.begin(), dx.bytes.end());
+    const auto* g = reinterpret_cast<const uint8_t*>(dg.data());
+    all.insert(all.end(), g, g + cols * 4);
+    outs.push_back(all);
+  }
+  SetParallelThreads(before);
+  EXPECT_EQ(outs[0], outs[1]);
+  EXPECT_EQ(outs[0], outs[2]);
+}
+
+TEST(Dropout, OneMaskFromSeedAndOffsetInForwardAndBackward) {
+  const size_t rows = 200, cols = 5000, n = rows * cols;
+  std::mt19937_64 rng(44);
+  const Tensor x = Random(DType::kFloat32, n, rng, 1.0f, 3.0f);  // mean 3: ReLU rarely zeroes
+  const std::vector<float> gamma(cols, 1.0f), beta(cols, 5.0f);  // z < 0 (ReLU's zeros) 5 sigma out
+  for (float p : {0.1f, 0.5f}) {
+    const DropoutArgs d{p, 2024, 5};
+    std::vector<uint8_t> keep(n);
+    DropoutMask(d, n, keep.data());
+    size_t kept = 0;
+    for (uint8_t k : keep) kept += k;
+    const double expect = (1.0 - p) * n, sigma = std::sqrt(n * p * (1.0 - p));
+    EXPECT_LE(std::fabs(kept - expect), 5 * sigma) << "p " << p << " kept " << kept;
+
+    Tensor y(DType::kFloat32, n), ones(DType::kFloat32, n), g(DType::kFloat32, n), dx(DType::kFloat32, n);
+    std::vector<float> mean(rows), rstd(rows), dg(cols), db(cols), ws(TrainWorkspaceBytes(rows, cols) / 4);
+    for (size_t e = 0; e < n; ++e) ones.set(e, 1.0f);
+    cpu::LnActDropoutForward(DType::kFloat32, rows, cols, Activation::kRelu, d, x.bytes.data(), gamma.data(),
+                             beta.data(), 1e-5f, y.data(), mean.data(), rstd.data(), nullptr);
+    cpu::Dropout(DType::kFloat32, n, d, ones.data(), g.data(), nullptr);
+    const float scale = 1.0f / (1.0f - p);
+    size_t forward_mismatch = 0, backward_mismatch = 0, relu_zero = 0;
+    for (size_t e = 0; e < n; ++e) {
+      if (!keep[e] && y.at(e) != 0.0f) ++forward_mismatch;
+      if (keep[e] && y.at(e) == 0.0f) ++relu_zero;
+      if (g.at(e) != (keep[e] ? scale : 0.0f)) ++backward_mismatch;
+    }
+    EXPECT_EQ(forward_mismatch, 0u);
+    EXPECT_EQ(backward_mismatch, 0u);
+    EXPECT_LT(relu_zero, n / 1000);  // kept elements are (almost all) non-zero: the mask is visible in y
+    // The fused backward with act none and a unit upstream gradient: dbeta counts the kept elements.
+    cpu::LnActDropoutBackward(DType::kFloat32, rows, cols, Activation::kNone, d, ones.data(), x.bytes.data(),
+                              gamma.data(), beta.data(), mean.data(), rstd.data(), dx.data(), dg.data(), db.data(),
+                              ws.data(), nullptr);
+    for (size_t j = 0; j < cols; j += 997) {
+      size_t col_kept = 0;
+      for (size_t r = 0; r < rows; ++r) col_kept += keep[r * cols + j];
+      EXPECT_NEAR(db[j], col_kept * scale, 1e-3) << "column " << j;
+    }
+    // Another offset: another mask; the same (seed, offset): the same one whatever the call.
+    std::vector<uint8_t> other(n), again(n);
+    DropoutMask({p, 2024, 6}, n, other.data());
+    DropoutMask(d, n, again.data());
+    EXPECT_NE(keep, other);
+    EXPECT_EQ(keep, again);
+  }
+}
+
+TEST(TrainKernels, RefusesOtherDtypesAndActivations) {
+  float x = 1, y = 0;
+  EXPECT_THROW(cpu::AddTensors(DType::kInt32, 1, &x, &x, &y, nullptr), UsageError);
+  EXPECT_THROW(ParseActivation("swish"), UsageError);
+  EXPECT_EQ(ParseActivation("gelu"), Activation::kGeluErf);
+  EXPECT_STREQ(ActivationName(ParseActivation("gelu-tanh")), "gelu-tanh");
+  EXPECT_EQ(TrainWorkspaceBytes(33, 10), 2 * 2 * 10 * sizeof(float));
+}
+
+}  // namespace
+}  // namespace ciuic
