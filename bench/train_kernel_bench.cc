@@ -28,6 +28,7 @@
 #include "core/timer.h"
 #include "kernels/codec_kernels.h"
 #include "kernels/train_kernels.h"
+#include "kernels/train_sequences.h"
 
 #if CIUIC_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -41,23 +42,6 @@ namespace {
 
 using namespace cells;  // NOLINT: the rows and reporters this command prints
 
-enum class Family { kLnActDropout, kBiasAct, kAddLn };
-struct KernelName {
-  const char* name;
-  Family family;
-  Activation act;
-  const char* help;
-};
-const KernelName kTrainKernels[] = {
-    {"ln-dropout-gelu", Family::kLnActDropout, Activation::kGeluErf, "LayerNorm, GELU (erf), dropout"},
-    {"ln-dropout-gelu-tanh", Family::kLnActDropout, Activation::kGeluTanh, "LayerNorm, GELU (tanh), dropout"},
-    {"ln-dropout-relu", Family::kLnActDropout, Activation::kRelu, "LayerNorm, ReLU, dropout"},
-    {"bias-gelu", Family::kBiasAct, Activation::kGeluErf, "bias + GELU (erf): a linear layer's epilogue"},
-    {"bias-gelu-tanh", Family::kBiasAct, Activation::kGeluTanh, "bias + GELU (tanh)"},
-    {"bias-relu", Family::kBiasAct, Activation::kRelu, "bias + ReLU"},
-    {"add-ln", Family::kAddLn, Activation::kNone, "residual add + LayerNorm"},
-};
-
 // Tokens x hidden of the shipped workloads (profiles/workloads): 4096 tokens (BERT-large: 8 x 512;
 // GPT-2 XL: 4 x 1024; Llama-2 7B: 2 x 2048) at each one's hidden size.
 constexpr const char* kDefaultShapes = "4096x1024,4096x1600,4096x4096";
@@ -67,7 +51,7 @@ struct Shape {
 };
 
 struct Options {
-  std::vector<const KernelName*> kernels;
+  std::vector<const TrainKernelName*> kernels;
   std::vector<Shape> shapes;
   std::vector<DType> dtypes;
   float p = 0.1f;
@@ -107,7 +91,7 @@ Options Parse(int argc, char** argv) {
   std::string help =
       "Usage: ciuic-bench kernel NAME --shape TOKENSxHIDDEN [options]\n\nTraining kernels (fused vs unfused vs "
       "PyTorch eager, forward and backward):\n";
-  for (const auto& k : kTrainKernels) help += fmt::format("  {:<22} {}\n", k.name, k.help);
+  for (const auto& k : TrainKernelNames()) help += fmt::format("  {:<22} {}\n", k.name, k.help);
   help += "  all-training           every one of them\n";
   cxxopts::Options opts("ciuic-bench", help);
   // clang-format off
@@ -130,7 +114,7 @@ Options Parse(int argc, char** argv) {
   Options o;
   if (!r.count("name")) throw UsageError("kernel: missing NAME (try --help)");
   const std::string name = r["name"].as<std::string>();
-  for (const auto& k : kTrainKernels)
+  for (const auto& k : TrainKernelNames())
     if (name == "all-training" || name == k.name) o.kernels.push_back(&k);
   if (o.kernels.empty()) throw UsageError(fmt::format("unknown training kernel '{}'", name));
   o.shapes = ParseShapes(r["shape"].as<std::string>());
@@ -178,61 +162,6 @@ Options Parse(int argc, char** argv) {
 
 MemoryKind Kind(bool device) { return device ? MemoryKind::kDevice : MemoryKind::kHost; }
 
-// n values of dtype t, normal(mean, sd), where the kernels run.
-Buffer RandomTensor(DType t, size_t n, float mean, float sd, uint64_t seed, bool device) {
-  std::vector<uint8_t> host(n * DTypeSize(t));
-  ParallelFor(n, [&](size_t b, size_t e) {
-    std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + b);
-    std::normal_distribution<float> dist(mean, sd);
-    for (size_t i = b; i < e; ++i) {
-      const float v = dist(rng);
-      if (t == DType::kFloat32) {
-        std::memcpy(host.data() + 4 * i, &v, 4);
-      } else {
-        const uint16_t bits = t == DType::kFloat16 ? tm::Store<tm::F16>(v).bits : tm::Store<tm::BF16>(v).bits;
-        std::memcpy(host.data() + 2 * i, &bits, 2);
-      }
-    }
-  });
-  Buffer b(std::max<size_t>(host.size(), 4), Kind(device));
-  CopyBytes(b.data(), Kind(device), host.data(), MemoryKind::kHost, host.size());
-  return b;
-}
-
-Buffer Zeros(size_t bytes, bool device) {
-  Buffer b(std::max<size_t>(bytes, 4), Kind(device));
-  std::vector<uint8_t> zero(bytes, 0);
-  CopyBytes(b.data(), Kind(device), zero.data(), MemoryKind::kHost, bytes);
-  return b;
-}
-
-// Host fp32 values of a tensor (for the fused-vs-unfused difference column).
-std::vector<float> ToHostFloats(const Buffer& b, DType t, size_t n, bool device) {
-  std::vector<uint8_t> bytes(n * DTypeSize(t));
-  CopyBytes(bytes.data(), MemoryKind::kHost, b.data(), Kind(device), bytes.size());
-  std::vector<float> out(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (t == DType::kFloat32) {
-      std::memcpy(&out[i], bytes.data() + 4 * i, 4);
-    } else {
-      uint16_t bits;
-      std::memcpy(&bits, bytes.data() + 2 * i, 2);
-      out[i] = t == DType::kFloat16 ? tm::Load(tm::F16{bits}) : tm::Load(tm::BF16{bits});
-    }
-  }
-  return out;
-}
-
-// max |a - b| / max |b|: how far the fused result is from the unfused one (0 in fp32 by design).
-double RelativeDiff(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
-    scale = std::max(scale, static_cast<double>(std::fabs(b[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
-
 void Sync(bool device) {
 #if CIUIC_HAVE_CUDA
   if (device) CIUIC_CUDA_CHECK(cudaDeviceSynchronize());
@@ -268,7 +197,9 @@ double TimeUs(bool device, int iters, const std::function<void()>& fn) {
 // The copy of `bytes` this run compares with: all ParallelFor threads memcpy on the host (the kernels
 // use the same threads), cudaMemcpy device to device on the GPU.
 double CopyUs(size_t bytes, bool device, int iters) {
-  Buffer src = Zeros(bytes, device), dst = Zeros(bytes, device);
+  Buffer src(std::max<size_t>(bytes, 4), Kind(device)), dst(std::max<size_t>(bytes, 4), Kind(device));
+  const std::vector<uint8_t> ones(bytes, 1);
+  CopyBytes(src.data(), Kind(device), ones.data(), MemoryKind::kHost, bytes);
   return TimeUs(device, iters, [&] {
     if (device) {
       CopyBytes(dst.data(), MemoryKind::kDevice, src.data(), MemoryKind::kDevice, bytes);
@@ -309,7 +240,7 @@ struct TorchTimes {
   std::string note;  // why there are none, or what the reference did (an upcast)
 };
 
-TorchTimes TimeTorch(const KernelName& k, Shape s, DType t, const Options& o) {
+TorchTimes TimeTorch(const TrainKernelName& k, Shape s, DType t, const Options& o) {
   TorchTimes out;
   const std::string script = KernelBenchScript();
   const char* env = std::getenv("CIUIC_PYTHON");
@@ -318,9 +249,9 @@ TorchTimes TimeTorch(const KernelName& k, Shape s, DType t, const Options& o) {
     out.note = "kernel_bench.py not found";
     return out;
   }
-  std::string name = k.family == Family::kLnActDropout ? "ln-dropout-gelu"
-                     : k.family == Family::kBiasAct    ? "bias-gelu"
-                                                       : "add-ln";
+  const std::string name = k.family == TrainFamily::kLnActDropout ? "ln-dropout-gelu"
+                           : k.family == TrainFamily::kBiasAct    ? "bias-gelu"
+                                                                  : "add-ln";
   const std::string act = ActivationName(k.act);
   const std::string cmd = fmt::format(
       "PYTHONPATH={}${{PYTHONPATH:+:$PYTHONPATH}} {} -m ciuic.kernel_bench --name {} --act {} --shape {}x{} --dtype {} "
@@ -367,118 +298,28 @@ struct Timing {
 };
 
 struct Case {
-  const KernelName& k;
+  const TrainKernelName& k;
   Shape s;
   DType t;
   const Options& o;
-  size_t n() const { return s.rows * s.cols; }
-  size_t bytes() const { return n() * DTypeSize(t); }
+  size_t bytes() const { return s.rows * s.cols * DTypeSize(t); }
 };
 
-// Bytes each pass must move once: tensors of T x H elements read or written, plus the per-row and
-// per-column fp32 vectors.
-double MustMoveBytes(const Case& c, bool backward) {
-  const double e = static_cast<double>(c.bytes()), rows = 4.0 * c.s.rows, cols = 4.0 * c.s.cols;
-  switch (c.k.family) {
-    case Family::kLnActDropout:  // fwd: x -> y, mean, rstd; bwd: dy, x, mean, rstd -> dx, dgamma, dbeta
-      return backward ? 3 * e + 2 * rows + 4 * cols : 2 * e + 2 * rows + 2 * cols;
-    case Family::kBiasAct:  // fwd: x, bias -> y; bwd: dy, x, bias -> dx, dbias
-      return backward ? 3 * e + 2 * cols : 2 * e + cols;
-    case Family::kAddLn:  // fwd: x, residual -> sum, y, mean, rstd; bwd: dy, dsum, sum, mean, rstd -> dx, dg, db
-      return backward ? 4 * e + 2 * rows + 3 * cols : 4 * e + 2 * rows + 2 * cols;
-  }
-  return 0;
-}
-
-std::pair<Timing, Timing> RunCase(const Case& c) {
+std::pair<Timing, Timing> RunCase(const Case& c, TrainSequence& seq) {
   const bool dev = c.o.device;
-  const size_t n = c.n(), rows = c.s.rows, cols = c.s.cols, row_bytes = rows * 4, col_bytes = cols * 4;
-  const DType t = c.t;
-  const Activation act = c.k.act;
-  const DropoutArgs drop{c.o.p, c.o.seed, 1};
-  Buffer x = RandomTensor(t, n, 0.5f, 2.0f, c.o.seed + 1, dev);
-  Buffer dy = RandomTensor(t, n, 0.0f, 1.0f, c.o.seed + 2, dev);
-  Buffer other = RandomTensor(t, n, 0.0f, 1.0f, c.o.seed + 3, dev);  // residual (add-ln)
-  Buffer dsum = RandomTensor(t, n, 0.0f, 0.5f, c.o.seed + 4, dev);
-  Buffer gamma = RandomTensor(DType::kFloat32, cols, 1.0f, 0.2f, c.o.seed + 5, dev);
-  Buffer beta = RandomTensor(DType::kFloat32, cols, 0.0f, 0.2f, c.o.seed + 6, dev);
-  Buffer y = Zeros(c.bytes(), dev), y_u = Zeros(c.bytes(), dev), t1 = Zeros(c.bytes(), dev),
-         t2 = Zeros(c.bytes(), dev), t3 = Zeros(c.bytes(), dev), dx = Zeros(c.bytes(), dev), dx_u = Zeros(c.bytes(), dev),
-         sum = Zeros(c.bytes(), dev);
-  Buffer mean = Zeros(row_bytes, dev), rstd = Zeros(row_bytes, dev), dgamma = Zeros(col_bytes, dev),
-         dbeta = Zeros(col_bytes, dev), ws = Zeros(TrainWorkspaceBytes(rows, cols), dev);
-  auto f = [](Buffer& b) { return static_cast<float*>(b.data()); };
-  std::function<void()> fwd, fwd_u, bwd, bwd_u;
-  switch (c.k.family) {
-    case Family::kLnActDropout:
-      fwd = [&] {
-        LnActDropoutForward(t, rows, cols, act, drop, x.data(), f(gamma), f(beta), 1e-5f, y.data(), f(mean), f(rstd),
-                            nullptr);
-      };
-      fwd_u = [&] {
-        LayerNormForward(t, rows, cols, x.data(), f(gamma), f(beta), 1e-5f, t1.data(), f(mean), f(rstd), nullptr);
-        BiasActForward(t, rows, cols, act, t1.data(), nullptr, t2.data(), nullptr);
-        Dropout(t, n, drop, t2.data(), y_u.data(), nullptr);
-      };
-      bwd = [&] {
-        LnActDropoutBackward(t, rows, cols, act, drop, dy.data(), x.data(), f(gamma), f(beta), f(mean), f(rstd),
-                             dx.data(), f(dgamma), f(dbeta), f(ws), nullptr);
-      };
-      bwd_u = [&] {  // t1 holds LayerNorm's output from fwd_u
-        Dropout(t, n, drop, dy.data(), t2.data(), nullptr);
-        BiasActBackward(t, rows, cols, act, t2.data(), t1.data(), nullptr, t3.data(), nullptr, nullptr, nullptr);
-        LayerNormBackward(t, rows, cols, t3.data(), x.data(), f(gamma), f(mean), f(rstd), dx_u.data(), f(dgamma),
-                          f(dbeta), f(ws), nullptr);
-      };
-      break;
-    case Family::kBiasAct:
-      fwd = [&] { BiasActForward(t, rows, cols, act, x.data(), f(beta), y.data(), nullptr); };
-      fwd_u = [&] {  // t1 keeps x + bias for the backward, as autograd does
-        BiasActForward(t, rows, cols, Activation::kNone, x.data(), f(beta), t1.data(), nullptr);
-        BiasActForward(t, rows, cols, act, t1.data(), nullptr, y_u.data(), nullptr);
-      };
-      bwd = [&] {
-        BiasActBackward(t, rows, cols, act, dy.data(), x.data(), f(beta), dx.data(), f(dbeta), f(ws), nullptr);
-      };
-      bwd_u = [&] {  // the activation's backward, then the bias gradient's column sums (written through)
-        BiasActBackward(t, rows, cols, act, dy.data(), t1.data(), nullptr, t2.data(), nullptr, nullptr, nullptr);
-        BiasActBackward(t, rows, cols, Activation::kNone, t2.data(), t1.data(), nullptr, dx_u.data(), f(dbeta), f(ws),
-                        nullptr);
-      };
-      break;
-    case Family::kAddLn:
-      fwd = [&] {
-        AddLayerNormForward(t, rows, cols, x.data(), other.data(), f(gamma), f(beta), 1e-5f, sum.data(), y.data(),
-                            f(mean), f(rstd), nullptr);
-      };
-      fwd_u = [&] {
-        AddTensors(t, n, x.data(), other.data(), t1.data(), nullptr);
-        LayerNormForward(t, rows, cols, t1.data(), f(gamma), f(beta), 1e-5f, y_u.data(), f(mean), f(rstd), nullptr);
-      };
-      bwd = [&] {
-        AddLayerNormBackward(t, rows, cols, dy.data(), dsum.data(), sum.data(), f(gamma), f(mean), f(rstd), dx.data(),
-                             f(dgamma), f(dbeta), f(ws), nullptr);
-      };
-      bwd_u = [&] {
-        LayerNormBackward(t, rows, cols, dy.data(), t1.data(), f(gamma), f(mean), f(rstd), t2.data(), f(dgamma),
-                          f(dbeta), f(ws), nullptr);
-        AddTensors(t, n, t2.data(), dsum.data(), dx_u.data(), nullptr);
-      };
-      break;
-  }
   Timing forward{}, backward{};
-  forward.fused_us = TimeUs(dev, c.o.iters, fwd);
-  forward.unfused_us = TimeUs(dev, c.o.iters, fwd_u);
-  fwd();  // mean/rstd, sum and t1 for the backward passes (both forwards write the same statistics)
-  fwd_u();
+  forward.fused_us = TimeUs(dev, c.o.iters, [&] { seq.FusedForward(); });
+  forward.unfused_us = TimeUs(dev, c.o.iters, [&] { seq.UnfusedForward(); });
+  seq.FusedForward();  // what the backward passes read (both forwards write the same statistics)
+  seq.UnfusedForward();
   Sync(dev);
-  forward.diff = RelativeDiff(ToHostFloats(y, t, n, dev), ToHostFloats(y_u, t, n, dev));
-  backward.fused_us = TimeUs(dev, c.o.iters, bwd);
-  backward.unfused_us = TimeUs(dev, c.o.iters, bwd_u);
-  bwd();
-  bwd_u();
+  forward.diff = seq.ForwardDiff();
+  backward.fused_us = TimeUs(dev, c.o.iters, [&] { seq.FusedBackward(); });
+  backward.unfused_us = TimeUs(dev, c.o.iters, [&] { seq.UnfusedBackward(); });
+  seq.FusedBackward();
+  seq.UnfusedBackward();
   Sync(dev);
-  backward.diff = RelativeDiff(ToHostFloats(dx, t, n, dev), ToHostFloats(dx_u, t, n, dev));
+  backward.diff = seq.BackwardDiff();
   return {forward, backward};
 }
 
@@ -502,7 +343,7 @@ Row MakeRow(const Case& c, const char* pass, const char* variant, double us, dou
 
 bool IsTrainKernelName(std::string_view name) {
   if (name == "all-training") return true;
-  for (const auto& k : kTrainKernels)
+  for (const auto& k : TrainKernelNames())
     if (name == k.name) return true;
   return false;
 }
@@ -517,20 +358,21 @@ int TrainKernelBenchMain(int argc, char** argv) {
   std::cout << "# GB/s: bytes the pass must move once / time; %copy: of the same run's copy (read + write bytes/s); "
                "x_fused: time / fused time; diff: max|fused - unfused| / max|unfused|\n";
   std::cout.flush();
-  for (const KernelName* k : o.kernels) {
+  for (const TrainKernelName* k : o.kernels) {
     for (Shape s : o.shapes) {
       for (DType t : o.dtypes) {
         const Case c{*k, s, t, o};
         const double copy_us = CopyUs(c.bytes(), o.device, o.iters);
         const double copy_bytes_per_us = 2.0 * c.bytes() / copy_us;
-        const auto [fwd, bwd] = RunCase(c);
+        TrainSequence seq(*k, s.rows, s.cols, t, o.device, o.p, o.seed);
+        const auto [fwd, bwd] = RunCase(c, seq);
         const TorchTimes torch = o.torch ? TimeTorch(*k, s, t, o) : TorchTimes{};
         std::vector<Row> here;
         here.push_back(MakeRow(c, "-", "copy", copy_us, NAN, 2.0 * c.bytes(), copy_bytes_per_us, NAN));
         for (int b = 0; b < 2; ++b) {
           const Timing& tm_ = b ? bwd : fwd;
           const char* pass = b ? "backward" : "forward";
-          const double bytes = MustMoveBytes(c, b == 1);
+          const double bytes = seq.MustMoveBytes(b == 1);
           here.push_back(MakeRow(c, pass, "fused", tm_.fused_us, tm_.fused_us, bytes, copy_bytes_per_us, NAN));
           here.push_back(MakeRow(c, pass, "unfused", tm_.unfused_us, tm_.fused_us, bytes, copy_bytes_per_us, tm_.diff));
           here.push_back(MakeRow(c, pass, "torch-eager", b ? torch.backward_us : torch.forward_us, tm_.fused_us, bytes,

@@ -44,6 +44,7 @@ class Model:
         self.note = tokens_or_pixels_note
         self.default_batch = default_batch
         self.tensors = []  # forward (registration) order
+        self.transformer = None  # {"hidden", "sequence", "layers", "ffn"}: ciuic-tune's fusion estimate
 
     def add(self, name, shape, forward_flops):
         self.tensors.append({"name": name, "shape": list(shape), "forward_flops": int(forward_flops)})
@@ -61,6 +62,7 @@ class Model:
             "forward_flops_per_sample": sum(t["forward_flops"] for t in self.tensors),
             "default_batch_per_device": self.default_batch,
             "order": "backward",
+            **({"transformer": self.transformer} if self.transformer else {}),
             "tensors": list(reversed(self.tensors)),
         }
 
@@ -128,6 +130,7 @@ def bert_large(seq=512):
         norm(p + ".output.LayerNorm")
     m.add("pooler.dense.weight", (d, d), 2 * d * d)
     m.add("pooler.dense.bias", (d,), d)
+    m.transformer = {"hidden": 1024, "sequence": seq, "layers": 24, "ffn": 4096}
     return m.document(335141888)
 
 
@@ -155,6 +158,7 @@ def gpt2_xl(seq=1024):
         m.add(p + ".mlp.c_proj.bias", (d,), d * seq)
     m.add("transformer.ln_f.weight", (d,), 4 * d * seq)
     m.add("transformer.ln_f.bias", (d,), 0)
+    m.transformer = {"hidden": 1600, "sequence": seq, "layers": 48, "ffn": 6400}
     return m.document(1557611200)
 
 
@@ -175,6 +179,8 @@ def llama2_7b(seq=4096):
         m.add(f"{p}.post_attention_layernorm.weight", (d,), 4 * d * seq)
     m.add("model.norm.weight", (d,), 4 * d * seq)
     m.add("lm_head.weight", (v, d), 2 * d * v * seq)
+    # Llama 2 uses RMSNorm and SwiGLU: the fusion estimate times LayerNorm and GELU at its shape as stand-ins.
+    m.transformer = {"hidden": 4096, "sequence": seq, "layers": 32, "ffn": 11008}
     return m.document(6738415616)
 
 

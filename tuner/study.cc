@@ -1,5 +1,6 @@
 #include "tuner/study.h"
 
+#include "tuner/fusion.h"
 #include "tuner/nccl_axis.h"
 
 #include <algorithm>
@@ -1039,6 +1040,7 @@ TuneResult RunStudy(const TuneOptions& options, std::ostream& log) {
   s.DescribeProfile(sr);
   s.PickRules(best);
   s.AdviseAccumulation(db, best);
+  s.log << FusionAdvice(s.work, s.batch, !s.CpuTopology(), s.topo.device.name) << "\n";
   // The bands kept on NCCL's allreduce: NCCL's algorithm there as the model sees it, advice only
   // (the tuner plugin applies measured choices alone: ciuic-tune nccl-axis on the GPUs).
   if (!s.CpuTopology()) AdviseNcclAxis(s.res.profile, s.topo);

@@ -30,7 +30,7 @@ Workload ParseWorkload(const std::string& text, const std::string& origin) {
   const JsonDocument doc(text, "workload", origin);
   const JsonValue j = doc.Root();
   j.OnlyKeys({"schema", "name", "source", "flops_note", "dtype", "parameters", "forward_flops_per_sample",
-              "default_batch_per_device", "order", "tensors"});
+              "default_batch_per_device", "order", "tensors", "transformer"});
   const JsonValue schema = j["schema"];
   if (schema.String() != kSchema)
     schema.Fail(schema.String().rfind("ciuic.workload/", 0) == 0
@@ -46,6 +46,14 @@ Workload ParseWorkload(const std::string& text, const std::string& origin) {
   w.parameters = j["parameters"].Unsigned(1, kMaxParameters);
   if (j.Has("forward_flops_per_sample")) j["forward_flops_per_sample"].Number(0, 1e18);
   w.default_batch = static_cast<int>(j["default_batch_per_device"].Integer(1, 1 << 20));
+  if (j.Has("transformer")) {
+    const JsonValue t = j["transformer"];
+    t.OnlyKeys({"hidden", "sequence", "layers", "ffn"});
+    w.transformer.hidden = static_cast<int>(t["hidden"].Integer(1, 1 << 20));
+    w.transformer.sequence = static_cast<int>(t["sequence"].Integer(1, 1 << 24));
+    w.transformer.layers = static_cast<int>(t["layers"].Integer(1, 1 << 16));
+    w.transformer.ffn = static_cast<int>(t["ffn"].Integer(1, 1 << 22));
+  }
   const JsonValue tensors = j["tensors"];
   for (const JsonValue& t : tensors.Elements()) {
     t.OnlyKeys({"name", "shape", "forward_flops"});

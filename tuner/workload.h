@@ -18,11 +18,17 @@ struct WorkloadTensor {
   double forward_flops = 0;  // per sample
 };
 
+// A transformer's shape, for the fused training kernels' estimate (tuner/fusion.h); hidden 0: none given.
+struct TransformerShape {
+  int hidden = 0, sequence = 0, layers = 0, ffn = 0;
+};
+
 struct Workload {
   std::string name;
   uint64_t parameters = 0;
   int default_batch = 1;
   std::vector<WorkloadTensor> tensors;  // backward order
+  TransformerShape transformer;         // optional "transformer": {"hidden", "sequence", "layers", "ffn"}
   std::string origin;
 };
 

@@ -285,6 +285,17 @@ case("bench-cli", "extra", f"{COMPRESS} extra")
 case("bench-cli", "--clip", f"{COMPRESS} --clip=yes")
 case("bench-cli", "NAME", "{bench} kernel --codec int8 --sizes 4K")
 case("bench-cli", "bogus", "{bench} kernel bogus --codec int8 --sizes 4K")
+# training kernels (bench/train_kernel_bench.cc)
+for shape in ["0x5", "10", "4x", "x4", "5x5x5", "4xK", "99999999x99999999"]:
+    case("bench-cli", "--shape", f"{{bench}} kernel add-ln --shape {shape} --iters 1 --torch no")
+case("bench-cli", "--dtype", "{bench} kernel bias-gelu --shape 4x4 --dtype int8 --torch no")
+case("bench-cli", "--dtype", "{bench} kernel bias-gelu --shape 4x4 --dtype fp32,, --torch no")
+for p in ["1", "-0.1", "x", "nan"]:
+    case("bench-cli", "--p", f"{{bench}} kernel ln-dropout-gelu --shape 4x4 --p {p} --torch no")
+case("bench-cli", "--iters", "{bench} kernel add-ln --shape 4x4 --iters 0 --torch no")
+case("bench-cli", "--torch", "{bench} kernel add-ln --shape 4x4 --torch maybe")
+case("bench-cli", "--device", "{bench} kernel add-ln --shape 4x4 --device tpu --torch no")
+case("bench-cli", "--format", "{bench} kernel add-ln --shape 4x4 --format xml --torch no")
 case("bench-cli", "--codec", "{bench} kernel ef-quantize --codec topk:0.1 --sizes 4K --iters 1")
 case("bench-cli", "--nope", "{bench} list --nope")
 # --backend gloo (issue 16): --algo picks gloo's allreduce algorithm and nothing else; --gloo-store and
@@ -825,6 +836,12 @@ wl(setk(["tensors", 0, "shape"], []), "workload.tensors[0].shape")
 for v in [[0], [-1], [1.5], ["3"], {}, None]:
     wset(["tensors", 1, "shape"], v)
 wl(lambda j: j["tensors"][1].update(shape=[10 ** 13, 10 ** 13]), "workload.tensors[1].shape")
+good_tf = {"hidden": 64, "sequence": 8, "layers": 2, "ffn": 256}
+wset(["transformer"], 5)
+for key, v in [("hidden", 0), ("hidden", 1.5), ("sequence", -1), ("layers", "2"), ("ffn", None), ("ffn", 2 ** 23)]:
+    wl(setk(["transformer"], {**good_tf, key: v}), f"workload.transformer.{key}")
+wl(setk(["transformer"], {k: v for k, v in good_tf.items() if k != "ffn"}), "workload.transformer")
+wl(setk(["transformer"], {**good_tf, "heads": 4}), "workload.transformer")
 wdel(["tensors", 3, "shape"])
 for v in [-1, "x", 1e19]:
     wset(["tensors", 3, "forward_flops"], v)
