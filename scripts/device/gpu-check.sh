@@ -5,12 +5,13 @@
 # STEPS: letters of the steps to run, in this order (default all): a machine and versions, b gpu tests,
 # c compute-sanitizer, d NCCL loading the ciuic tuner plugin, e the DDP hook and the digits job on CUDA,
 # f a CUPTI trace, g NCCL start-up with a rank missing, h kernels at the roofline and nccl-tests beside
-# ciuic-bench, i Nsight Compute over the memory-bound kernels (not in the default set: name it). Every step is time-boxed (STEP_SCALE=2 doubles the boxes) and logged to LOGDIR/<id>.log;
+# ciuic-bench, i Nsight Compute over the memory-bound kernels (not in the default set: name it), j the training
+# kernels (fused, unfused, PyTorch) on CUDA and ciuic-tune's fusion line. Every step is time-boxed (STEP_SCALE=2 doubles the boxes) and logged to LOGDIR/<id>.log;
 # the summary table (step, result, seconds) is printed last and kept in LOGDIR/summary.txt.
 # Steps are ordered by value so a run cut off early still brings back a-e.
 set -uo pipefail
 logs=${1:?usage: gpu-check.sh LOGDIR [STEPS]}
-want=${2:-abcdefgh}
+want=${2:-abcdefghj}
 scale=${STEP_SCALE:-1}
 mkdir -p "$logs"
 logs=$(cd "$logs" && pwd)
@@ -156,10 +157,6 @@ step_g() {
 
 step_h() {
   local rc=0
-  # The fused training kernels' CUDA benchmarks join here once they exist.
-  if ! "$bench" kernel --help 2>&1 | grep -q "adamw\|training"; then
-    echo "fused training kernels: not built yet (issue \"The seeds' fused training kernels\"): skipped"
-  fi
   $py scripts/device/roofline.py "$bench" "$logs" || rc=$?
   if [[ -x $bundle/nccl-tests/all_reduce_perf ]]; then
     $py scripts/device/nccl_tests_side_by_side.py "$bench" "$bundle/nccl-tests" "$logs" || rc=$?
@@ -186,7 +183,20 @@ step_i() {
   return $rc
 }
 
-export -f step_a step_b step_c step_d step_e step_f step_g step_h step_i
+# The training kernels on the GPU (issue "The seeds' fused training kernels"): the twin against the CPU
+# oracle runs in step b (gpu.TrainTwin.*); here fused vs unfused vs PyTorch's eager sequence on CUDA at
+# the workloads' hidden sizes, and ciuic-tune's fusion line calibrated on this GPU.
+step_j() {
+  local rc=0
+  CIUIC_PYTHON=$(command -v "$py") CIUIC_PYTHONPATH=$bundle/python "$bench" kernel all-training --device cuda \
+    --shape 4096x1024,4096x1600,4096x4096 --dtype fp32,bf16 --iters 20 --format csv --out "$logs/train-kernels.csv" \
+    || rc=$?
+  "$bundle/bin/ciuic-tune" run --topology dgx_h100 --workload gpt2_xl --budget 4 --db "$logs/fusion.db" \
+    --out "$logs/fusion.profile.json" 2>&1 | grep -E "^fusion|^best" || rc=1
+  return $rc
+}
+
+export -f step_a step_b step_c step_d step_e step_f step_g step_h step_i step_j
 export bundle py nccl_dir cupti_dir scale
 step a 30 "machine, driver, NCCL/CUPTI versions" -- bash -c step_a
 step b 150 "gpu tests (test_gpu)" -- bash -c step_b
@@ -196,6 +206,7 @@ step e 150 "DDP hook on CUDA (2 processes, 1 GPU) + digits on CUDA" -- bash -c s
 step f 40 "CUPTI trace of --backend ciuic --device cuda" -- bash -c step_f
 step g 45 "NCCL start-up with rank 1 missing: abort, culprit" -- bash -c step_g
 step h 200 "roofline kernels, top-k vs torch, nccl-tests side by side" -- bash -c step_h
+step j 150 "training kernels fused/unfused/torch on CUDA, fusion line" -- bash -c step_j
 step i 150 "Nsight Compute over the codec, top-k and flatten kernels" -- bash -c step_i
 echo
 cat "$summary"
