@@ -144,7 +144,8 @@ Options Parse(int argc, char** argv) {
   if (torch != "auto" && torch != "no") throw BadOption("torch", torch, "auto | no");
   o.torch = torch == "auto";
   o.format = r["format"].as<std::string>();
-  if (o.format != "table" && o.format != "csv" && o.format != "json") throw BadOption("format", o.format, "table | csv | json");
+  if (o.format != "table" && o.format != "csv" && o.format != "json")
+    throw BadOption("format", o.format, "table | csv | json");
   if (r.count("out")) {
     o.out_path = r["out"].as<std::string>();
     CheckPathGiven("--out", o.out_path);
@@ -256,8 +257,8 @@ TorchTimes TimeTorch(const TrainKernelName& k, Shape s, DType t, const Options& 
   const std::string cmd = fmt::format(
       "PYTHONPATH={}${{PYTHONPATH:+:$PYTHONPATH}} {} -m ciuic.kernel_bench --name {} --act {} --shape {}x{} --dtype {} "
       "--device {} --p {} --threads {} {} 2>&1",
-      Quote(std::filesystem::path(script).parent_path().parent_path().string()), Quote(python),
-      name, act, s.rows, s.cols, DTypeName(t), o.device ? "cuda" : "cpu", o.p, ParallelThreads(),
+      Quote(std::filesystem::path(script).parent_path().parent_path().string()), Quote(python), name, act, s.rows,
+      s.cols, DTypeName(t), o.device ? "cuda" : "cpu", o.p, ParallelThreads(),
       fmt::format("--iters {} --warmup 2", o.iters ? o.iters : 10));
   std::string text;
   if (FILE* pipe = popen(cmd.c_str(), "r")) {

@@ -23,10 +23,14 @@ Activation ParseActivation(const char* name) {
 
 const char* ActivationName(Activation a) {
   switch (a) {
-    case Activation::kNone: return "none";
-    case Activation::kRelu: return "relu";
-    case Activation::kGeluErf: return "gelu";
-    case Activation::kGeluTanh: return "gelu-tanh";
+    case Activation::kNone:
+      return "none";
+    case Activation::kRelu:
+      return "relu";
+    case Activation::kGeluErf:
+      return "gelu";
+    case Activation::kGeluTanh:
+      return "gelu-tanh";
   }
   return "?";
 }

@@ -40,41 +40,39 @@ size_t TrainWorkspaceBytes(size_t rows, size_t cols);
 Activation ParseActivation(const char* name);
 const char* ActivationName(Activation a);
 
-#define CIUIC_TRAIN_KERNEL_API                                                                                \
-  /* ---- single ops ---- */                                                                                 \
-  /* y = LayerNorm(x); mean, rstd: one fp32 per row (kept for the backward). */                              \
-  void LayerNormForward(DType t, size_t rows, size_t cols, const void* x, const float* gamma, const float* beta, \
-                        float eps, void* y, float* mean, float* rstd, void* stream);                         \
-  /* dx, dgamma, dbeta from dy and x. dgamma/dbeta may be null together (frozen affine). */                  \
-  void LayerNormBackward(DType t, size_t rows, size_t cols, const void* dy, const void* x, const float* gamma, \
-                         const float* mean, const float* rstd, void* dx, float* dgamma, float* dbeta,         \
-                         float* workspace, void* stream);                                                    \
-  /* y = act(x + bias); bias null: y = act(x). */                                                            \
-  void BiasActForward(DType t, size_t rows, size_t cols, Activation act, const void* x, const float* bias,     \
-                      void* y, void* stream);                                                                \
-  /* dx = dy · act'(x + bias); dbias (may be null) = column sums of dx (as fp32, before rounding). */          \
-  void BiasActBackward(DType t, size_t rows, size_t cols, Activation act, const void* dy, const void* x,      \
-                       const float* bias, void* dx, float* dbias, float* workspace, void* stream);           \
-  /* y = x · mask · 1/(1-p): the forward, and the backward (dy in, dx out) with the same args. */             \
-  void Dropout(DType t, size_t n, const DropoutArgs& d, const void* x, void* y, void* stream);               \
-  /* out = a + b. */                                                                                         \
-  void AddTensors(DType t, size_t n, const void* a, const void* b, void* out, void* stream);                 \
-  /* ---- fused ---- */                                                                                      \
-  void LnActDropoutForward(DType t, size_t rows, size_t cols, Activation act, const DropoutArgs& d,          \
-                           const void* x, const float* gamma, const float* beta, float eps, void* y,          \
-                           float* mean, float* rstd, void* stream);                                          \
-  void LnActDropoutBackward(DType t, size_t rows, size_t cols, Activation act, const DropoutArgs& d,         \
-                            const void* dy, const void* x, const float* gamma, const float* beta,           \
-                            const float* mean, const float* rstd, void* dx, float* dgamma, float* dbeta,    \
-                            float* workspace, void* stream);                                                 \
-  /* sum = x + residual (stored in dtype: the residual stream the next layer reads); y = LayerNorm(sum). */   \
-  void AddLayerNormForward(DType t, size_t rows, size_t cols, const void* x, const void* residual,           \
-                           const float* gamma, const float* beta, float eps, void* sum, void* y, float* mean, \
-                           float* rstd, void* stream);                                                       \
-  /* dx = LayerNorm's input gradient (+ dsum, the gradient reaching `sum` from later layers; may be null): */ \
-  /* the gradient of both x and residual. */                                                                 \
-  void AddLayerNormBackward(DType t, size_t rows, size_t cols, const void* dy, const void* dsum, const void* sum, \
-                            const float* gamma, const float* mean, const float* rstd, void* dx, float* dgamma, \
+#define CIUIC_TRAIN_KERNEL_API                                                                                         \
+  /* ---- single ops ---- */                                                                                           \
+  /* y = LayerNorm(x); mean, rstd: one fp32 per row (kept for the backward). */                                        \
+  void LayerNormForward(DType t, size_t rows, size_t cols, const void* x, const float* gamma, const float* beta,       \
+                        float eps, void* y, float* mean, float* rstd, void* stream);                                   \
+  /* dx, dgamma, dbeta from dy and x. dgamma/dbeta may be null together (frozen affine). */                            \
+  void LayerNormBackward(DType t, size_t rows, size_t cols, const void* dy, const void* x, const float* gamma,         \
+                         const float* mean, const float* rstd, void* dx, float* dgamma, float* dbeta,                  \
+                         float* workspace, void* stream);                                                              \
+  /* y = act(x + bias); bias null: y = act(x). */                                                                      \
+  void BiasActForward(DType t, size_t rows, size_t cols, Activation act, const void* x, const float* bias, void* y,    \
+                      void* stream);                                                                                   \
+  /* dx = dy · act'(x + bias); dbias (may be null) = column sums of dx (as fp32, before rounding). */                 \
+  void BiasActBackward(DType t, size_t rows, size_t cols, Activation act, const void* dy, const void* x,               \
+                       const float* bias, void* dx, float* dbias, float* workspace, void* stream);                     \
+  /* y = x · mask · 1/(1-p): the forward, and the backward (dy in, dx out) with the same args. */                    \
+  void Dropout(DType t, size_t n, const DropoutArgs& d, const void* x, void* y, void* stream);                         \
+  /* out = a + b. */                                                                                                   \
+  void AddTensors(DType t, size_t n, const void* a, const void* b, void* out, void* stream);                           \
+  /* ---- fused ---- */                                                                                                \
+  void LnActDropoutForward(DType t, size_t rows, size_t cols, Activation act, const DropoutArgs& d, const void* x,     \
+                           const float* gamma, const float* beta, float eps, void* y, float* mean, float* rstd,        \
+                           void* stream);                                                                              \
+  void LnActDropoutBackward(DType t, size_t rows, size_t cols, Activation act, const DropoutArgs& d, const void* dy,   \
+                            const void* x, const float* gamma, const float* beta, const float* mean,                   \
+                            const float* rstd, void* dx, float* dgamma, float* dbeta, float* workspace, void* stream); \
+  /* sum = x + residual (stored in dtype: the residual stream the next layer reads); y = LayerNorm(sum). */            \
+  void AddLayerNormForward(DType t, size_t rows, size_t cols, const void* x, const void* residual, const float* gamma, \
+                           const float* beta, float eps, void* sum, void* y, float* mean, float* rstd, void* stream);  \
+  /* dx = LayerNorm's input gradient (+ dsum, the gradient reaching `sum` from later layers; may be null): */          \
+  /* the gradient of both x and residual. */                                                                           \
+  void AddLayerNormBackward(DType t, size_t rows, size_t cols, const void* dy, const void* dsum, const void* sum,      \
+                            const float* gamma, const float* mean, const float* rstd, void* dx, float* dgamma,         \
                             float* dbeta, float* workspace, void* stream);
 
 namespace cpu {

@@ -7,8 +7,8 @@
 //
 // Accuracy (checked against double precision over [-10, 10] in tests/kernels/train_kernels_test.cc):
 // ExpF within 2 ulp; TanhF within 4e-7 absolute; ErfcF within 4e-7 + 1.2e-7·x² relative (the fit's
-// 1.2e-7, ExpF's, and -x² rounded at 2^-24·x²) and ErfF within 3e-7 absolute. GELU therefore sits within about 3e-7 · |x| of the exact value, PyTorch's own (Sleef) within
-// a few ulp: the tolerances of the agreement tests.
+// 1.2e-7, ExpF's, and -x² rounded at 2^-24·x²) and ErfF within 3e-7 absolute. GELU therefore sits within about 3e-7 ·
+// |x| of the exact value, PyTorch's own (Sleef) within a few ulp: the tolerances of the agreement tests.
 #include <cstdint>
 
 #include "kernels/quant_math.h"
@@ -83,13 +83,16 @@ constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 
 CIUIC_HD float Activate(Act act, float x) {
   switch (act) {
-    case Act::kRelu: return x > 0.0f ? x : 0.0f;
+    case Act::kRelu:
+      return x > 0.0f ? x : 0.0f;
     case Act::kGeluTanh: {
       const float inner = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
       return 0.5f * x * (1.0f + TanhF(inner));
     }
-    case Act::kGeluErf: return 0.5f * x * ErfcF(-x * kInvSqrt2);  // x·Φ(x), Φ by erfc: exact tails
-    case Act::kNone: break;
+    case Act::kGeluErf:
+      return 0.5f * x * ErfcF(-x * kInvSqrt2);  // x·Φ(x), Φ by erfc: exact tails
+    case Act::kNone:
+      break;
   }
   return x;
 }
@@ -97,14 +100,17 @@ CIUIC_HD float Activate(Act act, float x) {
 // d act(x) / dx (ReLU: 0 at x = 0, as PyTorch's threshold_backward).
 CIUIC_HD float ActivateGrad(Act act, float x) {
   switch (act) {
-    case Act::kRelu: return x > 0.0f ? 1.0f : 0.0f;
+    case Act::kRelu:
+      return x > 0.0f ? 1.0f : 0.0f;
     case Act::kGeluTanh: {
       const float x2 = x * x;
       const float t = TanhF(kSqrt2OverPi * (x + kGeluCubic * x2 * x));
       return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x2);
     }
-    case Act::kGeluErf: return 0.5f * ErfcF(-x * kInvSqrt2) + x * kInvSqrt2Pi * ExpF(-0.5f * x * x);
-    case Act::kNone: break;
+    case Act::kGeluErf:
+      return 0.5f * ErfcF(-x * kInvSqrt2) + x * kInvSqrt2Pi * ExpF(-0.5f * x * x);
+    case Act::kNone:
+      break;
   }
   return 1.0f;
 }

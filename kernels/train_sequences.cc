@@ -178,8 +178,8 @@ void TrainSequence::UnfusedBackward() {
     case TrainFamily::kBiasAct:  // the activation's backward, then the bias's column sums (written through)
       BiasActBackward(dtype_, rows_, cols_, k_.act, dy_.data(), t1_.data(), nullptr, t2_.data(), nullptr, nullptr,
                       nullptr);
-      BiasActBackward(dtype_, rows_, cols_, Activation::kNone, t2_.data(), t1_.data(), nullptr, dx_u_.data(),
-                      F(dbeta_), F(ws_), nullptr);
+      BiasActBackward(dtype_, rows_, cols_, Activation::kNone, t2_.data(), t1_.data(), nullptr, dx_u_.data(), F(dbeta_),
+                      F(ws_), nullptr);
       return;
     case TrainFamily::kAddLn:
       LayerNormBackward(dtype_, rows_, cols_, dy_.data(), t1_.data(), F(gamma_), F(mean_), F(rstd_), t2_.data(),

@@ -55,7 +55,8 @@ Saved TimeKernel(const char* name, size_t tokens, size_t cols, bool device) {
   seq.FusedForward();
   seq.UnfusedForward();
   Saved s;
-  s.fused_us = MedianUs(device, &TrainSequence::FusedForward, seq) + MedianUs(device, &TrainSequence::FusedBackward, seq);
+  s.fused_us =
+      MedianUs(device, &TrainSequence::FusedForward, seq) + MedianUs(device, &TrainSequence::FusedBackward, seq);
   s.unfused_us =
       MedianUs(device, &TrainSequence::UnfusedForward, seq) + MedianUs(device, &TrainSequence::UnfusedBackward, seq);
   return s;
@@ -68,9 +69,10 @@ std::string FusionAdvice(const Workload& w, int batch, bool gpu_study, const std
   if (t.hidden == 0) return fmt::format("fusion: not estimated ({} has no transformer shape)", w.name);
   const bool device = gpu_study;
   if (gpu_study && !cuda::Available())
-    return fmt::format("fusion: not estimated for {} (the kernels are timed on the study's device; this host has "
-                       "no GPU: run ciuic-tune there, or ciuic-bench kernel add-ln|bias-gelu --device cuda)",
-                       device_name);
+    return fmt::format(
+        "fusion: not estimated for {} (the kernels are timed on the study's device; this host has "
+        "no GPU: run ciuic-tune there, or ciuic-bench kernel add-ln|bias-gelu --device cuda)",
+        device_name);
   const size_t tokens = static_cast<size_t>(batch) * t.sequence;
   const size_t timed = std::min(tokens, kMaxTokens);
   const double scale = static_cast<double>(tokens) / timed;

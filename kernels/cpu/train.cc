@@ -23,10 +23,17 @@ using tm::Act;
 template <class Fn>
 void ByType(DType t, Fn&& fn) {
   switch (t) {
-    case DType::kFloat32: fn(float{}); return;
-    case DType::kFloat16: fn(tm::F16{}); return;
-    case DType::kBFloat16: fn(tm::BF16{}); return;
-    default: break;
+    case DType::kFloat32:
+      fn(float{});
+      return;
+    case DType::kFloat16:
+      fn(tm::F16{});
+      return;
+    case DType::kBFloat16:
+      fn(tm::BF16{});
+      return;
+    default:
+      break;
   }
   throw UsageError(std::string("the training kernels take fp32, fp16 or bf16 tensors, not ") + DTypeName(t));
 }
@@ -34,10 +41,18 @@ void ByType(DType t, Fn&& fn) {
 template <class Fn>
 void ByAct(Act a, Fn&& fn) {
   switch (a) {
-    case Act::kNone: fn(std::integral_constant<Act, Act::kNone>{}); return;
-    case Act::kRelu: fn(std::integral_constant<Act, Act::kRelu>{}); return;
-    case Act::kGeluTanh: fn(std::integral_constant<Act, Act::kGeluTanh>{}); return;
-    case Act::kGeluErf: fn(std::integral_constant<Act, Act::kGeluErf>{}); return;
+    case Act::kNone:
+      fn(std::integral_constant<Act, Act::kNone>{});
+      return;
+    case Act::kRelu:
+      fn(std::integral_constant<Act, Act::kRelu>{});
+      return;
+    case Act::kGeluTanh:
+      fn(std::integral_constant<Act, Act::kGeluTanh>{});
+      return;
+    case Act::kGeluErf:
+      fn(std::integral_constant<Act, Act::kGeluErf>{});
+      return;
   }
   throw UsageError("unknown activation");
 }
@@ -92,6 +107,78 @@ void FillKeep(const DropoutArgs& d, uint32_t threshold, uint64_t e0, size_t n, u
   for (; e < end; ++e) keep[e - e0] = KeepWord(group(e & ~uint64_t{3}).v[e & 3u], threshold);
 }
 
+// fp16/bf16 element access for the row loops: the same bits as tm::Load / tm::Store (qm::HalfToFloat,
+// FloatToHalf, Bf16ToFloat, FloatToBf16), but on the raw uint16_t patterns and without branches, so GCC
+// vectorises the loops (it finds no vector type for the tm::F16/BF16 structs, and the qm:: fp16 codecs
+// branch on subnormals and specials). Every case is a select computed for all inputs; the test
+// TrainMath.BranchFreeConversionsMatchQm checks them against qm:: over all 16-bit patterns and the
+// fp32 edges.
+
+// c ? t : f as masks, not a conditional: GCC would jump-thread a ?: whose input is ReLU's constant 0
+// into a branch the loop then cannot if-convert.
+inline uint32_t Select(bool c, uint32_t t, uint32_t f) { return f ^ ((t ^ f) & (0u - static_cast<uint32_t>(c))); }
+inline float HalfBitsToFloat(uint32_t h) {
+  const uint32_t a = (h & 0x7fffu) << 13, sign = (h & 0x8000u) << 16;
+  // Normal: rebias the exponent by 127 - 15 = 112; inf/NaN (exponent 31): to 255 by adding 224.
+  const uint32_t normal = a + (a >= 0x0f800000u ? 224u << 23 : 112u << 23);
+  // Subnormal m·2^-24 (m < 2^10): exact in fp32, as qm::ScaleByPow2.
+  const uint32_t sub = qm::Bits(static_cast<float>(static_cast<int32_t>(h & 0x3ffu)) * 5.9604644775390625e-8f);
+  return qm::Float(sign | (a < 0x00800000u ? sub : normal));
+}
+inline uint32_t FloatToHalfBits(float f) {
+  const uint32_t x = qm::Bits(f), sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
+  // |f| in fp16's normal range: round-to-nearest-even by add-and-truncate on the fp32 pattern (a carry
+  // into the exponent is the right result), then rebias the exponent from 127 to 15.
+  const uint32_t normal = ((a + 0xfffu + ((a >> 13) & 1u)) >> 13) - (112u << 10);
+  // |f| < 2^-14: adding 0.5 rounds it (RNE, the hardware's) to a multiple of 2^-24, the subnormal step;
+  // the low bits of the sum are then the code (0x400 when it rounds up to the smallest normal).
+  const uint32_t sub = qm::Bits(qm::Float(a) + 0.5f) - 0x3f000000u;
+  uint32_t r = Select(a < 0x38800000u, sub, normal);
+  r = Select(a >= 0x477ff000u, 0x7c00u, r);  // >= 65520 rounds past 65504: inf (and inf itself)
+  r = Select(a > 0x7f800000u, 0x7e00u, r);   // NaN: quiet NaN
+  return sign | r;
+}
+inline float Bf16BitsToFloat(uint32_t b) { return qm::Float(b << 16); }
+inline uint32_t FloatToBf16Bits(float f) {
+  const uint32_t x = qm::Bits(f);
+  const uint32_t rne = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  return (x & 0x7fffffffu) > 0x7f800000u ? (x >> 16) | 0x40u : rne;
+}
+
+// p[j] as fp32 and p[j] = v, for T in float, tm::F16, tm::BF16.
+template <class T>
+inline float Ld(const T* p, size_t j) {
+  if constexpr (std::is_same_v<T, float>) {
+    return p[j];
+  } else {
+    const uint32_t b = reinterpret_cast<const uint16_t*>(p)[j];
+    if constexpr (std::is_same_v<T, tm::F16>)
+      return HalfBitsToFloat(b);
+    else
+      return Bf16BitsToFloat(b);
+  }
+}
+template <class T>
+inline void St(T* p, size_t j, float v) {
+  if constexpr (std::is_same_v<T, float>) {
+    p[j] = v;
+  } else if constexpr (std::is_same_v<T, tm::F16>) {
+    reinterpret_cast<uint16_t*>(p)[j] = static_cast<uint16_t>(FloatToHalfBits(v));
+  } else {
+    reinterpret_cast<uint16_t*>(p)[j] = static_cast<uint16_t>(FloatToBf16Bits(v));
+  }
+}
+// v rounded to T and back (what a store then a load gives).
+template <class T>
+inline float Round(float v) {
+  if constexpr (std::is_same_v<T, float>)
+    return v;
+  else if constexpr (std::is_same_v<T, tm::F16>)
+    return HalfBitsToFloat(FloatToHalfBits(v));
+  else
+    return Bf16BitsToFloat(FloatToBf16Bits(v));
+}
+
 // v · scale where keep is all ones, +0 where it is 0.
 inline float ApplyKeep(float v, float scale, uint32_t keep) { return qm::Float(qm::Bits(v * scale) & keep); }
 
@@ -102,32 +189,33 @@ struct RowStats {
 RowStats Stats(const float* v, size_t cols, float eps) {
   const float n = static_cast<float>(cols);
   const float mean = LaneSum(cols, [&](size_t j) { return v[j]; }) / n;
-  const float var = LaneSum(cols, [&](size_t j) {
-                      const float c = v[j] - mean;
-                      return c * c;
-                    }) /
+  const float var = LaneSum(cols,
+                            [&](size_t j) {
+                              const float c = v[j] - mean;
+                              return c * c;
+                            }) /
                     n;
   return {mean, 1.0f / std::sqrt(var + eps)};
 }
 
 template <class T>
 void LoadRow(const T* in, size_t cols, float* out) {
-  for (size_t j = 0; j < cols; ++j) out[j] = tm::Load(in[j]);
+  for (size_t j = 0; j < cols; ++j) out[j] = Ld(in, j);
 }
 
 // The shared tail of every LayerNorm backward, for one row: dz (the gradient reaching LayerNorm's
 // output) and xh (x̂) in, dx out (plus dsum when given); the chunk's column partials accumulated.
 template <class T>
-void LnBackwardRow(size_t cols, const float* dz, const float* xh, const float* gamma, float rstd, const T* dsum,
-                   T* dx, float* part_gamma, float* part_beta, float* g) {
+void LnBackwardRow(size_t cols, const float* dz, const float* xh, const float* gamma, float rstd, const T* dsum, T* dx,
+                   float* part_gamma, float* part_beta, float* g) {
   for (size_t j = 0; j < cols; ++j) g[j] = dz[j] * gamma[j];
   const float n = static_cast<float>(cols);
   const float ma = LaneSum(cols, [&](size_t j) { return g[j]; }) / n;
   const float mb = LaneSum(cols, [&](size_t j) { return g[j] * xh[j]; }) / n;
   if (dsum) {
-    for (size_t j = 0; j < cols; ++j) dx[j] = tm::Store<T>(((g[j] - ma) - xh[j] * mb) * rstd + tm::Load(dsum[j]));
+    for (size_t j = 0; j < cols; ++j) St(dx, j, ((g[j] - ma) - xh[j] * mb) * rstd + Ld(dsum, j));
   } else {
-    for (size_t j = 0; j < cols; ++j) dx[j] = tm::Store<T>(((g[j] - ma) - xh[j] * mb) * rstd);
+    for (size_t j = 0; j < cols; ++j) St(dx, j, ((g[j] - ma) - xh[j] * mb) * rstd);
   }
   if (part_gamma) {
     for (size_t j = 0; j < cols; ++j) {
@@ -178,10 +266,13 @@ CIUIC_TRAIN_CLONES void LnForwardRange(const LnForwardArgs<T>& a, size_t r0, siz
   for (size_t r = r0; r < r1; ++r) {
     const size_t base = r * cols;
     if (a.add) {
+      const T* x = a.x + base;
+      const T* add = a.add + base;
+      T* sum = a.sum + base;
       for (size_t j = 0; j < cols; ++j) {
-        const T s = tm::Store<T>(tm::Load(a.x[base + j]) + tm::Load(a.add[base + j]));
-        a.sum[base + j] = s;
-        v[j] = tm::Load(s);
+        const float s = Ld(x, j) + Ld(add, j);
+        St(sum, j, s);
+        v[j] = Round<T>(s);
       }
     } else {
       LoadRow(a.x + base, cols, v.data());
@@ -194,12 +285,12 @@ CIUIC_TRAIN_CLONES void LnForwardRange(const LnForwardArgs<T>& a, size_t r0, siz
       FillKeep(a.d, a.threshold, base, cols, keep.data());
       for (size_t j = 0; j < cols; ++j) {
         const float z = ((v[j] - st.mean) * st.rstd) * a.gamma[j] + a.beta[j];
-        out[j] = tm::Store<T>(ApplyKeep(tm::Activate(A, z), a.scale, keep[j]));
+        St(out, j, ApplyKeep(tm::Activate(A, z), a.scale, keep[j]));
       }
     } else {
       for (size_t j = 0; j < cols; ++j) {
         const float z = ((v[j] - st.mean) * st.rstd) * a.gamma[j] + a.beta[j];
-        out[j] = tm::Store<T>(tm::Activate(A, z));
+        St(out, j, tm::Activate(A, z));
       }
     }
   }
@@ -208,8 +299,8 @@ CIUIC_TRAIN_CLONES void LnForwardRange(const LnForwardArgs<T>& a, size_t r0, siz
 template <class T, Act A>
 void LnForwardRows(size_t rows, size_t cols, const T* x, const T* add, T* sum, const float* gamma, const float* beta,
                    float eps, const DropoutArgs& d, T* y, float* mean, float* rstd) {
-  const LnForwardArgs<T> a{cols, x, add, sum, gamma, beta, eps, d, tm::DropThreshold(d.p), tm::KeepScale(d.p),
-                           y, mean, rstd};
+  const LnForwardArgs<T> a{cols, x,    add, sum, gamma, beta, eps, d, tm::DropThreshold(d.p), tm::KeepScale(d.p),
+                           y,    mean, rstd};
   ForBlocks(rows, cols, [&](size_t r0, size_t r1) { LnForwardRange<T, A>(a, r0, r1); });
 }
 
@@ -248,20 +339,20 @@ CIUIC_TRAIN_CLONES void LnBackwardRange(const LnBackwardArgs<T>& a, size_t k0, s
       const size_t base = r * cols;
       const float mu = a.mean[r], rs = a.rstd[r];
       const T* dy = a.dy + base;
-      for (size_t j = 0; j < cols; ++j) xh[j] = (tm::Load(a.x[base + j]) - mu) * rs;
+      const T* x = a.x + base;
+      for (size_t j = 0; j < cols; ++j) xh[j] = (Ld(x, j) - mu) * rs;
       if (a.threshold) FillKeep(a.d, a.threshold, base, cols, keep.data());
       if constexpr (A == Act::kNone) {
         if (a.threshold) {
-          for (size_t j = 0; j < cols; ++j) dz[j] = ApplyKeep(tm::Load(dy[j]), a.scale, keep[j]);
+          for (size_t j = 0; j < cols; ++j) dz[j] = ApplyKeep(Ld(dy, j), a.scale, keep[j]);
         } else {
           LoadRow(dy, cols, dz.data());
         }
       } else if (a.threshold) {
         for (size_t j = 0; j < cols; ++j)
-          dz[j] = ApplyKeep(tm::Load(dy[j]), a.scale, keep[j]) * tm::ActivateGrad(A, xh[j] * a.gamma[j] + a.beta[j]);
+          dz[j] = ApplyKeep(Ld(dy, j), a.scale, keep[j]) * tm::ActivateGrad(A, xh[j] * a.gamma[j] + a.beta[j]);
       } else {
-        for (size_t j = 0; j < cols; ++j)
-          dz[j] = tm::Load(dy[j]) * tm::ActivateGrad(A, xh[j] * a.gamma[j] + a.beta[j]);
+        for (size_t j = 0; j < cols; ++j) dz[j] = Ld(dy, j) * tm::ActivateGrad(A, xh[j] * a.gamma[j] + a.beta[j]);
       }
       LnBackwardRow<T>(cols, dz.data(), xh.data(), a.gamma, rs, a.dsum ? a.dsum + base : nullptr, a.dx + base, pg, pb,
                        g.data());
@@ -277,8 +368,8 @@ void LnBackwardRows(size_t rows, size_t cols, const DropoutArgs& d, const T* dy,
   if (grads != (dbeta != nullptr)) throw UsageError("LayerNorm backward: dgamma and dbeta must be given together");
   const size_t chunks = Chunks(rows);
   if (grads && rows > 0 && !workspace) throw UsageError("LayerNorm backward: no workspace for dgamma/dbeta");
-  const LnBackwardArgs<T> a{rows, cols, chunks, d, tm::DropThreshold(d.p), tm::KeepScale(d.p), dy, x, gamma, beta,
-                            mean, rstd, dsum, dx, grads ? workspace : nullptr};
+  const LnBackwardArgs<T> a{rows, cols, chunks, d,  tm::DropThreshold(d.p),     tm::KeepScale(d.p), dy, x, gamma, beta,
+                            mean, rstd, dsum,   dx, grads ? workspace : nullptr};
   ForBlocks(chunks, kGradRowChunk * cols, [&](size_t k0, size_t k1) { LnBackwardRange<T, A>(a, k0, k1); });
   if (grads) {
     SumChunks(workspace, chunks, cols, dgamma);
@@ -288,7 +379,7 @@ void LnBackwardRows(size_t rows, size_t cols, const DropoutArgs& d, const T* dy,
 
 template <class T, Act A, bool kBias>
 inline void BiasActForwardRow(size_t cols, const T* __restrict in, const float* __restrict bias, T* __restrict out) {
-  for (size_t j = 0; j < cols; ++j) out[j] = tm::Store<T>(tm::Activate(A, kBias ? tm::Load(in[j]) + bias[j] : tm::Load(in[j])));
+  for (size_t j = 0; j < cols; ++j) St(out, j, tm::Activate(A, kBias ? Ld(in, j) + bias[j] : Ld(in, j)));
 }
 
 template <class T, Act A>
@@ -311,9 +402,9 @@ template <class T, Act A, bool kBias, bool kSums>
 inline void BiasActBackwardRow(size_t cols, const T* __restrict in, const float* __restrict bias,
                                const T* __restrict grad, T* __restrict out, float* __restrict sums) {
   for (size_t j = 0; j < cols; ++j) {
-    const float h = kBias ? tm::Load(in[j]) + bias[j] : tm::Load(in[j]);
-    const float g = tm::Load(grad[j]) * tm::ActivateGrad(A, h);
-    out[j] = tm::Store<T>(g);
+    const float h = kBias ? Ld(in, j) + bias[j] : Ld(in, j);
+    const float g = Ld(grad, j) * tm::ActivateGrad(A, h);
+    St(out, j, g);
     if constexpr (kSums) sums[j] += g;
   }
 }
@@ -357,12 +448,12 @@ template <class T>
 CIUIC_TRAIN_CLONES void DropoutRange(const DropoutArgs& d, uint32_t threshold, float scale, const T* in, T* out,
                                      size_t b, size_t e, uint32_t* keep) {
   FillKeep(d, threshold, b, e - b, keep);
-  for (size_t i = b; i < e; ++i) out[i] = tm::Store<T>(ApplyKeep(tm::Load(in[i]), scale, keep[i - b]));
+  for (size_t i = b; i < e; ++i) St(out, i, ApplyKeep(Ld(in, i), scale, keep[i - b]));
 }
 
 template <class T>
 CIUIC_TRAIN_CLONES void AddRange(const T* a, const T* b, T* out, size_t i0, size_t i1) {
-  for (size_t i = i0; i < i1; ++i) out[i] = tm::Store<T>(tm::Load(a[i]) + tm::Load(b[i]));
+  for (size_t i = i0; i < i1; ++i) St(out, i, Ld(a, i) + Ld(b, i));
 }
 
 void CheckShape(size_t rows, size_t cols) {
@@ -387,8 +478,8 @@ void LayerNormBackward(DType t, size_t rows, size_t cols, const void* dy, const 
   CheckShape(rows, cols);
   ByType(t, [&](auto tag) {
     using T = decltype(tag);
-    LnBackwardRows<T, Act::kNone>(rows, cols, {}, static_cast<const T*>(dy), static_cast<const T*>(x), gamma,
-                                  nullptr, mean, rstd, nullptr, static_cast<T*>(dx), dgamma, dbeta, workspace);
+    LnBackwardRows<T, Act::kNone>(rows, cols, {}, static_cast<const T*>(dy), static_cast<const T*>(x), gamma, nullptr,
+                                  mean, rstd, nullptr, static_cast<T*>(dx), dgamma, dbeta, workspace);
   });
 }
 
@@ -425,7 +516,8 @@ void Dropout(DType t, size_t n, const DropoutArgs& d, const void* x, void* y, vo
     T* out = static_cast<T*>(y);
     ForBlocks((n + kSpan - 1) / kSpan, kSpan, [&](size_t s0, size_t s1) {
       uint32_t keep[kSpan];
-      for (size_t s = s0; s < s1; ++s) DropoutRange<T>(d, threshold, scale, in, out, s * kSpan, std::min(n, (s + 1) * kSpan), keep);
+      for (size_t s = s0; s < s1; ++s)
+        DropoutRange<T>(d, threshold, scale, in, out, s * kSpan, std::min(n, (s + 1) * kSpan), keep);
     });
   });
 }
@@ -446,8 +538,8 @@ void LnActDropoutForward(DType t, size_t rows, size_t cols, Activation act, cons
   ByType(t, [&](auto tag) {
     using T = decltype(tag);
     ByAct(act, [&](auto a) {
-      LnForwardRows<T, decltype(a)::value>(rows, cols, static_cast<const T*>(x), nullptr, nullptr, gamma, beta, eps,
-                                           d, static_cast<T*>(y), mean, rstd);
+      LnForwardRows<T, decltype(a)::value>(rows, cols, static_cast<const T*>(x), nullptr, nullptr, gamma, beta, eps, d,
+                                           static_cast<T*>(y), mean, rstd);
     });
   });
 }
@@ -459,9 +551,8 @@ void LnActDropoutBackward(DType t, size_t rows, size_t cols, Activation act, con
   ByType(t, [&](auto tag) {
     using T = decltype(tag);
     ByAct(act, [&](auto a) {
-      LnBackwardRows<T, decltype(a)::value>(rows, cols, d, static_cast<const T*>(dy), static_cast<const T*>(x),
-                                            gamma, beta, mean, rstd, nullptr, static_cast<T*>(dx), dgamma, dbeta,
-                                            workspace);
+      LnBackwardRows<T, decltype(a)::value>(rows, cols, d, static_cast<const T*>(dy), static_cast<const T*>(x), gamma,
+                                            beta, mean, rstd, nullptr, static_cast<T*>(dx), dgamma, dbeta, workspace);
     });
   });
 }
@@ -482,9 +573,9 @@ void AddLayerNormBackward(DType t, size_t rows, size_t cols, const void* dy, con
   CheckShape(rows, cols);
   ByType(t, [&](auto tag) {
     using T = decltype(tag);
-    LnBackwardRows<T, Act::kNone>(rows, cols, {}, static_cast<const T*>(dy), static_cast<const T*>(sum), gamma,
-                                  nullptr, mean, rstd, static_cast<const T*>(dsum), static_cast<T*>(dx), dgamma,
-                                  dbeta, workspace);
+    LnBackwardRows<T, Act::kNone>(rows, cols, {}, static_cast<const T*>(dy), static_cast<const T*>(sum), gamma, nullptr,
+                                  mean, rstd, static_cast<const T*>(dsum), static_cast<T*>(dx), dgamma, dbeta,
+                                  workspace);
   });
 }
 

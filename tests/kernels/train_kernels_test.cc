@@ -55,23 +55,29 @@ std::vector<float> RandomF(size_t n, std::mt19937_64& rng, float mean, float sd)
 
 double ActD(Activation a, double x) {
   switch (a) {
-    case Activation::kRelu: return x > 0 ? x : 0;
-    case Activation::kGeluTanh: return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-    case Activation::kGeluErf: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
-    case Activation::kNone: break;
+    case Activation::kRelu:
+      return x > 0 ? x : 0;
+    case Activation::kGeluTanh:
+      return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    case Activation::kGeluErf:
+      return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case Activation::kNone:
+      break;
   }
   return x;
 }
 double ActGradD(Activation a, double x) {
   switch (a) {
-    case Activation::kRelu: return x > 0 ? 1 : 0;
+    case Activation::kRelu:
+      return x > 0 ? 1 : 0;
     case Activation::kGeluTanh: {
       const double k = std::sqrt(2 / M_PI), t = std::tanh(k * (x + 0.044715 * x * x * x));
       return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
     }
     case Activation::kGeluErf:
       return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
-    case Activation::kNone: break;
+    case Activation::kNone:
+      break;
   }
   return 1;
 }
@@ -147,14 +153,14 @@ TEST(TrainMath, ExpTanhErfAgainstDouble) {
   for (int i = 0; i <= 200000; ++i) {
     const float x = -87.0f + 175.0f * static_cast<float>(i) / 200000.0f;
     const double e = std::exp(static_cast<double>(x));
-    exp_ulp = std::max(exp_ulp, std::fabs(tm::ExpF(x) - e) / (std::nextafter(static_cast<float>(e), INFINITY) -
-                                                                static_cast<float>(e)));
+    exp_ulp = std::max(exp_ulp, std::fabs(tm::ExpF(x) - e) /
+                                    (std::nextafter(static_cast<float>(e), INFINITY) - static_cast<float>(e)));
     const float u = -10.0f + 20.0f * static_cast<float>(i) / 200000.0f;
     tanh_abs = std::max(tanh_abs, std::fabs(tm::TanhF(u) - std::tanh(static_cast<double>(u))));
     erf_abs = std::max(erf_abs, std::fabs(tm::ErfF(u) - std::erf(static_cast<double>(u))));
     const float v = -4.0f + 8.0f * static_cast<float>(i) / 200000.0f;
-    erfc_rel = std::max(erfc_rel, std::fabs(tm::ErfcF(v) / std::erfc(static_cast<double>(v)) - 1.0) /
-                                       (4e-7 + 1.2e-7 * v * v));
+    erfc_rel =
+        std::max(erfc_rel, std::fabs(tm::ErfcF(v) / std::erfc(static_cast<double>(v)) - 1.0) / (4e-7 + 1.2e-7 * v * v));
   }
   // The bounds train_math.h states.
   EXPECT_LE(exp_ulp, 2.0);
@@ -210,13 +216,12 @@ TEST_P(LnActDropoutTest, MatchesFp64OracleAndUnfusedSequence) {
   // Unfused: LayerNorm, activation, dropout, each stored in dtype; backward in reverse.
   Tensor y1(c.t, n), y2(c.t, n), y3(c.t, n), g1(c.t, n), g2(c.t, n), dx_u(c.t, n);
   std::vector<float> mean_u(c.rows), rstd_u(c.rows), dgamma_u(c.cols), dbeta_u(c.cols);
-  cpu::LayerNormForward(c.t, c.rows, c.cols, x.bytes.data(), gamma.data(), beta.data(), eps, y1.data(),
-                        mean_u.data(), rstd_u.data(), nullptr);
+  cpu::LayerNormForward(c.t, c.rows, c.cols, x.bytes.data(), gamma.data(), beta.data(), eps, y1.data(), mean_u.data(),
+                        rstd_u.data(), nullptr);
   cpu::BiasActForward(c.t, c.rows, c.cols, c.act, y1.data(), nullptr, y2.data(), nullptr);
   cpu::Dropout(c.t, n, d, y2.data(), y3.data(), nullptr);
   cpu::Dropout(c.t, n, d, dy.bytes.data(), g1.data(), nullptr);
-  cpu::BiasActBackward(c.t, c.rows, c.cols, c.act, g1.data(), y1.data(), nullptr, g2.data(), nullptr, nullptr,
-                       nullptr);
+  cpu::BiasActBackward(c.t, c.rows, c.cols, c.act, g1.data(), y1.data(), nullptr, g2.data(), nullptr, nullptr, nullptr);
   cpu::LayerNormBackward(c.t, c.rows, c.cols, g2.data(), x.bytes.data(), gamma.data(), mean_u.data(), rstd_u.data(),
                          dx_u.data(), dgamma_u.data(), dbeta_u.data(), ws.data(), nullptr);
   EXPECT_TRUE(SameBits(mean, mean_u));
@@ -234,16 +239,15 @@ TEST_P(LnActDropoutTest, MatchesFp64OracleAndUnfusedSequence) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, LnActDropoutTest,
-    ::testing::Values(Case{DType::kFloat32, Activation::kGeluErf, 0.1f, 7, 33},
-                      Case{DType::kFloat32, Activation::kGeluTanh, 0.0f, 64, 1024},
-                      Case{DType::kFloat32, Activation::kRelu, 0.25f, 70, 1600},
-                      Case{DType::kFloat32, Activation::kNone, 0.1f, 33, 96},
-                      Case{DType::kFloat16, Activation::kGeluErf, 0.1f, 40, 1024},
-                      Case{DType::kFloat16, Activation::kRelu, 0.0f, 9, 1601},
-                      Case{DType::kBFloat16, Activation::kGeluTanh, 0.1f, 65, 768},
-                      Case{DType::kBFloat16, Activation::kNone, 0.0f, 3, 4096}));
+INSTANTIATE_TEST_SUITE_P(Shapes, LnActDropoutTest,
+                         ::testing::Values(Case{DType::kFloat32, Activation::kGeluErf, 0.1f, 7, 33},
+                                           Case{DType::kFloat32, Activation::kGeluTanh, 0.0f, 64, 1024},
+                                           Case{DType::kFloat32, Activation::kRelu, 0.25f, 70, 1600},
+                                           Case{DType::kFloat32, Activation::kNone, 0.1f, 33, 96},
+                                           Case{DType::kFloat16, Activation::kGeluErf, 0.1f, 40, 1024},
+                                           Case{DType::kFloat16, Activation::kRelu, 0.0f, 9, 1601},
+                                           Case{DType::kBFloat16, Activation::kGeluTanh, 0.1f, 65, 768},
+                                           Case{DType::kBFloat16, Activation::kNone, 0.0f, 3, 4096}));
 
 TEST(BiasAct, ForwardBackwardAgainstFp64AndSplitSequence) {
   std::mt19937_64 rng(91);
@@ -275,8 +279,7 @@ TEST(BiasAct, ForwardBackwardAgainstFp64AndSplitSequence) {
       std::vector<float> dbias_u(cols);
       cpu::BiasActForward(t, rows, cols, Activation::kNone, x.bytes.data(), bias.data(), h.data(), nullptr);
       cpu::BiasActForward(t, rows, cols, act, h.data(), nullptr, y_u.data(), nullptr);
-      cpu::BiasActBackward(t, rows, cols, act, dy.bytes.data(), h.data(), nullptr, g.data(), nullptr, nullptr,
-                           nullptr);
+      cpu::BiasActBackward(t, rows, cols, act, dy.bytes.data(), h.data(), nullptr, g.data(), nullptr, nullptr, nullptr);
       cpu::BiasActBackward(t, rows, cols, Activation::kNone, g.data(), h.data(), bias.data(), dx_u.data(),
                            dbias_u.data(), ws.data(), nullptr);
       if (t == DType::kFloat32) {
@@ -411,6 +414,71 @@ TEST(TrainKernels, RefusesOtherDtypesAndActivations) {
   EXPECT_EQ(ParseActivation("gelu"), Activation::kGeluErf);
   EXPECT_STREQ(ActivationName(ParseActivation("gelu-tanh")), "gelu-tanh");
   EXPECT_EQ(TrainWorkspaceBytes(33, 10), 2 * 2 * 10 * sizeof(float));
+}
+
+// kernels/cpu/train.cc converts fp16/bf16 rows with its own branch-free (vectorising) code: it must give
+// the bits of qm::HalfToFloat / Bf16ToFloat for every 16-bit pattern and of qm::FloatToHalf / FloatToBf16
+// for every fp32 class: ±0, subnormals, both sides of fp16's subnormal/normal boundary and of 65520
+// (overflow to inf), inf, NaNs with any payload, and every rounding position with its ties (even and
+// odd) and their neighbours. Seen through the kernels' outputs, in vectorised loops; the kernels' fp32
+// arithmetic quiets a signalling NaN before it is stored, so the stores see quiet ones only.
+TEST(TrainMath, BranchFreeConversionsMatchQm) {
+  for (DType t : {DType::kFloat16, DType::kBFloat16}) {
+    SCOPED_TRACE(DTypeName(t));
+    const bool half = t == DType::kFloat16;
+    // Loads: dbias of a one-row BiasActBackward (act none) is 0 + 1·load(dy[j]), the loaded value, with
+    // -0 coming out +0 (compared by value) and a signalling NaN quieted by the arithmetic (its payload
+    // compared with the quiet bit set); dx is the load stored back.
+    {
+      const size_t cols = 65536;
+      Tensor dy(t, cols), x(t, cols), dx(t, cols);
+      for (size_t h = 0; h < cols; ++h) std::memcpy(dy.bytes.data() + 2 * h, &h, 2);
+      std::vector<float> dbias(cols), workspace(TrainWorkspaceBytes(1, cols) / sizeof(float));
+      cpu::BiasActBackward(t, 1, cols, Activation::kNone, dy.data(), x.data(), nullptr, dx.data(), dbias.data(),
+                           workspace.data(), nullptr);
+      size_t bad = 0;
+      for (size_t h = 0; h < cols; ++h) {
+        const auto b = static_cast<uint16_t>(h);
+        const float want = half ? qm::HalfToFloat(b) : qm::Bf16ToFloat(b);
+        const uint32_t got = qm::Bits(dbias[h]);
+        const bool ok = want == 0.0f ? dbias[h] == 0.0f
+                                     : got == qm::Bits(want) || (want != want && got == (qm::Bits(want) | 0x400000u));
+        uint16_t back;
+        std::memcpy(&back, dx.bytes.data() + 2 * h, 2);
+        const uint16_t want_back = half ? qm::FloatToHalf(want) : qm::FloatToBf16(want);
+        if ((!ok || back != want_back) && bad++ < 5)
+          ADD_FAILURE() << "load 0x" << std::hex << h << ": 0x" << got << ", stored back 0x" << back;
+      }
+      EXPECT_EQ(bad, 0u);
+    }
+    // Stores: y = act_none(-0 + bias) is bias itself (-0 is the identity of +, also for -0 and NaN), so
+    // y holds the store of every bias value. Every top half of the fp32 pattern (sign, exponent, 7
+    // mantissa bits), each with the low halves k·2^12 - 1, k·2^12, k·2^12 + 1 (the ties and neighbours
+    // of every rounding position below bit 16; those above are in the top half) and two random ones.
+    {
+      std::mt19937_64 rng(16);
+      std::vector<float> bias;
+      for (uint32_t hi = 0; hi < 65536; ++hi) {
+        for (uint32_t k = 0; k < 16; ++k)
+          for (uint32_t d : {0xffffu, 0u, 1u}) bias.push_back(qm::Float((hi << 16) | ((k * 0x1000u + d) & 0xffffu)));
+        for (int r = 0; r < 2; ++r) bias.push_back(qm::Float((hi << 16) | static_cast<uint32_t>(rng() & 0xffffu)));
+      }
+      const size_t cols = bias.size();
+      Tensor x(t, cols), y(t, cols);
+      const uint16_t minus_zero = 0x8000;
+      for (size_t j = 0; j < cols; ++j) std::memcpy(x.bytes.data() + 2 * j, &minus_zero, 2);
+      cpu::BiasActForward(t, 1, cols, Activation::kNone, x.data(), bias.data(), y.data(), nullptr);
+      size_t bad = 0;
+      for (size_t j = 0; j < cols; ++j) {
+        uint16_t got;
+        std::memcpy(&got, y.bytes.data() + 2 * j, 2);
+        const uint16_t want = half ? qm::FloatToHalf(bias[j]) : qm::FloatToBf16(bias[j]);
+        if (got != want && bad++ < 5)
+          ADD_FAILURE() << "store 0x" << std::hex << qm::Bits(bias[j]) << ": 0x" << got << ", want 0x" << want;
+      }
+      EXPECT_EQ(bad, 0u);
+    }
+  }
 }
 
 }  // namespace

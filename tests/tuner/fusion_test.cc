@@ -46,8 +46,7 @@ TEST(Fusion, DeclinesWithoutAShapeOrTheStudysDevice) {
         TinyTransformer(R"("transformer": {"hidden": 8, "sequence": 4, "layers": 1, "ffn": 32},)"), "t.json");
     EXPECT_NE(FusionAdvice(w, 4, true, "NVIDIA A100").find("not estimated for NVIDIA A100"), std::string::npos);
   }
-  EXPECT_THROW(ParseWorkload(TinyTransformer(R"("transformer": {"hidden": 8, "sequence": 4, "layers": 1},)"),
-                             "t.json"),
+  EXPECT_THROW(ParseWorkload(TinyTransformer(R"("transformer": {"hidden": 8, "sequence": 4, "layers": 1},)"), "t.json"),
                InputError);
 }
 
