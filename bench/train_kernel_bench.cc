@@ -379,11 +379,9 @@ int TrainKernelBenchMain(int argc, char** argv) {
           here.push_back(MakeRow(c, pass, "torch-eager", b ? torch.backward_us : torch.forward_us, tm_.fused_us, bytes,
                                  copy_bytes_per_us, NAN));
         }
-        if (!torch.note.empty()) {
-          const std::string note = fmt::format("{} {}x{} {}: {}", k->name, s.rows, s.cols, DTypeName(t), torch.note);
-          if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
-        }
-        if (o.format == "table") {
+        if (!torch.note.empty() && std::find(notes.begin(), notes.end(), torch.note) == notes.end())
+          notes.push_back(torch.note);
+        if (o.format == "table" || !o.out_path.empty()) {
           std::string text = TableText(here);
           if (!rows.empty()) text = text.substr(text.find('\n') + 1);  // the header once
           std::cout << text;
@@ -393,7 +391,7 @@ int TrainKernelBenchMain(int argc, char** argv) {
       }
     }
   }
-  for (const std::string& note : notes) std::cout << "# torch-eager " << note << "\n";
+  for (const std::string& note : notes) std::cout << "# torch-eager: " << note << "\n";
   std::string text;
   if (o.format == "csv") text = CsvText(rows);
   if (o.format == "json") {
