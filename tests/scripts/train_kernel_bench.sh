@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# unit.train_kernel_bench: ciuic-bench kernel over the training kernels (see tests/CMakeLists.txt).
+set -euo pipefail
+bench=${1:?usage: train_kernel_bench.sh CIUIC_BENCH}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+# Every kernel, fp32 and bf16, ours only: 7 kernels x 2 dtypes x 7 rows (copy + 3 per pass).
+"$bench" kernel all-training --shape 70x300 --dtype fp32,bf16 --iters 2 --torch no --format csv --out "$dir/ours.csv" \
+  >/dev/null
+/usr/bin/env python3 - "$dir/ours.csv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(l for l in open(sys.argv[1]) if not l.startswith("#")))
+ours = [r for r in rows if r["variant"] in ("copy", "fused", "unfused")]
+untimed = [r for r in ours if not r["time_us"] or float(r["time_us"]) <= 0]
+diff = [r for r in rows if r["variant"] == "unfused" and r["dtype"] == "fp32" and float(r["diff"]) != 0]
+print(len(rows), "rows,", len(untimed), "untimed,", len(diff), "fp32 fused/unfused differences")
+sys.exit(1 if untimed or diff or len(rows) != 7 * 2 * 7 else 0)
+PY
+# PyTorch's eager rows, where Debian's interpreter imports torch.
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  "$bench" kernel add-ln --shape 64x128 --iters 2 --format csv --out "$dir/torch.csv" >/dev/null
+  n=$(grep -c ',torch-eager,[0-9]' "$dir/torch.csv" || true)
+  echo "$n torch-eager rows timed"
+  [[ $n -eq 2 ]]
+else
+  echo "torch not importable by /usr/bin/python3: its rows not checked"
+fi
+# A bad shape: exit 1, one line on stderr.
+rc=0
+"$bench" kernel add-ln --shape 0x5 2>"$dir/err.txt" || rc=$?
+[[ $rc -eq 1 && $(wc -l <"$dir/err.txt") -eq 1 ]]
+echo "ok"
