@@ -573,12 +573,14 @@ int BenchMain(int argc, char** argv) {
   try {
     if (argc > 1 && (std::string_view(argv[1]) == "compress" || std::string_view(argv[1]) == "kernel")) {
       SetLogPrefix("ciuic-bench");
-      // A training kernel's name (positional, --name N or --name=N) routes to its own benchmark.
+      // A training kernel's name (`kernel NAME`, --name N or --name=N) routes to its own benchmark.
+      std::string_view name = argc > 2 && argv[2][0] != '-' ? argv[2] : "";
       for (int i = 2; i < argc; ++i) {
         const std::string_view a = argv[i];
-        const std::string_view name = a.rfind("--name=", 0) == 0 ? a.substr(7) : a;
-        if (std::string_view(argv[1]) == "kernel" && IsTrainKernelName(name)) return TrainKernelBenchMain(argc, argv);
+        if (a == "--name" && i + 1 < argc) name = argv[i + 1];
+        if (a.rfind("--name=", 0) == 0) name = a.substr(7);
       }
+      if (std::string_view(argv[1]) == "kernel" && IsTrainKernelName(name)) return TrainKernelBenchMain(argc, argv);
       return CodecBenchMain(argc, argv);
     }
     if (argc > 1 && std::string_view(argv[1]) == "compare") {

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <cxxopts.hpp>
 #include <nlohmann/json.hpp>
 
@@ -98,7 +100,7 @@ Options Parse(int argc, char** argv) {
   opts.add_options()
       ("shape", "TOKENSxHIDDEN, or a comma list", cxxopts::value<std::string>()->default_value(kDefaultShapes))
       ("dtype", "fp32 | fp16 | bf16, or a comma list", cxxopts::value<std::string>()->default_value("fp32"))
-      ("p", "dropout probability (ln-dropout-*)", cxxopts::value<std::string>()->default_value("0.1"))
+      ("p,dropout", "dropout probability (ln-dropout-*)", cxxopts::value<std::string>()->default_value("0.1"))
       ("device", "cpu | cuda (default: cuda when a GPU is present)", cxxopts::value<std::string>())
       ("iters", "timed iterations (default: auto, 3..50, ~0.3 s per measurement)", cxxopts::value<int>())
       ("torch", "auto | no: time PyTorch's eager sequence too", cxxopts::value<std::string>()->default_value("auto"))
@@ -132,10 +134,22 @@ Options Parse(int argc, char** argv) {
     o.dtypes.push_back(t);
     start = comma + 1;
   }
-  const std::string p = r["p"].as<std::string>();
-  const double pv = NumberOption("p", p);
-  if (!(pv >= 0.0 && pv < 1.0)) throw BadOption("p", p, "must be in [0, 1)");
-  o.p = static_cast<float>(pv);
+  // About 13 tensors of the largest shape live at once (inputs, outputs, the unfused sequence's
+  // intermediates, host staging): refuse a shape this host cannot hold instead of dying in the middle.
+  const double host_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  for (const Shape& sh : o.shapes)
+    for (DType t : o.dtypes) {
+      const double need = 13.0 * static_cast<double>(sh.rows) * static_cast<double>(sh.cols) * DTypeSize(t);
+      if (host_bytes > 0 && need > 0.8 * host_bytes)
+        throw BadOption("shape", r["shape"].as<std::string>(),
+                        fmt::format("{}x{} {} needs about {:.1f} GiB of memory, this host has {:.1f} GiB", sh.rows,
+                                    sh.cols, DTypeName(t), need / (1 << 30), host_bytes / (1 << 30)));
+    }
+  const std::string p = r["dropout"].as<std::string>();
+  const double pv = NumberOption("dropout", p);
+  o.p = static_cast<float>(pv);  // the kernels take fp32: judge the value they would get
+  if (!(o.p >= 0.0f && o.p < 1.0f)) throw BadOption("dropout", p, "must be in [0, 1) as an fp32 value");
+  if (pv != 0.0 && o.p == 0.0f) throw BadOption("dropout", p, "rounds to 0 in fp32 (no dropout): give 0 or a larger p");
   if (r.count("iters")) {
     o.iters = r["iters"].as<int>();
     if (o.iters < 1 || o.iters > 100000) throw BadOption("iters", std::to_string(o.iters), "must be in 1..100000");
@@ -149,6 +163,7 @@ Options Parse(int argc, char** argv) {
   if (r.count("out")) {
     o.out_path = r["out"].as<std::string>();
     CheckPathGiven("--out", o.out_path);
+    CheckWritableOutput(o.out_path, "--out");
   }
   o.seed = r["seed"].as<uint64_t>();
   const std::string device = r.count("device") ? r["device"].as<std::string>() : (cuda::Available() ? "cuda" : "cpu");
@@ -371,12 +386,12 @@ int TrainKernelBenchMain(int argc, char** argv) {
         std::vector<Row> here;
         here.push_back(MakeRow(c, "-", "copy", copy_us, NAN, 2.0 * c.bytes(), copy_bytes_per_us, NAN));
         for (int b = 0; b < 2; ++b) {
-          const Timing& tm_ = b ? bwd : fwd;
+          const Timing& pass_times = b ? bwd : fwd;
           const char* pass = b ? "backward" : "forward";
           const double bytes = seq.MustMoveBytes(b == 1);
-          here.push_back(MakeRow(c, pass, "fused", tm_.fused_us, tm_.fused_us, bytes, copy_bytes_per_us, NAN));
-          here.push_back(MakeRow(c, pass, "unfused", tm_.unfused_us, tm_.fused_us, bytes, copy_bytes_per_us, tm_.diff));
-          here.push_back(MakeRow(c, pass, "torch-eager", b ? torch.backward_us : torch.forward_us, tm_.fused_us, bytes,
+          here.push_back(MakeRow(c, pass, "fused", pass_times.fused_us, pass_times.fused_us, bytes, copy_bytes_per_us, NAN));
+          here.push_back(MakeRow(c, pass, "unfused", pass_times.unfused_us, pass_times.fused_us, bytes, copy_bytes_per_us, pass_times.diff));
+          here.push_back(MakeRow(c, pass, "torch-eager", b ? torch.backward_us : torch.forward_us, pass_times.fused_us, bytes,
                                  copy_bytes_per_us, NAN));
         }
         if (!torch.note.empty() && std::find(notes.begin(), notes.end(), torch.note) == notes.end())

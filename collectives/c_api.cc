@@ -31,6 +31,8 @@
 
 #if CIUIC_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "core/cuda_check.h"
 #endif
 #if CIUIC_HAVE_MPI
 #include <mpi.h>
@@ -961,24 +963,54 @@ void CheckEps(float eps) {
   if (!(eps > 0.0f) || !std::isfinite(eps)) throw ciuic::UsageError(fmt::format("eps {} must be positive", eps));
 }
 
-// The backward kernels' column-gradient workspace, where the tensors live; a device one outlives the
-// queued kernels (the stream is drained before it is freed).
+// Every buffer of one call where the first lives: host memory, or device memory (the kernels pick the
+// side by x or dy alone, and a mixed set would fault on either side).
+void SameMemory(std::initializer_list<std::pair<const void*, const char*>> ptrs) {
+  const void* first = nullptr;
+  const char* first_name = nullptr;
+  bool device = false;
+  for (const auto& [p, what] : ptrs) {
+    if (!p) continue;
+    const bool here = ciuic::IsDevicePointer(p);
+    if (!first) {
+      first = p;
+      first_name = what;
+      device = here;
+    } else if (here != device) {
+      throw ciuic::UsageError(fmt::format("{} is {} memory but {} is {}: pass all host or all device buffers", what,
+                                          here ? "device" : "host", first_name, device ? "device" : "host"));
+    }
+  }
+}
+
+// The backward kernels' column-gradient workspace, only when a column gradient is asked for, where the
+// tensors live. A device one is freed only after the stream has drained (Finish, checked: a kernel fault
+// is this call's error); so a device backward with column gradients synchronises its stream.
 class Workspace {
  public:
-  Workspace(const void* where, size_t rows, size_t cols, void* stream)
-      : device_(ciuic::IsDevicePointer(where)), stream_(stream),
-        buffer_(std::max<size_t>(ciuic::TrainWorkspaceBytes(rows, cols), 4),
-                device_ ? ciuic::MemoryKind::kDevice : ciuic::MemoryKind::kHost) {}
+  Workspace(bool needed, const void* where, size_t rows, size_t cols, void* stream)
+      : device_(needed && ciuic::IsDevicePointer(where)), stream_(stream) {
+    if (needed)
+      buffer_ = ciuic::Buffer(std::max<size_t>(ciuic::TrainWorkspaceBytes(rows, cols), 4),
+                              device_ ? ciuic::MemoryKind::kDevice : ciuic::MemoryKind::kHost);
+  }
   ~Workspace() {
 #if CIUIC_HAVE_CUDA
-    if (device_) cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+    if (device_ && !finished_) cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));  // after an exception
 #endif
   }
   float* data() { return static_cast<float*>(buffer_.data()); }
+  void Finish() {
+    finished_ = true;
+#if CIUIC_HAVE_CUDA
+    if (device_) CIUIC_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)));
+#endif
+  }
 
  private:
   bool device_;
   void* stream_;
+  bool finished_ = false;
   ciuic::Buffer buffer_;
 };
 
@@ -991,6 +1023,7 @@ ciuic_status_t ciuic_ln_act_dropout_forward(ciuic_dtype_t dtype, size_t rows, si
   return Guard([&] {
     CheckEps(eps);
     RequireAll(rows, cols, {{x, "x"}, {gamma, "gamma"}, {beta, "beta"}, {y, "y"}, {mean, "mean"}, {rstd, "rstd"}});
+    SameMemory({{x, "x"}, {gamma, "gamma"}, {beta, "beta"}, {y, "y"}, {mean, "mean"}, {rstd, "rstd"}});
     ciuic::LnActDropoutForward(DTypeOf(dtype), rows, cols, ActOf(act), DropoutOf(p, seed, offset), x, gamma, beta,
                                eps, y, mean, rstd, stream);
   });
@@ -1003,9 +1036,12 @@ ciuic_status_t ciuic_ln_act_dropout_backward(ciuic_dtype_t dtype, size_t rows, s
   return Guard([&] {
     RequireAll(rows, cols, {{dy, "dy"}, {x, "x"}, {gamma, "gamma"}, {beta, "beta"}, {mean, "mean"}, {rstd, "rstd"},
                             {dx, "dx"}});
-    Workspace ws(dy, rows, cols, stream);
+    SameMemory({{dy, "dy"}, {x, "x"}, {gamma, "gamma"}, {beta, "beta"}, {mean, "mean"}, {rstd, "rstd"}, {dx, "dx"},
+                {dgamma, "dgamma"}, {dbeta, "dbeta"}});
+    Workspace ws(dgamma || dbeta, dy, rows, cols, stream);
     ciuic::LnActDropoutBackward(DTypeOf(dtype), rows, cols, ActOf(act), DropoutOf(p, seed, offset), dy, x, gamma,
                                 beta, mean, rstd, dx, dgamma, dbeta, ws.data(), stream);
+    ws.Finish();
   });
 }
 
@@ -1013,6 +1049,7 @@ ciuic_status_t ciuic_bias_act_forward(ciuic_dtype_t dtype, size_t rows, size_t c
                                       const void* x, const float* bias, void* y, void* stream) {
   return Guard([&] {
     RequireAll(rows, cols, {{x, "x"}, {y, "y"}});
+    SameMemory({{x, "x"}, {bias, "bias"}, {y, "y"}});
     ciuic::BiasActForward(DTypeOf(dtype), rows, cols, ActOf(act), x, bias, y, stream);
   });
 }
@@ -1022,8 +1059,10 @@ ciuic_status_t ciuic_bias_act_backward(ciuic_dtype_t dtype, size_t rows, size_t 
                                        void* stream) {
   return Guard([&] {
     RequireAll(rows, cols, {{dy, "dy"}, {x, "x"}, {dx, "dx"}});
-    Workspace ws(dy, rows, cols, stream);
+    SameMemory({{dy, "dy"}, {x, "x"}, {bias, "bias"}, {dx, "dx"}, {dbias, "dbias"}});
+    Workspace ws(dbias != nullptr, dy, rows, cols, stream);
     ciuic::BiasActBackward(DTypeOf(dtype), rows, cols, ActOf(act), dy, x, bias, dx, dbias, ws.data(), stream);
+    ws.Finish();
   });
 }
 
@@ -1034,6 +1073,8 @@ ciuic_status_t ciuic_add_layer_norm_forward(ciuic_dtype_t dtype, size_t rows, si
     CheckEps(eps);
     RequireAll(rows, cols, {{x, "x"}, {residual, "residual"}, {gamma, "gamma"}, {beta, "beta"}, {sum, "sum"},
                             {y, "y"}, {mean, "mean"}, {rstd, "rstd"}});
+    SameMemory({{x, "x"}, {residual, "residual"}, {gamma, "gamma"}, {beta, "beta"}, {sum, "sum"}, {y, "y"},
+                {mean, "mean"}, {rstd, "rstd"}});
     ciuic::AddLayerNormForward(DTypeOf(dtype), rows, cols, x, residual, gamma, beta, eps, sum, y, mean, rstd, stream);
   });
 }
@@ -1044,9 +1085,12 @@ ciuic_status_t ciuic_add_layer_norm_backward(ciuic_dtype_t dtype, size_t rows, s
                                              float* dbeta, void* stream) {
   return Guard([&] {
     RequireAll(rows, cols, {{dy, "dy"}, {sum, "sum"}, {gamma, "gamma"}, {mean, "mean"}, {rstd, "rstd"}, {dx, "dx"}});
-    Workspace ws(dy, rows, cols, stream);
+    SameMemory({{dy, "dy"}, {dsum, "dsum"}, {sum, "sum"}, {gamma, "gamma"}, {mean, "mean"}, {rstd, "rstd"}, {dx, "dx"},
+                {dgamma, "dgamma"}, {dbeta, "dbeta"}});
+    Workspace ws(dgamma || dbeta, dy, rows, cols, stream);
     ciuic::AddLayerNormBackward(DTypeOf(dtype), rows, cols, dy, dsum, sum, gamma, mean, rstd, dx, dgamma, dbeta,
                                 ws.data(), stream);
+    ws.Finish();
   });
 }
 

@@ -252,8 +252,11 @@ ciuic_status_t ciuic_profile_rule_for(const ciuic_profile_t* profile, const char
  * activation, residual add + LayerNorm, forward and backward. Tensors are row-major rows x cols
  * (tokens x hidden) in `dtype`; gamma, beta, bias, their gradients, mean and rstd are fp32 (one per
  * column, resp. per row). Buffers all host memory, or all memory of the current CUDA device; stream
- * is a cudaStream_t (null: the default stream). Backward workspace is allocated inside. Dropout keeps
- * element e (= row * cols + col) by the Philox stream keyed by (seed, offset); p = 0: no dropout. */
+ * is a cudaStream_t (null: the default stream); a mix of host and device buffers is CIUIC_ERR_USAGE. A
+ * backward asked for column gradients (dgamma/dbeta, dbias) allocates their workspace inside and, on the
+ * GPU, waits for its stream before returning (a kernel fault is then its error); without them it only
+ * enqueues. In place is allowed (dx = dy, y = x). Dropout keeps element e (= row * cols + col) by the
+ * Philox stream keyed by (seed, offset); p = 0: no dropout. */
 typedef enum {
   CIUIC_ACT_NONE = 0,
   CIUIC_ACT_RELU = 1,

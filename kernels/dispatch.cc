@@ -111,6 +111,14 @@ void AddTo(float* out, const float* a, const float* x, size_t n, void* stream) {
 // ---- training kernels (kernels/train_kernels.h): by where x (forward) or dy (backward) lives ----
 namespace ciuic {
 
+namespace {
+// p outside [0, 1] (or NaN) would scale by 1/(1-p) in one path and mean "no dropout" in another.
+const DropoutArgs& CheckDropout(const DropoutArgs& d) {
+  if (!(d.p >= 0.0f && d.p <= 1.0f)) throw UsageError("dropout p " + std::to_string(d.p) + " must be in [0, 1]");
+  return d;
+}
+}  // namespace
+
 void LayerNormForward(DType t, size_t rows, size_t cols, const void* x, const float* gamma, const float* beta,
                       float eps, void* y, float* mean, float* rstd, void* stream) {
   CIUIC_DISPATCH(x, LayerNormForward(t, rows, cols, x, gamma, beta, eps, y, mean, rstd, stream));
@@ -129,7 +137,7 @@ void BiasActBackward(DType t, size_t rows, size_t cols, Activation act, const vo
   CIUIC_DISPATCH(dy, BiasActBackward(t, rows, cols, act, dy, x, bias, dx, dbias, workspace, stream));
 }
 void Dropout(DType t, size_t n, const DropoutArgs& d, const void* x, void* y, void* stream) {
-  CIUIC_DISPATCH(x, Dropout(t, n, d, x, y, stream));
+  CIUIC_DISPATCH(x, Dropout(t, n, CheckDropout(d), x, y, stream));
 }
 void AddTensors(DType t, size_t n, const void* a, const void* b, void* out, void* stream) {
   CIUIC_DISPATCH(a, AddTensors(t, n, a, b, out, stream));
@@ -137,12 +145,12 @@ void AddTensors(DType t, size_t n, const void* a, const void* b, void* out, void
 void LnActDropoutForward(DType t, size_t rows, size_t cols, Activation act, const DropoutArgs& d, const void* x,
                          const float* gamma, const float* beta, float eps, void* y, float* mean, float* rstd,
                          void* stream) {
-  CIUIC_DISPATCH(x, LnActDropoutForward(t, rows, cols, act, d, x, gamma, beta, eps, y, mean, rstd, stream));
+  CIUIC_DISPATCH(x, LnActDropoutForward(t, rows, cols, act, CheckDropout(d), x, gamma, beta, eps, y, mean, rstd, stream));
 }
 void LnActDropoutBackward(DType t, size_t rows, size_t cols, Activation act, const DropoutArgs& d, const void* dy,
                           const void* x, const float* gamma, const float* beta, const float* mean, const float* rstd,
                           void* dx, float* dgamma, float* dbeta, float* workspace, void* stream) {
-  CIUIC_DISPATCH(dy, LnActDropoutBackward(t, rows, cols, act, d, dy, x, gamma, beta, mean, rstd, dx, dgamma, dbeta,
+  CIUIC_DISPATCH(dy, LnActDropoutBackward(t, rows, cols, act, CheckDropout(d), dy, x, gamma, beta, mean, rstd, dx, dgamma, dbeta,
                                           workspace, stream));
 }
 void AddLayerNormForward(DType t, size_t rows, size_t cols, const void* x, const void* residual, const float* gamma,

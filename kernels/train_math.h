@@ -35,7 +35,7 @@ CIUIC_HD float ExpF(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const int32_t e = static_cast<int32_t>(n) + 127;
+  const int32_t e = static_cast<int32_t>(n == n ? n : 0.0f) + 127;  // NaN: 2^0 (p carries the NaN)
   return p * qm::Float(static_cast<uint32_t>(e) << 23);
 }
 
@@ -83,8 +83,8 @@ constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 
 CIUIC_HD float Activate(Act act, float x) {
   switch (act) {
-    case Act::kRelu:
-      return x > 0.0f ? x : 0.0f;
+    case Act::kRelu:  // NaN propagates, as PyTorch's relu
+      return x < 0.0f ? 0.0f : x;
     case Act::kGeluTanh: {
       const float inner = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
       return 0.5f * x * (1.0f + TanhF(inner));
@@ -97,11 +97,11 @@ CIUIC_HD float Activate(Act act, float x) {
   return x;
 }
 
-// d act(x) / dx (ReLU: 0 at x = 0, as PyTorch's threshold_backward).
+// d act(x) / dx.
 CIUIC_HD float ActivateGrad(Act act, float x) {
   switch (act) {
-    case Act::kRelu:
-      return x > 0.0f ? 1.0f : 0.0f;
+    case Act::kRelu:  // 0 at x <= 0; NaN passes dy, as PyTorch's threshold_backward
+      return x <= 0.0f ? 0.0f : 1.0f;
     case Act::kGeluTanh: {
       const float x2 = x * x;
       const float t = TanhF(kSqrt2OverPi * (x + kGeluCubic * x2 * x));

@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <random>
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "kernels/quant_math.h"
 
 namespace ciuic {
 
@@ -15,13 +15,15 @@ namespace {
 
 MemoryKind Kind(bool device) { return device ? MemoryKind::kDevice : MemoryKind::kHost; }
 
+// n values of dtype t, normal(mean, sd) by Box-Muller on the Philox stream keyed by seed: element i from
+// counter i, so the tensor is the same whatever the thread count.
 Buffer RandomTensor(DType t, size_t n, float mean, float sd, uint64_t seed, bool device) {
   std::vector<uint8_t> host(n * DTypeSize(t));
   ParallelFor(n, [&](size_t b, size_t e) {
-    std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + b);
-    std::normal_distribution<float> dist(mean, sd);
     for (size_t i = b; i < e; ++i) {
-      const float v = dist(rng);
+      const double u1 = (qm::Uniform32(seed, 1, 2 * i) + 0.5) / 4294967296.0;
+      const double u2 = qm::Uniform32(seed, 1, 2 * i + 1) / 4294967296.0;
+      const float v = mean + sd * static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
       if (t == DType::kFloat32) {
         std::memcpy(host.data() + 4 * i, &v, 4);
       } else {

@@ -1,7 +1,7 @@
 // Per layer of a transformer (pre- or post-LN alike): two residual add + LayerNorm (after attention and
 // after the FFN) at tokens x hidden and one bias + GELU (the FFN's first linear) at tokens x ffn, each
-// forward and backward. Timed at up to kMaxTokens tokens and scaled linearly to the micro-batch's
-// tokens (these kernels are linear in rows), median of a few runs.
+// forward and backward. Timed at up to kMaxTokens tokens (and kMaxElements per tensor) and scaled
+// linearly to the micro-batch's tokens (these kernels are linear in rows), median of a few runs.
 #include "tuner/fusion.h"
 
 #include <algorithm>
@@ -16,6 +16,8 @@
 
 #if CIUIC_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "core/cuda_check.h"
 #endif
 
 namespace ciuic {
@@ -23,11 +25,12 @@ namespace ciuic {
 namespace {
 
 constexpr size_t kMaxTokens = 4096;
+constexpr size_t kMaxElements = size_t{1} << 25;
 constexpr int kRuns = 5;
 
 void Sync(bool device) {
 #if CIUIC_HAVE_CUDA
-  if (device) cudaDeviceSynchronize();
+  if (device) CIUIC_CUDA_CHECK(cudaDeviceSynchronize());
 #else
   (void)device;
 #endif
@@ -74,13 +77,21 @@ std::string FusionAdvice(const Workload& w, int batch, bool gpu_study, const std
         "no GPU: run ciuic-tune there, or ciuic-bench kernel add-ln|bias-gelu --device cuda)",
         device_name);
   const size_t tokens = static_cast<size_t>(batch) * t.sequence;
-  const size_t timed = std::min(tokens, kMaxTokens);
+  // At most kMaxTokens rows and kMaxElements per tensor (about 13 fp32 tensors live at once: <= 1.7 GB).
+  const size_t widest = static_cast<size_t>(std::max(t.hidden, t.ffn));
+  const size_t timed = std::max<size_t>(1, std::min({tokens, kMaxTokens, kMaxElements / widest}));
   const double scale = static_cast<double>(tokens) / timed;
-  const Saved add_ln = TimeKernel("add-ln", timed, t.hidden, device);
-  const Saved bias_gelu = TimeKernel("bias-gelu", timed, t.ffn, device);
+  Saved add_ln, bias_gelu;
+  try {
+    add_ln = TimeKernel("add-ln", timed, t.hidden, device);
+    bias_gelu = TimeKernel("bias-gelu", timed, t.ffn, device);
+  } catch (const std::exception& e) {  // out of memory, a device fault: the study goes on without it
+    return fmt::format("fusion: not estimated ({})", e.what());
+  }
   const double fused_ms = t.layers * scale * (2 * add_ln.fused_us + bias_gelu.fused_us) / 1e3;
   const double unfused_ms = t.layers * scale * (2 * add_ln.unfused_us + bias_gelu.unfused_us) / 1e3;
-  const std::string where = device ? device_name : fmt::format("this CPU, {} threads", ParallelThreads());
+  const std::string where = device ? fmt::format("this host's GPU (the study is for {})", device_name)
+                                  : fmt::format("this CPU, {} threads", ParallelThreads());
   return fmt::format(
       "fusion: fused add-ln x{} + bias-gelu x{} per step ({} tokens x {}/{}, fp32, forward + backward, timed now on "
       "{}{}): {:.1f} ms vs {:.1f} ms unfused: saves {:.1f} ms per step ({:.2f}x)",

@@ -303,6 +303,7 @@ CIUIC_TRAIN_CLONES void LnForwardRange(const LnForwardArgs<T>& a, size_t r0, siz
 template <class T, Act A>
 void LnForwardRows(size_t rows, size_t cols, const T* x, const T* add, T* sum, const float* gamma, const float* beta,
                    float eps, const DropoutArgs& d, T* y, float* mean, float* rstd) {
+  if (rows == 0 || cols == 0) return;  // nothing to normalise (the CUDA twin writes nothing either)
   const LnForwardArgs<T> a{cols, x,    add, sum, gamma, beta, eps, d, tm::DropThreshold(d.p), tm::KeepScale(d.p),
                            y,    mean, rstd};
   ForBlocks(rows, cols, [&](size_t r0, size_t r1) { LnForwardRange<T, A>(a, r0, r1); });
@@ -372,6 +373,14 @@ void LnBackwardRows(size_t rows, size_t cols, const DropoutArgs& d, const T* dy,
   if (grads != (dbeta != nullptr)) throw UsageError("LayerNorm backward: dgamma and dbeta must be given together");
   const size_t chunks = Chunks(rows);
   if (grads && rows > 0 && !workspace) throw UsageError("LayerNorm backward: no workspace for dgamma/dbeta");
+  if (cols == 0) return;
+  if (rows == 0) {  // no rows: zero column gradients, as the twin
+    if (grads) {
+      std::fill(dgamma, dgamma + cols, 0.0f);
+      std::fill(dbeta, dbeta + cols, 0.0f);
+    }
+    return;
+  }
   const LnBackwardArgs<T> a{rows, cols, chunks, d,  tm::DropThreshold(d.p),     tm::KeepScale(d.p), dy, x, gamma, beta,
                             mean, rstd, dsum,   dx, grads ? workspace : nullptr};
   ForBlocks(chunks, kGradRowChunk * cols, [&](size_t k0, size_t k1) { LnBackwardRange<T, A>(a, k0, k1); });
@@ -382,7 +391,7 @@ void LnBackwardRows(size_t rows, size_t cols, const DropoutArgs& d, const T* dy,
 }
 
 template <class T, Act A, bool kBias>
-inline void BiasActForwardRow(size_t cols, const T* __restrict in, const float* __restrict bias, T* __restrict out) {
+inline void BiasActForwardRow(size_t cols, const T* in, const float* bias, T* out) {  // out may be in
   for (size_t j = 0; j < cols; ++j) St(out, j, tm::Activate(A, kBias ? Ld(in, j) + bias[j] : Ld(in, j)));
 }
 
@@ -399,12 +408,13 @@ CIUIC_TRAIN_CLONES void BiasActForwardRange(size_t cols, const T* x, const float
 
 template <class T, Act A>
 void BiasActForwardT(size_t rows, size_t cols, const T* x, const float* bias, T* y) {
+  if (rows == 0 || cols == 0) return;
   ForBlocks(rows, cols, [&](size_t r0, size_t r1) { BiasActForwardRange<T, A>(cols, x, bias, y, r0, r1); });
 }
 
 template <class T, Act A, bool kBias, bool kSums>
-inline void BiasActBackwardRow(size_t cols, const T* __restrict in, const float* __restrict bias,
-                               const T* __restrict grad, T* __restrict out, float* __restrict sums) {
+// out may be grad (in place); no __restrict: GCC versions the loop with a run-time overlap check.
+inline void BiasActBackwardRow(size_t cols, const T* in, const float* bias, const T* grad, T* out, float* sums) {
   for (size_t j = 0; j < cols; ++j) {
     const float h = kBias ? Ld(in, j) + bias[j] : Ld(in, j);
     const float g = Ld(grad, j) * tm::ActivateGrad(A, h);
@@ -442,6 +452,11 @@ void BiasActBackwardT(size_t rows, size_t cols, const T* dy, const T* x, const f
                       float* workspace) {
   const size_t chunks = Chunks(rows);
   if (dbias && rows > 0 && !workspace) throw UsageError("bias backward: no workspace for dbias");
+  if (cols == 0) return;
+  if (rows == 0) {
+    if (dbias) std::fill(dbias, dbias + cols, 0.0f);
+    return;
+  }
   float* ws = dbias ? workspace : nullptr;
   ForBlocks(chunks, kGradRowChunk * cols,
             [&](size_t k0, size_t k1) { BiasActBackwardRange<T, A>(rows, cols, dy, x, bias, dx, ws, k0, k1); });

@@ -131,7 +131,7 @@ double StorageUnit(DType t) {
 double WorstRatio(const Tensor& got, const std::vector<double>& want, double abs, double rel) {
   double worst = 0;
   for (size_t i = 0; i < want.size(); ++i) {
-    const double tol = abs + (rel + StorageUnit(got.t)) * std::fabs(want[i]);
+    const double tol = std::max(abs + (rel + StorageUnit(got.t)) * std::fabs(want[i]), 1e-30);
     worst = std::max(worst, std::fabs(got.at(i) - want[i]) / tol);
   }
   return worst;
@@ -139,7 +139,7 @@ double WorstRatio(const Tensor& got, const std::vector<double>& want, double abs
 double WorstRatio(const std::vector<float>& got, const std::vector<double>& want, double abs, double rel) {
   double worst = 0;
   for (size_t i = 0; i < want.size(); ++i)
-    worst = std::max(worst, std::fabs(got[i] - want[i]) / (abs + rel * std::fabs(want[i])));
+    worst = std::max(worst, std::fabs(got[i] - want[i]) / std::max(abs + rel * std::fabs(want[i]), 1e-30));
   return worst;
 }
 
@@ -247,7 +247,31 @@ INSTANTIATE_TEST_SUITE_P(Shapes, LnActDropoutTest,
                                            Case{DType::kFloat16, Activation::kGeluErf, 0.1f, 40, 1024},
                                            Case{DType::kFloat16, Activation::kRelu, 0.0f, 9, 1601},
                                            Case{DType::kBFloat16, Activation::kGeluTanh, 0.1f, 65, 768},
-                                           Case{DType::kBFloat16, Activation::kNone, 0.0f, 3, 4096}));
+                                           Case{DType::kBFloat16, Activation::kNone, 0.0f, 3, 4096},
+                      // Rows shorter than a 32-lane pass and than a Philox group of 4.
+                      Case{DType::kFloat32, Activation::kGeluErf, 0.3f, 5, 3},
+                      Case{DType::kFloat16, Activation::kGeluTanh, 0.1f, 2, 31},
+                      Case{DType::kBFloat16, Activation::kRelu, 0.25f, 9, 2}));
+
+TEST(TrainKernels, EmptyShapesWriteNothingButZeroColumnGradients) {
+  std::vector<float> x(8, 1.0f), y(8, 7.0f), mean(4, 7.0f), rstd(4, 7.0f), gamma(4, 1.0f), beta(4, 0.0f);
+  std::vector<float> dg(4, 7.0f), db(4, 7.0f), ws(64);
+  // cols 0: no element, no statistic written.
+  cpu::LnActDropoutForward(DType::kFloat32, 4, 0, Activation::kRelu, {0.1f, 1, 0}, x.data(), gamma.data(),
+                           beta.data(), 1e-5f, y.data(), mean.data(), rstd.data(), nullptr);
+  EXPECT_EQ(mean, std::vector<float>(4, 7.0f));
+  EXPECT_EQ(rstd, std::vector<float>(4, 7.0f));
+  // rows 0: the column gradients are sums over no rows.
+  cpu::LnActDropoutBackward(DType::kFloat32, 0, 4, Activation::kRelu, {0.1f, 1, 0}, x.data(), x.data(), gamma.data(),
+                            beta.data(), mean.data(), rstd.data(), y.data(), dg.data(), db.data(), ws.data(), nullptr);
+  EXPECT_EQ(dg, std::vector<float>(4, 0.0f));
+  EXPECT_EQ(db, std::vector<float>(4, 0.0f));
+  std::vector<float> dbias(4, 7.0f);
+  cpu::BiasActBackward(DType::kFloat32, 0, 4, Activation::kRelu, x.data(), x.data(), gamma.data(), y.data(),
+                       dbias.data(), ws.data(), nullptr);
+  EXPECT_EQ(dbias, std::vector<float>(4, 0.0f));
+  EXPECT_EQ(y, std::vector<float>(8, 7.0f));
+}
 
 TEST(BiasAct, ForwardBackwardAgainstFp64AndSplitSequence) {
   std::mt19937_64 rng(91);

@@ -398,6 +398,33 @@ def sensitivity_checks(ln_case, bias_case, add_case):
     expect(q > 1, "add_layer_norm: the y bound accepts eps 1e-3 for 1e-5")
 
 
+def c_api_refusals():
+    """The C API's own checks, below the Python wrappers: each bad call is CIUIC_ERR_USAGE (1) with a message."""
+    from ciuic import _lib
+    L = _lib.lib()
+    buf = torch.ones(16)
+    ptr = buf.data_ptr()
+    f32, relu = 0, 1
+    cases = [
+        ("dropout p 2", lambda: L.ciuic_dropout_mask(16, 2.0, 1, 0, ptr)),
+        ("dropout p NaN", lambda: L.ciuic_dropout_mask(16, float("nan"), 1, 0, ptr)),
+        ("activation 9", lambda: L.ciuic_bias_act_forward(f32, 4, 4, 9, ptr, None, ptr, None)),
+        ("dtype 7", lambda: L.ciuic_bias_act_forward(7, 4, 4, relu, ptr, None, ptr, None)),
+        ("null x", lambda: L.ciuic_bias_act_forward(f32, 4, 4, relu, None, None, ptr, None)),
+        ("eps 0", lambda: L.ciuic_ln_act_dropout_forward(f32, 4, 4, relu, 0.0, 1, 0, ptr, ptr, ptr, 0.0, ptr, ptr,
+                                                         ptr, None)),
+        ("null mean", lambda: L.ciuic_ln_act_dropout_forward(f32, 4, 4, relu, 0.0, 1, 0, ptr, ptr, ptr, 1e-5, ptr,
+                                                             None, ptr, None)),
+        ("dgamma without dbeta", lambda: L.ciuic_add_layer_norm_backward(f32, 4, 4, ptr, None, ptr, ptr, ptr, ptr,
+                                                                         ptr, ptr, None, None)),
+    ]
+    for name, call in cases:
+        status = call()
+        message = L.ciuic_last_error().decode("utf-8", "replace")
+        expect(status == 1 and message, f"C API {name}: status {status} (want 1, CIUIC_ERR_USAGE), message {message!r}")
+    print(f"C API: {len(cases)} bad calls refused with CIUIC_ERR_USAGE and a message")
+
+
 def main():
     t0 = time.time()
     try:
@@ -426,6 +453,7 @@ def main():
         bias_act_case(draw, dname, dtype, 64, 1024, "gelu", with_bias=False)
     mask_checks(draw)
     mask_identity_checks(draw)
+    c_api_refusals()
     sensitivity_checks(keep_for_sensitivity["ln"], keep_for_sensitivity["ba"], keep_for_sensitivity["ad"])
 
     print(f"\n{'kernel':<16} {'value':<7} " + " ".join(f"{d:>6}" for d in DTYPES) + "   (max error / tolerance; "

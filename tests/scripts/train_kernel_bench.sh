@@ -16,15 +16,6 @@ diff = [r for r in rows if r["variant"] == "unfused" and r["dtype"] == "fp32" an
 print(len(rows), "rows,", len(untimed), "untimed,", len(diff), "fp32 fused/unfused differences")
 sys.exit(1 if untimed or diff or len(rows) != 7 * 2 * 7 else 0)
 PY
-# PyTorch's eager rows, where Debian's interpreter imports torch.
-if /usr/bin/python3 -c "import torch" 2>/dev/null; then
-  "$bench" kernel add-ln --shape 64x128 --iters 2 --format csv --out "$dir/torch.csv" >/dev/null
-  n=$(grep -c ',torch-eager,[0-9]' "$dir/torch.csv" || true)
-  echo "$n torch-eager rows timed"
-  [[ $n -eq 2 ]]
-else
-  echo "torch not importable by /usr/bin/python3: its rows not checked"
-fi
 # A bad shape: exit 1, one line on stderr.
 rc=0
 "$bench" kernel add-ln --shape 0x5 2>"$dir/err.txt" || rc=$?

@@ -35,6 +35,16 @@ TEST(Fusion, TimesTheTransformerShapeAndSubtracts) {
   EXPECT_GT(fused, 0.0);
   EXPECT_GT(unfused, 0.0);
   EXPECT_NEAR(saved, unfused - fused, 0.11);  // one decimal each
+  EXPECT_EQ(line.find("scaled"), std::string::npos) << line;  // 64 tokens: timed as they are
+}
+
+TEST(Fusion, ScalesFromTheTimedTokensToTheMicroBatch) {
+  // 2048 x 4 = 8192 tokens: timed at 4096, reported x2.
+  const Workload w = ParseWorkload(
+      TinyTransformer(R"("transformer": {"hidden": 32, "sequence": 2048, "layers": 2, "ffn": 64},)"), "t.json");
+  const std::string line = FusionAdvice(w, 4, false, "");
+  EXPECT_NE(line.find("add-ln x4 + bias-gelu x2 per step (8192 tokens x 32/64"), std::string::npos) << line;
+  EXPECT_NE(line.find("at 4096 tokens, scaled x2)"), std::string::npos) << line;
 }
 
 TEST(Fusion, DeclinesWithoutAShapeOrTheStudysDevice) {

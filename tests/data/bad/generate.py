@@ -286,16 +286,17 @@ case("bench-cli", "--clip", f"{COMPRESS} --clip=yes")
 case("bench-cli", "NAME", "{bench} kernel --codec int8 --sizes 4K")
 case("bench-cli", "bogus", "{bench} kernel bogus --codec int8 --sizes 4K")
 # training kernels (bench/train_kernel_bench.cc)
-for shape in ["0x5", "10", "4x", "x4", "5x5x5", "4xK", "99999999x99999999"]:
+for shape in ["0x5", "10", "4x", "x4", "5x5x5", "4xK", "99999999x99999999", "1000000x2000"]:
     case("bench-cli", "--shape", f"{{bench}} kernel add-ln --shape {shape} --iters 1 --torch no")
 case("bench-cli", "--dtype", "{bench} kernel bias-gelu --shape 4x4 --dtype int8 --torch no")
 case("bench-cli", "--dtype", "{bench} kernel bias-gelu --shape 4x4 --dtype fp32,, --torch no")
-for p in ["1", "-0.1", "x", "nan"]:
-    case("bench-cli", "--p", f"{{bench}} kernel ln-dropout-gelu --shape 4x4 --p {p} --torch no")
+for p in ["1", "-0.1", "x", "nan", "0.99999999", "1e-46"]:
+    case("bench-cli", "--dropout", f"{{bench}} kernel ln-dropout-gelu --shape 4x4 --dropout {p} --torch no")
 case("bench-cli", "--iters", "{bench} kernel add-ln --shape 4x4 --iters 0 --torch no")
 case("bench-cli", "--torch", "{bench} kernel add-ln --shape 4x4 --torch maybe")
 case("bench-cli", "--device", "{bench} kernel add-ln --shape 4x4 --device tpu --torch no")
 case("bench-cli", "--format", "{bench} kernel add-ln --shape 4x4 --format xml --torch no")
+case("bench-cli", "--out", "{bench} kernel add-ln --shape 4x4 --torch no --out /nonexistent-dir/k.csv")
 case("bench-cli", "--codec", "{bench} kernel ef-quantize --codec topk:0.1 --sizes 4K --iters 1")
 case("bench-cli", "--nope", "{bench} list --nope")
 # --backend gloo (issue 16): --algo picks gloo's allreduce algorithm and nothing else; --gloo-store and
