@@ -1009,7 +1009,7 @@ class Workspace {
 
  private:
   bool device_;
-  void* stream_;
+  [[maybe_unused]] void* stream_;  // used by the CUDA build's syncs
   bool finished_ = false;
   ciuic::Buffer buffer_;
 };

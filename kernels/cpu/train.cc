@@ -238,10 +238,13 @@ size_t Chunks(size_t rows) { return (rows + kGradRowChunk - 1) / kGradRowChunk; 
 
 // The row loops below are compiled for AVX2 and for baseline x86-64, picked at load time (GCC
 // target_clones, as kernels/cpu/codecs.cc). -ffp-contract=off keeps both clones' results identical.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+// Not under a sanitizer: the ifunc resolvers run while the dynamic loader relocates, before the
+// sanitizer's runtime starts, and GCC instruments them (a TSan build died there).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && \
+    !defined(__SANITIZE_ADDRESS__)
 #define CIUIC_TRAIN_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
-#define CIUIC_TRAIN_CLONES  // clang does not clone templates (the sanitizer and fuzz builds): baseline only
+#define CIUIC_TRAIN_CLONES  // clang (no template clones) and sanitizer builds: baseline only
 #endif
 
 template <class T>
