@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -27,16 +26,10 @@
 #include "core/log.h"
 #include "core/parallel.h"
 #include "core/sizes.h"
-#include "core/timer.h"
 #include "kernels/codec_kernels.h"
 #include "kernels/train_kernels.h"
 #include "kernels/train_sequences.h"
 
-#if CIUIC_HAVE_CUDA
-#include <cuda_runtime.h>
-
-#include "core/cuda_check.h"
-#endif
 
 namespace ciuic {
 
@@ -178,45 +171,13 @@ Options Parse(int argc, char** argv) {
 
 MemoryKind Kind(bool device) { return device ? MemoryKind::kDevice : MemoryKind::kHost; }
 
-void Sync(bool device) {
-#if CIUIC_HAVE_CUDA
-  if (device) CIUIC_CUDA_CHECK(cudaDeviceSynchronize());
-#else
-  (void)device;
-#endif
-}
-
-// Median microseconds of fn over the timed iterations (two untimed first; auto: ~0.3 s in 3..50).
-double TimeUs(bool device, int iters, const std::function<void()>& fn) {
-  for (int i = 0; i < 2; ++i) fn();
-  Sync(device);
-  std::vector<double> samples;
-  auto one = [&] {
-    if (device) {
-      DeviceEventTimer timer(nullptr);
-      timer.Start();
-      fn();
-      timer.Stop();
-      return timer.ElapsedUs();
-    }
-    const double t0 = NowSeconds();
-    fn();
-    return (NowSeconds() - t0) * 1e6;
-  };
-  samples.push_back(one());
-  int n = iters;
-  if (n == 0) n = static_cast<int>(std::clamp(3e5 / std::max(samples[0], 1.0), 3.0, 50.0));
-  while (static_cast<int>(samples.size()) < n) samples.push_back(one());
-  return Percentile(samples, 50);
-}
-
 // The copy of `bytes` this run compares with: all ParallelFor threads memcpy on the host (the kernels
 // use the same threads), cudaMemcpy device to device on the GPU.
 double CopyUs(size_t bytes, bool device, int iters) {
   Buffer src(std::max<size_t>(bytes, 4), Kind(device)), dst(std::max<size_t>(bytes, 4), Kind(device));
   const std::vector<uint8_t> ones(bytes, 1);
   CopyBytes(src.data(), Kind(device), ones.data(), MemoryKind::kHost, bytes);
-  return TimeUs(device, iters, [&] {
+  return MedianRunUs(device, iters, [&] {
     if (device) {
       CopyBytes(dst.data(), MemoryKind::kDevice, src.data(), MemoryKind::kDevice, bytes);
       return;
@@ -324,17 +285,17 @@ struct Case {
 std::pair<Timing, Timing> RunCase(const Case& c, TrainSequence& seq) {
   const bool dev = c.o.device;
   Timing forward{}, backward{};
-  forward.fused_us = TimeUs(dev, c.o.iters, [&] { seq.FusedForward(); });
-  forward.unfused_us = TimeUs(dev, c.o.iters, [&] { seq.UnfusedForward(); });
+  forward.fused_us = MedianRunUs(dev, c.o.iters, [&] { seq.FusedForward(); });
+  forward.unfused_us = MedianRunUs(dev, c.o.iters, [&] { seq.UnfusedForward(); });
   seq.FusedForward();  // what the backward passes read (both forwards write the same statistics)
   seq.UnfusedForward();
-  Sync(dev);
+  WaitForDevice(dev);
   forward.diff = seq.ForwardDiff();
-  backward.fused_us = TimeUs(dev, c.o.iters, [&] { seq.FusedBackward(); });
-  backward.unfused_us = TimeUs(dev, c.o.iters, [&] { seq.UnfusedBackward(); });
+  backward.fused_us = MedianRunUs(dev, c.o.iters, [&] { seq.FusedBackward(); });
+  backward.unfused_us = MedianRunUs(dev, c.o.iters, [&] { seq.UnfusedBackward(); });
   seq.FusedBackward();
   seq.UnfusedBackward();
-  Sync(dev);
+  WaitForDevice(dev);
   backward.diff = seq.BackwardDiff();
   return {forward, backward};
 }

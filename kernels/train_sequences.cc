@@ -5,9 +5,17 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/timer.h"
 #include "kernels/quant_math.h"
+
+#if CIUIC_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "core/cuda_check.h"
+#endif
 
 namespace ciuic {
 
@@ -72,6 +80,35 @@ double RelativeDiff(const std::vector<float>& a, const std::vector<float>& b) {
 float* F(Buffer& b) { return static_cast<float*>(b.data()); }
 
 }  // namespace
+
+void WaitForDevice(bool device) {
+#if CIUIC_HAVE_CUDA
+  if (device) CIUIC_CUDA_CHECK(cudaDeviceSynchronize());
+#else
+  (void)device;
+#endif
+}
+
+double MedianRunUs(bool device, int iters, const std::function<void()>& fn) {
+  for (int i = 0; i < 2; ++i) fn();
+  WaitForDevice(device);
+  auto one = [&] {
+    if (device) {
+      DeviceEventTimer timer(nullptr);
+      timer.Start();
+      fn();
+      timer.Stop();
+      return timer.ElapsedUs();
+    }
+    const double t0 = NowSeconds();
+    fn();
+    return (NowSeconds() - t0) * 1e6;
+  };
+  std::vector<double> samples{one()};
+  const int n = iters > 0 ? iters : static_cast<int>(std::clamp(3e5 / std::max(samples[0], 1.0), 3.0, 50.0));
+  while (static_cast<int>(samples.size()) < n) samples.push_back(one());
+  return Percentile(samples, 50);
+}
 
 const std::vector<TrainKernelName>& TrainKernelNames() {
   static const std::vector<TrainKernelName> names = {

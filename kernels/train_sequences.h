@@ -5,6 +5,7 @@
 // `ciuic-tune` (the step time fusion would save), so both time exactly the same sequences.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,13 @@ struct TrainKernelName {
 const std::vector<TrainKernelName>& TrainKernelNames();
 // The entry of that name; throws UsageError naming the known ones.
 const TrainKernelName& FindTrainKernel(const std::string& name);
+
+// Waits for the current CUDA device's queued work (no-op for host runs).
+void WaitForDevice(bool device);
+// Median microseconds of fn over `iters` timed runs after two untimed ones (iters 0: about 0.3 s of
+// runs, 3..50); CUDA events on the device, the steady clock on the host. ciuic-bench kernel and
+// ciuic-tune's fusion line time with it.
+double MedianRunUs(bool device, int iters, const std::function<void()>& fn);
 
 class TrainSequence {
  public:

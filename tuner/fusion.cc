@@ -10,15 +10,9 @@
 #include <fmt/format.h>
 
 #include "core/parallel.h"
-#include "core/timer.h"
 #include "kernels/codec_kernels.h"
 #include "kernels/train_sequences.h"
 
-#if CIUIC_HAVE_CUDA
-#include <cuda_runtime.h>
-
-#include "core/cuda_check.h"
-#endif
 
 namespace ciuic {
 
@@ -28,25 +22,8 @@ constexpr size_t kMaxTokens = 4096;
 constexpr size_t kMaxElements = size_t{1} << 25;
 constexpr int kRuns = 5;
 
-void Sync(bool device) {
-#if CIUIC_HAVE_CUDA
-  if (device) CIUIC_CUDA_CHECK(cudaDeviceSynchronize());
-#else
-  (void)device;
-#endif
-}
-
 double MedianUs(bool device, void (TrainSequence::*pass)(), TrainSequence& seq) {
-  (seq.*pass)();
-  Sync(device);
-  std::vector<double> us;
-  for (int i = 0; i < kRuns; ++i) {
-    const double t0 = NowSeconds();
-    (seq.*pass)();
-    Sync(device);
-    us.push_back((NowSeconds() - t0) * 1e6);
-  }
-  return Percentile(us, 50);
+  return MedianRunUs(device, kRuns, [&] { (seq.*pass)(); });
 }
 
 struct Saved {
