@@ -25,7 +25,7 @@ namespace ciuic {
 
 namespace {
 
-constexpr char kMagic[8] = {'C', 'I', 'U', 'I', 'C', 'E', 'F', 'S'};
+constexpr char kStateMagic[8] = {'C', 'I', 'U', 'I', 'C', 'E', 'F', 'S'};
 constexpr uint32_t kStateVersion = 2;
 // Format 1: magic, u32 version, u32 world size, u32 rank, u64 codec-name length + name, u64 record
 // count, then per record u64 tensor id, bucket, step, count and three buffers (residual, server
@@ -161,7 +161,7 @@ StateMap ParseState(StateReader& in, const StateExpect& want) {
   char magic[8];
   if (in.left() < sizeof magic) throw InputError(fmt::format("'{}' is not a ciuic state file", in.shown_path()));
   in.Read(magic, sizeof magic, "magic");
-  if (std::memcmp(magic, kMagic, sizeof magic) != 0)
+  if (std::memcmp(magic, kStateMagic, sizeof magic) != 0)
     throw InputError(fmt::format("'{}' is not a ciuic state file", in.shown_path()));
   const auto version = in.Get<uint32_t>("format version");
   if (version == 0) in.Fail("format version 0 does not exist (the first is 1): the file is corrupt");
@@ -496,7 +496,7 @@ void Runtime::FlushTrace() {
 
 void Runtime::Write(std::ostream& stream) const {
   SummedOut out(stream);
-  out.Put(kMagic, 8);
+  out.Put(kStateMagic, 8);
   const uint32_t head[3] = {kStateVersion, static_cast<uint32_t>(comm_.Size()), static_cast<uint32_t>(comm_.Rank())};
   out.Put(head, sizeof head);
   const std::string codec = engine_.codec().Name();

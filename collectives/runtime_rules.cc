@@ -21,7 +21,7 @@ namespace ciuic {
 
 namespace {
 
-constexpr char kMagic[8] = {'C', 'I', 'U', 'I', 'C', 'R', 'R', 'S'};
+constexpr char kRulesMagic[8] = {'C', 'I', 'U', 'I', 'C', 'R', 'R', 'S'};
 constexpr uint32_t kVersion = 1;
 constexpr uint64_t kMaxKey = 4096;
 // A rule without bucket_bytes reduces the whole message at once.
@@ -203,7 +203,7 @@ void RuleRuntime::Save(const std::string& path) const {
     return;
   }
   std::ostringstream out;
-  out.write(kMagic, 8);
+  out.write(kRulesMagic, 8);
   const uint32_t head[3] = {kVersion, static_cast<uint32_t>(comm_.Size()), static_cast<uint32_t>(comm_.Rank())};
   out.write(reinterpret_cast<const char*>(head), sizeof head);
   const auto put_string = [&](const std::string& s) {
@@ -240,7 +240,7 @@ void RuleRuntime::Load(const std::string& path) {
     char magic[8];
     if (r.left() < sizeof magic) throw InputError(fmt::format("'{}' is not a ciuic profile-runtime state file", shown));
     r.Read(magic, sizeof magic, "magic");
-    if (std::memcmp(magic, kMagic, sizeof magic) != 0)
+    if (std::memcmp(magic, kRulesMagic, sizeof magic) != 0)
       throw InputError(fmt::format("'{}' is not a ciuic profile-runtime state file (a runtime made without a profile "
                                    "saves another format)",
                                    shown));

@@ -1,6 +1,8 @@
 #include "tuner/study.h"
 
+#include "tuner/bands.h"
 #include "tuner/fusion.h"
+#include "tuner/meter.h"
 #include "tuner/nccl_axis.h"
 
 #include <algorithm>
@@ -101,130 +103,6 @@ std::map<std::string, bool> GateAll(Database& db, const SearchSpace& space, cons
   }
   return pass;
 }
-
-// Iterations and warm-ups for timing one message of a size band: many below 16 MiB, where one call is
-// short and noisy (over a 1 Gbit/s link a 4 MiB allreduce takes 40 ms: 40 of them, 2 s); few from
-// 256 MiB up, where one call takes seconds on a slow link.
-std::pair<int, int> BandIterations(uint64_t bytes) {
-  if (bytes < (uint64_t{16} << 20)) return {40, 5};
-  if (bytes < (uint64_t{256} << 20)) return {7, 2};
-  return {3, 1};
-}
-
-// --mode measure: one bucket allreduce timed by ciuic-bench on real local MPI ranks (in-place, median of
-// its iterations), cached per configuration. Returns +inf when the run fails, with why in `failure`
-// (the child's exit or signal and its last line): the trial is stored as failed and the study goes on.
-class BucketMeter {
- public:
-  // `nodes` > 1: a CPU cluster reached through the launcher (scripts/cluster-lab.sh --run): the ranks
-  // must land on that many hosts, which the first run checks; hier finds them by host name.
-  BucketMeter(int ranks, int nodes, const std::string& transport, std::ostream& log)
-      : ranks_(ranks), nodes_(nodes), transport_(transport), log_(log) {
-    BenchExecutable();
-    log_ << fmt::format("measure: the runtime and the library's allreduce over {}\n",
-                        transport_ == "gloo" ? "gloo (TCP), as a torch job runs them" : "Open MPI");
-    if (nodes_ > 1) {
-      log_ << fmt::format("measure: ciuic-bench on {} MPI ranks over {} hosts (the launcher's hostfile)\n", ranks_,
-                          nodes_);
-    } else {
-      log_ << fmt::format("measure: ciuic-bench on {} local MPI ranks ({})\n", ranks_, LocalMpiSetting());
-    }
-  }
-  double Us(const PlanChoice& c, uint64_t bytes, std::string* failure = nullptr) {
-    const std::string key = fmt::format("{}|{}|{}|{}|{}|{}", c.codec, c.algo, RuleDepth(c), c.streams, c.precision, bytes);
-    if (auto it = cache_.find(key); it != cache_.end()) {
-      if (failure) *failure = it->second.second;
-      return it->second.first;
-    }
-    std::string args = fmt::format("allreduce --sizes {} --ranks {} --inplace yes --iters 5 --warmup 2", bytes, ranks_);
-    if (c.algo == "nccl" && c.precision != "fp32") {
-      // casts around the library's sum
-      args += fmt::format(" --backend ciuic{} --algo native --precision {}", Over(), c.precision);
-    } else if (c.algo == "nccl") {
-      args += " --backend " + transport_;  // on a CPU machine the library's own allreduce is MPI's or gloo's
-    } else {
-      args += fmt::format(" --backend ciuic{} --algo {} --codec {} --streams {}", Over(), RuntimeAlgo(c), c.codec,
-                          c.streams);
-      args += HierArgs(c);
-    }
-    return Time(key, args, bytes, "stored as a failed trial; the study goes on", failure);
-  }
-
-  // A message of `bytes` as the runtime runs a profile rule of choice `c` and bucket `bucket`: through
-  // the ciuic backend (the library's allreduce as --algo native), `bucket` bytes at a time in sequence
-  // (collectives/runtime_comm.cc). Iterations by size (BandIterations). `round` > 0 times it afresh
-  // (a cached timing is returned for the same round). +inf when the run fails.
-  double RuleUs(const PlanChoice& c, uint64_t bucket, uint64_t bytes, int round = 0) {
-    const std::string key = fmt::format("rule|{}|{}|{}|{}|{}|{}|{}|{}", c.codec, c.algo, RuleDepth(c), c.streams,
-                                        c.precision, bucket, bytes, round);
-    if (auto it = cache_.find(key); it != cache_.end()) return it->second.first;
-    const auto [iters, warmup] = BandIterations(bytes);
-    std::string args = fmt::format("allreduce --sizes {} --ranks {} --inplace yes --iters {} --warmup {} --backend ciuic"
-                                   "{} --bucket {}",
-                                   bytes, ranks_, iters, warmup, Over(), bucket);
-    if (c.algo == "nccl") {
-      args += " --algo native";
-      if (c.precision != "fp32") args += fmt::format(" --precision {}", c.precision);
-    } else {
-      args += fmt::format(" --algo {} --codec {} --streams {}", RuntimeAlgo(c), c.codec, c.streams);
-      args += HierArgs(c);
-    }
-    return Time(key, args, bytes, "the band goes on without it");
-  }
-
- private:
-  // ciuic-bench ARGS' p50 for `bytes`, cached under `key`; +inf with why (logged, and in `failure`)
-  // when the child died, exited nonzero or wrote no such row.
-  double Time(const std::string& key, const std::string& args, uint64_t bytes, const char* then,
-              std::string* failure = nullptr) {
-    double us = std::numeric_limits<double>::infinity();
-    std::string why;
-    nlohmann::json doc;
-    try {
-      doc = RunBenchJson(args);
-      us = BenchP50Us(doc, static_cast<double>(bytes));
-      if (!std::isfinite(us)) why = fmt::format("ciuic-bench {}: no row of {} bytes in its results", args, bytes);
-    } catch (const Error& e) {
-      why = e.what();
-    }
-    if (why.empty() && nodes_ > 1) CheckHosts(doc);
-    if (!why.empty()) log_ << fmt::format("measure: {} failed ({}): {}\n", key, then, why);
-    cache_[key] = {us, why};
-    if (failure) *failure = why;
-    return us;
-  }
-
-  // A cluster topology timed on fewer hosts would store one host's numbers as the cluster's.
-  void CheckHosts(const nlohmann::json& doc) {
-    if (hosts_checked_) return;
-    std::set<std::string> hosts;
-    if (doc.contains("context") && doc["context"].contains("hostnames"))
-      for (const auto& h : doc["context"]["hostnames"])
-        if (h.is_string()) hosts.insert(h.get<std::string>());
-    if (static_cast<int>(hosts.size()) != nodes_)
-      throw UsageError(fmt::format(
-          "--mode measure on a {}-node topology: ciuic-bench's {} ranks ran on {} host(s); start ciuic-tune where "
-          "mpiexec spans the nodes (scripts/cluster-lab.sh --hosts {} --run -- ciuic-tune ..., or a hostfile)",
-          nodes_, ranks_, hosts.size(), nodes_));
-    hosts_checked_ = true;
-  }
-  // The runtime's transport flag for ciuic-bench --backend ciuic.
-  std::string Over() const { return " --transport " + transport_; }
-  // How hier finds its levels: on one host each rank is a node; on a cluster nodes come from host
-  // names, and depth 3 groups them as the topology's spine does (R ranks per node, G nodes per group).
-  std::string HierArgs(const PlanChoice& c) const {
-    if (c.algo != "hier") return "";
-    if (nodes_ <= 1) return " --ranks-per-node 1";
-    if (RuleDepth(c) == 3) return fmt::format(" --ranks-per-node {},{}", ranks_ / nodes_, c.nodes_per_group);
-    return "";
-  }
-  int ranks_;
-  int nodes_;
-  std::string transport_;
-  bool hosts_checked_ = false;
-  std::ostream& log_;
-  std::map<std::string, std::pair<double, std::string>> cache_;  // key -> (us, why it failed)
-};
 
 // One study, step by step: RunStudy below calls these in order; each step reads what the earlier
 // ones filled in.
@@ -558,23 +436,11 @@ struct Study {
     return sr;
   }
 
-  static bool Lossless(const PlanChoice& c) { return GateName(c) == "none"; }
+  static bool Lossless(const PlanChoice& c) { return IsLossless(c); }
 
-  // Whether a lossy plan at lossy_us beats the best lossless one at lossless_us by --min-gain; says why
-  // in the log either way.
   bool LossyPays(const std::string& what, const std::string& lossy, double lossy_us, const std::string& lossless,
                  double lossless_us) {
-    if (!std::isfinite(lossless_us)) {
-      log << fmt::format("{}: lossy {} chosen: no lossless configuration is feasible\n", what, lossy);
-      return true;
-    }
-    const double gain = (lossless_us - lossy_us) / lossless_us;
-    const bool pays = gain >= o.min_gain;
-    log << fmt::format("{}: lossy {} at {:.1f} us is {:.1f}% faster than lossless {} at {:.1f} us: {} --min-gain "
-                       "{:.0f}%, {} chosen\n",
-                       what, lossy, lossy_us, 100 * gain, lossless, lossless_us, pays ? ">=" : "<",
-                       100 * o.min_gain, pays ? "lossy" : "lossless");
-    return pays;
+    return ciuic::LossyPays(log, o.min_gain, what, lossy, lossy_us, lossless, lossless_us);
   }
 
   // A lossy best is weighed against the best lossless configuration, which a small budget may never
@@ -750,228 +616,11 @@ struct Study {
                    : std::string("accumulation: no suggestion (no k above 1 passed the gate and gains --min-gain)\n"));
   }
 
-  // --mode measure: a band leaves the baseline only for a configuration this fraction faster than it,
-  // timed again beside it in kRetimePairs pairs of runs below 256 MiB, in one pair above.
-  static constexpr double kBandMinGain = 0.05;
-  static constexpr int kRetimePairs = 5;
-
-  // What the runtime runs for one message of `size` under a rule of `bucket` bytes: whole buckets in
-  // sequence, then the rest (collectives/runtime_comm.cc).
-  double RuleModelUs(const Fabric& fabric, const CommPlan& plan, double size, double bucket) const {
-    if (size <= bucket) return BucketUs(fabric, topo, plan, size);
-    const double whole = std::floor(size / bucket), rest = size - whole * bucket;
-    return whole * BucketUs(fabric, topo, plan, bucket) + (rest > 0 ? BucketUs(fabric, topo, plan, rest) : 0.0);
-  }
-
-  // Rules per size band: the best (codec that passed the gate, streams, algorithm) for one message of
-  // the band's representative size, run in the study's bucket size as the runtime runs it. With
-  // --mode measure the model's best --band-candidates (buckets: the study's, the baseline's 25 MiB, the
-  // space's largest) and the baseline itself are timed at that size the runtime's way; the fastest
-  // measured, timed again beside the baseline, is the rule if it still wins by kBandMinGain.
+  // Rules per size band (tuner/bands.h).
   void PickRules(const PlanChoice& best) {
-    const Fabric fabric = EffectiveFabric(topo);
-    // A band may go lossy only when the step does: per message a codec can win while the step,
-    // its communication hidden behind compute, gains less than --min-gain from it.
-    const bool lossy_allowed = !Lossless(best);
-    if (!lossy_allowed)
-      log << "bands: lossless only (the step's best is lossless: no lossy codec pays --min-gain per step)\n";
-    const PlanChoice baseline{"none", 25.0 * (1 << 20), 1, "nccl"};
-    const double largest_bucket = std::stod(space.dims[kBucketDim].values.back()) * (1 << 20);
-    for (const auto& [lo, hi] : SizeBands()) {
-      const double size =
-          hi ? std::sqrt(std::max<double>(lo, 4096) * static_cast<double>(hi)) : 4.0 * static_cast<double>(lo);
-      const std::string band = fmt::format("band [{}, {})", FormatSize(lo), hi ? FormatSize(hi) : "inf");
-      // The buckets a band may take: the study's; measured, also the baseline's and the largest the space
-      // offers. Buckets at or above the size run it whole: one of them is enough.
-      std::vector<double> buckets{std::max(best.bucket_bytes, static_cast<double>(kMinBucketBytes))};
-      if (meter) buckets.insert(buckets.end(), {baseline.bucket_bytes, largest_bucket});
-      std::vector<double> distinct;
-      for (double b : buckets) {
-        const auto same = [&](double x) { return std::min(x, size) == std::min(b, size); };
-        if (std::none_of(distinct.begin(), distinct.end(), same)) distinct.push_back(b);
-      }
-      struct Candidate {
-        PlanChoice c;
-        double model_us;
-      };
-      std::vector<Candidate> candidates;
-      // Every configuration of the space (its bucket aside: the band's buckets are `distinct`).
-      for (uint64_t i = 0; i < space.Size(); ++i) {
-        const Point p = space.FromIndex(i);
-        if (p[kBucketDim] != 0 || !space.Valid(p)) continue;
-        for (double bucket : distinct) {
-          PlanChoice c = ChoiceOf(space, p, topo);
-          c.bucket_bytes = bucket;
-          // The runtime runs a library rule in fp32 as the library's calls alone: streams do nothing.
-          if (c.algo == "nccl" && c.precision == "fp32" && c.streams != 1) continue;
-          if (auto v = gate.find(GateName(c)); v == gate.end() || !v->second) continue;
-          if (!StateFits(c) || !TargetRuns(o.target, c)) continue;
-          if (!lossy_allowed && !Lossless(c)) continue;
-          bool feasible = false;
-          const CommPlan plan = PlanOf(c, topo, &feasible, calp);
-          if (!feasible) continue;
-          candidates.push_back({c, RuleModelUs(fabric, plan, size, bucket)});
-        }
-      }
-      std::stable_sort(candidates.begin(), candidates.end(),
-                       [](const Candidate& a, const Candidate& b) { return a.model_us < b.model_us; });
-      ProfileRule rule;
-      rule.min_bytes = lo;
-      rule.max_bytes = hi;
-      rule.predicted_us = std::numeric_limits<double>::infinity();
-      if (candidates.empty()) {  // nothing feasible: an empty rule, as before
-        rule.bucket_bytes = static_cast<uint64_t>(distinct.front());
-        res.profile.rules.push_back(rule);
-        continue;
-      }
-      const auto take = [&](const Candidate& x, ProfileRule& r) {
-        r.predicted_us = x.model_us;
-        r.codec = x.c.codec;
-        r.streams = x.c.streams;
-        r.algo = RuntimeAlgo(x.c);
-        r.hierarchy_depth = RuleDepth(x.c);
-        r.nodes_per_group = r.hierarchy_depth == 3 ? x.c.nodes_per_group : 0;
-        r.precision = x.c.precision;
-        r.bucket_bytes = static_cast<uint64_t>(x.c.bucket_bytes);
-        r.gate = Lossless(x.c) ? "n/a" : "passed";
-      };
-      // A bucket at or above the size runs the message whole: "whole" names every such bucket, so the
-      // baseline at a size below its 25 MiB is the same run as any whole-message candidate.
-      const auto label = [&](const Candidate& x) {
-        return fmt::format("{} {}{} streams {} bucket {}", GateName(x.c), RuntimeAlgo(x.c),
-                           RuleDepth(x.c) == 3 ? " depth 3" : "", x.c.streams,
-                           x.c.bucket_bytes >= size ? "whole" : FormatSize(static_cast<uint64_t>(x.c.bucket_bytes)));
-      };
-      const auto best_of = [&](const std::vector<Candidate>& xs, bool lossless, auto score) -> const Candidate* {
-        const Candidate* out = nullptr;
-        for (const auto& x : xs)
-          if (!lossless || Lossless(x.c))
-            if (std::isfinite(score(x)) && (!out || score(x) < score(*out))) out = &x;
-        return out;
-      };
-      const auto model = [](const Candidate& x) { return x.model_us; };
-      if (!meter) {
-        const Candidate* chosen = best_of(candidates, false, model);
-        const Candidate* lossless = best_of(candidates, true, model);
-        if (!chosen) {
-          res.profile.rules.push_back(rule);
-          continue;
-        }
-        if (!Lossless(chosen->c) &&
-            !LossyPays(band, label(*chosen), chosen->model_us, lossless ? label(*lossless) : "",
-                       lossless ? lossless->model_us : std::numeric_limits<double>::infinity()))
-          chosen = lossless;
-        // A lossless winner on the model where lossy rules were allowed: say what the best lossy one
-        // would have cost (a faster lossy one under --min-gain was logged by LossyPays).
-        const auto lossy = std::find_if(candidates.begin(), candidates.end(),
-                                        [](const Candidate& x) { return !Lossless(x.c); });  // sorted: the best
-        if (lossy_allowed && Lossless(chosen->c) && lossy != candidates.end() && lossy->model_us >= chosen->model_us)
-          log << fmt::format("{}: lossless {} at {:.1f} us beats the best lossy, {} at {:.1f} us\n", band,
-                             label(*chosen), chosen->model_us, label(*lossy), lossy->model_us);
-        take(*chosen, rule);
-        res.profile.rules.push_back(rule);
-        continue;
-      }
-      // --mode measure: the model's best --band-candidates (two buckets at most per configuration) and
-      // the baseline.
-      std::vector<Candidate> timed;
-      std::string baseline_label;
-      std::map<std::string, int> per_config;
-      for (const auto& x : candidates) {
-        if (timed.size() >= static_cast<size_t>(o.band_candidates)) break;
-        const std::string config =
-            fmt::format("{}|{}|{}|{}|{}", x.c.codec, x.c.algo, RuleDepth(x.c), x.c.streams, x.c.precision);
-        if (per_config[config]++ < 2) timed.push_back(x);
-      }
-      {
-        bool feasible = false;
-        const CommPlan plan = PlanOf(baseline, topo, &feasible, calp);
-        const Candidate b{baseline, feasible ? RuleModelUs(fabric, plan, size, baseline.bucket_bytes)
-                                             : std::numeric_limits<double>::infinity()};
-        baseline_label = label(b);
-        if (std::none_of(timed.begin(), timed.end(), [&](const Candidate& x) { return label(x) == baseline_label; }))
-          timed.push_back(b);
-      }
-      const uint64_t bytes = static_cast<uint64_t>(size / 4) * 4;
-      std::map<std::string, double> measured;
-      // One message of the band's size as the runtime runs choice `c` (in its bucket); `round` > 0 afresh.
-      const auto rule_us = [&](const PlanChoice& c, int round) {
-        return meter->RuleUs(c, std::min(static_cast<uint64_t>(c.bucket_bytes), bytes), bytes, round);
-      };
-      for (const auto& x : timed) {
-        measured[label(x)] = rule_us(x.c, 0);
-        log << fmt::format("{} at {}: {:<40} model {:>12.1f} us, measured {:>12.1f} us\n", band,
-                           FormatSize(bytes), label(x), x.model_us, measured[label(x)]);
-      }
-      const auto time = [&](const Candidate& x) { return measured.at(label(x)); };
-      const Candidate* chosen = best_of(timed, false, time);
-      const Candidate* lossless = best_of(timed, true, time);
-      if (!chosen) {  // every run failed: the model's choice, unmeasured
-        take(timed.front(), rule);
-        res.profile.rules.push_back(rule);
-        continue;
-      }
-      if (!Lossless(chosen->c) &&
-          !LossyPays(band, label(*chosen), time(*chosen), lossless ? label(*lossless) : "",
-                     lossless ? time(*lossless) : std::numeric_limits<double>::infinity()))
-        chosen = lossless;
-      const Candidate* base = nullptr;
-      for (const auto& x : timed)
-        if (label(x) == baseline_label) base = &x;
-      double chosen_us = time(*chosen), base_us = measured.at(baseline_label);
-      if (chosen != base && std::isfinite(base_us)) {
-        // The fastest of several noisy timings is biased low: the choice and the baseline are timed
-        // again, in turn, kRetimePairs times below 256 MiB (a library's allreduce can vary from run to
-        // run by 1.5x: Open MPI's 4 MiB over the lab's link took 42 or 61 ms), once above. The band keeps
-        // the pair whose speed-up is the median of the pairs' (the lower middle of an even count): both
-        // of its times come from one stretch of the machine, where the medians of each side taken apart
-        // may come from different ones. The choice must beat the baseline by kBandMinGain in that pair.
-        const int pairs = bytes < (uint64_t{256} << 20) ? kRetimePairs : 1;
-        struct Pair {
-          int round;
-          double us, base_us;
-        };
-        std::vector<Pair> again;
-        // Each pair in the other order than the one before, so a drift favours neither.
-        for (int round = 1; round <= pairs; ++round) {
-          double a = 0, b = 0;
-          if (round % 2) {
-            a = rule_us(chosen->c, round);
-            b = rule_us(baseline, round);
-          } else {
-            b = rule_us(baseline, round);
-            a = rule_us(chosen->c, round);
-          }
-          if (pairs > 1)
-            log << fmt::format("{}: pair {}/{}: {} {:.1f} us, the baseline {:.1f} us ({:.2f}x)\n", band, round, pairs,
-                               label(*chosen), a, b, b / a);
-          if (std::isfinite(a) && std::isfinite(b)) again.push_back({round, a, b});
-        }
-        if (!again.empty()) {  // else the first timings stand
-          std::stable_sort(again.begin(), again.end(),
-                           [](const Pair& x, const Pair& y) { return x.base_us / x.us < y.base_us / y.us; });
-          const Pair& middle = again[(again.size() - 1) / 2];
-          chosen_us = middle.us;
-          base_us = middle.base_us;
-          if (pairs > 1)
-            log << fmt::format("{}: the median pair of {} timed: {}\n", band, again.size(), middle.round);
-        }
-        const bool keeps = chosen_us <= (1 - kBandMinGain) * base_us;
-        log << fmt::format("{}: timed again: {} {:.1f} us, the baseline {:.1f} us ({:.2f}x): {}\n", band,
-                           label(*chosen), chosen_us, base_us, base_us / chosen_us,
-                           keeps ? "chosen" : fmt::format("under {:.0f}%, the baseline kept", 100 * kBandMinGain));
-        if (!keeps) {
-          chosen = base;
-          chosen_us = base_us;
-        }
-      }
-      take(*chosen, rule);
-      rule.measured_us = chosen_us;
-      if (std::isfinite(base_us)) rule.baseline_us = base_us;
-      log << fmt::format("{}: {} measured {:.1f} us; the baseline {} {:.1f} us ({:.2f}x)\n", band, label(*chosen),
-                         rule.measured_us, baseline_label, base_us, base_us / rule.measured_us);
-      res.profile.rules.push_back(rule);
-    }
+    const auto fits = [this](const PlanChoice& c) { return StateFits(c); };
+    const BandInputs in{topo, space, gate, calp, o.target, o.min_gain, o.band_candidates, fits, meter.get()};
+    res.profile.rules = PickBandRules(in, best, log);
   }
 
   void WriteProfileFile() { WriteProfile(res.profile_path, res.profile); }
