@@ -17,7 +17,7 @@ case "${1:-}" in
 esac
 t_start=$SECONDS
 t_stage=$SECONDS
-# stage NAME: logs how long the stage since the previous call took (CI's 30-minute budget is watched
+# stage NAME: logs how long the stage since the previous call took (CI's 45-minute budget is watched
 # from these lines).
 stage() {
   echo "test: ${1} took $((SECONDS - t_stage)) s (total $((SECONDS - t_start)) s)"
@@ -69,13 +69,44 @@ sanitized() {
   cmake -S "$root" -B "$dir" -DCIUIC_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
     -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST \
     -DCMAKE_C_FLAGS_DEBUG="-O1 -g1" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
-    -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
+    -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null || return 1
   cmake --build "$dir" -j "$(nproc)" --target "$@" >/dev/null
 }
 
+# The sanitizer stage's two instrumented trees. ASan + UBSan (clang, with libFuzzer's coverage: the
+# tree scripts/fuzz.sh fuzzes, configured the same way): the unit binaries of the core, kernel,
+# collective and bench layers, the C API and the fuzz harnesses. -O1 and line tables only: reports keep
+# file:line, and the build takes less of CI's time. TSan: the thread backend (ranks as threads) and
+# every algorithm over it.
+sanitizer_builds() {
+  local t0=$SECONDS
+  cmake -S "$root" -B build-fuzz -DCIUIC_FUZZ=ON -DCIUIC_CUDA=OFF -DCIUIC_MPI=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST >/dev/null || return 1
+  cmake --build build-fuzz -j "$(nproc)" --target test_core test_kernels test_collectives test_bench test_c_api \
+    sizes_fuzz profile_fuzz topology_fuzz workload_fuzz state_load_fuzz >/dev/null || return 1
+  echo "test: asan build: $((SECONDS - t0)) s of its own"
+  t0=$SECONDS
+  sanitized build-tsan "-fsanitize=thread -fno-omit-frame-pointer" test_collectives || return 1
+  echo "test: tsan build: $((SECONDS - t0)) s of its own"
+}
+
+san_pid=""
 if [ "$mode" != sanitize ]; then
   scripts/build.sh
   stage build
+  if [ "$mode" = all ]; then
+    # The sanitizer builds run beside the labels at the lowest priority. The labels leave a core idle
+    # for much of their time (the fault label about a third: its ranks wait out deadlines), which the
+    # builds take; when the tests keep both cores busy a nice-19 build gets about 1.5% of them (CFS
+    # weights 15 against 1024), so the tests' deadlines and timings stay theirs.
+    mkdir -p build-fuzz
+    # Its own process group (setsid), so a failing label ends the builds with it.
+    setsid nice -n 19 bash -c "set -euo pipefail; $(declare -f sanitized sanitizer_builds); root='$root'; sanitizer_builds" \
+      >build-fuzz/sanitizer-builds.log 2>&1 &
+    san_pid=$!
+    trap 'kill -- -$san_pid 2>/dev/null' EXIT
+  fi
   cd build
   # The gpu label first and the unit label last: the last ctest summary in the log is the largest one,
   # never a label whose only test skipped.
@@ -93,14 +124,15 @@ if [ "$mode" != sanitize ]; then
 fi
 
 if [ "$mode" != quick ]; then
-  # ASan + UBSan (clang, with libFuzzer's coverage: the tree scripts/fuzz.sh fuzzes, configured the
-  # same way): the unit binaries of the core, kernel, collective and bench layers and the C API. -O1
-  # and line tables only: reports keep file:line, and the build takes less of CI's 30 minutes.
-  cmake -S "$root" -B build-fuzz -DCIUIC_FUZZ=ON -DCIUIC_CUDA=OFF -DCIUIC_MPI=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
-    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST >/dev/null
-  cmake --build build-fuzz -j "$(nproc)" --target test_core test_kernels test_collectives test_bench test_c_api >/dev/null
-  stage "asan build"
+  if [ -n "$san_pid" ]; then
+    wait "$san_pid" || { tail -n 40 build-fuzz/sanitizer-builds.log; echo "test: the sanitizer builds failed" >&2; exit 1; }
+    trap - EXIT
+  else
+    mkdir -p build-fuzz
+    sanitizer_builds >build-fuzz/sanitizer-builds.log 2>&1 || { tail -n 40 build-fuzz/sanitizer-builds.log; echo "test: the sanitizer builds failed" >&2; exit 1; }
+  fi
+  grep '^test: ' build-fuzz/sanitizer-builds.log
+  stage "sanitizer builds (the rest of)"
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
   # The runner's every-collective sweep at 2 and 3 rank-threads (its 1 and 8 run in the unit label):
   # under ASan the 8-thread sweep alone took 2.5 minutes of CI's 30.
@@ -111,9 +143,6 @@ if [ "$mode" != quick ]; then
   summary+=("asan+ubsan: test_core test_kernels test_collectives test_bench test_c_api clean")
   stage "asan tests"
   unset ASAN_OPTIONS UBSAN_OPTIONS
-  # TSan: the thread backend (ranks as threads) and every algorithm over it.
-  sanitized build-tsan "-fsanitize=thread -fno-omit-frame-pointer" test_collectives
-  stage "tsan build"
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/tests/test_collectives --gtest_brief=1 \
     >build-tsan/test_collectives.log 2>&1 || { tail -n 60 build-tsan/test_collectives.log; echo "test: tsan failed" >&2; exit 1; }
   summary+=("tsan: test_collectives clean")
