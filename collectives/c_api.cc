@@ -21,7 +21,7 @@
 #include "collectives/runtime.h"
 #include "collectives/runtime_async.h"
 #include "collectives/staging_comm.h"
-#include "collectives/state_reader.h"
+#include "collectives/state_format.h"
 #include "core/buffer.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -117,125 +117,7 @@ ciuic::AsyncRuntime& AsyncOf(ciuic_runtime_t* rt, const char* what) {
   return *rt->async;
 }
 
-// ---- codec state bytes --------------------------------------------------------------------------
-constexpr char kStateMagic[8] = {'C', 'I', 'U', 'I', 'C', 'C', 'S', 'T'};
-// Format 1: magic, u32 version, u32 0, u64 codec-name length + name, u64 count, u64 step, residual and
-// Q (each a u64 float count + the floats). Format 2: format 1 and a u64 StateChecksum of the bytes
-// before it. Both are read.
-constexpr uint32_t kStateVersion = 2;
-constexpr uint64_t kMaxCodecName = 256;
-
-// The floats of each buffer a codec state keeps for n elements (what Codec::Prepare makes).
-struct StateShape {
-  size_t residual, q;
-};
-StateShape ShapeOf(const ciuic::Codec& codec, size_t n) {
-  StateShape s{0, 0};
-  if (n == 0) return s;
-  if (ciuic::CodecHasResidual(codec.spec())) s.residual = n;
-  if (codec.spec().kind == ciuic::CodecKind::kPowerSgd)
-    s.q = std::max<size_t>(ciuic::PowerSgdView(n).cols * static_cast<size_t>(codec.spec().rank), 1);
-  return s;
-}
-
-void Put(std::vector<uint8_t>& out, const void* p, size_t bytes) {
-  const auto* b = static_cast<const uint8_t*>(p);
-  out.insert(out.end(), b, b + bytes);
-}
-
-// `floats` of the buffer, or none when it was never made.
-void PutBuffer(std::vector<uint8_t>& out, const ciuic::Buffer& b, size_t floats) {
-  const uint64_t n = b.bytes() && b.bytes() >= floats * 4 ? floats : 0;
-  Put(out, &n, 8);
-  if (!n) return;
-  const size_t at = out.size();
-  out.resize(at + n * 4);
-  ciuic::CopyBytes(out.data() + at, ciuic::MemoryKind::kHost, b.data(), b.kind(), n * 4);
-}
-
-std::vector<uint8_t> SaveState(const ciuic_codec_state& s) {
-  std::vector<uint8_t> out;
-  Put(out, kStateMagic, 8);
-  const uint32_t head[2] = {kStateVersion, 0};
-  Put(out, head, sizeof head);
-  const std::string name = s.codec.Name();
-  const uint64_t len = name.size(), rec[2] = {s.n, s.st.step};
-  Put(out, &len, 8);
-  Put(out, name.data(), name.size());
-  Put(out, rec, sizeof rec);
-  const StateShape shape = ShapeOf(s.codec, s.n);
-  PutBuffer(out, s.st.residual, shape.residual);
-  PutBuffer(out, s.st.q, shape.q);
-  ciuic::StateChecksum sum;
-  sum.Add(out.data(), out.size());
-  const uint64_t checksum = sum.value();
-  Put(out, &checksum, 8);
-  return out;
-}
-
-// Saved state bytes, read through the runtime's one bounded reader.
-struct StateBytesSource {
-  StateBytesSource(const void* data, size_t size) : stream(data, size) {}
-  ciuic::MemoryStream stream;
-};
-class StateBytes : private StateBytesSource, public ciuic::BoundedReader {
- public:
-  StateBytes(const void* data, size_t size)
-      : StateBytesSource(data, size), ciuic::BoundedReader(stream, size, "codec state bytes") {}
-};
-
-ciuic::Buffer ReadFloats(StateBytes& in, const char* field, size_t expected, const ciuic_codec_state& s) {
-  const auto n = in.Get<uint64_t>(std::string(field) + " length");
-  if (n == 0) return ciuic::Buffer();
-  if (n != expected)
-    in.Fail(fmt::format("{} holds {} floats where codec {} keeps {} for a state of {} elements", field, n,
-                        s.codec.Name(), expected, s.n));
-  if (n > in.left() / 4) in.Fail(fmt::format("truncated: {} claims {} floats, {} bytes are left", field, n, in.left()));
-  std::vector<float> host(n);
-  in.Read(host.data(), n * 4, field);
-  for (size_t i = 0; i < n; ++i)
-    if (!std::isfinite(host[i])) in.Fail(fmt::format("{}[{}] is {}: a loaded state must be finite", field, i, host[i]));
-  ciuic::Buffer b(n * 4, ciuic::MemoryKind::kHost);
-  std::memcpy(b.data(), host.data(), n * 4);
-  return b;
-}
-
-ciuic::CodecState LoadState(const ciuic_codec_state& s, const void* data, size_t size) {
-  StateBytes in(data, size);
-  char magic[8];
-  if (in.left() < sizeof magic) throw ciuic::InputError("codec state bytes: too short to be a ciuic codec state");
-  in.Read(magic, sizeof magic, "magic");
-  if (std::memcmp(magic, kStateMagic, sizeof magic) != 0)
-    throw ciuic::InputError("codec state bytes: not a ciuic codec state (magic)");
-  const auto version = in.Get<uint32_t>("format version");
-  if (version == 0) in.Fail("format version 0 does not exist (the first is 1): the bytes are corrupt");
-  if (version > kStateVersion)
-    in.Fail(fmt::format("format {} is newer than this build reads (up to {})", version, kStateVersion));
-  if (in.Get<uint32_t>("reserved word") != 0) in.Fail("the reserved word after the version is not 0");
-  const auto len = in.Get<uint64_t>("codec name length");
-  if (len > kMaxCodecName) in.Fail(fmt::format("codec name length {} exceeds {}", len, kMaxCodecName));
-  std::string name(len, '\0');
-  in.Read(name.data(), len, "codec name");
-  if (name != s.codec.Name()) {
-    std::string printable;
-    for (const unsigned char c : name) printable += c >= 0x20 && c < 0x7f ? std::string(1, static_cast<char>(c))
-                                                                          : fmt::format("\\x{:02x}", c);
-    in.Fail(fmt::format("saved for codec {}, this state is for {}", printable, s.codec.Name()));
-  }
-  const auto count = in.Get<uint64_t>("count");
-  if (count != s.n)
-    in.Fail(fmt::format("saved for {} elements, this state is for {} (another bucket layout or model?)", count, s.n));
-  ciuic::CodecState st;
-  st.step = in.Get<uint64_t>("step");
-  st.count = count;
-  const StateShape shape = ShapeOf(s.codec, s.n);
-  st.residual = ReadFloats(in, "residual", shape.residual, s);
-  st.q = ReadFloats(in, "Q", shape.q, s);
-  if (version >= 2) in.CheckChecksum("the state");
-  if (in.left() != 0) in.Fail(fmt::format("{} byte{} follow the state", in.left(), in.left() == 1 ? "" : "s"));
-  return st;
-}
-
+// ---- codec state bytes: collectives/state_format.h ---------------------------------------------
 void CheckState(const ciuic_codec* codec, const ciuic_codec_state* state, size_t n) {
   if (!state) return;
   if (state->codec.Name() != codec->codec.Name())
@@ -753,7 +635,7 @@ ciuic_status_t ciuic_codec_state_set_residual(ciuic_codec_state_t* state, const 
     if (n != state->n)
       throw ciuic::UsageError(fmt::format("the codec state holds {} elements, not {}", state->n, n));
     if (n) Require(in, "in");
-    if (ShapeOf(state->codec, n).residual == 0)
+    if (ciuic::CodecStateShape(state->codec, n).residual == 0)
       throw ciuic::UsageError(fmt::format("codec {} keeps no residual", state->codec.Name()));
     for (size_t i = 0; i < n; ++i)
       if (!std::isfinite(in[i])) throw ciuic::InputError(fmt::format("residual[{}] is {}: it must be finite", i, in[i]));
@@ -768,7 +650,7 @@ ciuic_status_t ciuic_codec_state_save(const ciuic_codec_state_t* state, void* bu
   return Guard([&] {
     Require(state, "state");
     Require(size, "size");
-    const std::vector<uint8_t> bytes = SaveState(*state);
+    const std::vector<uint8_t> bytes = ciuic::SaveCodecStateBytes(state->codec, state->n, state->st);
     *size = bytes.size();
     if (!buf) return;
     if (cap < bytes.size())
@@ -781,7 +663,7 @@ ciuic_status_t ciuic_codec_state_load(ciuic_codec_state_t* state, const void* bu
   return Guard([&] {
     Require(state, "state");
     if (size) Require(buf, "buf");
-    state->st = LoadState(*state, buf, size);
+    state->st = ciuic::LoadCodecStateBytes(state->codec, state->n, buf, size);
   });
 }
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "collectives/crossover.h"
+#include "collectives/state_format.h"
 #include "collectives/state_reader.h"
 #include "collectives/trace_comm.h"
 #include "core/config.h"
@@ -24,17 +25,6 @@
 namespace ciuic {
 
 namespace {
-
-constexpr char kStateMagic[8] = {'C', 'I', 'U', 'I', 'C', 'E', 'F', 'S'};
-constexpr uint32_t kStateVersion = 2;
-// Format 1: magic, u32 version, u32 world size, u32 rank, u64 codec-name length + name, u64 record
-// count, then per record u64 tensor id, bucket, step, count and three buffers (residual, server
-// residual, Q), each a u64 float count + the floats. Native byte order, records in ascending key order.
-// Format 2: format 1, then a u64 StateChecksum of every byte before it. Both are read.
-constexpr uint64_t kMinRecordBytes = 7 * 8;  // a record whose three buffers are empty
-constexpr uint64_t kMaxCodecName = 256;
-
-using StateMap = std::map<std::pair<uint64_t, uint64_t>, CodecState>;
 
 // Bits of a rank's verdict on one bucket before the exchange.
 constexpr uint32_t kNonFinite = 1, kStateSize = 2;
@@ -62,155 +52,9 @@ std::string RankList(const std::vector<int>& ranks) {
   return fmt::format("rank{} {}", ranks.size() == 1 ? "" : "s", fmt::join(ranks, ", "));
 }
 
-// Buckets of AllReduce are numbered; a bucket of several tensors is keyed by its tensor count with
-// the top bit set (AllReduceTensors).
-std::string BucketName(uint64_t bucket) {
-  if (bucket >> 63) return fmt::format("a bucket of {} tensors", bucket & ~(uint64_t{1} << 63));
-  return fmt::format("bucket {}", bucket);
-}
-
 // A file name for a one-line message: control characters (a newline) as '?', and whole up to
 // PATH_MAX, since the part that names the file is at its end.
 std::string ShownPath(const std::string& path) { return PrintableLine(path, 4096); }
-
-// A name read from a file, safe to print: bytes outside printable ASCII as \xNN.
-std::string Printable(std::string_view text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      out += fmt::format("\\x{:02x}", c);
-    }
-  }
-  return out;
-}
-
-// Writes to a stream and sums what it wrote (StateChecksum).
-class SummedOut {
- public:
-  explicit SummedOut(std::ostream& out) : out_(out) {}
-  void Put(const void* data, size_t bytes) {
-    out_.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
-    sum_.Add(data, bytes);
-  }
-  // The checksum of everything put, itself not summed.
-  void PutChecksum() {
-    const uint64_t v = sum_.value();
-    out_.write(reinterpret_cast<const char*>(&v), 8);
-  }
-
- private:
-  std::ostream& out_;
-  StateChecksum sum_;
-};
-
-void PutBuffer(SummedOut& out, const Buffer& b, size_t floats) {
-  const uint64_t n = b.bytes() ? floats : 0;
-  out.Put(&n, 8);
-  if (!n) return;
-  std::vector<float> host(n);
-  CopyBytes(host.data(), MemoryKind::kHost, b.data(), b.kind(), n * 4);
-  out.Put(host.data(), n * 4);
-}
-
-// One state file (or a part of one), named in every failure.
-class StateReader : public BoundedReader {
- public:
-  StateReader(std::istream& in, uint64_t size, const std::string& shown)
-      : BoundedReader(in, size, fmt::format("state file '{}'", shown)), path_(shown) {}
-  const std::string& shown_path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-// What a state file must match: the runtime it is loaded into.
-struct StateExpect {
-  int world, rank;
-  std::string codec;
-  size_t max_count;  // elements in one bucket
-  const AllReduceEngine& engine;
-  MemoryKind kind;
-};
-
-// One buffer of a record: empty (made fresh on first use) or exactly the floats the codec keeps
-// for the record's count, all finite.
-Buffer ReadBuffer(StateReader& in, const std::string& field, size_t expected, uint64_t count, const StateExpect& want) {
-  const auto n = in.Get<uint64_t>(field + " length");
-  if (n == 0) return Buffer();
-  if (n != expected) {
-    if (expected == 0)
-      in.Fail(fmt::format("{} holds {} floats where codec {} with algorithm {} keeps none for a state of {} elements",
-                          field, n, want.codec, AlgoName(want.engine.algo()), count));
-    in.Fail(fmt::format("{} holds {} floats where codec {} keeps {} for a state of {} elements on rank {} of {}",
-                        field, n, want.codec, expected, count, want.rank, want.world));
-  }
-  if (n > in.left() / 4)
-    in.Fail(fmt::format("truncated: {} claims {} floats, {} bytes are left", field, n, in.left()));
-  std::vector<float> host(n);
-  in.Read(host.data(), n * 4, field);
-  for (size_t i = 0; i < host.size(); ++i)
-    if (!std::isfinite(host[i])) in.Fail(fmt::format("{}[{}] is {}: a loaded state must be finite", field, i, host[i]));
-  Buffer b(n * 4, want.kind);
-  CopyBytes(b.data(), want.kind, host.data(), MemoryKind::kHost, n * 4);
-  return b;
-}
-
-StateMap ParseState(StateReader& in, const StateExpect& want) {
-  char magic[8];
-  if (in.left() < sizeof magic) throw InputError(fmt::format("'{}' is not a ciuic state file", in.shown_path()));
-  in.Read(magic, sizeof magic, "magic");
-  if (std::memcmp(magic, kStateMagic, sizeof magic) != 0)
-    throw InputError(fmt::format("'{}' is not a ciuic state file", in.shown_path()));
-  const auto version = in.Get<uint32_t>("format version");
-  if (version == 0) in.Fail("format version 0 does not exist (the first is 1): the file is corrupt");
-  if (version > kStateVersion)
-    in.Fail(fmt::format("format {} is newer than this build reads (up to {})", version, kStateVersion));
-  const auto size = in.Get<uint32_t>("world size"), rank = in.Get<uint32_t>("rank");
-  if (size != static_cast<uint32_t>(want.world))
-    in.Fail(fmt::format("saved by {} ranks; the world now has {}: error-feedback state cannot be carried across "
-                        "world sizes",
-                        size, want.world));
-  if (rank != static_cast<uint32_t>(want.rank))
-    in.Fail(fmt::format("belongs to rank {}, not rank {}", rank, want.rank));
-  const auto len = in.Get<uint64_t>("codec name length");
-  if (len > kMaxCodecName) in.Fail(fmt::format("codec name length {} exceeds {}", len, kMaxCodecName));
-  std::string codec(len, '\0');
-  in.Read(codec.data(), len, "codec name");
-  if (codec != want.codec) in.Fail(fmt::format("is for codec {}, the runtime uses {}", Printable(codec), want.codec));
-  const auto records = in.Get<uint64_t>("record count");
-  if (records > in.left() / kMinRecordBytes)
-    in.Fail(fmt::format("record count {} cannot fit in the {} bytes left ({} bytes per record at least)", records,
-                        in.left(), kMinRecordBytes));
-  StateMap loaded;
-  for (uint64_t i = 0; i < records; ++i) {
-    const std::string rec = fmt::format("record {}", i);
-    const auto id = in.Get<uint64_t>(rec + " tensor id"), bucket = in.Get<uint64_t>(rec + " bucket");
-    const std::pair<uint64_t, uint64_t> key{id, bucket};
-    const std::string name = fmt::format("{} (tensor {}, {})", rec, id, BucketName(bucket));
-    if (!loaded.empty() && !(loaded.rbegin()->first < key))
-      in.Fail(fmt::format("{} does not follow tensor {}, {}: records are saved once each, in ascending order", name,
-                          loaded.rbegin()->first.first, BucketName(loaded.rbegin()->first.second)));
-    CodecState st;
-    st.step = in.Get<uint64_t>(name + " step");
-    const auto count = in.Get<uint64_t>(name + " count");
-    if (count > want.max_count)
-      in.Fail(fmt::format("{} count {} exceeds this runtime's bucket of {} elements (saved with a larger bucket "
-                          "size?)",
-                          name, count, want.max_count));
-    st.count = count;
-    const AllReduceEngine::StateShape shape = want.engine.ShapeOf(count);
-    st.residual = ReadBuffer(in, name + " residual", shape.residual, count, want);
-    st.server_residual = ReadBuffer(in, name + " server residual", shape.server_residual, count, want);
-    st.q = ReadBuffer(in, name + " Q", shape.q, count, want);
-    loaded.emplace_hint(loaded.end(), key, std::move(st));
-  }
-  if (version >= 2) in.CheckChecksum("the file");
-  if (in.left() != 0)
-    in.Fail(fmt::format("{} byte{} follow the last of {} records", in.left(), in.left() == 1 ? "" : "s", records));
-  return loaded;
-}
 
 // What the ranks must hold alike after a load: keys, counts, steps and which buffers exist (server
 // residuals differ in length across ranks by design).
@@ -495,23 +339,7 @@ void Runtime::FlushTrace() {
 }
 
 void Runtime::Write(std::ostream& stream) const {
-  SummedOut out(stream);
-  out.Put(kStateMagic, 8);
-  const uint32_t head[3] = {kStateVersion, static_cast<uint32_t>(comm_.Size()), static_cast<uint32_t>(comm_.Rank())};
-  out.Put(head, sizeof head);
-  const std::string codec = engine_.codec().Name();
-  const uint64_t len = codec.size(), count = states_.size();
-  out.Put(&len, 8);
-  out.Put(codec.data(), len);
-  out.Put(&count, 8);
-  for (const auto& [key, st] : states_) {
-    const uint64_t rec[4] = {key.first, key.second, st.step, st.count};
-    out.Put(rec, sizeof rec);
-    PutBuffer(out, st.residual, st.residual.bytes() / 4);
-    PutBuffer(out, st.server_residual, st.server_residual.bytes() / 4);
-    PutBuffer(out, st.q, st.q.bytes() / 4);
-  }
-  out.PutChecksum();
+  WriteStateFile(stream, {comm_.Size(), comm_.Rank(), engine_.codec().Name()}, states_);
 }
 
 void Runtime::Save(const std::string& path) const {
@@ -532,9 +360,14 @@ void Runtime::Save(const std::string& path) const {
 }
 
 Runtime::StateMap Runtime::Parse(std::istream& in, uint64_t size, const std::string& name) const {
-  StateReader reader(in, size, name);
-  return ParseState(reader, {comm_.Size(), comm_.Rank(), engine_.codec().Name(), BucketElems(), engine_,
-                             comm_.BufferKind()});
+  BoundedReader reader(in, size, fmt::format("state file '{}'", name));
+  const auto shape = [this](uint64_t count) {
+    const AllReduceEngine::StateShape s = engine_.ShapeOf(count);
+    return StateBufferShape{s.residual, s.server_residual, s.q};
+  };
+  return ReadStateFile(reader, name,
+                       {{comm_.Size(), comm_.Rank(), engine_.codec().Name()}, AlgoName(engine_.algo()), BucketElems(),
+                        shape, comm_.BufferKind()});
 }
 
 uint64_t Runtime::DigestOf(const StateMap& states) { return StateDigest(states); }

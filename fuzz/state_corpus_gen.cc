@@ -1,6 +1,10 @@
 // Writes the seed corpus of state_load_fuzz: one valid 1-rank state file per shape of
-// state_shapes.h after three steps, plus one with no records, plus the profile runtime's file. Usage: state_corpus_gen DIR
+// state_shapes.h after three steps, plus one with no records, plus the profile runtime's file, plus
+// the C API's codec-state bytes of each shape's codec over kBucketFloats elements.
+// Usage: state_corpus_gen DIR
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -8,6 +12,7 @@
 #include "collectives/backends/local/communicator.h"
 #include "collectives/runtime.h"
 #include "collectives/runtime_rules.h"
+#include "collectives/state_format.h"
 #include "fuzz/state_shapes.h"
 
 int main(int argc, char** argv) {
@@ -44,6 +49,21 @@ int main(int argc, char** argv) {
       }
     }
     rules.Save(dir + "/rules.state");
+    // Codec-state bytes: each buffer the codec keeps, filled with small values, at step 3.
+    for (const auto& shape : ciuic::fuzz::kStateShapes) {
+      const ciuic::Codec codec = ciuic::fuzz::CodecOf(shape);
+      ciuic::CodecState st;
+      codec.Prepare(st, ciuic::fuzz::kBucketFloats, ciuic::MemoryKind::kHost);
+      st.step = 3;
+      for (ciuic::Buffer* b : {&st.residual, &st.q}) {
+        std::vector<float> v(b->bytes() / 4);
+        for (float& x : v) x = normal(rng);
+        if (!v.empty()) std::memcpy(b->data(), v.data(), b->bytes());
+      }
+      const auto bytes = ciuic::SaveCodecStateBytes(codec, ciuic::fuzz::kBucketFloats, st);
+      std::ofstream(dir + "/" + shape.name + ".codec", std::ios::binary)
+          .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    }
   });
   return 0;
 }

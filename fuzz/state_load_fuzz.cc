@@ -1,5 +1,7 @@
-// libFuzzer harness for the state-file loaders (Runtime::Load, and RuleRuntime::Load for the profile
-// runtime's file of several configurations). Each input is written to a temp file and loaded into a
+// libFuzzer harness for the state formats (collectives/state_format.h): the state-file loaders
+// (Runtime::Load, and RuleRuntime::Load for the profile runtime's file of several configurations) and
+// the C API's codec-state bytes (LoadCodecStateBytes, for each shape's codec over kBucketFloats: a
+// load either throws InputError or saves back as below). Each input is written to a temp file and loaded into a
 // 1-rank local runtime of every shape in state_shapes.h, and into the profile runtime there. A load must either throw
 // InputError or give a state that saves back to the same bytes (a file of an older format, format 1
 // without a checksum, saves as today's format: that file must load and save back to itself), after
@@ -20,6 +22,7 @@
 #include "collectives/backends/local/communicator.h"
 #include "collectives/runtime.h"
 #include "collectives/runtime_rules.h"
+#include "collectives/state_format.h"
 #include "core/error.h"
 #include "fuzz/state_shapes.h"
 
@@ -38,7 +41,7 @@ std::string Path() {
   return path;
 }
 
-// A runtime state file of format 1 (no checksum; today's loaders read it, and save format 2).
+// A state file or codec-state bytes of format 1 (no checksum; today's loaders read it, and save format 2).
 bool FormatOne(const uint8_t* data, size_t size) {
   return size >= 12 && data[8] == 1 && data[9] == 0 && data[10] == 0 && data[11] == 0;
 }
@@ -86,6 +89,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       rt.AllReduce(g.data(), g.size(), ciuic::fuzz::kTensorId);
     } catch (const ciuic::InputError&) {
       // A good file of another model: refused at its first use, as on every rank.
+    }
+  }
+  for (const auto& shape : ciuic::fuzz::kStateShapes) {
+    const ciuic::Codec codec = ciuic::fuzz::CodecOf(shape);
+    const size_t n = ciuic::fuzz::kBucketFloats;
+    ciuic::CodecState st;
+    try {
+      st = ciuic::LoadCodecStateBytes(codec, n, data, size);
+    } catch (const ciuic::InputError&) {
+      continue;
+    }
+    const std::vector<uint8_t> back = ciuic::SaveCodecStateBytes(codec, n, st);
+    bool same = back == std::vector<uint8_t>(data, data + size);
+    if (!same && FormatOne(data, size)) {  // an older format saves as today's, which must round-trip
+      const ciuic::CodecState again = ciuic::LoadCodecStateBytes(codec, n, back.data(), back.size());
+      same = ciuic::SaveCodecStateBytes(codec, n, again) == back;
+    }
+    if (!same) {
+      std::fprintf(stderr, "state_load_fuzz: codec-state bytes accepted for %s save back to other bytes\n", shape.codec);
+      std::abort();
     }
   }
   ciuic::RuleRuntime rules(*world[0], ciuic::fuzz::RuleConfig());

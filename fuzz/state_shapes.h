@@ -26,6 +26,13 @@ inline constexpr size_t kBucketFloats = 100;  // the corpus tensor of 250 spans 
 inline constexpr size_t kTensorFloats = 250;
 inline constexpr uint64_t kTensorId = 7;
 
+// The codec of a shape as the runtime and the C API make it (blocks of 32).
+inline Codec CodecOf(const StateShape& s) {
+  CodecSpec spec = ParseCodec(s.codec);
+  spec.block = 32;
+  return Codec(spec);
+}
+
 inline RuntimeConfig ConfigOf(const StateShape& s) {
   RuntimeConfig c;
   c.algo.algo = ParseAlgo(s.algo);
