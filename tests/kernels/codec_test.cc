@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -118,7 +119,8 @@ TEST(QuantMath, PhiloxMatchesPublishedKnownAnswer) {
 
 struct BlockCase {
   const char* name;
-  double qmax;  // integer formats; 0 = fp8
+  double qmax;        // integer formats; 0 = fp8
+  double format_max;  // the largest magnitude the format holds: a block's scale is its |max| / this
 };
 
 class BlockCodec : public ::testing::TestWithParam<BlockCase> {};
@@ -132,9 +134,17 @@ TEST_P(BlockCodec, NearestErrorIsAtMostHalfAStepPerBlock) {
       const std::vector<uint8_t> wire = Encode(c, x);
       const std::vector<float> y = Decode(c, wire, n);
       for (size_t b = 0; b * block < n; ++b) {
-        float scale;
-        std::memcpy(&scale, wire.data() + b * 4, 4);
-        for (size_t i = b * block; i < std::min(n, (b + 1) * block); ++i) {
+        // The step comes from the data (the block's largest magnitude over the format's), not from the
+        // scale the codec wrote: a codec writing an oversized scale would loosen its own bound.
+        const size_t end = std::min(n, (b + 1) * block);
+        float absmax = 0;
+        for (size_t i = b * block; i < end; ++i) absmax = std::max(absmax, std::fabs(x[i]));
+        const double scale =
+            absmax < std::numeric_limits<float>::min() ? 0.0 : static_cast<double>(absmax) / GetParam().format_max;
+        float wire_scale;
+        std::memcpy(&wire_scale, wire.data() + b * 4, 4);
+        ASSERT_NEAR(wire_scale, scale, 1e-6 * scale) << GetParam().name << " n=" << n << " block " << b;
+        for (size_t i = b * block; i < end; ++i) {
           double step;
           if (GetParam().qmax > 0) {
             step = scale;
@@ -239,8 +249,8 @@ TEST_P(BlockCodec, NanOrInfIsReportedAndNeverEncodedAsFiniteGarbage) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, BlockCodec,
-                         ::testing::Values(BlockCase{"int8", 127}, BlockCase{"int4", 7}, BlockCase{"fp8e4m3", 0},
-                                           BlockCase{"fp8e5m2", 0}),
+                         ::testing::Values(BlockCase{"int8", 127, 127}, BlockCase{"int4", 7, 7},
+                                           BlockCase{"fp8e4m3", 0, 448}, BlockCase{"fp8e5m2", 0, 57344}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Codec, WireBytesFollowTheDocumentedLayouts) {
