@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fresh machine to green: installs packages, builds, and runs every test: the unit, mpi, fault, lab and
-# gpu labels, then the sanitizer stage (unit tests under ASan+UBSan, the thread-backend tests under TSan,
-# each fuzzer for a short while). Non-zero on any failure. A label whose tests all skipped (gpu without
+# gpu labels, then the sanitizer stage (unit tests and the bad-input corpus under ASan+UBSan, the
+# thread-backend tests under TSan, each fuzzer for a short while). Non-zero on any failure. A label whose tests all skipped (gpu without
 # a device) is reported as skipped, never as passed; the closing lines list each stage's outcome.
 #   scripts/test.sh              everything (what CI runs)
 #   scripts/test.sh --sanitize   only the sanitizer stage
@@ -75,7 +75,7 @@ sanitized() {
 
 # The sanitizer stage's two instrumented trees. ASan + UBSan (clang, with libFuzzer's coverage: the
 # tree scripts/fuzz.sh fuzzes, configured the same way): the unit binaries of the core, kernel,
-# collective and bench layers, the C API and the fuzz harnesses. -O1 and line tables only: reports keep
+# collective and bench layers, the C API, the two tools (for the bad-input corpus) and the fuzz harnesses. -O1 and line tables only: reports keep
 # file:line, and the build takes less of CI's time. TSan: the thread backend (ranks as threads) and
 # every algorithm over it.
 sanitizer_builds() {
@@ -84,7 +84,8 @@ sanitizer_builds() {
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST >/dev/null || return 1
   cmake --build build-fuzz -j "$(nproc)" --target test_core test_kernels test_collectives test_bench test_c_api \
-    sizes_fuzz profile_fuzz topology_fuzz workload_fuzz state_load_fuzz >/dev/null || return 1
+    ciuic-bench ciuic-tune state_load_driver sizes_fuzz profile_fuzz topology_fuzz workload_fuzz state_load_fuzz \
+    >/dev/null || return 1
   echo "test: asan build: $((SECONDS - t0)) s of its own"
   t0=$SECONDS
   sanitized build-tsan "-fsanitize=thread -fno-omit-frame-pointer" test_collectives || return 1
@@ -140,7 +141,21 @@ if [ "$mode" != quick ]; then
     CIUIC_TEST_RANKS=2,3 build-fuzz/tests/$t --gtest_brief=1 >"build-fuzz/$t.log" 2>&1 || { tail -n 40 "build-fuzz/$t.log"; echo "test: asan $t failed" >&2; exit 1; }
   done
   (cd build-fuzz/tests && ./test_c_api >../test_c_api.log 2>&1) || { tail -n 40 build-fuzz/test_c_api.log; echo "test: asan test_c_api failed" >&2; exit 1; }
-  summary+=("asan+ubsan: test_core test_kernels test_collectives test_bench test_c_api clean")
+  # The bad-input corpus (1023 cases) through the instrumented tools. Its workload control runs a
+  # small study, whose accuracy gate instrumented takes minutes: it starts from the verdicts of an
+  # uninstrumented run (the same gate options), where build/ has one.
+  gate_dir=$(mktemp -d)
+  if [ -x build/bin/ciuic-tune ]; then
+    build/bin/ciuic-tune run --topology dgx_a100 --workload resnet50 --strategy random --budget 2 --gate-seeds 1 \
+      --db "$gate_dir/gate.db" --out "$gate_dir/gate.json" >"$gate_dir/gate.log" 2>&1 || true
+  fi
+  gate_db=""
+  [ -s "$gate_dir/gate.db" ] && gate_db="$gate_dir/gate.db"
+  BAD_INPUTS_GATE_DB="$gate_db" BAD_INPUTS_CONTROL_TIMEOUT=600 tests/scripts/bad_inputs.sh build-fuzz/bin/ciuic-bench \
+    build-fuzz/bin/ciuic-tune build-fuzz/tests/state_load_driver tests/data/bad >build-fuzz/bad_inputs.log 2>&1 ||
+    { tail -n 40 build-fuzz/bad_inputs.log; echo "test: asan bad-input corpus failed" >&2; exit 1; }
+  rm -rf "$gate_dir"
+  summary+=("asan+ubsan: test_core test_kernels test_collectives test_bench test_c_api, the bad-input corpus clean")
   stage "asan tests"
   unset ASAN_OPTIONS UBSAN_OPTIONS
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/tests/test_collectives --gtest_brief=1 \

@@ -17,6 +17,10 @@
 # Usage: bad_inputs.sh CIUIC_BENCH CIUIC_TUNE STATE_LOAD_DRIVER [CASE_DIR] [ID_REGEX]
 #   CASE_DIR defaults to tests/data/bad; ID_REGEX (awk, on the id) runs a subset.
 #   $BAD_INPUTS_JOBS: cases run at once (default 2); $BAD_INPUTS_LOGS=DIR keeps every case's output.
+#   $BAD_INPUTS_GATE_DB: a database holding the accuracy gate's verdicts (gate seeds 1) that the
+#   workload control's study starts from a copy of, so it does not train the gate (the sanitizer
+#   stage: instrumented, the gate takes minutes); $BAD_INPUTS_CONTROL_TIMEOUT: that study's limit
+#   (default 120 s).
 set -u
 
 # ---- a batch of cases (the main part below hands them out with xargs) ------------------------------
@@ -226,7 +230,11 @@ control "a good powersgd state" "$driver" powersgd powersgd:2 400 "$C/state/good
 control "a good sign2 state" "$driver" sign2 sign1 400 "$C/state/good-sign2.state"
 control "a good topk state" "$driver" sparse topk:0.1 400 "$C/state/good-topk.state"
 # The workload's control is a whole (small) study: it runs beside the cases.
-timeout -k 5 120 "$tune" run --topology dgx_a100 --workload "$C/workload/good.json" --strategy random --budget 2 --gate-seeds 1 \
+if [ -n "${BAD_INPUTS_GATE_DB:-}" ]; then
+  mkdir -p "$scratch/control" && cp "$BAD_INPUTS_GATE_DB" "$scratch/control/w.db"
+fi
+timeout -k 5 "${BAD_INPUTS_CONTROL_TIMEOUT:-120}" "$tune" run --topology dgx_a100 --workload "$C/workload/good.json" \
+  --strategy random --budget 2 --gate-seeds 1 \
   --db "$scratch/control/w.db" --out "$scratch/control/w.json" </dev/null >"$scratch/logs/control-workload.out" 2>&1 &
 workload_control=$!
 

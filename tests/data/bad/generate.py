@@ -310,8 +310,10 @@ bc("--algo", "--algo ring", base="{bench} allgather --backend gloo --sizes 4K --
 bc("--gloo-iface", "--gloo-iface nosuchif0", base=GLOO)
 bc("--gloo-iface", "--gloo-iface ''", base=GLOO)
 bc("GLOO_SOCKET_IFNAME", "", base="env GLOO_SOCKET_IFNAME=nosuchif0 " + GLOO)
-bc("--gloo-iface", "--gloo-iface lo", base=MPI)
-bc("--gloo-store", "--gloo-store {work}", base=MPI)
+# (over the local backend, which every build has: a build without MPI refuses --backend mpi first)
+LOCAL = "{bench} allreduce --backend local --sizes 4K --iters 1 --warmup 0"
+bc("--gloo-iface", "--gloo-iface lo", base=LOCAL)
+bc("--gloo-store", "--gloo-store {work}", base=LOCAL)
 bc("--gloo-store||missing", "--gloo-store {work}/missing", base=GLOO)
 bc("--gloo-store", "--gloo-store ''", base=GLOO)
 bc("--transport", "--transport tcp", base="{bench} allreduce --backend ciuic --sizes 4K --iters 1 --warmup 0")
