@@ -4,13 +4,14 @@
 # temporary folder; the committed seeds are never modified). A crash, leak, sanitizer report or
 # uncaught non-ciuic exception is a finding: its input is kept in build-fuzz/findings/ and the script
 # exits 1. Prints per harness: executions, seconds, corpus size, verdict.
-# Usage: scripts/fuzz.sh [SECONDS] [HARNESS...]   (harnesses: sizes profile topology workload state_load)
+# Usage: scripts/fuzz.sh [SECONDS] [HARNESS...]   (harnesses: sizes profile topology workload state_load
+#   codec_wire codec_spec)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(sizes profile topology workload state_load)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(sizes profile topology workload state_load codec_wire codec_spec)
 command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (scripts/setup.sh installs clang)" >&2; exit 1; }
 # The same configuration as the sanitizer stage of scripts/test.sh, which builds its ASan+UBSan unit
 # tests in this tree too (one instrumented build for both).

@@ -85,7 +85,7 @@ sanitizer_builds() {
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST >/dev/null || return 1
   cmake --build build-fuzz -j "$(nproc)" --target test_core test_kernels test_collectives test_bench test_c_api \
     ciuic-bench ciuic-tune state_load_driver sizes_fuzz profile_fuzz topology_fuzz workload_fuzz state_load_fuzz \
-    >/dev/null || return 1
+    codec_wire_fuzz codec_spec_fuzz >/dev/null || return 1
   echo "test: asan build: $((SECONDS - t0)) s of its own"
   t0=$SECONDS
   sanitized build-tsan "-fsanitize=thread -fno-omit-frame-pointer" test_collectives || return 1
@@ -164,7 +164,7 @@ if [ "$mode" != quick ]; then
   stage "tsan tests"
   # Each fuzzer for a short while from its seed corpus (scripts/fuzz.sh SECONDS for longer runs).
   scripts/fuzz.sh "${CIUIC_FUZZ_SECONDS:-10}"
-  summary+=("fuzz: 5 harnesses x ${CIUIC_FUZZ_SECONDS:-10} s, no finding")
+  summary+=("fuzz: 7 harnesses x ${CIUIC_FUZZ_SECONDS:-10} s, no finding")
   stage "fuzz"
 fi
 summary+=("time: $((SECONDS - t_start)) s")
