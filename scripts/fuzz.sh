@@ -28,7 +28,7 @@ for h in "${harnesses[@]}"; do
   work=$(mktemp -d)
   log="$work/log"
   rc=0
-  (cd "$work" && ASAN_OPTIONS=detect_leaks=1 "$OLDPWD/build-fuzz/fuzz/${h}_fuzz" -max_total_time="$secs" \
+  (cd "$work" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 "$OLDPWD/build-fuzz/fuzz/${h}_fuzz" -max_total_time="$secs" \
      -print_final_stats=1 -timeout=10 -rss_limit_mb=4096 "$work" "$OLDPWD/fuzz/corpus/$h" >"$log" 2>&1) || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
   corpus=$(find "$work" -maxdepth 1 -type f ! -name log ! -name 'crash-*' ! -name 'leak-*' ! -name 'timeout-*' ! -name 'oom-*' | wc -l)

@@ -102,9 +102,16 @@ if [ "$mode" != sanitize ]; then
     # builds take; when the tests keep both cores busy a nice-19 build gets about 1.5% of them (CFS
     # weights 15 against 1024), so the tests' deadlines and timings stay theirs.
     mkdir -p build-fuzz
-    # Its own process group (setsid), so a failing label ends the builds with it.
-    setsid nice -n 19 bash -c "set -euo pipefail; $(declare -f sanitized sanitizer_builds); root='$root'; sanitizer_builds" \
-      >build-fuzz/sanitizer-builds.log 2>&1 &
+    # Its own session and process group (setsid), so a failing label ends the builds with it. With the
+    # kernel's autogroups on (Debian's default) every session gets an equal share of the CPU whatever
+    # its tasks' nice values, so the session's own autogroup is set to nice 19 too; and the builds end
+    # themselves when this script is gone (a SIGKILL its EXIT trap never sees).
+    setsid nice -n 19 bash -c "{ echo 19 >/proc/self/autogroup; } 2>/dev/null || true
+      (while kill -0 $$ 2>/dev/null; do sleep 2; done; kill -- -\$\$ 2>/dev/null) &
+      watcher=\$!
+      $(declare -f sanitized sanitizer_builds); root='$root'
+      rc=0; sanitizer_builds || rc=\$?
+      kill \$watcher 2>/dev/null; exit \$rc" >build-fuzz/sanitizer-builds.log 2>&1 &
     san_pid=$!
     trap 'kill -- -$san_pid 2>/dev/null' EXIT
   fi
@@ -153,7 +160,7 @@ if [ "$mode" != quick ]; then
   [ -s "$gate_dir/gate.db" ] && gate_db="$gate_dir/gate.db"
   BAD_INPUTS_GATE_DB="$gate_db" BAD_INPUTS_CONTROL_TIMEOUT=600 tests/scripts/bad_inputs.sh build-fuzz/bin/ciuic-bench \
     build-fuzz/bin/ciuic-tune build-fuzz/tests/state_load_driver tests/data/bad >build-fuzz/bad_inputs.log 2>&1 ||
-    { tail -n 40 build-fuzz/bad_inputs.log; echo "test: asan bad-input corpus failed" >&2; exit 1; }
+    { tail -n 40 build-fuzz/bad_inputs.log; rm -rf "$gate_dir"; echo "test: asan bad-input corpus failed" >&2; exit 1; }
   rm -rf "$gate_dir"
   summary+=("asan+ubsan: test_core test_kernels test_collectives test_bench test_c_api, the bad-input corpus clean")
   stage "asan tests"

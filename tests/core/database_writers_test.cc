@@ -451,15 +451,28 @@ TEST_F(DatabaseWritersTest, ExistingDatabaseSurvivesKilledWriters) {
   Verify(db, out, /*with_earlier=*/true, "existing");
 }
 
-// A writer stopped (SIGSTOP) while it holds the WAL write lock, inside its transaction: the other
-// writers wait for the lock (SQLite's busy timeout, 30 s) instead of failing or writing beside it;
-// killed there (SIGKILL while stopped), its transaction is lost whole, the waiting writers go on and
-// store every run, and the file is whole. The moment is found, not hoped for: the writer is stopped,
-// then the lock's holder is asked (fcntl F_GETLK); a writer caught outside its transaction is let go
-// and tried again.
+// A writer stopped (SIGSTOP) while it holds the WAL write lock: the other writers wait for the lock
+// (SQLite's busy timeout, 30 s) instead of failing or writing beside it; killed there (SIGKILL while
+// stopped), the run it was writing is absent or whole (SQLite holds the lock through the commit's
+// sync, so the stop may land after its last frame: the test says which), the waiting writers go on
+// and store every run, and the file is whole. The moment is found, not hoped for: the writer is
+// stopped, then the lock's holder is asked (fcntl F_GETLK); a writer caught without the lock is let
+// go and tried again.
 TEST_F(DatabaseWritersTest, AWriterStoppedHoldingTheLockMakesOthersWaitAndKilledThereLosesOnlyItsRun) {
   const std::string db = Path("stopped.db");
   for (int k = 0; k < kEarlierRuns; ++k) StoreRun(db, -1, k);
+  // Every child is killed and reaped on the way out, also when an assertion returns early (a victim
+  // left stopped would hold the lock, and the waiting writers, for good).
+  struct Reaper {
+    std::vector<pid_t> pids;
+    ~Reaper() {
+      for (pid_t p : pids) {
+        ::kill(p, SIGKILL);
+        ::waitpid(p, nullptr, 0);
+      }
+    }
+    void Reaped(pid_t p) { pids.erase(std::remove(pids.begin(), pids.end(), p), pids.end()); }
+  } reaper;
   int go[2];
   ASSERT_EQ(::pipe(go), 0);
   const pid_t victim = ::fork();
@@ -468,6 +481,7 @@ TEST_F(DatabaseWritersTest, AWriterStoppedHoldingTheLockMakesOthersWaitAndKilled
     ::close(go[1]);
     Writer(db, 0, 1000000, go[0], Report(0), Err(0));
   }
+  reaper.pids.push_back(victim);
   ::close(go[0]);
   ::close(go[1]);
   // A few runs first, so the stored runs before the stopped one are checked too.
@@ -483,11 +497,7 @@ TEST_F(DatabaseWritersTest, AWriterStoppedHoldingTheLockMakesOthersWaitAndKilled
     caught = LockHolder(db + "-shm", kWalWriteLock) == victim;
     if (!caught) ::kill(victim, SIGCONT);
   }
-  if (!caught) {
-    ::kill(victim, SIGKILL);
-    ::waitpid(victim, nullptr, 0);
-    FAIL() << "never stopped the writer while it held the WAL write lock";
-  }
+  if (!caught) FAIL() << "never stopped the writer while it held the WAL write lock";
   const int stored_before = static_cast<int>(FileSize(Report(0)) / kReportLine);
   // Three writers start while it holds the lock: none may store a run, fail or end while it does.
   constexpr int kRuns = 5;
@@ -502,6 +512,7 @@ TEST_F(DatabaseWritersTest, AWriterStoppedHoldingTheLockMakesOthersWaitAndKilled
       Writer(db, w, kRuns, go2[0], Report(w), Err(w));
     }
     others.push_back(pid);
+    reaper.pids.push_back(pid);
   }
   ::close(go2[0]);
   ::close(go2[1]);
@@ -515,6 +526,7 @@ TEST_F(DatabaseWritersTest, AWriterStoppedHoldingTheLockMakesOthersWaitAndKilled
   ::kill(victim, SIGKILL);
   int status = 0;
   ASSERT_EQ(::waitpid(victim, &status, 0), victim);
+  reaper.Reaped(victim);
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   Outcome out;
   out.killed = 1;
@@ -522,6 +534,7 @@ TEST_F(DatabaseWritersTest, AWriterStoppedHoldingTheLockMakesOthersWaitAndKilled
   out.was_killed[0] = true;
   for (int w = 1; w <= 3; ++w) {
     ASSERT_EQ(::waitpid(others[w - 1], &status, 0), others[w - 1]);
+    reaper.Reaped(others[w - 1]);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
       out.failures.push_back(fmt::format("writer {} (status {:#x}): {}", w, status, Slurp(Err(w))));
   }
@@ -533,17 +546,18 @@ TEST_F(DatabaseWritersTest, AWriterStoppedHoldingTheLockMakesOthersWaitAndKilled
   EXPECT_EQ(static_cast<int>(out.reported[0].size()), stored_before);
   for (int w = 1; w <= 3; ++w) EXPECT_EQ(out.reported[w].size(), static_cast<size_t>(kRuns)) << "writer " << w;
   // Verify: integrity, ciuic opens it, every reported run whole, the victim's stored runs a prefix of
-  // at most one more than it reported (the one it was inside is not there: it never committed).
+  // what it reported plus at most the one it was writing, and that one whole if there.
   runs_ = kRuns;
   Verify(db, out, /*with_earlier=*/true, "stopped", 4);
-  // The run it was inside when stopped (its next after those it reported) never committed.
   Database d(db);
   Statement q(d.handle(), "SELECT count(*) FROM bench_runs WHERE hostnames = ? AND start_time = ?");
   q.Bind(1, Host(0)).Bind(2, StartTime(stored_before));
   ASSERT_TRUE(q.Step());
-  EXPECT_EQ(q.ColumnInt(0), 0) << "the run the killed writer was inside is in the database";
-  std::printf("stopped writer 0 inside its transaction after %d runs; 3 writers waited, then stored %d runs each\n",
-              stored_before, kRuns);
+  std::printf("stopped writer 0 holding the write lock after %d runs (%s); 3 writers waited, then stored %d runs "
+              "each\n",
+              stored_before,
+              q.ColumnInt(0) ? "its run committed: stopped in the commit's sync" : "its open run rolled back",
+              kRuns);
 }
 
 // ciuic writes outside WAL only while it gives a new file its schema and switches it to WAL. A
