@@ -33,6 +33,8 @@ import copy
 import hashlib
 import json
 import os
+import re
+import shlex
 import shutil
 import sqlite3
 import struct
@@ -49,8 +51,32 @@ FILES = {}  # relative path -> bytes
 _counts = {}
 
 
-def case(category, expect, command, setup="-"):
+# A bad value a CLI case gives after its option: the message must name it too (the reason, not only the
+# option). Where the reason is not the value (an option for another backend or subcommand, an unknown
+# option), the case says what the message must carry instead (`reason`).
+SIMPLE_VALUE = re.compile(r"[A-Za-z0-9._:+-]+")
+
+
+def value_after(command, option):
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    found = None
+    for i, w in enumerate(words[:-1]):
+        if w == option:
+            found = words[i + 1]  # the last one: a case may repeat an option to give the bad value
+    return found
+
+
+def case(category, expect, command, setup="-", reason=None):
     """Adds a case; returns its id."""
+    if reason:
+        expect = f"{expect}&&{reason}"
+    elif category in ("sizes", "bench-cli", "tune-cli") and re.fullmatch(r"--[A-Za-z0-9-]+", expect):
+        value = value_after(command, expect)
+        if value and SIMPLE_VALUE.fullmatch(value) and not value.startswith("--"):
+            expect = f"{expect}&&{value}"
     _counts[category] = _counts.get(category, 0) + 1
     cid = f"{category}-{_counts[category]:03d}"
     for text in (expect, command, setup):
@@ -131,8 +157,8 @@ for spec in ["busbw>=1@0", "busbw>=1@", "busbw>=1@1Q", "busbw>=1@-4K"]:
 
 # ---- ciuic-bench's command line --------------------------------------------------------------------
 
-def bc(expect, args, base=BENCH, setup="-"):
-    case("bench-cli", expect, f"{base} {args}".rstrip(), setup)
+def bc(expect, args, base=BENCH, setup="-", reason=None):
+    case("bench-cli", expect, f"{base} {args}".rstrip(), setup, reason)
 
 
 case("bench-cli", "OP", "{bench}")
@@ -142,7 +168,7 @@ case("bench-cli", "ALLREDUCE", "{bench} ALLREDUCE --sizes 4K")
 case("bench-cli", "extra", f"{BENCH} extra")
 bc("--no-such-flag", "--no-such-flag")
 bc("-z", "-z")
-bc("--Sizes", "--Sizes 4K")
+bc("--Sizes", "--Sizes 4K", reason="unknown option")
 bc("--iters", "--iters", base="{bench} allreduce --backend local --sizes 4K")
 bc("--sizes", "--sizes", base="{bench} allreduce --backend local")
 for v in ["bogus", "MPI", "", "tcp"]:
@@ -150,14 +176,15 @@ for v in ["bogus", "MPI", "", "tcp"]:
 bc("--backend||--transport", "--transport local", base="{bench} allreduce --backend local --sizes 4K")
 # NCCL's own variables for a run: NCCL only, NCCL's names, a protocol with its algorithm.
 for flag, v in [("--nccl-algo", "ring"), ("--nccl-proto", "ll"), ("--nccl-channels", "4")]:
-    bc(flag, f"{flag} {v}", base="{bench} allreduce --backend local --sizes 4K")
-    bc(flag, f"{flag} {v}", base="{bench} allreduce --backend ciuic --transport local --sizes 4K")
+    bc(flag, f"{flag} {v}", base="{bench} allreduce --backend local --sizes 4K", reason="applies to NCCL")
+    bc(flag, f"{flag} {v}", base="{bench} allreduce --backend ciuic --transport local --sizes 4K", reason="applies to NCCL")
 for flags, expect in [("--nccl-algo Ring", "--nccl-algo"), ("--nccl-algo ''", "--nccl-algo"),
                       ("--nccl-algo ring --nccl-proto LL", "--nccl-proto"), ("--nccl-proto simple", "--nccl-proto"),
                       ("--nccl-algo nvls --nccl-proto ll", "--nccl-proto"), ("--nccl-channels 0", "--nccl-channels"),
                       ("--nccl-channels 65", "--nccl-channels"), ("--nccl-channels 8x", "--nccl-channels"),
                       ("--nccl-channels ''", "--nccl-channels")]:
-    bc(expect, flags, base="{bench} allreduce --backend nccl --sizes 4K")
+    bc(expect, flags, base="{bench} allreduce --backend nccl --sizes 4K",
+       reason="needs --nccl-algo" if flags == "--nccl-proto simple" else None)
 bc("--transport", "--transport ciuic", base="{bench} allreduce --backend ciuic --sizes 4K")
 bc("--transport", "--transport bogus", base="{bench} allreduce --backend ciuic --sizes 4K")
 bc("--backend||--device", "--backend nccl --device cpu", base="{bench} allreduce --sizes 4K --iters 1 --warmup 0")
@@ -188,7 +215,7 @@ for v in ["xml", "", "JSON", "x\ny"]:
 for v in ["0", "-1", "4097", "abc", "1.5"]:
     bc("--ranks", f"--ranks {v}")
 for v in ["-1", "nan", "inf", "abc", ""]:
-    bc("--timeout", f"--timeout {sq(v)}")
+    bc("--timeout", f"--timeout {sq(v)}", reason="non-negative" if v == "-1" else None)
 for v in ["abc", "-5", "nan", "inf"]:
     case("bench-cli", "CIUIC_TIMEOUT", f"env CIUIC_TIMEOUT={v} {BENCH}")
 for v in ["busbw>1", "busbw>=", "busbw>=-1", "busbw>=abc", "busbw>=nan", "busbw>=inf", "algbw>=1", ""]:
@@ -202,7 +229,11 @@ for v in ["abc", "1", "1:", ":1", "-1:0", "9:0", "0:-1", "0:99999999999"]:
 for knob in ["--streams 4", "--bucket 1M", "--codec int8", "--algo ring", "--precision bf16", "--block 64",
              "--rounding stochastic", "--prescale 0.5", "--piece 1M", f"--profile {GOOD_PROFILE}",
              "--profile-override", "--ranks-per-node 2"]:
-    bc(knob.split()[0], knob)
+    flag = knob.split()[0]
+    reason = {"--precision": "casts around"}.get(flag, "applies to --backend ciuic") if flag in (
+        "--streams", "--bucket", "--precision", "--block", "--rounding", "--prescale", "--piece",
+        "--ranks-per-node") else None
+    bc(flag, knob, reason=reason)
 bc("--algo", "--algo ring", base="{bench} allreduce --backend mpi --sizes 4K --iters 1 --warmup 0")
 bc("--codec", "--codec int8", base="{bench} allgather --sizes 4K --iters 1 --warmup 0")
 # The runtime's knobs out of range.
@@ -240,7 +271,7 @@ bc("--profile||--algo", f"--profile {GOOD_PROFILE} --profile-override --algo rin
 bc("--profile||--codec", f"--profile {GOOD_PROFILE} --profile-override --codec int8", base=CIUIC)
 bc("--profile||--precision", f"--profile {GOOD_PROFILE} --profile-override --precision bf16", base=CIUIC)
 # auto's crossover table (--crossover, --crossover-out, --crossover-table).
-bc("--crossover", "--crossover measure")
+bc("--crossover", "--crossover measure", reason="applies to --backend ciuic")
 bc("--crossover-table", "--crossover-table")
 bc("--crossover||--algo auto", "--crossover measure --codec int8", base=CIUIC)
 bc("--crossover-table||--algo auto", "--crossover-table --algo ring", base=CIUIC)
@@ -321,8 +352,8 @@ bc("--transport", "--transport tcp", base="{bench} allreduce --backend ciuic --s
 
 # ---- ciuic-tune's command line: every subcommand ---------------------------------------------------
 
-def tc(expect, command, setup="-"):
-    case("tune-cli", expect, command, setup)
+def tc(expect, command, setup="-", reason=None):
+    case("tune-cli", expect, command, setup, reason)
 
 
 RUN = "{tune} run --topology dgx_a100 --workload " + GOOD_WORKLOAD + " " + TUNE_DB
@@ -333,7 +364,7 @@ tc("--topology", "{tune} run " + TUNE_DB)
 tc("--topology", "{tune} model --sizes 1K")
 tc("--profile", "{tune} export --format json")
 tc("extra", RUN + " extra")
-tc("--no-such", RUN + " --no-such 1")
+tc("--no-such", RUN + " --no-such 1", reason="unknown option")
 tc("--budget", RUN + " --budget")
 tc("nonexistent", "{tune} run --topology nonexistent " + TUNE_DB)
 tc("topology", "{tune} run --topology '' " + TUNE_DB)
@@ -357,7 +388,7 @@ for v in ["-1", "abc", "18446744073709551616"]:
 for v in ["-0.1", "2", "nan", "abc"]:
     tc("--gate-tolerance", f"{RUN} --gate-tolerance {v}")
 for v in ["-1", "inf", "nan", "abc", "1e7"]:
-    tc("--state-memory", f"{RUN} --state-memory {v}")
+    tc("--state-memory", f"{RUN} --state-memory {v}", reason="must be in 0.." if v == "1e7" else None)
 tc("nonexistent", "{tune} run --topology dgx_a100 --workload nonexistent " + TUNE_DB)
 tc("workload", "{tune} run --topology dgx_a100 --workload '' " + TUNE_DB)
 tc("--calibration", RUN + " --calibration {work}/missing.db")
@@ -398,14 +429,14 @@ tc("bad.published.json", "{tune} topologies --published {work}/bad.published.jso
    setup="printf '{}' > bad.published.json")
 tc("extra", "{tune} topologies extra")
 # Options of another subcommand, with bad values: refused, not silently ignored.
-tc("--budget", "{tune} show --budget -5 --db " + GOOD_DB)
-tc("--strategy", "{tune} model --topology dgx_a100 --sizes 1K --strategy foo")
-tc("--budget", "{tune} export --profile " + GOOD_PROFILE + " --budget 0")
-tc("--device", "{tune} export --profile " + GOOD_PROFILE + " --device quantum")
-tc("--ranks", "{tune} model --topology dgx_a100 --sizes 1K --ranks 1")
-tc("--mode", "{tune} show --mode foo --db " + GOOD_DB)
-tc("--workload", "{tune} model --topology dgx_a100 --sizes 1K --workload nonexistent")
-tc("--codecs", "{tune} calibrate --codecs int9 --sizes 64K --db {work}/c.db")
+tc("--budget", "{tune} show --budget -5 --db " + GOOD_DB, reason="is not an option of")
+tc("--strategy", "{tune} model --topology dgx_a100 --sizes 1K --strategy foo", reason="is not an option of")
+tc("--budget", "{tune} export --profile " + GOOD_PROFILE + " --budget 0", reason="is not an option of")
+tc("--device", "{tune} export --profile " + GOOD_PROFILE + " --device quantum", reason="is not an option of")
+tc("--ranks", "{tune} model --topology dgx_a100 --sizes 1K --ranks 1", reason="is not an option of")
+tc("--mode", "{tune} show --mode foo --db " + GOOD_DB, reason="is not an option of")
+tc("--workload", "{tune} model --topology dgx_a100 --sizes 1K --workload nonexistent", reason="is not an option of")
+tc("--codecs", "{tune} calibrate --codecs int9 --sizes 64K --db {work}/c.db", reason="is not an option of")
 tc("CIUIC_PROFILES_DIR||dgx_a100", "env CIUIC_PROFILES_DIR={work}/none {tune} model --topology dgx_a100 --sizes 1K")
 
 
