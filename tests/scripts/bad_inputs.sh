@@ -4,8 +4,8 @@
 # state files, SQLite databases, output paths) must end with:
 #   - exit code exactly 1: not 0 (accepted), 2 or 3, not killed by a signal, not hung (timeout 20 s);
 #   - exactly one non-empty line on stderr, containing the case's expected text (the option and the
-#     bad value or the reason, the
-#     JSON path with the file's name, the state-file field, the database's file name);
+#     bad value or the reason, the JSON path with the file's name, the state-file field, the
+#     database's file name);
 #   - nothing on stdout (no table, no log of a run that should not have started);
 #   - nothing created in or removed from its work folder (no output, database, -wal or temp file);
 #   - every input file it names byte-identical (a refused database included).
