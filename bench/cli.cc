@@ -467,6 +467,7 @@ int Run(int argc, char** argv) {
   // start-up within the timeout instead of hanging every rank.
   Watchdog watchdog(cli.timeout_s, OnTimeout);
   watchdog.SetHeartbeats(Heartbeats::FromEnvironment());
+  watchdog.EndOnLauncherSignal();  // mpiexec ending the job after a rank failed: this rank names it
   Heartbeats::TreatExitAsFailure();
   watchdog.Arm("MPI start-up (MPI_Init, the world's first exchanges)");
   FaultPoint("startup", 0);

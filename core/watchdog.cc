@@ -34,11 +34,20 @@ double DefaultTimeoutSeconds() {
 
 namespace {
 
+// How a rank ended, in its record (a rank whose file is still there did not end cleanly): kRunning
+// is what a SIGKILL or a crash leaves, since no code of the rank ran after it.
+enum EndMark : int64_t {
+  kRunning = 0,
+  kCalledExit = 1,       // exit() in the middle of the run (a library's error path)
+  kEndedByLauncher = 2,  // the launcher's SIGTERM (mpiexec ending the job): a peer's failure, or the user's
+  kGaveUp = 3,           // its own deadline expired: it waited on a peer, it is not the culprit
+};
+
 struct BeatRecord {
   uint64_t progress;
   double wall;  // CLOCK_MONOTONIC (NowSeconds): one clock for every process of the host
   int64_t pid;
-  int64_t exited;  // 1: the process called exit() in the middle of the run (its file was never removed)
+  int64_t exited;  // an EndMark
 };
 
 // The process's heartbeat file, for the exit() hook: a rank that calls exit() mid-run (a library's
@@ -47,15 +56,43 @@ std::atomic<int> g_beat_fd{-1};
 std::atomic<int> g_beat_rank{-1};
 std::atomic<bool> g_exit_is_failure{false};
 
-void MarkExited() {
+// The launcher's signal, for the watchdog's thread to report (0: none yet).
+std::atomic<int> g_launcher_signal{0};
+// This process's EndMark once it is ending: beats stop, so its last beat time stays what it was.
+std::atomic<int64_t> g_end_mark{kRunning};
+
+// Async-signal-safe (pread, pwrite, a clock read): records how this rank ended; the first end is the
+// one that counts. The wall time of the last beat is kept for the other marks, so the launcher can
+// still tell which rank went silent first.
+void Mark(EndMark how) {
+  int64_t expected = kRunning;
+  if (!g_end_mark.compare_exchange_strong(expected, how)) return;
   const int fd = g_beat_fd.load();
   if (fd < 0) return;
   BeatRecord b{};
-  if (pread(fd, &b, sizeof(b), 0) == static_cast<ssize_t>(sizeof(b))) {
-    b.exited = 1;
-    b.wall = NowSeconds();
-    if (pwrite(fd, &b, sizeof(b), 0) != static_cast<ssize_t>(sizeof(b))) b.exited = 0;
+  if (pread(fd, &b, sizeof(b), 0) != static_cast<ssize_t>(sizeof(b))) return;
+  b.exited = how;
+  if (how == kCalledExit) b.wall = NowSeconds();
+  if (pwrite(fd, &b, sizeof(b), 0) != static_cast<ssize_t>(sizeof(b))) return;
+}
+
+extern "C" void OnLauncherSignal(int sig, siginfo_t* info, void*) {
+  if (info == nullptr || info->si_pid != getppid()) {
+    // Not from the launcher (a user or a scheduler signalling this one process): this rank's own
+    // failure, which its peers must see as a death. The default action, unmarked.
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return;
   }
+  Mark(kEndedByLauncher);
+  g_launcher_signal.store(sig);
+  // Should the watchdog's thread not get to it, the default end comes 2 s later (SIGALRM's action).
+  alarm(2);
+}
+
+void MarkExited() {
+  if (g_beat_fd.load() < 0) return;
+  Mark(kCalledExit);
   if (g_exit_is_failure.load()) {
     LogInfo("rank {} (pid {}) called exit() in the middle of the run; exit 2", g_beat_rank.load(),
             static_cast<long>(getpid()));
@@ -121,12 +158,12 @@ Heartbeats::~Heartbeats() {
 }
 
 void Heartbeats::Beat(uint64_t progress) {
-  if (fd_ < 0) return;
+  if (fd_ < 0 || g_end_mark.load() != kRunning) return;
   const BeatRecord b{progress, NowSeconds(), static_cast<int64_t>(getpid()), 0};
   if (pwrite(fd_, &b, sizeof(b), 0) != static_cast<ssize_t>(sizeof(b))) return;
 }
 
-std::string Heartbeats::Describe() const {
+std::string Heartbeats::Describe(bool failed_only) const {
   std::vector<BeatRecord> beats(size_);
   std::vector<bool> have(size_, false);
   uint64_t most = 0;
@@ -143,15 +180,21 @@ std::string Heartbeats::Describe() const {
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     if (!have[r]) {
-      add(fmt::format("rank {} never reported (not started, or gone)", r));
+      if (!failed_only) add(fmt::format("rank {} never reported (not started, or gone)", r));
       continue;
     }
+    // A peer that gave up waiting, or that its launcher is ending, is not why this rank is stuck.
+    if (beats[r].exited == kGaveUp || beats[r].exited == kEndedByLauncher) continue;
     const char state = ProcessState(beats[r].pid);
     const double age = now - beats[r].wall;
-    if (state == 0 || state == 'Z' || state == 'X') {
+    if (beats[r].exited == kCalledExit) {
+      add(fmt::format("rank {} (pid {}) called exit() in the middle of the run", r, beats[r].pid));
+    } else if (state == 0 || state == 'Z' || state == 'X') {
       add(fmt::format("rank {} (pid {}) is dead", r, beats[r].pid));
     } else if (state == 'T' || state == 't') {
       add(fmt::format("rank {} (pid {}) is stopped", r, beats[r].pid));
+    } else if (failed_only) {
+      continue;
     } else if (age > 2.0) {
       add(fmt::format("rank {} (pid {}) silent for {:.1f} s", r, beats[r].pid, age));
     } else if (beats[r].progress < most) {
@@ -173,17 +216,22 @@ std::string Heartbeats::FirstSilent(const std::string& dir, int size) {
   for (int r = 0; r < size; ++r) {
     BeatRecord e{};
     std::ifstream in(RankFile(dir, r), std::ios::binary);
-    if (in.read(reinterpret_cast<char*>(&e), sizeof(e)) && e.exited == 1)
+    if (in.read(reinterpret_cast<char*>(&e), sizeof(e)) && e.exited == kCalledExit)
       return fmt::format("rank {} (pid {}) exited in the middle of the run", r, e.pid);
   }
-  int first = -1;
-  BeatRecord oldest{}, b{};
+  int first = -1, unmarked = -1, unmarked_count = 0;
+  BeatRecord oldest{}, b{}, lone{};
   double next = 0;  // the second-oldest last beat
   int seen = 0;
   for (int r = 0; r < size; ++r) {
     std::ifstream in(RankFile(dir, r), std::ios::binary);
     if (!in.read(reinterpret_cast<char*>(&b), sizeof(b))) continue;  // ended cleanly (file removed)
     ++seen;
+    if (b.exited == kRunning) {
+      unmarked = r;
+      lone = b;
+      ++unmarked_count;
+    }
     if (first < 0 || b.wall < oldest.wall) {
       if (first >= 0) next = seen == 2 ? oldest.wall : std::min(next, oldest.wall);
       first = r;
@@ -193,9 +241,13 @@ std::string Heartbeats::FirstSilent(const std::string& dir, int size) {
     }
   }
   if (first < 0) return "";
-  // Beats come every 0.1 s: a rank silent 0.3 s before every other one stopped first. A lone file
-  // is the one rank that did not end cleanly.
+  // A lone file is the one rank that did not end cleanly.
   if (seen == 1) return fmt::format("rank {} (pid {}) did not end cleanly", first, oldest.pid);
+  // One rank ended with no code of ours running (a SIGKILL, a crash) while every other one marked its
+  // end (its deadline, the launcher's SIGTERM): that one, whatever the clocks say.
+  if (unmarked_count == 1)
+    return fmt::format("rank {} (pid {}) did not end cleanly (killed, or crashed)", unmarked, lone.pid);
+  // Beats come every 0.1 s: a rank silent 0.3 s before every other one stopped first.
   if (next - oldest.wall < 0.3) return "";
   return fmt::format("rank {} (pid {}) went silent first, {:.1f} s before the others", first, oldest.pid,
                      next - oldest.wall);
@@ -204,6 +256,7 @@ std::string Heartbeats::FirstSilent(const std::string& dir, int size) {
 void Watchdog::SetHeartbeats(std::unique_ptr<Heartbeats> hb) {
   std::lock_guard lock(mu_);
   heartbeats_ = std::move(hb);
+  if (!heartbeats_) UnhookLauncherSignal();
 }
 
 Watchdog::Watchdog(double timeout_s, std::function<void(const std::string&, double)> on_expire)
@@ -215,6 +268,7 @@ Watchdog::~Watchdog() {
   {
     std::lock_guard lock(mu_);
     stop_ = true;
+    UnhookLauncherSignal();
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -261,6 +315,7 @@ void Watchdog::Loop() {
       deadline_ = NowSeconds() + timeout_s_;
     }
     if (heartbeats_) heartbeats_->Beat(seen_progress_);
+    if (const int sig = g_launcher_signal.load(); sig != 0 && heartbeats_ && !stop_) ReportLauncherSignal(lock, sig);
     if (stop_ || !armed_.load(std::memory_order_acquire)) continue;
     // Read after `armed_` (acquire): an arming this poll sees has its count here too, so a deadline
     // left from an earlier arming is never taken for it.
@@ -274,6 +329,7 @@ void Watchdog::Loop() {
       // wrongly, and its describe() read mid-write): else its deadline starts now.
       if (arms_.load(std::memory_order_acquire) != seen_arms_ || !armed_.load(std::memory_order_acquire)) continue;
       armed_.store(false, std::memory_order_relaxed);
+      if (heartbeats_) Mark(kGaveUp);  // the peers' reports leave this rank out: it only waited
       const auto* describe = describe_.load(std::memory_order_relaxed);
       std::string what = describe ? (*describe)() : what_;
       if (heartbeats_) {
@@ -285,6 +341,41 @@ void Watchdog::Loop() {
       lock.lock();
     }
   }
+}
+
+void Watchdog::EndOnLauncherSignal() {
+  std::lock_guard lock(mu_);
+  if (!heartbeats_ || !thread_.joinable()) return;  // without both the default end is the better one
+  struct sigaction sa {};
+  sa.sa_sigaction = OnLauncherSignal;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal_hooked_ = true;
+}
+
+void Watchdog::UnhookLauncherSignal() {
+  if (!signal_hooked_) return;
+  signal_hooked_ = false;
+  signal(SIGTERM, SIG_DFL);
+  if (g_launcher_signal.load() != 0) raise(SIGTERM);  // it came while nothing could report it
+}
+
+void Watchdog::ReportLauncherSignal(std::unique_lock<std::mutex>& lock, int sig) {
+  // Only a peer that failed on its own counts (dead, stopped, exit()): not one that gave up waiting
+  // or that the same SIGTERM is ending. None: the user's or a scheduler's SIGTERM, the default end.
+  const std::string failed = heartbeats_->Describe(/*failed_only=*/true);
+  const bool armed = armed_.load(std::memory_order_acquire) && !describe_.load(std::memory_order_relaxed);
+  const std::string during = armed ? " during " + what_ : "";
+  const int rank = heartbeats_->rank();
+  lock.unlock();
+  if (!failed.empty()) {
+    LogInfo("rank {} ended by its launcher (SIGTERM){}: {}; exit 2", rank, during, failed);
+    std::_Exit(2);
+  }
+  signal(sig, SIG_DFL);
+  raise(sig);
+  std::_Exit(128 + sig);
 }
 
 }  // namespace ciuic

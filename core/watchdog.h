@@ -35,7 +35,11 @@ class Heartbeats {
   Heartbeats& operator=(const Heartbeats&) = delete;
   void Beat(uint64_t progress);
   // "rank 1 (pid 4242) is stopped; rank 2 silent for 3.1 s" — or "" when every rank looks alive.
-  std::string Describe() const;
+  // failed_only: only peers that failed on their own (dead, stopped, called exit() mid-run), not
+  // silent or lagging ones. Peers that gave up waiting (their deadline) or that their launcher is
+  // ending are never named.
+  std::string Describe(bool failed_only = false) const;
+  int rank() const { return rank_; }
   const std::string& dir() const { return dir_; }
   // For the launcher after the job ended abnormally: the rank whose heartbeats stopped first, well
   // before the others' (the one that died or stopped; its peers were ended after it), as
@@ -77,10 +81,21 @@ class Watchdog {
   void Progress() { progress_.fetch_add(1, std::memory_order_relaxed); }
   // Beats on every poll, and names silent or lagging peers in the expiry message.
   void SetHeartbeats(std::unique_ptr<Heartbeats> hb);
+  // For a rank of a launcher that ends a job with SIGTERM when one rank fails (mpiexec does, a
+  // second after a rank died or exited non-zero): SIGTERM from the parent process (the launcher; from
+  // anyone else it is this rank's own end, by the default action) is caught, and the watchdog's thread prints
+  // one line naming the failed peers, "rank 0 ended by its launcher (signal Terminated) during ...:
+  // rank 2 (pid 811) is dead; exit 2", then exits 2; with no failed peer (the user's SIGTERM) the
+  // process ends by the signal as before. Needs heartbeats and a running deadline (timeout > 0);
+  // call after SetHeartbeats.
+  void EndOnLauncherSignal();
   double timeout() const { return timeout_s_; }
 
  private:
   void Loop();
+  [[noreturn]] void ReportLauncherSignal(std::unique_lock<std::mutex>& lock, int sig);
+  void UnhookLauncherSignal();  // under mu_
+  bool signal_hooked_ = false;  // under mu_
   double timeout_s_;
   std::function<void(const std::string&, double)> on_expire_;
   std::mutex mu_;

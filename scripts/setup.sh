@@ -10,7 +10,7 @@ packages=(
   libgloo-dev   # the gloo backend (--backend gloo, --transport gloo)
   libfmt-dev libcxxopts-dev libsqlite3-dev nlohmann-json3-dev libhwloc-dev
   libgtest-dev libbenchmark-dev
-  iproute2 python3 bc procps   # bc, procps: tests/scripts/fault_matrix.sh
+  iproute2 python3 bc procps sqlite3   # bc, procps, sqlite3: tests/scripts/fault_matrix.sh
   clang   # libFuzzer harnesses (scripts/fuzz.sh, the sanitizer stage of scripts/test.sh)
   python3-torch   # tests/python: DDP export and the ciuic comm hook under PyTorch (gloo)
   # Debian's torch calls the system BLAS; without OpenBLAS that is the reference BLAS, about 10x

@@ -2,12 +2,15 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -154,6 +157,116 @@ TEST(Watchdog, ItsOwnStopIsNotSilenceOfThePeers) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the watchdog expired on its own stop";
+}
+
+// mpiexec ends the other ranks with SIGTERM a second after one died: a rank that hooked it names the
+// peer that failed (and only that one: not a peer the same SIGTERM ended); with no failed peer (the
+// user's SIGTERM) it ends by the signal; a SIGTERM from anyone but its parent is its own death.
+TEST(Heartbeats, LauncherSigtermNamesOnlyTheFailedPeer) {
+  char tmpl[] = "/tmp/ciuic-hb-term-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  auto read_all = [](const std::string& path) {
+    std::string text;
+    if (FILE* f = std::fopen(path.c_str(), "r")) {
+      char buf[512];
+      size_t n;
+      while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
+      std::fclose(f);
+    }
+    return text;
+  };
+  // A rank that hooks SIGTERM and runs until a signal ends it; its stderr goes to `err`.
+  auto start_rank = [&](int rank, const std::string& err) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const int fd = open(err.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0600);
+      dup2(fd, 2);
+      Watchdog w(30, [](const std::string&, double) { _exit(9); });
+      w.SetHeartbeats(std::make_unique<Heartbeats>(dir, rank, 3));
+      w.EndOnLauncherSignal();
+      for (;;) pause();
+    }
+    return pid;
+  };
+  auto wait_status = [](pid_t pid) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return status;
+  };
+  // Rank 2, SIGTERMed by its parent (this test, its launcher) while no peer has failed: the signal's
+  // own end, and its record says the launcher ended it.
+  const pid_t r2 = start_rank(2, dir + "/err-2");
+  usleep(300000);
+  kill(r2, SIGTERM);
+  int status = wait_status(r2);
+  ASSERT_TRUE(WIFSIGNALED(status)) << status;
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
+  EXPECT_EQ(read_all(dir + "/err-2"), "");
+  // Rank 0 dies by SIGKILL: its record stays, unmarked.
+  const pid_t r0 = start_rank(0, dir + "/err-0");
+  usleep(300000);
+  kill(r0, SIGKILL);
+  wait_status(r0);
+  // Rank 1, SIGTERMed by its launcher now: exit 2, naming rank 0 dead, not rank 2.
+  const pid_t r1 = start_rank(1, dir + "/err-1");
+  usleep(300000);
+  kill(r1, SIGTERM);
+  status = wait_status(r1);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  const std::string said = read_all(dir + "/err-1");
+  EXPECT_NE(said.find("rank 1 ended by its launcher (SIGTERM): rank 0 (pid " + std::to_string(r0) + ") is dead; exit 2"),
+            std::string::npos)
+      << said;
+  EXPECT_EQ(said.find("rank 2"), std::string::npos) << said;
+  // The launcher (FirstSilent) sees one record without a mark: rank 0.
+  EXPECT_NE(Heartbeats::FirstSilent(dir, 3).find("rank 0 (pid " + std::to_string(r0) + ")"), std::string::npos)
+      << Heartbeats::FirstSilent(dir, 3);
+  // A SIGTERM from a process other than its parent: rank 1's own death, unmarked, so a peer names it.
+  std::filesystem::remove(dir + "/rank-1");
+  const pid_t again = start_rank(1, dir + "/err-1b");
+  usleep(300000);
+  const pid_t sender = fork();
+  if (sender == 0) {
+    kill(again, SIGTERM);
+    _exit(0);
+  }
+  wait_status(sender);
+  status = wait_status(again);
+  ASSERT_TRUE(WIFSIGNALED(status)) << status;
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
+  {
+    Heartbeats observer(dir, 2, 3);  // rank 2's record is replaced: this one is running
+    const std::string failed = observer.Describe(/*failed_only=*/true);
+    EXPECT_NE(failed.find("rank 1 (pid " + std::to_string(again) + ") is dead"), std::string::npos) << failed;
+    EXPECT_NE(failed.find("rank 0 (pid " + std::to_string(r0) + ") is dead"), std::string::npos) << failed;
+    EXPECT_EQ(failed.find("silent"), std::string::npos) << failed;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// A peer that gave up waiting (its own deadline expired) is never named by the others: it only waited.
+TEST(Heartbeats, PeerThatGaveUpIsNotACulprit) {
+  char tmpl[] = "/tmp/ciuic-hb-gave-up-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    Watchdog w(0.3, [](const std::string&, double) { _exit(2); });
+    w.SetHeartbeats(std::make_unique<Heartbeats>(dir, 1, 2));
+    w.Arm("waiting on rank 0");
+    for (;;) pause();
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  {
+    Heartbeats observer(dir, 0, 2);
+    EXPECT_EQ(observer.Describe(), "");
+    EXPECT_EQ(observer.Describe(/*failed_only=*/true), "");
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -2,19 +2,28 @@
 # Fault matrix for ciuic-bench's deadlines. One rank fails — SIGSTOP, SIGKILL or exit(1), injected
 # at a known point through $CIUIC_FAULT (core/fault.h) — in one of three phases: start-up (before
 # MPI_Init), the control plane (the agreement before a row) or the collective (a timed iteration);
-# with 2, 3 or 4 ranks; launched by ciuic-bench itself (--ranks N) or by a plain mpiexec; over the
-# mpi and ciuic backends. Two more cases send SIGTERM from outside during the collective.
+# the victim is the first rank, a middle one or the last; with 2, 3 or 4 ranks; launched by
+# ciuic-bench itself (--ranks N) or by a plain mpiexec; over the mpi and ciuic backends. Then the
+# launcher's own signals: SIGTERM to one rank from outside, and SIGINT, SIGTERM and SIGKILL to the
+# self-launching ciuic-bench.
 #
-# Every case must end within 2x the timeout of the fault (plus 1 s for the launcher to reap), and:
-#   - exit 2, except a SIGKILLed rank under a plain mpiexec: mpiexec ends the job itself with its
-#     own code (137) before any surviving rank can speak, and that is what the user's shell sees;
-#   - name the culprit: ciuic's line with the victim's pid (the rank that timed out names a stopped
-#     rank, the self-launch names the rank that went silent first, the victim itself says it called
-#     exit()), or, for that one mpiexec-only case, mpiexec's line naming the rank.
+# Every rank-fault case must:
+#   - end within 2x the timeout of the fault (plus 1 s for the launcher to reap);
+#   - exit 2, except a SIGKILLed rank under a plain mpiexec: mpiexec ends the job with its own 137,
+#     which is what the user's shell sees (marked "m" in the table; mpiexec's line must name the rank);
+#   - have the culprit named by a *surviving* rank, with how it failed: a survivor's timeout line or
+#     its "ended by its launcher" line (mpiexec SIGTERMs the others a second after a rank died or
+#     exited non-zero) names the victim's rank and pid as "is stopped", "is dead" or "called exit()";
+#     no survivor names any other rank. The victim's own lines do not count;
+#   - leave no process of the case running (checked per case, 3 s after the end);
+#   - leave --out and --db as they were: both exist before the run (the JSON of an earlier run and a
+#     database holding one complete run); after the failure the JSON is byte-identical and the
+#     database passes integrity_check with the same run and rows (never a half file or a half run).
 # Prints one row per case; exits 1 if any case fails.
 # Usage: fault_matrix.sh CIUIC_BENCH [--full] [TIMEOUT_S]
-#   default: each action x phase x launcher x backend once, the rank count rotating over 2, 3, 4
-#   (38 cases); --full: every rank count (110 cases).
+#   default: each action x phase x launcher x backend once, the rank count and the victim's place
+#   rotating so that every (action, phase, place) and (rank count, place) occurs (36 cases + 5);
+#   --full: every rank count and place (288 + 5).
 set -u
 bench=$1
 shift
@@ -28,19 +37,48 @@ now() { python3 -c 'import time; print(f"{time.monotonic():.3f}")'; }
 failures=0
 cases=0
 crashes=0
-printf '%-7s %-10s %-7s %-7s %-5s %8s %5s %-7s %s\n' fault phase launch backend ranks seconds exit culprit verdict
+fmt='%-7s %-10s %-7s %-7s %5s %6s %7s %4s %-9s %-8s %4s %-6s %s\n'
+printf "$fmt" fault phase launch backend ranks victim seconds exit survivors launcher left files verdict
 
-# run_case ACTION PHASE LAUNCHER BACKEND RANKS
+# The healthy run every case's --out and --db start from: its JSON and a database with its one run.
+seed_json="$work/seed.json"
+seed_db="$work/seed.db"
+"$bench" allreduce --backend mpi --ranks 2 --sizes 256K:512K --iters 5 --timeout 30 --inplace no --out "$seed_json" \
+  --format json --db "$seed_db" >/dev/null 2>"$work/seed.err" || { cat "$work/seed.err"; echo "fault_matrix: the seed run failed"; exit 1; }
+db_state() {  # what a database holds: integrity, runs, rows
+  sqlite3 "$1" "pragma integrity_check; select count(*) from bench_runs; select count(*) from bench_rows;" 2>&1 | tr '\n' ' '
+}
+seed_state=$(db_state "$seed_db")
+case "$seed_state" in "ok 1 2 ") ;; *) echo "fault_matrix: the seed database holds '$seed_state'"; exit 1 ;; esac
+
+# TAG: "same" when --out and --db hold exactly what they held before the case, else what changed.
+files_kept() {
+  local what=""
+  cmp -s "$seed_json" "$1.json" || what+="out,"
+  [ "$(db_state "$1.db")" = "$seed_state" ] || what+="db,"
+  echo "${what:-same}"
+}
+prepare_files() { cp "$seed_json" "$1.json"; cp "$seed_db" "$1.db"; }
+# TAG: how many processes of the case are still there 3 s after it ended.
+leftovers() {
+  for _ in $(seq 1 30); do
+    pgrep -f -- "$1" >/dev/null || { echo 0; return; }
+    sleep 0.1
+  done
+  pgrep -f -- "$1" | wc -l
+}
+
+# run_case ACTION PHASE LAUNCHER BACKEND RANKS VICTIM
 run_case() {
-  local action=$1 phase=$2 launcher=$3 backend=$4 ranks=$5
-  local victim=$((ranks - 1))
-  local tag="$work/case-$action-$phase-$launcher-$backend-$ranks"
+  local action=$1 phase=$2 launcher=$3 backend=$4 ranks=$5 victim=$6
+  local tag="$work/case-$action-$phase-$launcher-$backend-$ranks-$victim"
   local after=1
   [ "$phase" = control ] && after=2      # the second row's agreement: the first row ran
   [ "$phase" = collective ] && after=40  # well into a row's iterations
+  prepare_files "$tag"
   local args=(allreduce --backend "$backend" --sizes 256K:512K --iters 200 --timeout "$timeout_s" --inplace no
-    --out "$tag.json" --format json)
-  local start code secs named ok want=2 fault_t=""
+    --out "$tag.json" --format json --db "$tag.db")
+  local start code secs ok want=2 fault_t="" mark=""
   start=$(now)
   if [ "$launcher" = self ]; then
     CIUIC_FAULT="$phase:$victim:$action:$after" "$bench" "${args[@]}" --ranks "$ranks" >/dev/null 2>"$tag.err" &
@@ -63,17 +101,35 @@ run_case() {
     fault_t=$(sed -n 's/.* at t=\([0-9.]*\).*/\1/p' <<<"$line")
   fi
   secs=$(awk -v e="$end" -v f="${fault_t:-$start}" 'BEGIN { printf "%.1f", e - f }')
-  named=no
-  if [ -n "$vpid" ] && grep -v 'fault injection:' "$tag.err" | grep -q "(pid $vpid)"; then named=yes; fi
+  # The survivors' lines: a timeout, or the launcher's SIGTERM reported; each claim in them
+  # ("rank R (pid P) is stopped|is dead|called exit()") must be the victim, failed as injected.
+  local how survivors=none
+  case $action in stop) how="is stopped" ;; kill) how="is dead" ;; exit) how="called exit()" ;; esac
+  local claims wrong_claims
+  claims=$(grep -E '^ciuic-bench: (timeout: |rank [0-9]+ ended by its launcher)' "$tag.err" |
+    grep -v "^ciuic-bench: rank $victim ended by its launcher" |
+    grep -oE 'rank [0-9]+ \(pid [0-9]+\) (is stopped|is dead|called exit\(\))' | sort -u)
+  if [ -n "$claims" ] && [ -n "$vpid" ]; then
+    wrong_claims=$(grep -vxF "rank $victim (pid $vpid) $how" <<<"$claims")
+    if [ -z "$wrong_claims" ]; then survivors=${how##* }; else survivors=wrong; fi
+  fi
+  # The launcher's own line: ciuic-bench's self-launch, or mpiexec's.
+  local by_launcher=-
+  if [ "$launcher" = self ]; then
+    grep -qE "^ciuic-bench: rank $victim \(pid $vpid\) (went silent first|exited in the middle|did not end cleanly)" \
+      "$tag.err" && by_launcher=self
+  else
+    grep -qE "process rank $victim .*exited on signal|^ *Process name: \[\[[0-9]+,[0-9]+\],$victim\]" "$tag.err" &&
+      by_launcher=mpiexec
+  fi
   if [ "$launcher" = mpiexec ] && [ "$action" = kill ]; then
     want=137
-    grep -q "process rank $victim .*exited on signal 9" "$tag.err" && named=mpiexec
+    mark=" m"
   fi
   # Open MPI 4.1's mpiexec can itself crash in its own teardown (orte_finalize) after it has ended the
   # job (seen once in a CI run; 0 times in 12 reruns of that case here): the user's shell then sees its
   # signal, not the ranks' code. Such a case passes only when mpiexec had reported a surviving rank's
   # exit code 2 first, and the table marks it.
-  local mark=""
   if [ "$launcher" = mpiexec ] && [ "$code" -gt 128 ] && [ "$code" -ne 137 ] \
     && grep -q "^\[[^]]*:$pid\] .*mpiexec(" "$tag.err" && grep -q "orte_finalize" "$tag.err" \
     && grep -Eq '^ *Exit code: +2$' "$tag.err"; then
@@ -81,31 +137,41 @@ run_case() {
     mark=" (mpiexec crashed in orte_finalize after the ranks' exit 2)"
     crashes=$((crashes + 1))
   fi
+  local left files
+  left=$(leftovers "$tag")
+  files=$(files_kept "$tag")
   ok=yes
   [ "$code" -eq "$want" ] || ok=no
   [ -n "$fault_t" ] || ok=no
   awk -v s="$secs" -v t="$timeout_s" 'BEGIN { exit !(s <= 2 * t + 1) }' || ok=no
-  [ "$named" != no ] || ok=no
-  printf '%-7s %-10s %-7s %-7s %-5s %8s %5s %-7s %s\n' "$action" "$phase" "$launcher" "$backend" "$ranks" "$secs" \
-    "$code" "$named" "$ok$mark"
+  case $survivors in none | wrong) ok=no ;; esac
+  [ "$want" -ne 137 ] || [ "$by_launcher" = mpiexec ] || ok=no
+  [ "$left" -eq 0 ] || ok=no
+  [ "$files" = same ] || ok=no
+  printf "$fmt" "$action" "$phase" "$launcher" "$backend" "$ranks" "$victim" "$secs" "$code" "$survivors" \
+    "$by_launcher" "$left" "$files" "$ok$mark"
   cases=$((cases + 1))
   if [ "$ok" != yes ]; then
     failures=$((failures + 1))
-    grep -v '^#' "$tag.err" | sed 's/^/    /' | tail -n 6
+    grep -v '^#' "$tag.err" | sed 's/^/    /' | tail -n 8
   fi
+  pkill -KILL -f -- "$tag" 2>/dev/null
 }
 
-# SIGTERM from outside while the collective runs (a scheduler ending the job): ciuic-bench forwards
-# it to mpiexec, which ends the ranks; exit 2 naming the rank that went silent first.
+# SIGTERM from outside to one rank while the collective runs (a scheduler ending one process): that
+# rank ends by the signal; exit 2, a survivor naming it dead.
 term_case() {
-  local backend=$1 ranks=$2
-  local tag="$work/case-term-$backend-$ranks"
+  local backend=$1 ranks=$2 rank=$3
+  local tag="$work/case-term-$backend-$ranks-$rank"
+  prepare_files "$tag"
   "$bench" allreduce --backend "$backend" --ranks "$ranks" --sizes 256K --iters 1000000 --timeout "$timeout_s" \
-    --inplace no --out "$tag.json" --format json >/dev/null 2>"$tag.err" &
-  local launcher=$! victim=""
+    --inplace no --out "$tag.json" --format json --db "$tag.db" >/dev/null 2>"$tag.err" &
+  local launcher=$! victim="" p
   for _ in $(seq 1 100); do
-    mapfile -t pids < <(pgrep -f -- "--out $tag.json" | grep -v "^$launcher\$")
-    if [ "${#pids[@]}" -ge $((ranks + 1)) ]; then victim=${pids[-1]}; break; fi
+    for p in $(pgrep -f -- "--out $tag.json"); do
+      tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank" && victim=$p
+    done
+    [ -n "$victim" ] && break
     sleep 0.1
   done
   sleep 1
@@ -115,37 +181,105 @@ term_case() {
   for _ in $(seq 1 $((timeout_s * 40))); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
   if kill -0 "$launcher" 2>/dev/null; then kill -KILL "$launcher"; fi
   wait "$launcher"
-  local code=$? secs named=no ok=yes
+  local code=$? secs survivors=none by_launcher=- ok=yes left files
   secs=$(awk -v e="$(now)" -v s="$start" 'BEGIN { printf "%.1f", e - s }')
-  grep -q "(pid $victim)" "$tag.err" 2>/dev/null && named=yes
+  grep -E '^ciuic-bench: (timeout: |rank [0-9]+ ended by its launcher)' "$tag.err" |
+    grep -q "rank $rank (pid $victim) is dead" && survivors=dead
+  grep -qE "^ciuic-bench: rank $rank \(pid $victim\) (went silent first|did not end cleanly)" "$tag.err" && by_launcher=self
+  left=$(leftovers "$tag")
+  files=$(files_kept "$tag")
   [ "$code" -eq 2 ] || ok=no
   awk -v s="$secs" -v t="$timeout_s" 'BEGIN { exit !(s <= 2 * t + 1) }' || ok=no
-  [ "$named" = yes ] && [ -n "$victim" ] || ok=no
-  printf '%-7s %-10s %-7s %-7s %-5s %8s %5s %-7s %s\n' term collective self "$backend" "$ranks" "$secs" "$code" \
-    "$named" "$ok"
+  [ "$survivors" = dead ] && [ -n "$victim" ] || ok=no
+  [ "$left" -eq 0 ] || ok=no
+  [ "$files" = same ] || ok=no
+  printf "$fmt" term collective self "$backend" "$ranks" "$rank" "$secs" "$code" "$survivors" "$by_launcher" "$left" \
+    "$files" "$ok"
   cases=$((cases + 1))
   if [ "$ok" != yes ]; then
     failures=$((failures + 1))
-    sed 's/^/    /' "$tag.err" | tail -n 5
+    sed 's/^/    /' "$tag.err" | tail -n 6
   fi
 }
 
+# SIGINT / SIGTERM / SIGKILL to the self-launching ciuic-bench while its ranks run (the user's ^C, a
+# scheduler): 130 / 143 with "interrupted (SIG...): every rank has ended", or the shell's 137 for
+# SIGKILL (mpiexec and the ranks end by the parent-death signal); no rank names a culprit (none
+# failed), none is left, the files are as they were.
+launcher_case() {
+  local sig=$1 backend=$2 ranks=2
+  local tag="$work/case-launcher-$sig-$backend"
+  prepare_files "$tag"
+  "$bench" allreduce --backend "$backend" --ranks "$ranks" --sizes 256K --iters 10000000 --warmup 1 \
+    --timeout "$timeout_s" --inplace no --out "$tag.json" --format json --db "$tag.db" >/dev/null 2>"$tag.err" &
+  local launcher=$!
+  for _ in $(seq 1 100); do
+    [ "$(pgrep -f -- "--out $tag.json" | wc -l)" -ge $((ranks + 2)) ] && break  # launcher, mpiexec, ranks
+    sleep 0.1
+  done
+  sleep 1
+  local start
+  start=$(now)
+  kill -s "$sig" "$launcher"
+  for _ in $(seq 1 $((timeout_s * 40))); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$launcher" 2>/dev/null; then kill -KILL "$launcher"; fi
+  { wait "$launcher"; } 2>/dev/null
+  local code=$? secs ok=yes left files want said=-
+  secs=$(awk -v e="$(now)" -v s="$start" 'BEGIN { printf "%.1f", e - s }')
+  case $sig in
+    INT) want=130; grep -q "interrupted (SIGINT): every rank has ended" "$tag.err" && said=self ;;
+    TERM) want=143; grep -q "interrupted (SIGTERM): every rank has ended" "$tag.err" && said=self ;;
+    KILL) want=137; said=n/a ;;
+  esac
+  local blamed=none
+  grep -qE 'is dead|is stopped|called exit\(\)|went silent first|did not end cleanly' "$tag.err" && blamed=wrong
+  left=$(leftovers "$tag")
+  files=$(files_kept "$tag")
+  [ "$code" -eq "$want" ] || ok=no
+  [ "$said" != - ] || ok=no
+  [ "$blamed" = none ] || ok=no
+  [ "$left" -eq 0 ] || ok=no
+  [ "$files" = same ] || ok=no
+  awk -v s="$secs" -v t="$timeout_s" 'BEGIN { exit !(s <= 2 * t + 1) }' || ok=no
+  printf "$fmt" "sig$sig" any launcher "$backend" "$ranks" - "$secs" "$code" "$blamed" "$said" "$left" "$files" "$ok"
+  cases=$((cases + 1))
+  if [ "$ok" != yes ]; then
+    failures=$((failures + 1))
+    sed 's/^/    /' "$tag.err" | tail -n 6
+  fi
+}
+
+# The victim's place: first, middle, last (with 2 ranks the middle is the last).
+victim_at() {
+  case $2 in 0) echo 0 ;; 1) echo $(($1 / 2)) ;; 2) echo $(($1 - 1)) ;; esac
+}
 i=0
 for action in stop kill exit; do
   for phase in startup control collective; do
     for launcher in self mpiexec; do
       for backend in mpi ciuic; do
         if [ "$full" = yes ]; then
-          for ranks in 2 3 4; do run_case "$action" "$phase" "$launcher" "$backend" "$ranks"; done
+          for ranks in 2 3 4; do
+            for place in 0 1 2; do
+              [ "$ranks" -eq 2 ] && [ "$place" -eq 1 ] && continue
+              run_case "$action" "$phase" "$launcher" "$backend" "$ranks" "$(victim_at "$ranks" "$place")"
+            done
+          done
         else
-          run_case "$action" "$phase" "$launcher" "$backend" $((2 + i % 3))
+          # i % 3 and (i + i / 4) % 3: every (action, launcher, place), (action, phase, place) and
+          # (rank count, place) occurs
+          ranks=$((2 + i % 3))
+          run_case "$action" "$phase" "$launcher" "$backend" "$ranks" "$(victim_at "$ranks" $(((i + i / 4) % 3)))"
         fi
         i=$((i + 1))
       done
     done
   done
 done
-term_case mpi 3
-term_case ciuic 2
+term_case mpi 3 0
+term_case ciuic 2 1
+launcher_case INT mpi
+launcher_case TERM ciuic
+launcher_case KILL mpi
 echo "fault matrix: $cases case(s), $failures failing, $crashes with mpiexec crashing in its own teardown"
 [ "$failures" -eq 0 ]

@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
-# The signal contract of both tools (docs/ciuic-bench.md, "Launching, exit codes, deadlines"):
-#   - SIGINT / SIGTERM to ciuic-bench's self-launch while its ranks run: "interrupted", exit 130 / 143,
-#     and no rank left;
-#   - SIGKILL to that launcher: mpiexec and the ranks end anyway (parent-death signal), none left;
+# The signal contract of ciuic-tune (docs/ciuic-tune.md; ciuic-bench's own, SIGINT / SIGTERM /
+# SIGKILL to its self-launch, is in the fault matrix, tests/scripts/fault_matrix.sh):
 #   - SIGTERM / SIGINT to ciuic-tune while it measures (a ciuic-bench child running): "interrupted",
 #     exit 143 / 130, no ciuic-bench left, the study's database intact with what it held before;
 #   - SIGKILL to ciuic-tune: its ciuic-bench child and that child's ranks end, none left.
-# Usage: interrupt_test.sh CIUIC_BENCH CIUIC_TUNE
+# Usage: interrupt_test.sh CIUIC_TUNE
 set -u
-bench=$1 tune=$2
+tune=$1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 work=$(mktemp -d)
 trap 'pkill -KILL -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
@@ -43,23 +41,6 @@ verdict() {  # NAME OK
   printf '%-40s %s\n' "$1" "$2"
   [ "$2" = yes ] || fail=1
 }
-
-for sig in INT TERM KILL; do
-  tag="$work/bench-$sig.json"
-  "$bench" allreduce --backend mpi --ranks 2 --sizes 256K --iters 10000000 --warmup 1 --timeout 5 --format json \
-    --out "$tag" >/dev/null 2>"$work/bench-$sig.err" &
-  launcher=$!
-  ok=yes
-  wait_for 3 "--out $tag" 60 || ok=no  # the launcher and two ranks
-  sleep 1
-  kill -s "$sig" "$launcher"
-  wait "$launcher"
-  code=$?
-  interrupted "$sig" "$code" "$work/bench-$sig.err" || ok=no
-  none_left "--out $tag" 8 || ok=no
-  [ "$ok" = yes ] || sed 's/^/    /' "$work/bench-$sig.err" | tail -n 4
-  verdict "ciuic-bench, SIG$sig to the launcher (exit $code)" "$ok"
-done
 
 # The accuracy gate (about 25 s on the 2-core VM) runs once, into a database each tune case starts from
 # a copy of: the verdicts are read back, so a case reaches its first measurement at once, and the
