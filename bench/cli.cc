@@ -362,6 +362,21 @@ void OnTimeout(const std::string& what, double timeout_s) {
   std::_Exit(2);
 }
 
+// A rank of an mpiexec job whose own error leaves its peers waiting for it: it says why and ends at
+// once, its record marked; its launcher ends the others, which name it ("rank 1 (pid ...) ended with
+// an error in the middle of the run"). `rank` -1: from the launcher's environment.
+[[noreturn]] void EndRankAfterError(const std::exception& e, int rank) {
+  if (rank < 0) {
+    const char* env = std::getenv("OMPI_COMM_WORLD_RANK");
+    rank = env ? std::atoi(env) : 0;
+  }
+  const auto* error = dynamic_cast<const Error*>(&e);
+  const std::string text = error ? OneLine(*error) : "internal error: " + OneLine(e);
+  const int code = error ? static_cast<int>(error->code()) : 2;
+  LogInfo("{}{}; exit {}", text.rfind("rank ", 0) == 0 ? "" : fmt::format("rank {}: ", rank), text, code);
+  Heartbeats::ExitAfterError(code);
+}
+
 // One rank of a job torchrun or srun started (bench/job_launch.h): the ranks meet through the TCP
 // store rank 0 serves and form a gloo world (the control plane; the data plane of gloo and of the
 // runtime over gloo), or NCCL on the local rank's GPU. Every rank runs the sweep; rank 0 reports.
@@ -443,6 +458,7 @@ int Run(int argc, char** argv) {
     ValidateOutputs(cli);
     SetParallelThreads(std::max(1u, std::thread::hardware_concurrency() / ranks));
     Watchdog watchdog(cli.timeout_s, OnTimeout);
+    watchdog.SetPeerReport(DescribeLocalRanks);  // a timeout names the rank the others wait on
     int code = 0;
     std::mutex mu;
     RunLocalRanks(
@@ -470,7 +486,11 @@ int Run(int argc, char** argv) {
   watchdog.EndOnLauncherSignal();  // mpiexec ending the job after a rank failed: this rank names it
   Heartbeats::TreatExitAsFailure();
   watchdog.Arm("MPI start-up (MPI_Init, the world's first exchanges)");
-  FaultPoint("startup", 0);
+  try {
+    FaultPoint("startup", 0);
+  } catch (const std::exception& e) {
+    EndRankAfterError(e, -1);
+  }
   MpiSession mpi(&argc, &argv);
   auto world = MakeMpiWorld();
   if (cli.gpus_per_rank > 1 && launched && !getenv("CIUIC_LAUNCHED_BY_BENCH")) {
@@ -521,7 +541,18 @@ int Run(int argc, char** argv) {
       return static_cast<int>(e.code());
     }
   }
-  const int code = table_done ? 0 : RunOnComm(*comm, cli, local, &watchdog);
+  int code = 0;
+  try {
+    code = table_done ? 0 : RunOnComm(*comm, cli, local, &watchdog);
+  } catch (const ReportedByLead&) {
+    throw;  // every rank agreed: each ends through MPI_Finalize
+  } catch (const std::exception& e) {
+    const auto* error = dynamic_cast<const Error*>(&e);
+    if (error && error->code() == ExitCode::kUsage) throw;  // found by the ranks together, the same on each
+    // This rank's own failure inside a row: its peers wait in a collective it will not join, so
+    // MPI_Finalize would wait for ever.
+    EndRankAfterError(e, comm->Rank());
+  }
   // MPI_Finalize waits for every rank: one that is gone or stopped must not hang the others here.
   watchdog.Arm(fmt::format("shut-down (MPI_Finalize) on rank {}", comm->Rank()));
   comm.reset();

@@ -241,12 +241,27 @@ class Runner {
       row.skipped = true;
       return row;
     }
+    // What a rank prepares alone (buffers, inputs) may fail on one rank: every rank says whether it
+    // is ready before the row's first collective, so the row is skipped by all together. A failure
+    // once the row's collectives began is not caught: the ranks are no longer in the same call (the
+    // one that failed would meet its peers' collective with another one), so the run ends there
+    // (exit 2; over the local backend the peers' calls fail naming the rank).
+    Placement p;
     try {
-      MeasureInto(row, counts, inplace);
+      p = Prepare(counts, inplace);
     } catch (const Error& e) {
       if (e.code() == ExitCode::kUsage) throw;
       row.error = e.what();
     }
+    Arm("the readiness exchange before", row.size_bytes, inplace);
+    double unready = row.ok() ? 0 : 1;
+    comm_.HostAllReduce(&unready, 1, ReduceOp::kMax);
+    Disarm();
+    if (unready > 0) {
+      if (row.ok()) row.error = "failed on another rank";
+      return row;
+    }
+    MeasureInto(row, p);
     // A row is good only if every rank says so.
     Arm("the verdict exchange after", row.size_bytes, inplace);
     double bad = row.ok() ? 0 : 1;
@@ -339,7 +354,8 @@ class Runner {
     return us;
   }
 
-  void MeasureInto(BenchRow& row, const CollCounts& counts, bool inplace) {
+  // The row's buffers and inputs, on this rank alone (no communication).
+  Placement Prepare(const CollCounts& counts, bool inplace) {
     const MemoryKind kind = comm_.BufferKind();
     Placement p;
     p.counts = counts;
@@ -362,6 +378,13 @@ class Runner {
       // Receive buffers are touched (resident, not zero) before timing.
       if (!inplace) SetBytes(p.recv_region, kind, 0xA5, p.slots * p.RecvBytes());
     }
+    return p;
+  }
+
+  void MeasureInto(BenchRow& row, Placement& p) {
+    const MemoryKind kind = comm_.BufferKind();
+    const bool inplace = p.inplace;
+    const PatternKind pk = PatternFor(*o_.spec, o_.op);
 
     // Warm-up. The first run sizes the warm-up; the warm-up's median (the first op pays for cold
     // caches and connection set-up) sizes the timed iterations. Every rank takes the same counts.

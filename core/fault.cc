@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -49,8 +51,8 @@ FaultSpec Parse(const char* env) {
         fmt::format("CIUIC_FAULT={}: phase '{}' is not startup, control, collective or nccl-startup", env, f.phase));
   f.rank = static_cast<int>(ParseCount(parts[1], env));
   f.action = parts[2];
-  if (f.action != "stop" && f.action != "kill" && f.action != "exit")
-    throw UsageError(fmt::format("CIUIC_FAULT={}: action '{}' is not stop, kill or exit", env, f.action));
+  if (f.action != "stop" && f.action != "kill" && f.action != "exit" && f.action != "hang" && f.action != "throw")
+    throw UsageError(fmt::format("CIUIC_FAULT={}: action '{}' is not stop, kill, exit, hang or throw", env, f.action));
   if (n == 3) f.after = ParseCount(parts[3], env);
   if (f.after < 1) throw UsageError(fmt::format("CIUIC_FAULT={}: AFTER must be at least 1", env));
   f.set = true;
@@ -77,6 +79,10 @@ void FaultPoint(std::string_view phase, int rank) {
   if (f.action == "stop") raise(SIGSTOP);
   if (f.action == "kill") raise(SIGKILL);
   if (f.action == "exit") std::exit(1);
+  if (f.action == "throw") throw RuntimeError(fmt::format("fault injection: rank {} threw in the {} phase", rank, f.phase));
+  if (f.action == "hang") {
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
 }
 
 }  // namespace ciuic

@@ -9,7 +9,9 @@
 //             ranks exchanged NCCL's id, before this rank joins NCCL's own start-up)
 //     RANK    the world rank that fails (OMPI_COMM_WORLD_RANK under a launcher, else the caller's)
 //     ACTION  stop (SIGSTOP to itself), kill (SIGKILL to itself), exit (exit(1) without clean-up
-//             of the run: what a library's abort looks like to its peers)
+//             of the run: what a library's abort looks like to its peers); for ranks as threads
+//             (--backend local), where those end the whole process: hang (the rank's thread blocks
+//             for ever, as in a stuck library call) and throw (a RuntimeError from the rank)
 //     AFTER   fail at the AFTER-th time the rank reaches the point (default 1)
 // A malformed value is a UsageError naming the variable.
 #include <string_view>

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <chrono>
 
@@ -41,6 +42,7 @@ enum EndMark : int64_t {
   kCalledExit = 1,       // exit() in the middle of the run (a library's error path)
   kEndedByLauncher = 2,  // the launcher's SIGTERM (mpiexec ending the job): a peer's failure, or the user's
   kGaveUp = 3,           // its own deadline expired: it waited on a peer, it is not the culprit
+  kEndedByError = 4,     // an error of its own in the middle of the run (Heartbeats::ExitAfterError)
 };
 
 struct BeatRecord {
@@ -150,6 +152,12 @@ Heartbeats::Heartbeats(std::string dir, int rank, int size) : dir_(std::move(dir
 
 void Heartbeats::TreatExitAsFailure() { g_exit_is_failure.store(true); }
 
+void Heartbeats::ExitAfterError(int code) {
+  Mark(kEndedByError);
+  std::fflush(nullptr);
+  std::_Exit(code);
+}
+
 Heartbeats::~Heartbeats() {
   g_beat_fd.store(-1);
   if (fd_ >= 0) close(fd_);
@@ -189,6 +197,8 @@ std::string Heartbeats::Describe(bool failed_only) const {
     const double age = now - beats[r].wall;
     if (beats[r].exited == kCalledExit) {
       add(fmt::format("rank {} (pid {}) called exit() in the middle of the run", r, beats[r].pid));
+    } else if (beats[r].exited == kEndedByError) {
+      add(fmt::format("rank {} (pid {}) ended with an error in the middle of the run", r, beats[r].pid));
     } else if (state == 0 || state == 'Z' || state == 'X') {
       add(fmt::format("rank {} (pid {}) is dead", r, beats[r].pid));
     } else if (state == 'T' || state == 't') {
@@ -218,6 +228,8 @@ std::string Heartbeats::FirstSilent(const std::string& dir, int size) {
     std::ifstream in(RankFile(dir, r), std::ios::binary);
     if (in.read(reinterpret_cast<char*>(&e), sizeof(e)) && e.exited == kCalledExit)
       return fmt::format("rank {} (pid {}) exited in the middle of the run", r, e.pid);
+    if (in && e.exited == kEndedByError)
+      return fmt::format("rank {} (pid {}) ended with an error in the middle of the run", r, e.pid);
   }
   int first = -1, unmarked = -1, unmarked_count = 0;
   BeatRecord oldest{}, b{}, lone{};
@@ -251,6 +263,11 @@ std::string Heartbeats::FirstSilent(const std::string& dir, int size) {
   if (next - oldest.wall < 0.3) return "";
   return fmt::format("rank {} (pid {}) went silent first, {:.1f} s before the others", first, oldest.pid,
                      next - oldest.wall);
+}
+
+void Watchdog::SetPeerReport(std::function<std::string()> report) {
+  std::lock_guard lock(mu_);
+  peer_report_ = std::move(report);
 }
 
 void Watchdog::SetHeartbeats(std::unique_ptr<Heartbeats> hb) {
@@ -334,6 +351,10 @@ void Watchdog::Loop() {
       std::string what = describe ? (*describe)() : what_;
       if (heartbeats_) {
         const std::string peers = heartbeats_->Describe();
+        if (!peers.empty()) what += "; " + peers;
+      }
+      if (peer_report_) {
+        const std::string peers = peer_report_();
         if (!peers.empty()) what += "; " + peers;
       }
       lock.unlock();

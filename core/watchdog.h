@@ -54,6 +54,10 @@ class Heartbeats {
   // launcher reports 2. Without it exit() only marks the record (the runtime inside a user's job,
   // whose own exit codes are the user's).
   static void TreatExitAsFailure();
+  // For a rank whose own error leaves its peers inside a collective it will never join (the clean
+  // way out, MPI_Finalize, would wait for them for ever): marks its record "ended with an error"
+  // (the peers and the launcher name it so), flushes stdio and ends the process with `code` at once.
+  [[noreturn]] static void ExitAfterError(int code);
 
  private:
   std::string dir_;
@@ -81,6 +85,8 @@ class Watchdog {
   void Progress() { progress_.fetch_add(1, std::memory_order_relaxed); }
   // Beats on every poll, and names silent or lagging peers in the expiry message.
   void SetHeartbeats(std::unique_ptr<Heartbeats> hb);
+  // Appended to the expiry message when not empty (ranks as threads: which rank the others wait on).
+  void SetPeerReport(std::function<std::string()> report);
   // For a rank of a launcher that ends a job with SIGTERM when one rank fails (mpiexec does, a
   // second after a rank died or exited non-zero): SIGTERM from the parent process (the launcher; from
   // anyone else it is this rank's own end, by the default action) is caught, and the watchdog's thread prints
@@ -110,6 +116,7 @@ class Watchdog {
   std::string what_;                    // under mu_
   std::atomic<const std::function<std::string()>*> describe_{nullptr};  // set: what_ is formatted by it
   std::unique_ptr<Heartbeats> heartbeats_;
+  std::function<std::string()> peer_report_;  // under mu_
   std::thread thread_;
 };
 

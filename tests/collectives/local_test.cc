@@ -1,7 +1,12 @@
 // The local (threads) backend against hand-computed results: every collective, 1..16 ranks.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <mutex>
 #include <numeric>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "collectives/backends/local/communicator.h"
@@ -118,6 +123,61 @@ TEST(Local, FailingRankDoesNotHangPeers) {
                                c.Barrier();
                              }),
                RuntimeError);
+}
+
+// The peers of a rank that failed are told which one and why: their blocked calls (a barrier, a
+// receive, a split's collective) fail naming it, and the first error is the culprit's own.
+TEST(Local, PeersNameTheRankThatFailed) {
+  std::mutex mu;
+  std::vector<std::string> peers;
+  try {
+    RunLocalRanks(4, [&](Communicator& c) {
+      auto half = c.Split(c.Rank() % 2, c.Rank());  // ranks 0 and 2, 1 and 3
+      if (c.Rank() == 2) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the others are blocked by now
+        throw RuntimeError("planted failure");
+      }
+      try {
+        if (c.Rank() == 0) {
+          float x = 1, y = 0;
+          half->AllReduce(&x, &y, 1, DType::kFloat32, ReduceOp::kSum);  // with rank 2, in the split
+        } else if (c.Rank() == 1) {
+          int v = 0;
+          auto request = c.IRecv(&v, sizeof(v), 2, 7);
+          c.Wait(*request);
+        } else {
+          c.Barrier();
+        }
+      } catch (const RuntimeError& e) {
+        std::lock_guard lock(mu);
+        peers.push_back(e.what());
+        throw;
+      }
+    });
+    FAIL() << "no error";
+  } catch (const RuntimeError& e) {
+    EXPECT_EQ(std::string(e.what()), "planted failure");
+  }
+  ASSERT_EQ(peers.size(), 3u);
+  for (const auto& p : peers) EXPECT_EQ(p, "local backend: rank 2 failed: planted failure");
+}
+
+// While ranks wait, the deadline's message names the rank that does not: a hung rank, not its peers.
+TEST(Local, DescribesTheRankTheOthersWaitOn) {
+  std::atomic<bool> release{false};
+  std::string seen, idle;
+  RunLocalRanks(3, [&](Communicator& c) {
+    if (c.Rank() == 1) {
+      idle = DescribeLocalRanks();  // nobody waits yet, or only some: at most this rank is named
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // "hung" outside the backend
+      seen = DescribeLocalRanks();
+      release = true;
+    }
+    c.Barrier();
+  });
+  EXPECT_TRUE(release.load());
+  EXPECT_EQ(seen, "rank 1 is not waiting on any peer (hung or busy outside the backend; 2 rank(s) wait)");
+  EXPECT_EQ(DescribeLocalRanks(), "");  // nothing runs now
 }
 
 }  // namespace

@@ -104,11 +104,16 @@ run_case() {
   # The survivors' lines: a timeout, or the launcher's SIGTERM reported; each claim in them
   # ("rank R (pid P) is stopped|is dead|called exit()") must be the victim, failed as injected.
   local how survivors=none
-  case $action in stop) how="is stopped" ;; kill) how="is dead" ;; exit) how="called exit()" ;; esac
+  case $action in
+    stop) how="is stopped" ;;
+    kill) how="is dead" ;;
+    exit) how="called exit()" ;;
+    throw) how="ended with an error" ;;
+  esac
   local claims wrong_claims
   claims=$(grep -E '^ciuic-bench: (timeout: |rank [0-9]+ ended by its launcher)' "$tag.err" |
     grep -v "^ciuic-bench: rank $victim ended by its launcher" |
-    grep -oE 'rank [0-9]+ \(pid [0-9]+\) (is stopped|is dead|called exit\(\))' | sort -u)
+    grep -oE 'rank [0-9]+ \(pid [0-9]+\) (is stopped|is dead|called exit\(\)|ended with an error)' | sort -u)
   if [ -n "$claims" ] && [ -n "$vpid" ]; then
     wrong_claims=$(grep -vxF "rank $victim (pid $vpid) $how" <<<"$claims")
     if [ -z "$wrong_claims" ]; then survivors=${how##* }; else survivors=wrong; fi
@@ -116,7 +121,7 @@ run_case() {
   # The launcher's own line: ciuic-bench's self-launch, or mpiexec's.
   local by_launcher=-
   if [ "$launcher" = self ]; then
-    grep -qE "^ciuic-bench: rank $victim \(pid $vpid\) (went silent first|exited in the middle|did not end cleanly)" \
+    grep -qE "^ciuic-bench: rank $victim \(pid $vpid\) (went silent first|exited in the middle|ended with an error|did not end cleanly)" \
       "$tag.err" && by_launcher=self
   else
     grep -qE "process rank $victim .*exited on signal|^ *Process name: \[\[[0-9]+,[0-9]+\],$victim\]" "$tag.err" &&
@@ -249,12 +254,63 @@ launcher_case() {
   fi
 }
 
+# Ranks as threads (--backend local, and the runtime over it): a rank's thread hangs (blocks for ever,
+# as in a stuck library call) or throws. A hang: the deadline expires and its line names the rank the
+# others wait on ("rank V is not waiting on any peer"), nobody else. A throw: the run ends at once with
+# exit 2 and the culprit's error; its peers' blocked calls fail naming it ("local backend: rank V
+# failed: ..."), which the unit tests check. Files as in run_case.
+thread_case() {
+  local action=$1 phase=$2 backend=$3 ranks=$4 victim=$5
+  local tag="$work/case-$action-$phase-threads-$backend-$ranks-$victim"
+  local after=1
+  [ "$phase" = control ] && after=2
+  [ "$phase" = collective ] && after=40
+  prepare_files "$tag"
+  local transport=()
+  [ "$backend" = ciuic ] && transport=(--transport local)
+  local start code secs ok=yes survivors=none fault_t=""
+  start=$(now)
+  CIUIC_FAULT="$phase:$victim:$action:$after" "$bench" allreduce --backend "$backend" "${transport[@]}" --ranks "$ranks" \
+    --sizes 256K:512K --iters 200 --timeout "$timeout_s" --inplace no --out "$tag.json" --format json --db "$tag.db" \
+    >/dev/null 2>"$tag.err" &
+  local pid=$!
+  for _ in $(seq 1 $((timeout_s * 40 + 60))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; fi
+  wait "$pid"
+  code=$?
+  fault_t=$(sed -n 's/.*fault injection: .* at t=\([0-9.]*\).*/\1/p' "$tag.err" | head -n 1)
+  secs=$(awk -v e="$(now)" -v f="${fault_t:-$start}" 'BEGIN { printf "%.1f", e - f }')
+  local named
+  if [ "$action" = hang ]; then
+    named=$(grep '^ciuic-bench: timeout: ' "$tag.err" | grep -oE 'rank [0-9]+ is not waiting on any peer' | sort -u)
+    [ "$named" = "rank $victim is not waiting on any peer" ] && survivors=hung
+    [ -n "$named" ] && [ "$survivors" = none ] && survivors=wrong
+  else
+    grep -v "does .throw." "$tag.err" | grep -q "fault injection: rank $victim threw in the $phase phase" && survivors=threw
+  fi
+  local left files
+  left=$(leftovers "$tag")
+  files=$(files_kept "$tag")
+  [ "$code" -eq 2 ] || ok=no
+  [ -n "$fault_t" ] || ok=no
+  awk -v s="$secs" -v t="$timeout_s" 'BEGIN { exit !(s <= 2 * t + 1) }' || ok=no
+  case $survivors in none | wrong) ok=no ;; esac
+  [ "$left" -eq 0 ] || ok=no
+  [ "$files" = same ] || ok=no
+  printf "$fmt" "$action" "$phase" threads "$backend" "$ranks" "$victim" "$secs" "$code" "$survivors" - "$left" "$files" "$ok"
+  cases=$((cases + 1))
+  if [ "$ok" != yes ]; then
+    failures=$((failures + 1))
+    sed 's/^/    /' "$tag.err" | tail -n 6
+  fi
+}
+
 # The victim's place: first, middle, last (with 2 ranks the middle is the last).
 victim_at() {
   case $2 in 0) echo 0 ;; 1) echo $(($1 / 2)) ;; 2) echo $(($1 - 1)) ;; esac
 }
 i=0
-for action in stop kill exit; do
+for action in stop kill exit throw; do
   for phase in startup control collective; do
     for launcher in self mpiexec; do
       for backend in mpi ciuic; do
@@ -273,6 +329,16 @@ for action in stop kill exit; do
         fi
         i=$((i + 1))
       done
+    done
+  done
+done
+j=0
+for action in hang throw; do
+  for phase in control collective; do
+    for backend in local ciuic; do
+      ranks=$((2 + j % 3))
+      thread_case "$action" "$phase" "$backend" "$ranks" "$(victim_at "$ranks" $(((j + j / 4) % 3)))"
+      j=$((j + 1))
     done
   done
 done

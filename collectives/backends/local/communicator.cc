@@ -1,6 +1,7 @@
 #include "collectives/backends/local/communicator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -9,6 +10,7 @@
 #include <mutex>
 #include <thread>
 #include <tuple>
+#include <vector>
 
 #include "core/config.h"
 #include "core/error.h"
@@ -21,6 +23,38 @@
 
 namespace ciuic {
 
+namespace {
+
+// What each rank's thread of one RunLocalRanks is doing, for the deadline's message: a rank that is
+// neither waiting on a peer inside the backend nor finished while others wait is the one they wait for.
+struct LocalRankStates {
+  explicit LocalRankStates(int size) : waiting(size), done(size) {}
+  std::vector<std::atomic<int>> waiting;  // > 0 while blocked in a barrier or a receive
+  std::vector<std::atomic<bool>> done;
+};
+struct RankSlot {
+  LocalRankStates* states = nullptr;
+  int rank = -1;
+};
+thread_local RankSlot t_slot;
+std::mutex g_runs_mu;
+std::vector<LocalRankStates*> g_runs;  // the RunLocalRanks of this process now running
+
+// Marks this rank's thread as waiting on a peer for its lifetime.
+class Waiting {
+ public:
+  Waiting() {
+    if (t_slot.states) t_slot.states->waiting[static_cast<size_t>(t_slot.rank)].fetch_add(1);
+  }
+  ~Waiting() {
+    if (t_slot.states) t_slot.states->waiting[static_cast<size_t>(t_slot.rank)].fetch_sub(1);
+  }
+  Waiting(const Waiting&) = delete;
+  Waiting& operator=(const Waiting&) = delete;
+};
+
+}  // namespace
+
 class LocalWorld {
  public:
   explicit LocalWorld(int size) : send_(size), recv_(size), ints_(size), size_(size), mail_cv_(size) {}
@@ -30,7 +64,7 @@ class LocalWorld {
   // Generation barrier that can be poisoned.
   void Barrier() {
     std::unique_lock lock(mu_);
-    if (poisoned_) throw RuntimeError("local backend: a peer rank failed");
+    if (poisoned_) throw PeerFailed();
     const uint64_t gen = generation_;
     if (++arrived_ == size_) {
       arrived_ = 0;
@@ -38,14 +72,23 @@ class LocalWorld {
       cv_.notify_all();
       return;
     }
-    cv_.wait(lock, [&] { return generation_ != gen || poisoned_; });
-    if (generation_ == gen) throw RuntimeError("local backend: a peer rank failed");
+    {
+      Waiting waiting;
+      cv_.wait(lock, [&] { return generation_ != gen || poisoned_; });
+    }
+    if (generation_ == gen) throw PeerFailed();
   }
 
-  void Poison() {
+  // The first failure poisons: `culprit` (the rank of the RunLocalRanks thread, -1 unknown) and its
+  // error are what the peers' errors name.
+  void Poison(int culprit = -1, const std::string& why = "") {
     std::vector<std::shared_ptr<LocalWorld>> children;
     {
       std::lock_guard lock(mu_);
+      if (!poisoned_) {
+        culprit_ = culprit;
+        why_ = why;
+      }
       poisoned_ = true;
       cv_.notify_all();
       for (auto& cv : mail_cv_) cv.notify_all();
@@ -53,7 +96,7 @@ class LocalWorld {
         if (auto c = w.lock()) children.push_back(c);
       }
     }
-    for (auto& c : children) c->Poison();
+    for (auto& c : children) c->Poison(culprit, why);
   }
 
   void AddDescendant(const std::shared_ptr<LocalWorld>& child) {
@@ -84,10 +127,11 @@ class LocalWorld {
   Message Take(int src, int dst, int tag) {
     std::unique_lock lock(mu_);
     auto key = std::make_tuple(src, dst, tag);
-    mail_cv_[static_cast<size_t>(dst)].wait(lock, [&] { return poisoned_ || (mail_.count(key) && !mail_[key].empty()); });
-    if (poisoned_ && (!mail_.count(key) || mail_[key].empty())) {
-      throw RuntimeError("local backend: a peer rank failed");
+    if (!poisoned_ && !(mail_.count(key) && !mail_[key].empty())) {
+      Waiting waiting;
+      mail_cv_[static_cast<size_t>(dst)].wait(lock, [&] { return poisoned_ || (mail_.count(key) && !mail_[key].empty()); });
     }
+    if (poisoned_ && (!mail_.count(key) || mail_[key].empty())) throw PeerFailed();
     auto msg = std::move(mail_[key].front());
     mail_[key].pop_front();
     return msg;
@@ -100,7 +144,15 @@ class LocalWorld {
   std::vector<uint8_t> scratch_;
 
  private:
+  // Under mu_.
+  RuntimeError PeerFailed() const {
+    if (culprit_ < 0) return RuntimeError("local backend: a peer rank failed");
+    return RuntimeError(fmt::format("local backend: rank {} failed: {}", culprit_, why_));
+  }
+
   std::vector<std::weak_ptr<LocalWorld>> descendants_;
+  int culprit_ = -1;
+  std::string why_;
   int size_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -113,7 +165,7 @@ class LocalWorld {
 
 namespace {
 
-void PoisonLocalWorldOf(Communicator& comm);
+void PoisonLocalWorldOf(Communicator& comm, int culprit, const std::string& why);
 
 class LocalRequest : public Request {
  public:
@@ -434,10 +486,12 @@ class LocalCommunicator : public Communicator {
   DeviceKind device_;
   std::shared_ptr<RankStream> stream_;  // device ranks only
 
-  friend void PoisonLocalWorldOf(Communicator& comm);
+  friend void PoisonLocalWorldOf(Communicator& comm, int culprit, const std::string& why);
 };
 
-void PoisonLocalWorldOf(Communicator& comm) { static_cast<LocalCommunicator&>(comm).world_->Poison(); }
+void PoisonLocalWorldOf(Communicator& comm, int culprit, const std::string& why) {
+  static_cast<LocalCommunicator&>(comm).world_->Poison(culprit, why);
+}
 
 }  // namespace
 
@@ -456,27 +510,70 @@ std::vector<std::unique_ptr<Communicator>> MakeLocalWorld(int size, DeviceKind d
 
 void RunLocalRanks(int size, const std::function<void(Communicator&)>& fn, DeviceKind device) {
   auto comms = MakeLocalWorld(size, device);
+  LocalRankStates states(size);
+  {
+    std::lock_guard lock(g_runs_mu);
+    g_runs.push_back(&states);
+  }
   std::exception_ptr first;
   std::mutex mu;
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
       SetErrorRank(r);
+      t_slot = {&states, r};
       try {
         if (device == DeviceKind::kCuda) CudaSetDevice(0);  // every rank on the one GPU, its own stream
         fn(*comms[r]);
         comms[r]->Synchronize();
       } catch (...) {
+        std::string why = "unknown error";
+        try {
+          throw;
+        } catch (const std::exception& e) {
+          why = e.what();
+        } catch (...) {
+        }
         {
           std::lock_guard lock(mu);
           if (!first) first = std::current_exception();
         }
-        PoisonLocalWorldOf(*comms[r]);  // wake peers blocked in this world or its splits
+        PoisonLocalWorldOf(*comms[r], r, why);  // wake peers blocked in this world or its splits
       }
+      states.done[static_cast<size_t>(r)].store(true);
+      t_slot = {};
     });
   }
   for (auto& t : threads) t.join();
+  {
+    std::lock_guard lock(g_runs_mu);
+    g_runs.erase(std::find(g_runs.begin(), g_runs.end(), &states));
+  }
   if (first) std::rethrow_exception(first);
+}
+
+std::string DescribeLocalRanks() {
+  std::lock_guard lock(g_runs_mu);
+  std::string out;
+  auto add = [&](const std::string& s) { out += (out.empty() ? "" : "; ") + s; };
+  for (const LocalRankStates* run : g_runs) {
+    std::vector<int> outside;
+    int waiting = 0;
+    for (size_t r = 0; r < run->waiting.size(); ++r) {
+      if (run->done[r].load()) continue;
+      if (run->waiting[r].load() > 0) {
+        ++waiting;
+      } else {
+        outside.push_back(static_cast<int>(r));
+      }
+    }
+    if (waiting == 0) continue;  // nobody waits on anybody: slow, not stuck on a peer
+    if (outside.empty()) add("every rank waits on a peer");
+    for (int r : outside)
+      add(fmt::format("rank {} is not waiting on any peer (hung or busy outside the backend; {} rank(s) wait)", r,
+                      waiting));
+  }
+  return out;
 }
 
 }  // namespace ciuic

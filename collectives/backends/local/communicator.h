@@ -12,6 +12,7 @@
 // memory. It is the multi-rank GPU path on a one-GPU machine (NCCL refuses two ranks on one device).
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "collectives/communicator.h"
 
@@ -20,7 +21,14 @@ namespace ciuic {
 class LocalWorld;
 
 // Runs fn on `size` threads, each with its own rank's communicator; rethrows the first exception.
+// A rank that throws poisons the world: its peers' blocked calls fail with "local backend: rank R
+// failed: <its error>".
 void RunLocalRanks(int size, const std::function<void(Communicator&)>& fn, DeviceKind device = DeviceKind::kCpu);
+
+// For a deadline's message while RunLocalRanks runs: the ranks that are neither waiting on a peer in
+// the backend nor finished while others wait ("rank 1 is not waiting on any peer (hung or busy
+// outside the backend; 2 rank(s) wait)"), "every rank waits on a peer", or "" when no rank waits.
+std::string DescribeLocalRanks();
 
 // The communicators of a new world, one per rank (each used by one thread).
 std::vector<std::unique_ptr<Communicator>> MakeLocalWorld(int size, DeviceKind device = DeviceKind::kCpu);
