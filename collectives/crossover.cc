@@ -1,10 +1,7 @@
 #include "collectives/crossover.h"
 
 #include <algorithm>
-#include <chrono>
-#include <ctime>
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -319,19 +316,6 @@ constexpr const char* kLibraryRow = "library";
 
 std::string CrossoverKernel(const std::string& transport) { return "crossover:" + transport; }
 
-// "2026-11-27T01:24:53.123Z": a calibration's rows share it, and two calibrations of one world stored
-// a moment apart do not.
-std::string StampNow() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::tm utc{};
-  gmtime_r(&t, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
-  return fmt::format("{}.{:03}Z", text, ms);
-}
-
 }  // namespace
 
 void StoreCrossoverPoints(const std::string& db_path, const std::string& device, const std::string& transport, int ranks,
@@ -339,7 +323,7 @@ void StoreCrossoverPoints(const std::string& db_path, const std::string& device,
   if (points.empty()) throw InputError("a crossover calibration needs at least one measured point");
   Database db(db_path);
   Database::Transaction tx(db);
-  const std::string now = StampNow();
+  const std::string now = IsoNow(/*milliseconds=*/true);  // one calibration's rows share it
   Statement ins(db.handle(),
                 "INSERT INTO calibrations (created, device, kernel, codec, gbps, bytes, ranks) VALUES (?,?,?,?,?,?,?)");
   auto row = [&](const std::string& codec, uint64_t bytes, double us) {
@@ -358,10 +342,7 @@ void StoreCrossoverPoints(const std::string& db_path, const std::string& device,
 
 std::vector<CrossoverPoint> LoadCrossoverPoints(const std::string& db_path, const std::string& device,
                                                 const std::string& transport, int ranks, std::string* created) {
-  std::error_code ec;
-  if (!std::filesystem::exists(db_path, ec) ||
-      (std::filesystem::is_regular_file(db_path, ec) && std::filesystem::file_size(db_path, ec) == 0))
-    return {};
+  if (Database::NothingStored(db_path)) return {};
   Database db(db_path, Database::Access::kReadOnly);
   if (db.SchemaVersion() < 3) return {};  // calibrations carry sizes and rank counts from v3
   const std::string kernel = CrossoverKernel(transport);

@@ -522,4 +522,10 @@ void Database::Transaction::Commit() {
   done_ = true;
 }
 
+bool Database::NothingStored(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return true;
+  return std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) == 0;
+}
+
 }  // namespace ciuic

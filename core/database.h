@@ -54,6 +54,9 @@ class Database {
   // Throws InputError for files that are not ciuic databases, are corrupt, or are newer, without
   // writing to them (and, read-only, for a missing or empty file).
   explicit Database(const std::string& path, Access access = Access::kReadWrite);
+  // Whether `path` holds nothing yet (absent, or an empty regular file): a reader finds nothing stored
+  // there, where opening it read-only would refuse it.
+  static bool NothingStored(const std::string& path);
   ~Database();
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -256,13 +257,16 @@ void CheckDifferentFiles(std::string_view option_a, const std::string& path_a, s
                                  PrintableLine(path_a), option_b, PrintableLine(path_b)));
 }
 
-std::string IsoNow() {
-  const std::time_t t = std::time(nullptr);
+std::string IsoNow(bool milliseconds) {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  if (!milliseconds) return std::string(buf) + "Z";
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  return fmt::format("{}.{:03}Z", buf, ms);
 }
 
 std::string CpuModelName() {

@@ -56,8 +56,9 @@ std::string DataHome(bool create);
 // exists, the first candidate (messages then name a folder that is missing).
 std::string ShareDir();
 
-// "2026-11-22T17:48:19Z".
-std::string IsoNow();
+// The UTC time now: "2026-11-22T17:48:19Z", or with milliseconds "2026-11-22T17:48:19.123Z" (rows
+// stored together share a stamp, two stores a moment apart do not).
+std::string IsoNow(bool milliseconds = false);
 
 // This machine's CPU model ("model name" in /proc/cpuinfo), "unknown" when it names none.
 std::string CpuModelName();

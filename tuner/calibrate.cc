@@ -431,22 +431,10 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
   out << fmt::format("# stored in {} (table calibrations, device '{}')\n", db_path, device);
 }
 
-namespace {
-
-// No file, or an empty one: no calibration yet (anything else that is not a database is refused by
-// Database).
-bool NothingStored(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return true;
-  return std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) == 0;
-}
-
-}  // namespace
-
 Calibration LoadCalibration(const std::string& db_path, const std::string& device) {
   Calibration c;
   c.device = device;
-  if (NothingStored(db_path)) return c;
+  if (Database::NothingStored(db_path)) return c;
   // Read as it is: a calibration database made by an older ciuic is not migrated (or backed up) just
   // to be read.
   Database db(db_path, Database::Access::kReadOnly);
@@ -478,7 +466,7 @@ Calibration LoadCalibration(const std::string& db_path, const std::string& devic
 }
 
 Calibration LoadGpuCalibrationFor(const std::string& db_path, const std::string& gpu_name) {
-  if (NothingStored(db_path)) return Calibration{};
+  if (Database::NothingStored(db_path)) return Calibration{};
   std::string best;
   {
     Database db(db_path, Database::Access::kReadOnly);

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -57,6 +58,14 @@ class FilesTest : public testing::Test {
 // A file written aside is put in place (the old one replaced, no temporary left); when it cannot be
 // (the target is a non-empty folder), the error names what was written, the temporary is gone and the
 // target is untouched.
+// Stamps: seconds ("2026-11-22T17:48:19Z") for stored rows, milliseconds for rows stored together
+// that a later store must not share ("2026-11-27T01:24:53.123Z").
+TEST(IsoNow, SecondsOrMilliseconds) {
+  EXPECT_TRUE(std::regex_match(IsoNow(), std::regex(R"(20\d\d-\d\d-\d\dT\d\d:\d\d:\d\dZ)"))) << IsoNow();
+  const std::string ms = IsoNow(/*milliseconds=*/true);
+  EXPECT_TRUE(std::regex_match(ms, std::regex(R"(20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d\.\d\d\dZ)"))) << ms;
+}
+
 TEST_F(FilesTest, CommitFileDurablyReplacesOrLeavesTheOldAndNoTemporary) {
   const auto target = Path("state.bin"), tmp = Path("state.bin.tmp");
   std::ofstream(target) << "old";
