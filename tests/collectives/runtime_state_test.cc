@@ -25,10 +25,13 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "collectives/backends/local/communicator.h"
 #include "collectives/runtime.h"
+#include "kernels/codec_spec.h"
 #include "core/error.h"
 
 namespace ciuic {
@@ -470,6 +473,78 @@ TEST(RuntimeState, SmallerBucketsOrAMissingFileAreRefusedOnEveryRank) {
     EXPECT_EQ(rt.StateCount(), 0u);
   });
   for (const Seen& r : seen) EXPECT_NE(r.load_error.find("failed on rank 2 of 3"), std::string::npos) << r.load_error;
+}
+
+// A save killed at any moment (SIGKILL after a random delay; CIUIC_FUZZ_SEED replays the delays)
+// leaves the file it replaces whole: absent before the first save ends, else byte for byte one of the
+// states saved, and it loads. A kill keeps the page cache, so this checks the write aside and the
+// rename, not the fsyncs (unit.save_order checks their order).
+TEST(RuntimeState, ASaveKilledAtAnyMomentLeavesTheOldOrTheNewFile) {
+  TempDir dir;
+  const std::string path = dir.File("killed", 0);
+  constexpr int kVersions = 4;
+  constexpr size_t kElems = size_t{1} << 20;  // 4 MiB of residual: a save takes milliseconds
+  RuntimeConfig config;
+  config.algo.codec = ParseCodec("int8");
+  const auto step = [](Runtime& rt, int k) {
+    std::vector<float> g(kElems);
+    for (size_t i = 0; i < g.size(); ++i) g[i] = std::sin(0.001f * static_cast<float>(i) + static_cast<float>(k));
+    rt.AllReduce(g.data(), g.size(), 7);
+  };
+  // The states a run of kVersions steps saves, one after each step, as this process saves them.
+  std::vector<Bytes> versions;
+  {
+    auto world = MakeLocalWorld(1);
+    Runtime rt(*world[0], config);
+    for (int k = 0; k < kVersions; ++k) {
+      step(rt, k);
+      rt.Save(path);
+      versions.push_back(ReadAll(path));
+    }
+  }
+  for (int k = 1; k < kVersions; ++k) ASSERT_NE(versions[static_cast<size_t>(k)], versions[0]);
+  std::mt19937_64 rng(Seed());
+  int absent = 0, whole = 0;
+  std::vector<int> seen(kVersions, 0);
+  for (int trial = 0; trial < 40; ++trial) {
+    std::filesystem::remove(path);
+    const auto delay = std::chrono::microseconds(rng() % 60000);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      // The same runs again and again, each from a fresh runtime, saving after every step.
+      for (;;) {
+        auto world = MakeLocalWorld(1);
+        Runtime rt(*world[0], config);
+        for (int k = 0; k < kVersions; ++k) {
+          step(rt, k);
+          rt.Save(path);
+        }
+      }
+    }
+    std::this_thread::sleep_for(delay);
+    kill(child, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    if (!std::filesystem::exists(path)) {
+      ++absent;
+      continue;
+    }
+    const Bytes b = ReadAll(path);
+    int which = -1;
+    for (int k = 0; k < kVersions; ++k)
+      if (b == versions[static_cast<size_t>(k)]) which = k;
+    ASSERT_GE(which, 0) << "trial " << trial << " (seed " << Seed() << ", killed after " << delay.count()
+                        << " us): a file of " << b.size() << " bytes that no save wrote";
+    ++seen[static_cast<size_t>(which)];
+    ++whole;
+    auto world = MakeLocalWorld(1);
+    Runtime loaded(*world[0], config);
+    EXPECT_NO_THROW(loaded.Load(path)) << "trial " << trial << " (seed " << Seed() << ")";
+  }
+  std::printf("killed 40 saving processes (seed %llu): %d before the first save, %d whole files (versions %d %d %d %d)\n",
+              static_cast<unsigned long long>(Seed()), absent, whole, seen[0], seen[1], seen[2], seen[3]);
+  EXPECT_GT(whole, 0) << "no kill came after a save: the delays are too short for this machine";
 }
 
 // A file name with a newline or an escape sequence is printed as one line: the refusal stays one
