@@ -362,6 +362,7 @@ void OnTimeout(const std::string& what, double timeout_s) {
   std::_Exit(2);
 }
 
+#if CIUIC_HAVE_MPI
 // A rank of an mpiexec job whose own error leaves its peers waiting for it: it says why and ends at
 // once, its record marked; its launcher ends the others, which name it ("rank 1 (pid ...) ended with
 // an error in the middle of the run"). `rank` -1: from the launcher's environment.
@@ -376,6 +377,7 @@ void OnTimeout(const std::string& what, double timeout_s) {
   LogInfo("{}{}; exit {}", text.rfind("rank ", 0) == 0 ? "" : fmt::format("rank {}: ", rank), text, code);
   Heartbeats::ExitAfterError(code);
 }
+#endif
 
 // One rank of a job torchrun or srun started (bench/job_launch.h): the ranks meet through the TCP
 // store rank 0 serves and form a gloo world (the control plane; the data plane of gloo and of the

@@ -11,6 +11,7 @@
 // thread-local load and a null check. The runtime and the bench runner emit spans; reporters do not.
 // GPU records come from the CUPTI collector (core/cupti.h) and are added by it.
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -65,7 +66,8 @@ class Recorder {
 
   int rank() const { return rank_; }
   // The id the next span gets (also pushed as the CUPTI external correlation while the span is open).
-  uint64_t NextId() { return ++next_id_; }
+  // Any thread of the rank (the runtime's progress thread too) opens spans: the count is atomic.
+  uint64_t NextId() { return next_id_.fetch_add(1, std::memory_order_relaxed) + 1; }
   void Add(const char* name, Category cat, int64_t ts_ns, int64_t dur_ns, uint64_t id, const Arg* args, int nargs);
   // A GPU record (CUPTI): the name is copied; `span` is the host span that launched it (0: unknown).
   void AddGpu(const std::string& name, Category cat, int64_t ts_ns, int64_t dur_ns, uint32_t stream, uint64_t span,
@@ -88,7 +90,7 @@ class Recorder {
   int rank_;
   std::string label_;
   uint32_t serial_;
-  uint64_t next_id_ = 0;
+  std::atomic<uint64_t> next_id_{0};
   mutable std::mutex mu_;
   std::vector<Event> events_;
   size_t dropped_ = 0;

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses (clang, ASan + UBSan, CUDA and MPI off) into build-fuzz/ and runs
-# each for SECONDS (default 60) from its seed corpus in fuzz/corpus/<name>/ (new inputs go to a
+# each for SECONDS (default 60) from its seeds in fuzz/corpus/<name>/ and the project files of that kind (new inputs go to a
 # temporary folder; the committed seeds are never modified). A crash, leak, sanitizer report or
 # uncaught non-ciuic exception is a finding: its input is kept in build-fuzz/findings/ and the script
 # exits 1. Prints per harness: executions, seconds, corpus size, verdict.
 # Usage: scripts/fuzz.sh [SECONDS] [HARNESS...]   (harnesses: sizes profile topology workload state_load
-#   codec_wire codec_spec)
+#   codec_wire codec_spec run_json baseline published sqlite)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(sizes profile topology workload state_load codec_wire codec_spec)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(sizes profile topology workload state_load codec_wire codec_spec run_json baseline
+  published sqlite)
 command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (scripts/setup.sh installs clang)" >&2; exit 1; }
 # The same configuration as the sanitizer stage of scripts/test.sh, which builds its ASan+UBSan unit
 # tests in this tree too (one instrumented build for both).
@@ -28,8 +29,18 @@ for h in "${harnesses[@]}"; do
   work=$(mktemp -d)
   log="$work/log"
   rc=0
+  # Seeds: fuzz/corpus/<name>/, plus the files the project already keeps of that kind.
+  seeds=("fuzz/corpus/$h")
+  case $h in
+    run_json) seeds+=(tests/data/results) ;;
+    baseline) seeds+=(profiles/baselines) ;;
+    published) seeds+=(profiles/published) ;;
+    sqlite) seeds+=(tests/data/bad/db tests/data/results) ;;
+  esac
+  seed_paths=()
+  for d in "${seeds[@]}"; do [ -d "$d" ] && seed_paths+=("$PWD/$d"); done
   (cd "$work" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 "$OLDPWD/build-fuzz/fuzz/${h}_fuzz" -max_total_time="$secs" \
-     -print_final_stats=1 -timeout=10 -rss_limit_mb=4096 "$work" "$OLDPWD/fuzz/corpus/$h" >"$log" 2>&1) || rc=$?
+     -print_final_stats=1 -timeout=10 -rss_limit_mb=4096 "$work" "${seed_paths[@]}" >"$log" 2>&1) || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
   corpus=$(find "$work" -maxdepth 1 -type f ! -name log ! -name 'crash-*' ! -name 'leak-*' ! -name 'timeout-*' ! -name 'oom-*' | wc -l)
   verdict="no finding"

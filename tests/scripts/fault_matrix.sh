@@ -37,8 +37,8 @@ now() { python3 -c 'import time; print(f"{time.monotonic():.3f}")'; }
 failures=0
 cases=0
 crashes=0
-fmt='%-7s %-10s %-7s %-7s %5s %6s %7s %4s %-9s %-8s %4s %-6s %s\n'
-printf "$fmt" fault phase launch backend ranks victim seconds exit survivors launcher left files verdict
+row() { printf '%-7s %-10s %-7s %-7s %5s %6s %7s %4s %-9s %-8s %4s %-6s %s\n' "$@"; }
+row fault phase launch backend ranks victim seconds exit survivors launcher left files verdict
 
 # The healthy run every case's --out and --db start from: its JSON and a database with its one run.
 seed_json="$work/seed.json"
@@ -153,7 +153,7 @@ run_case() {
   [ "$want" -ne 137 ] || [ "$by_launcher" = mpiexec ] || ok=no
   [ "$left" -eq 0 ] || ok=no
   [ "$files" = same ] || ok=no
-  printf "$fmt" "$action" "$phase" "$launcher" "$backend" "$ranks" "$victim" "$secs" "$code" "$survivors" \
+  row "$action" "$phase" "$launcher" "$backend" "$ranks" "$victim" "$secs" "$code" "$survivors" \
     "$by_launcher" "$left" "$files" "$ok$mark"
   cases=$((cases + 1))
   if [ "$ok" != yes ]; then
@@ -198,7 +198,7 @@ term_case() {
   [ "$survivors" = dead ] && [ -n "$victim" ] || ok=no
   [ "$left" -eq 0 ] || ok=no
   [ "$files" = same ] || ok=no
-  printf "$fmt" term collective self "$backend" "$ranks" "$rank" "$secs" "$code" "$survivors" "$by_launcher" "$left" \
+  row term collective self "$backend" "$ranks" "$rank" "$secs" "$code" "$survivors" "$by_launcher" "$left" \
     "$files" "$ok"
   cases=$((cases + 1))
   if [ "$ok" != yes ]; then
@@ -246,7 +246,7 @@ launcher_case() {
   [ "$left" -eq 0 ] || ok=no
   [ "$files" = same ] || ok=no
   awk -v s="$secs" -v t="$timeout_s" 'BEGIN { exit !(s <= 2 * t + 1) }' || ok=no
-  printf "$fmt" "sig$sig" any launcher "$backend" "$ranks" - "$secs" "$code" "$blamed" "$said" "$left" "$files" "$ok"
+  row "sig$sig" any launcher "$backend" "$ranks" - "$secs" "$code" "$blamed" "$said" "$left" "$files" "$ok"
   cases=$((cases + 1))
   if [ "$ok" != yes ]; then
     failures=$((failures + 1))
@@ -297,7 +297,7 @@ thread_case() {
   case $survivors in none | wrong) ok=no ;; esac
   [ "$left" -eq 0 ] || ok=no
   [ "$files" = same ] || ok=no
-  printf "$fmt" "$action" "$phase" threads "$backend" "$ranks" "$victim" "$secs" "$code" "$survivors" - "$left" "$files" "$ok"
+  row "$action" "$phase" threads "$backend" "$ranks" "$victim" "$secs" "$code" "$survivors" - "$left" "$files" "$ok"
   cases=$((cases + 1))
   if [ "$ok" != yes ]; then
     failures=$((failures + 1))
