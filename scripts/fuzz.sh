@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses (clang, ASan + UBSan, CUDA and MPI off) into build-fuzz/ and runs
-# each for SECONDS (default 60) from its seeds in fuzz/corpus/<name>/ and the project files of that kind (new inputs go to a
-# temporary folder; the committed seeds are never modified). A crash, leak, sanitizer report or
+# each for SECONDS (default 60) from its seeds in fuzz/corpus/<name>/ and the project's files of that
+# kind (new inputs go to a temporary folder; the committed seeds are never modified). A crash, leak, sanitizer report or
 # uncaught non-ciuic exception is a finding: its input is kept in build-fuzz/findings/ and the script
 # exits 1. Prints per harness: executions, seconds, corpus size, verdict.
 # Usage: scripts/fuzz.sh [SECONDS] [HARNESS...]   (harnesses: sizes profile topology workload state_load
