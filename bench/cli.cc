@@ -363,10 +363,12 @@ void OnTimeout(const std::string& what, double timeout_s) {
 }
 
 #if CIUIC_HAVE_MPI
-// A rank of an mpiexec job whose own error leaves its peers waiting for it: it says why and ends at
+// A rank of an mpiexec job whose error leaves its peers waiting for it: it says why and ends at
 // once, its record marked; its launcher ends the others, which name it ("rank 1 (pid ...) ended with
-// an error in the middle of the run"). `rank` -1: from the launcher's environment.
-[[noreturn]] void EndRankAfterError(const std::exception& e, int rank) {
+// an error in the middle of the run"). An error that only reports a peer that failed first (a
+// connection the dead peer closed) names that peer and marks this rank as one that gave up, so
+// nobody takes it for the culprit. `rank` -1: from the launcher's environment.
+[[noreturn]] void EndRankAfterError(const std::exception& e, int rank, Watchdog& watchdog) {
   if (rank < 0) {
     const char* env = std::getenv("OMPI_COMM_WORLD_RANK");
     rank = env ? std::atoi(env) : 0;
@@ -374,8 +376,20 @@ void OnTimeout(const std::string& what, double timeout_s) {
   const auto* error = dynamic_cast<const Error*>(&e);
   const std::string text = error ? OneLine(*error) : "internal error: " + OneLine(e);
   const int code = error ? static_cast<int>(error->code()) : 2;
-  LogInfo("{}{}; exit {}", text.rfind("rank ", 0) == 0 ? "" : fmt::format("rank {}: ", rank), text, code);
-  Heartbeats::ExitAfterError(code);
+  const std::string who = text.rfind("rank ", 0) == 0 ? "" : fmt::format("rank {}: ", rank);
+  // A peer killed a moment ago has closed its connections before its process is seen to be gone:
+  // half a second for it to show before this error counts as this rank's own.
+  std::string failed = watchdog.FailedPeers();
+  for (int i = 0; failed.empty() && i < 10; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    failed = watchdog.FailedPeers();
+  }
+  if (!failed.empty()) {
+    LogInfo("{}{} (after {}); exit {}", who, text, failed, code);
+    Heartbeats::ExitAfterError(code, /*lost_a_peer=*/true);
+  }
+  LogInfo("{}{}; exit {}", who, text, code);
+  Heartbeats::ExitAfterError(code, /*lost_a_peer=*/false);
 }
 #endif
 
@@ -490,8 +504,10 @@ int Run(int argc, char** argv) {
   watchdog.Arm("MPI start-up (MPI_Init, the world's first exchanges)");
   try {
     FaultPoint("startup", 0);
+  } catch (const UsageError&) {
+    throw;  // a malformed $CIUIC_FAULT: the same on every rank, no failure of this one
   } catch (const std::exception& e) {
-    EndRankAfterError(e, -1);
+    EndRankAfterError(e, -1, watchdog);
   }
   MpiSession mpi(&argc, &argv);
   auto world = MakeMpiWorld();
@@ -553,7 +569,7 @@ int Run(int argc, char** argv) {
     if (error && error->code() == ExitCode::kUsage) throw;  // found by the ranks together, the same on each
     // This rank's own failure inside a row: its peers wait in a collective it will not join, so
     // MPI_Finalize would wait for ever.
-    EndRankAfterError(e, comm->Rank());
+    EndRankAfterError(e, comm->Rank(), watchdog);
   }
   // MPI_Finalize waits for every rank: one that is gone or stopped must not hang the others here.
   watchdog.Arm(fmt::format("shut-down (MPI_Finalize) on rank {}", comm->Rank()));

@@ -79,7 +79,8 @@ void FaultPoint(std::string_view phase, int rank) {
   if (f.action == "stop") raise(SIGSTOP);
   if (f.action == "kill") raise(SIGKILL);
   if (f.action == "exit") std::exit(1);
-  if (f.action == "throw") throw RuntimeError(fmt::format("fault injection: rank {} threw in the {} phase", rank, f.phase));
+  if (f.action == "throw")
+    throw RuntimeError(fmt::format("fault injection: rank {} threw in the {} phase", rank, f.phase));
   if (f.action == "hang") {
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
   }

@@ -6,9 +6,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <fstream>

@@ -10,8 +10,8 @@
 // Recording is off unless a recorder is bound to the calling thread (Bind): a Span then costs one
 // thread-local load and a null check. The runtime and the bench runner emit spans; reporters do not.
 // GPU records come from the CUPTI collector (core/cupti.h) and are added by it.
-#include <cstddef>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <map>

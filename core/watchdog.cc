@@ -7,15 +7,16 @@
 
 #include <atomic>
 #include <cctype>
+#include <cstddef>
 #include <cerrno>
 #include <fstream>
 #include <vector>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <chrono>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -63,33 +64,43 @@ std::atomic<int> g_launcher_signal{0};
 // This process's EndMark once it is ending: beats stop, so its last beat time stays what it was.
 std::atomic<int64_t> g_end_mark{kRunning};
 
-// Async-signal-safe (pread, pwrite, a clock read): records how this rank ended; the first end is the
-// one that counts. The wall time of the last beat is kept for the other marks, so the launcher can
-// still tell which rank went silent first.
-void Mark(EndMark how) {
+static_assert(std::atomic<int64_t>::is_always_lock_free && std::atomic<int>::is_always_lock_free,
+              "the signal handler touches these atomics");
+
+// Async-signal-safe (pwrite, a clock read): records how this rank ended; the first end is the one
+// that counts (false when another came first). Only the mark is written (and, for exit(), the time):
+// a beat writes the other fields only, so neither can undo the other. The wall time of the last beat
+// is kept for the other marks, so the launcher can still tell which rank went silent first.
+bool Mark(EndMark how) {
   int64_t expected = kRunning;
-  if (!g_end_mark.compare_exchange_strong(expected, how)) return;
+  if (!g_end_mark.compare_exchange_strong(expected, how)) return false;
   const int fd = g_beat_fd.load();
-  if (fd < 0) return;
-  BeatRecord b{};
-  if (pread(fd, &b, sizeof(b), 0) != static_cast<ssize_t>(sizeof(b))) return;
-  b.exited = how;
-  if (how == kCalledExit) b.wall = NowSeconds();
-  if (pwrite(fd, &b, sizeof(b), 0) != static_cast<ssize_t>(sizeof(b))) return;
+  if (fd < 0) return true;
+  const int64_t mark = how;
+  if (pwrite(fd, &mark, sizeof(mark), offsetof(BeatRecord, exited)) != static_cast<ssize_t>(sizeof(mark))) return true;
+  if (how == kCalledExit) {
+    const double now = NowSeconds();
+    if (pwrite(fd, &now, sizeof(now), offsetof(BeatRecord, wall)) != static_cast<ssize_t>(sizeof(now))) return true;
+  }
+  return true;
 }
 
 extern "C" void OnLauncherSignal(int sig, siginfo_t* info, void*) {
-  if (info == nullptr || info->si_pid != getppid()) {
-    // Not from the launcher (a user or a scheduler signalling this one process): this rank's own
-    // failure, which its peers must see as a death. The default action, unmarked.
+  const int saved_errno = errno;
+  // Not from the launcher (a user or a scheduler signalling this one process): this rank's own
+  // failure, which its peers must see as a death, so the default action, unmarked. From the launcher
+  // while this rank is already ending another way (its deadline, its own error): the default action
+  // at once.
+  if (info == nullptr || info->si_pid != getppid() || !Mark(kEndedByLauncher)) {
     signal(sig, SIG_DFL);
     raise(sig);
+    errno = saved_errno;
     return;
   }
-  Mark(kEndedByLauncher);
   g_launcher_signal.store(sig);
   // Should the watchdog's thread not get to it, the default end comes 2 s later (SIGALRM's action).
   alarm(2);
+  errno = saved_errno;
 }
 
 void MarkExited() {
@@ -142,8 +153,14 @@ std::unique_ptr<Heartbeats> Heartbeats::FromEnvironment() {
 
 Heartbeats::Heartbeats(std::string dir, int rank, int size) : dir_(std::move(dir)), rank_(rank), size_(size) {
   mkdir(dir_.c_str(), 0700);
-  fd_ = open(RankFile(dir_, rank_).c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
-  Beat(0);
+  fd_ = open(RankFile(dir_, rank_).c_str(), O_CREAT | O_RDWR | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd_ >= 0) {  // the whole record once (running); beats then rewrite the fields before the mark
+    const BeatRecord b{0, NowSeconds(), static_cast<int64_t>(getpid()), kRunning};
+    if (pwrite(fd_, &b, sizeof(b), 0) != static_cast<ssize_t>(sizeof(b))) {
+      close(fd_);
+      fd_ = -1;
+    }
+  }
   static const bool hooked = std::atexit(MarkExited) == 0;
   (void)hooked;
   g_beat_rank.store(rank_);
@@ -152,8 +169,8 @@ Heartbeats::Heartbeats(std::string dir, int rank, int size) : dir_(std::move(dir
 
 void Heartbeats::TreatExitAsFailure() { g_exit_is_failure.store(true); }
 
-void Heartbeats::ExitAfterError(int code) {
-  Mark(kEndedByError);
+void Heartbeats::ExitAfterError(int code, bool lost_a_peer) {
+  Mark(lost_a_peer ? kGaveUp : kEndedByError);
   std::fflush(nullptr);
   std::_Exit(code);
 }
@@ -167,8 +184,9 @@ Heartbeats::~Heartbeats() {
 
 void Heartbeats::Beat(uint64_t progress) {
   if (fd_ < 0 || g_end_mark.load() != kRunning) return;
+  // The fields before the mark only: a mark written meanwhile (a signal, exit()) stays.
   const BeatRecord b{progress, NowSeconds(), static_cast<int64_t>(getpid()), 0};
-  if (pwrite(fd_, &b, sizeof(b), 0) != static_cast<ssize_t>(sizeof(b))) return;
+  if (pwrite(fd_, &b, offsetof(BeatRecord, exited), 0) != static_cast<ssize_t>(offsetof(BeatRecord, exited))) return;
 }
 
 std::string Heartbeats::Describe(bool failed_only) const {
@@ -238,6 +256,7 @@ std::string Heartbeats::FirstSilent(const std::string& dir, int size) {
   for (int r = 0; r < size; ++r) {
     std::ifstream in(RankFile(dir, r), std::ios::binary);
     if (!in.read(reinterpret_cast<char*>(&b), sizeof(b))) continue;  // ended cleanly (file removed)
+    if (b.exited == kGaveUp) continue;  // its deadline ended it: it waited on a peer, it went silent last
     ++seen;
     if (b.exited == kRunning) {
       unmarked = r;
@@ -265,6 +284,11 @@ std::string Heartbeats::FirstSilent(const std::string& dir, int size) {
                      next - oldest.wall);
 }
 
+std::string Watchdog::FailedPeers() {
+  std::lock_guard lock(mu_);
+  return heartbeats_ ? heartbeats_->Describe(/*failed_only=*/true) : "";
+}
+
 void Watchdog::SetPeerReport(std::function<std::string()> report) {
   std::lock_guard lock(mu_);
   peer_report_ = std::move(report);
@@ -285,6 +309,9 @@ Watchdog::~Watchdog() {
   {
     std::lock_guard lock(mu_);
     stop_ = true;
+    // The record goes first (this rank ends cleanly), then the SIGTERM hook: a launcher's SIGTERM
+    // between the two finds no record to leave unmarked.
+    heartbeats_.reset();
     UnhookLauncherSignal();
   }
   cv_.notify_all();
@@ -325,13 +352,19 @@ void Watchdog::Loop() {
     const double now = NowSeconds();
     // A gap of many polls means this process itself was stopped (SIGSTOP, a debugger) and has just
     // been resumed: its peers were not silent, it was; the deadline starts again.
-    if (now - last_poll > std::max(1.0, 10 * poll)) deadline_ = std::max(deadline_, now + timeout_s_);
+    // Its heartbeat waits a second too: a launcher ending a job resumes a stopped rank (SIGCONT) and
+    // SIGTERMs it at once, and its record should keep the time it went silent, not show it the
+    // freshest rank of the job.
+    if (now - last_poll > std::max(1.0, 10 * poll)) {
+      deadline_ = std::max(deadline_, now + timeout_s_);
+      resumed_at_ = now;
+    }
     last_poll = now;
     if (const uint64_t p = progress_.load(std::memory_order_relaxed); p != seen_progress_) {
       seen_progress_ = p;
       deadline_ = NowSeconds() + timeout_s_;
     }
-    if (heartbeats_) heartbeats_->Beat(seen_progress_);
+    if (heartbeats_ && now - resumed_at_ > 1.0) heartbeats_->Beat(seen_progress_);
     if (const int sig = g_launcher_signal.load(); sig != 0 && heartbeats_ && !stop_) ReportLauncherSignal(lock, sig);
     if (stop_ || !armed_.load(std::memory_order_acquire)) continue;
     // Read after `armed_` (acquire): an arming this poll sees has its count here too, so a deadline
@@ -389,7 +422,9 @@ void Watchdog::ReportLauncherSignal(std::unique_lock<std::mutex>& lock, int sig)
   const bool armed = armed_.load(std::memory_order_acquire) && !describe_.load(std::memory_order_relaxed);
   const std::string during = armed ? " during " + what_ : "";
   const int rank = heartbeats_->rank();
-  lock.unlock();
+  // The lock stays held to the end: nothing else (the destructor's unhooking) may end the process
+  // before the line is out.
+  (void)lock;
   if (!failed.empty()) {
     LogInfo("rank {} ended by its launcher (SIGTERM){}: {}; exit 2", rank, during, failed);
     std::_Exit(2);

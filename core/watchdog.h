@@ -54,10 +54,12 @@ class Heartbeats {
   // launcher reports 2. Without it exit() only marks the record (the runtime inside a user's job,
   // whose own exit codes are the user's).
   static void TreatExitAsFailure();
-  // For a rank whose own error leaves its peers inside a collective it will never join (the clean
-  // way out, MPI_Finalize, would wait for them for ever): marks its record "ended with an error"
-  // (the peers and the launcher name it so), flushes stdio and ends the process with `code` at once.
-  [[noreturn]] static void ExitAfterError(int code);
+  // For a rank whose error leaves its peers inside a collective it will never join (the clean way
+  // out, MPI_Finalize, would wait for them for ever): marks its record "ended with an error" (the
+  // peers and the launcher name it so), or, when the error only reports a peer that failed first
+  // (lost_a_peer: a closed connection), as one that gave up, which nobody names; flushes stdio and
+  // ends the process with `code` at once.
+  [[noreturn]] static void ExitAfterError(int code, bool lost_a_peer);
 
  private:
   std::string dir_;
@@ -85,6 +87,9 @@ class Watchdog {
   void Progress() { progress_.fetch_add(1, std::memory_order_relaxed); }
   // Beats on every poll, and names silent or lagging peers in the expiry message.
   void SetHeartbeats(std::unique_ptr<Heartbeats> hb);
+  // The peers whose records show they failed on their own (Heartbeats::Describe(true)); "" without
+  // heartbeats or when none did.
+  std::string FailedPeers();
   // Appended to the expiry message when not empty (ranks as threads: which rank the others wait on).
   void SetPeerReport(std::function<std::string()> report);
   // For a rank of a launcher that ends a job with SIGTERM when one rank fails (mpiexec does, a
@@ -113,6 +118,7 @@ class Watchdog {
   uint64_t seen_progress_ = 0;
   std::atomic<uint64_t> arms_{0};       // every arming counts one: the thread starts a deadline on a change
   uint64_t seen_arms_ = 0;
+  double resumed_at_ = -1e9;            // the thread's: when it last found itself resumed from a stop
   std::string what_;                    // under mu_
   std::atomic<const std::function<std::string()>*> describe_{nullptr};  // set: what_ is formatted by it
   std::unique_ptr<Heartbeats> heartbeats_;

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -36,8 +37,15 @@ namespace {
 // A file holding `bytes` (the readers take paths), alone in a folder of this process emptied first
 // (SQLite's -wal and -shm, a migration's .bak from the input before).
 std::string WriteInput(const uint8_t* data, size_t size, const char* name) {
-  static const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("ciuic-fuzz-" + std::to_string(getpid()));
+  static const std::filesystem::path dir = [] {
+    const auto d = std::filesystem::temp_directory_path() / ("ciuic-fuzz-" + std::to_string(getpid()));
+    std::atexit([] {
+      std::error_code ignored;
+      std::filesystem::remove_all(std::filesystem::temp_directory_path() / ("ciuic-fuzz-" + std::to_string(getpid())),
+                                  ignored);
+    });
+    return d;
+  }();
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string path = (dir / name).string();

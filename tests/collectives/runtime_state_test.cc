@@ -31,8 +31,8 @@
 
 #include "collectives/backends/local/communicator.h"
 #include "collectives/runtime.h"
-#include "kernels/codec_spec.h"
 #include "core/error.h"
+#include "kernels/codec_spec.h"
 
 namespace ciuic {
 namespace {
@@ -475,7 +475,8 @@ TEST(RuntimeState, SmallerBucketsOrAMissingFileAreRefusedOnEveryRank) {
   for (const Seen& r : seen) EXPECT_NE(r.load_error.find("failed on rank 2 of 3"), std::string::npos) << r.load_error;
 }
 
-// A save killed at any moment (SIGKILL after a random delay; CIUIC_FUZZ_SEED replays the delays)
+// A save killed at any moment (SIGKILL after a random delay; CIUIC_FUZZ_SEED replays the delays, not
+// the child's pace)
 // leaves the file it replaces whole: absent before the first save ends, else byte for byte one of the
 // states saved, and it loads. A kill keeps the page cache, so this checks the write aside and the
 // rename, not the fsyncs (unit.save_order checks their order).
@@ -491,8 +492,11 @@ TEST(RuntimeState, ASaveKilledAtAnyMomentLeavesTheOldOrTheNewFile) {
     for (size_t i = 0; i < g.size(); ++i) g[i] = std::sin(0.001f * static_cast<float>(i) + static_cast<float>(k));
     rt.AllReduce(g.data(), g.size(), 7);
   };
-  // The states a run of kVersions steps saves, one after each step, as this process saves them.
+  // The states a run of kVersions steps saves, one after each step, as this process saves them; and
+  // how long such a run takes here (the kills spread over 1.5 runs, however slow the build: a
+  // sanitizer's, a loaded machine).
   std::vector<Bytes> versions;
+  const auto t0 = std::chrono::steady_clock::now();
   {
     auto world = MakeLocalWorld(1);
     Runtime rt(*world[0], config);
@@ -502,24 +506,29 @@ TEST(RuntimeState, ASaveKilledAtAnyMomentLeavesTheOldOrTheNewFile) {
       versions.push_back(ReadAll(path));
     }
   }
+  const auto run_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
   for (int k = 1; k < kVersions; ++k) ASSERT_NE(versions[static_cast<size_t>(k)], versions[0]);
   std::mt19937_64 rng(Seed());
   int absent = 0, whole = 0;
   std::vector<int> seen(kVersions, 0);
   for (int trial = 0; trial < 40; ++trial) {
     std::filesystem::remove(path);
-    const auto delay = std::chrono::microseconds(rng() % 60000);
+    const auto delay = std::chrono::microseconds(rng() % static_cast<uint64_t>(1 + run_us.count() * 3 / 2));
     const pid_t child = fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
       // The same runs again and again, each from a fresh runtime, saving after every step.
-      for (;;) {
-        auto world = MakeLocalWorld(1);
-        Runtime rt(*world[0], config);
-        for (int k = 0; k < kVersions; ++k) {
-          step(rt, k);
-          rt.Save(path);
+      try {
+        for (;;) {
+          auto world = MakeLocalWorld(1);
+          Runtime rt(*world[0], config);
+          for (int k = 0; k < kVersions; ++k) {
+            step(rt, k);
+            rt.Save(path);
+          }
         }
+      } catch (...) {
+        _exit(1);  // never back into the test runner
       }
     }
     std::this_thread::sleep_for(delay);
@@ -542,8 +551,9 @@ TEST(RuntimeState, ASaveKilledAtAnyMomentLeavesTheOldOrTheNewFile) {
     Runtime loaded(*world[0], config);
     EXPECT_NO_THROW(loaded.Load(path)) << "trial " << trial << " (seed " << Seed() << ")";
   }
-  std::printf("killed 40 saving processes (seed %llu): %d before the first save, %d whole files (versions %d %d %d %d)\n",
-              static_cast<unsigned long long>(Seed()), absent, whole, seen[0], seen[1], seen[2], seen[3]);
+  std::printf(
+      "killed 40 saving processes (seed %llu): %d before the first save, %d whole files (versions %d %d %d %d)\n",
+      static_cast<unsigned long long>(Seed()), absent, whole, seen[0], seen[1], seen[2], seen[3]);
   EXPECT_GT(whole, 0) << "no kill came after a save: the delays are too short for this machine";
 }
 

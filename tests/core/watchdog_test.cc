@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -215,8 +215,9 @@ TEST(Heartbeats, LauncherSigtermNamesOnlyTheFailedPeer) {
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 2);
   const std::string said = read_all(dir + "/err-1");
-  EXPECT_NE(said.find("rank 1 ended by its launcher (SIGTERM): rank 0 (pid " + std::to_string(r0) + ") is dead; exit 2"),
-            std::string::npos)
+  EXPECT_NE(
+      said.find("rank 1 ended by its launcher (SIGTERM): rank 0 (pid " + std::to_string(r0) + ") is dead; exit 2"),
+      std::string::npos)
       << said;
   EXPECT_EQ(said.find("rank 2"), std::string::npos) << said;
   // The launcher (FirstSilent) sees one record without a mark: rank 0.

@@ -80,8 +80,9 @@ class LocalWorld {
   }
 
   // The first failure poisons: `culprit` (the rank of the RunLocalRanks thread, -1 unknown) and its
-  // error are what the peers' errors name.
-  void Poison(int culprit = -1, const std::string& why = "") {
+  // error are what the peers' errors name. The worlds split from this one get the first failure too,
+  // not a later caller's (a peer that failed because of it and poisons after it).
+  void Poison(int culprit = -1, std::string why = "") {
     std::vector<std::shared_ptr<LocalWorld>> children;
     {
       std::lock_guard lock(mu_);
@@ -89,6 +90,8 @@ class LocalWorld {
         culprit_ = culprit;
         why_ = why;
       }
+      culprit = culprit_;
+      why = why_;
       poisoned_ = true;
       cv_.notify_all();
       for (auto& cv : mail_cv_) cv.notify_all();
@@ -129,7 +132,8 @@ class LocalWorld {
     auto key = std::make_tuple(src, dst, tag);
     if (!poisoned_ && !(mail_.count(key) && !mail_[key].empty())) {
       Waiting waiting;
-      mail_cv_[static_cast<size_t>(dst)].wait(lock, [&] { return poisoned_ || (mail_.count(key) && !mail_[key].empty()); });
+      mail_cv_[static_cast<size_t>(dst)].wait(lock,
+                                              [&] { return poisoned_ || (mail_.count(key) && !mail_[key].empty()); });
     }
     if (poisoned_ && (!mail_.count(key) || mail_[key].empty())) throw PeerFailed();
     auto msg = std::move(mail_[key].front());
