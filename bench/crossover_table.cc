@@ -26,66 +26,20 @@ std::string CrossoverDatabase(const CrossoverCli& c) {
 }
 
 // The calibrated table for this world, or the built-in one when db is the default and nothing is
-// stored (collective: the ranks agree on what they read, so ranks given different databases, or a
-// rank that cannot read its own, fail together).
-std::shared_ptr<Crossover> CalibratedCrossover(Communicator& transport, const CrossoverCli& c) {
-  // Collective on every rank alike (it gathers host names), before anything a rank may fail at alone.
-  const std::vector<AllReduceAlgo> candidates = CrossoverCandidates(transport);
-  std::string error, created, path;
-  Crossover table;
-  try {
-    path = CrossoverDatabase(c);
-    if (!path.empty() && transport.Device() == DeviceKind::kCpu) {
-      const auto points =
-          LoadCrossoverPoints(path, "cpu:" + CpuModelName(), transport.BackendName(), transport.Size(), &created);
-      table = CrossoverFromStoredPoints(points, candidates);
-    }
-  } catch (const Error& e) {
-    error = e.what();
-  }
-  const uint64_t digest = table.bands.empty() ? 0 : table.Digest();
-  const int rank = transport.Rank();
-  // [found, digest low, digest high, the lowest rank that failed to read (Size(): none)]
-  double mine[4] = {table.bands.empty() ? 0.0 : 1.0, static_cast<double>(digest & 0xffffffffu),
-                    static_cast<double>(digest >> 32), static_cast<double>(error.empty() ? transport.Size() : rank)};
-  double high[4], low[4];
-  std::copy(mine, mine + 4, high);
-  std::copy(mine, mine + 4, low);
-  transport.HostAllReduce(high, 4, ReduceOp::kMax);
-  transport.HostAllReduce(low, 4, ReduceOp::kMin);
-  // Every rank fails on what they agreed, and one line says why: the lowest rank that could not read
-  // its database, else rank 0; then all end together (a rank ending first would have the launcher
-  // stop the one that reports).
-  const int failed_rank = static_cast<int>(low[3]);
-  const bool differ = !std::equal(high, high + 3, low);
-  const std::string world = fmt::format("{} ranks over {}", transport.Size(), transport.BackendName());
+// stored (collective: CalibratedCrossover agrees on what the ranks read). A failure is one line from
+// rank 0, and then all ranks end together (a rank ending first would have the launcher stop the one
+// that reports).
+std::shared_ptr<Crossover> FromDatabase(Communicator& transport, const CrossoverCli& c) {
   std::string why;
-  if (failed_rank < transport.Size()) {
-    if (rank == failed_rank) why = transport.Size() > 1 ? fmt::format("rank {}: {}", rank, error) : error;
-  } else if (differ) {
-    if (rank == 0)
-      why = "the ranks' calibration databases hold different crossovers for this world (give every rank the same "
-            "--db, or --crossover builtin)";
-  } else if (table.bands.empty() && c.source_given && rank == 0) {
-    why = fmt::format("'{}' holds no crossover for {} on this machine ({}; `ciuic-tune calibrate --ranks {}` measures "
-                      "one)",
-                      PrintableLine(path, 4096), world,
-                      transport.Device() == DeviceKind::kCpu ? "cpu:" + CpuModelName() : "a GPU: CPU only",
-                      transport.Size());
+  try {
+    return CalibratedCrossover(transport, c.db_path, c.source_given);
+  } catch (const InputError& e) {
+    why = e.what();
   }
-  if (failed_rank < transport.Size() || differ || (table.bands.empty() && c.source_given)) {
-    if (!why.empty()) LogInfo("--crossover db: {}", PrintableLine(why, 2000));
-    double done = 0;
-    transport.HostAllReduce(&done, 1, ReduceOp::kMax);
-    throw ReportedByLead(ExitCode::kUsage);
-  }
-  if (table.bands.empty()) {
-    auto builtin = std::make_shared<Crossover>(BuiltinCrossover(transport.BackendName()));
-    builtin->source += path.empty() ? ": no data folder" : ": nothing calibrated for " + world;
-    return builtin;
-  }
-  table.source = fmt::format("calibrated {} for {}, {}", created, world, PrintableLine(path, 4096));
-  return std::make_shared<Crossover>(table);
+  if (transport.Rank() == 0) LogInfo("--crossover db: {}", PrintableLine(why, 2000));
+  double done = 0;
+  transport.HostAllReduce(&done, 1, ReduceOp::kMax);
+  throw ReportedByLead(ExitCode::kUsage);
 }
 
 }  // namespace
@@ -116,7 +70,7 @@ std::shared_ptr<const Crossover> ResolveCrossover(Communicator& transport, const
   if (c.source == "builtin") {
     table = std::make_shared<Crossover>(BuiltinCrossover(transport.BackendName()));
   } else if (c.source == "db") {
-    table = CalibratedCrossover(transport, c);
+    table = FromDatabase(transport, c);
   } else if (c.source == "measure") {
     const auto candidates = CrossoverCandidates(transport);
     const double t0 = NowSeconds();

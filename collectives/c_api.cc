@@ -13,11 +13,12 @@
 #include <vector>
 
 #include "collectives/algorithms/hops.h"
-#include "collectives/backends/local/communicator.h"
-#include "collectives/profile.h"
 #include "collectives/backends/gloo/communicator.h"
+#include "collectives/backends/local/communicator.h"
 #include "collectives/backends/nccl/communicator.h"
 #include "collectives/bootstrap/store.h"
+#include "collectives/crossover.h"
+#include "collectives/profile.h"
 #include "collectives/runtime.h"
 #include "collectives/runtime_async.h"
 #include "collectives/staging_comm.h"
@@ -85,6 +86,12 @@ ciuic_status_t Guard(F&& f) {
     g_last_error = e.what();
     return CIUIC_ERR_RUNTIME;
   }
+}
+
+// Whether an engine of this configuration chooses its algorithm per size from a crossover table.
+bool UsesCrossover(const ciuic::AlgoConfig& a) {
+  return a.algo == ciuic::AllReduceAlgo::kAuto && a.codec.kind == ciuic::CodecKind::kNone &&
+         a.precision == ciuic::DType::kFloat32;
 }
 
 void Require(const void* p, const char* what) {
@@ -226,6 +233,7 @@ ciuic_status_t ciuic_runtime_create(ciuic_comm_t* comm, const char* algo, const 
     cfg.algo.algo = ciuic::ParseAlgo(a);
     cfg.algo.codec = ciuic::ParseCodec(codec ? codec : "none");
     if (bucket_bytes) cfg.bucket_bytes = bucket_bytes;
+    if (UsesCrossover(cfg.algo)) cfg.algo.crossover = ciuic::RuntimeCrossover(*comm->comm);
     auto rt = std::make_unique<ciuic_runtime>();
     rt->rt = std::make_unique<ciuic::Runtime>(*comm->comm, cfg);
     if (const char* trace = std::getenv("CIUIC_TRACE"); trace && *trace) rt->rt->SetTrace(trace);
@@ -483,11 +491,24 @@ ciuic_status_t ciuic_runtime_forget(ciuic_runtime_t* rt, uint64_t tensor_id) {
 
 ciuic_status_t ciuic_runtime_config_of(ciuic_runtime_t* rt, size_t n, ciuic_dtype_t dtype, char* buf, size_t cap) {
   return Guard([&] {
-    auto& a = AsyncOf(rt, "ciuic_runtime_config_of");
+    Require(rt, "runtime");
     Require(buf, "buf");
     const ciuic::DType type = DTypeOf(dtype);
     std::string key;
-    a.Call([&](ciuic::RuleRuntime& r) { key = ciuic::ConfigKey(r.ConfigFor(n, type)); });
+    if (rt->async) {
+      rt->async->Call([&](ciuic::RuleRuntime& r) { key = ciuic::ConfigKey(r.ConfigFor(n, type)); });
+    } else {
+      if (type != ciuic::DType::kFloat32)
+        throw ciuic::UsageError("a runtime from ciuic_runtime_create reduces fp32 only");
+      const ciuic::RuntimeConfig& c = rt->rt->config();
+      key = ciuic::ConfigKey(c);
+      // auto: the algorithm its crossover runs for the message's first bucket, and where the table came from.
+      if (const ciuic::Crossover* table = rt->rt->engine().crossover())
+        key +=
+            fmt::format(" (auto runs {}: {})",
+                        ciuic::AlgoName(rt->rt->engine().AlgoFor(std::min(n, std::max<size_t>(c.bucket_bytes / 4, 1)))),
+                        table->source);
+    }
     if (key.size() + 1 > cap)
       throw ciuic::UsageError(fmt::format("configuration '{}' needs {} bytes, {} given", key, key.size() + 1, cap));
     std::memcpy(buf, key.c_str(), key.size() + 1);

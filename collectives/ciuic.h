@@ -33,10 +33,18 @@ void ciuic_comm_destroy(ciuic_comm_t* comm); /* only for communicators from ciui
 int ciuic_comm_rank(const ciuic_comm_t* comm);
 int ciuic_comm_size(const ciuic_comm_t* comm);
 
-/* algo: "auto" "ring" "rd" "hier" "sparse" "sign2" "powersgd", or "native" (the transport's own
+/* Collective: every rank of comm creates its runtime with the same arguments.
+ * algo: "auto" "ring" "rd" "hier" "sparse" "sign2" "powersgd", or "native" (the transport's own
  * allreduce; "native:bf16" / "native:fp16" reduce in 16 bits); codec: "none" "int8" "topk:0.01" ...
  * bucket_bytes 0 = 25 MiB. With $CIUIC_TRACE set (a file name), the runtime starts traced as if
- * ciuic_runtime_set_trace(rt, $CIUIC_TRACE) had been called. */
+ * ciuic_runtime_set_trace(rt, $CIUIC_TRACE) had been called.
+ * "auto" with codec "none" chooses native, rd, ring or hier per bucket size from a crossover table,
+ * $CIUIC_CROSSOVER: unset, the newest crossover the data folder's calibration database
+ * ($CIUIC_DATA_DIR/ciuic.db, `ciuic-tune calibrate --ranks N`) holds for this CPU model, transport
+ * and world size, else the built-in table; "db" the same, but nothing stored is CIUIC_ERR_INPUT;
+ * "db:PATH" that database (required); "builtin"; any other value a crossover file
+ * (`ciuic-bench --crossover-out`). The ranks agree on the table: a rank that cannot read its source,
+ * or ranks that read different tables, fail every rank with CIUIC_ERR_INPUT naming them. */
 ciuic_status_t ciuic_runtime_create(ciuic_comm_t* comm, const char* algo, const char* codec, size_t bucket_bytes,
                                     ciuic_runtime_t** out);
 /* With a trace set, destroy first writes it (ciuic_runtime_trace_flush): collective then, so every
@@ -147,7 +155,9 @@ ciuic_status_t ciuic_runtime_residual(ciuic_runtime_t* rt, uint64_t tensor_id, s
 ciuic_status_t ciuic_runtime_set_residual(ciuic_runtime_t* rt, uint64_t tensor_id, size_t n, ciuic_dtype_t dtype,
                                           const float* values, int* kept);
 ciuic_status_t ciuic_runtime_forget(ciuic_runtime_t* rt, uint64_t tensor_id);
-/* The configuration a message would run ("ring int8 fp32 4194304 B x4") into buf[0, cap). */
+/* The configuration a message would run ("ring int8 fp32 4194304 B x4") into buf[0, cap). A runtime
+ * from ciuic_runtime_create (fp32 only) with algo "auto" also names what auto runs for the message's
+ * first bucket and where its table came from ("auto none fp32 ... (auto runs ring: built-in (mpi))"). */
 ciuic_status_t ciuic_runtime_config_of(ciuic_runtime_t* rt, size_t n, ciuic_dtype_t dtype, char* buf, size_t cap);
 /* Buckets that met NaN/Inf and were summed uncompressed (CIUIC_RUNTIME_PROPAGATE_NONFINITE). */
 ciuic_status_t ciuic_runtime_nonfinite(ciuic_runtime_t* rt, uint64_t* count);

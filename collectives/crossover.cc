@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -399,6 +402,107 @@ Crossover CrossoverFromStoredPoints(std::vector<CrossoverPoint> points, const st
                points.end());
   if (points.empty()) return Crossover{};
   return CrossoverFromPoints(points);
+}
+
+namespace {
+
+// What one rank read for auto's table: agreed before any rank uses it.
+struct TableVote {
+  uint32_t failed;  // 1: this rank could not read its source (message says why)
+  uint32_t found;   // 1: a table was read (the database held one; a file)
+  uint64_t digest;  // of the bands read
+  char message[1000];
+};
+
+// Every rank's read agreed: the same table everywhere, else the same InputError on every rank.
+void AgreeOnTable(Communicator& comm, const Crossover& table, const std::string& error) {
+  TableVote mine{};
+  mine.failed = error.empty() ? 0 : 1;
+  mine.found = table.bands.empty() ? 0 : 1;
+  mine.digest = table.bands.empty() ? 0 : table.Digest();
+  PrintableLine(error, sizeof mine.message - 1).copy(mine.message, sizeof mine.message - 1);
+  std::vector<TableVote> votes(static_cast<size_t>(comm.Size()));
+  comm.HostAllGather(&mine, votes.data(), sizeof mine);
+  for (int r = 0; r < comm.Size(); ++r) {
+    const TableVote& v = votes[static_cast<size_t>(r)];
+    if (!v.failed) continue;
+    const std::string m(v.message, strnlen(v.message, sizeof v.message));
+    throw InputError(comm.Size() > 1 ? fmt::format("rank {}: {}", r, m) : m);
+  }
+  for (const TableVote& v : votes)
+    if (v.found != votes[0].found || v.digest != votes[0].digest)
+      throw InputError(
+          fmt::format("the ranks read different crossovers for {} ranks over {} (every rank must read "
+                      "the same calibration database or file)",
+                      comm.Size(), comm.BackendName()));
+}
+
+}  // namespace
+
+std::shared_ptr<Crossover> CalibratedCrossover(Communicator& comm, const std::string& db_path, bool required) {
+  // Collective on every rank alike (it gathers host names), before anything a rank may fail at alone.
+  const std::vector<AllReduceAlgo> candidates = CrossoverCandidates(comm);
+  std::string error, created, path = db_path;
+  Crossover table;
+  try {
+    if (path.empty()) {
+      try {
+        path = (std::filesystem::path(DataHome(false)) / "ciuic.db").string();
+      } catch (const InputError&) {
+        if (required) throw;
+      }
+    }
+    if (!path.empty() && comm.Device() == DeviceKind::kCpu) {
+      const auto points = LoadCrossoverPoints(path, "cpu:" + CpuModelName(), comm.BackendName(), comm.Size(), &created);
+      table = CrossoverFromStoredPoints(points, candidates);
+    }
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  AgreeOnTable(comm, table, error);
+  const std::string world = fmt::format("{} ranks over {}", comm.Size(), comm.BackendName());
+  if (table.bands.empty()) {
+    if (required)
+      throw InputError(fmt::format(
+          "'{}' holds no crossover for {} on this machine ({}; `ciuic-tune calibrate --ranks {}` measures one)",
+          PrintableLine(path, 4096), world,
+          comm.Device() == DeviceKind::kCpu ? "cpu:" + CpuModelName() : "a GPU: CPU only", comm.Size()));
+    auto builtin = std::make_shared<Crossover>(BuiltinCrossover(comm.BackendName()));
+    builtin->source += path.empty()                        ? ": no data folder"
+                       : comm.Device() == DeviceKind::kCpu ? ": nothing calibrated for " + world
+                                                           : ": calibrations are CPU only";
+    return builtin;
+  }
+  table.source = fmt::format("calibrated {} for {}, {}", created, world, PrintableLine(path, 4096));
+  return std::make_shared<Crossover>(table);
+}
+
+std::shared_ptr<const Crossover> RuntimeCrossover(Communicator& comm) {
+  const char* env = std::getenv("CIUIC_CROSSOVER");
+  const std::string v = env ? env : "";
+  const std::string shown = PrintableLine(v, 4096);
+  try {
+    if (v == "builtin") return std::make_shared<Crossover>(BuiltinCrossover(comm.BackendName()));
+    if (v.empty()) return CalibratedCrossover(comm, "", false);
+    if (v == "db") return CalibratedCrossover(comm, "", true);
+    if (v.rfind("db:", 0) == 0) {
+      if (v.size() == 3) throw InputError("db: names no database (db:PATH)");
+      return CalibratedCrossover(comm, v.substr(3), true);
+    }
+    // A file: read by every rank, agreed like a database.
+    Crossover table;
+    std::string error;
+    try {
+      table = ReadCrossoverFile(v);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    AgreeOnTable(comm, table, error);
+    return std::make_shared<Crossover>(table);
+  } catch (const InputError& e) {
+    throw InputError(
+        fmt::format("$CIUIC_CROSSOVER={}: {}", v.empty() ? "(unset: the data folder's database)" : shown, e.what()));
+  }
 }
 
 }  // namespace ciuic

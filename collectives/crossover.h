@@ -91,4 +91,20 @@ std::vector<CrossoverPoint> LoadCrossoverPoints(const std::string& db_path, cons
 // is read on one host without it); empty bands when no point has a candidate's time.
 Crossover CrossoverFromStoredPoints(std::vector<CrossoverPoint> points, const std::vector<AllReduceAlgo>& candidates);
 
+// The table `comm`'s world reads from the calibration database at `db_path` (empty: the data folder's
+// ciuic.db, DataHome): the newest crossover stored for this machine's CPU model, the transport and
+// the world size, choosing among CrossoverCandidates(comm). Collective: every rank reads its own
+// database and the ranks agree on what they read. With nothing stored (no data folder, no file, no
+// calibration for this world, a GPU transport) it is the built-in table, its source saying why,
+// unless `required`. Throws InputError, the same message on every rank, when a rank cannot read its
+// database, when the ranks read different tables, or (required) when nothing is stored.
+std::shared_ptr<Crossover> CalibratedCrossover(Communicator& comm, const std::string& db_path, bool required);
+
+// The table a runtime made through the C API (or ciuic.torch) runs for `--algo auto`, from
+// $CIUIC_CROSSOVER: unset or empty, the data folder's calibration database with the built-in table
+// where it holds none; "db" the same but nothing stored is an error; "db:PATH" that database
+// (required); "builtin"; anything else a crossover file (`ciuic-bench --crossover-out`). Collective
+// for the database sources. Throws InputError naming $CIUIC_CROSSOVER.
+std::shared_ptr<const Crossover> RuntimeCrossover(Communicator& comm);
+
 }  // namespace ciuic

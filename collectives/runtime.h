@@ -110,6 +110,7 @@ class Runtime {
 
   const Counters& counters() const { return engine_.counters(); }
   const AllReduceEngine& engine() const { return engine_; }
+  const RuntimeConfig& config() const { return config_; }
   size_t StateCount() const { return states_.size(); }
 
  private:

@@ -22,6 +22,7 @@
 #include "collectives/crossover.h"
 #include "collectives/runtime.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "core/trace.h"
 
 namespace ciuic {
@@ -284,6 +285,132 @@ TEST(Crossover, CalibrationDatabaseGivesTheNewestCalibrationOfThisWorld) {
   for (const auto& b : flat.bands) EXPECT_NE(b.algo, A::kHierarchical) << flat.Describe();
   EXPECT_EQ(flat.Choose(16 << 20), A::kRing);
   EXPECT_TRUE(CrossoverFromStoredPoints(other, {A::kSparse}).bands.empty());
+  std::filesystem::remove_all(dir);
+}
+
+// A runtime made outside ciuic-bench (the C API) reads auto's table from $CIUIC_CROSSOVER: by default
+// the data folder's calibration for this machine and world, each planted algorithm best in turn and
+// the sums exact; the built-in table where nothing is stored; a file; an explicit database that holds
+// nothing, an unreadable one on one rank and ranks that read different tables fail every rank with
+// the same line.
+TEST(Crossover, RuntimeReadsTheCalibrationDatabaseAFileOrTheBuiltinAndRanksAgree) {
+  const std::string dir = testing::TempDir() + "/crossover_rt_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/data");
+  const char* old_data = std::getenv("CIUIC_DATA_DIR");
+  const std::string keep_data = old_data ? old_data : "";
+  const char* old_source = std::getenv("CIUIC_CROSSOVER");
+  const std::string keep_source = old_source ? old_source : "";
+  ::setenv("CIUIC_DATA_DIR", (dir + "/data").c_str(), 1);
+  ::unsetenv("CIUIC_CROSSOVER");
+  const std::string device = "cpu:" + CpuModelName();
+  const std::vector<AllReduceAlgo> flat = {A::kNative, A::kRecursiveDoubling, A::kRing};
+
+  // What every rank's RuntimeCrossover (or its error) gave.
+  auto read = [&](const std::string& source) {
+    if (source.empty())
+      ::unsetenv("CIUIC_CROSSOVER");
+    else
+      ::setenv("CIUIC_CROSSOVER", source.c_str(), 1);
+    std::vector<std::pair<std::shared_ptr<const Crossover>, std::string>> got(2);
+    RunLocalRanks(2, [&](Communicator& comm) {
+      try {
+        got[comm.Rank()].first = RuntimeCrossover(comm);
+      } catch (const InputError& e) {
+        got[comm.Rank()].second = e.what();
+      }
+    });
+    return got;
+  };
+
+  auto none = read("");
+  for (const auto& [t, e] : none) {
+    ASSERT_TRUE(t) << e;
+    EXPECT_EQ(t->Digest(), BuiltinCrossover("local").Digest());
+    EXPECT_NE(t->source.find("nothing calibrated for 2 ranks over local"), std::string::npos) << t->source;
+  }
+  for (const auto& [t, e] : read("db")) {
+    EXPECT_FALSE(t);
+    EXPECT_NE(e.find("$CIUIC_CROSSOVER=db: '" + dir + "/data/ciuic.db' holds no crossover for 2 ranks over local"),
+              std::string::npos)
+        << e;
+  }
+  EXPECT_EQ(read("db")[0].second, read("db")[1].second);
+
+  StoreCrossoverPoints(dir + "/data/ciuic.db", device, "local", 2, Planted());
+  StoreCrossoverPoints(dir + "/data/ciuic.db", device, "local", 3, {Point(1024, 9, 9, 1)});  // another world's
+  const uint64_t planted = CrossoverFromStoredPoints(Planted(), flat).Digest();
+  ::unsetenv("CIUIC_CROSSOVER");
+  std::vector<std::vector<A>> chose(2);
+  RunLocalRanks(2, [&](Communicator& comm) {
+    RuntimeConfig rc;
+    rc.timeout_s = 0;
+    rc.algo.crossover = RuntimeCrossover(comm);
+    Runtime rt(comm, rc);
+    for (size_t n : {256u, 4096u, 262144u, 4194304u}) {  // 1 KiB, 16 KiB, 1 MiB, 16 MiB
+      chose[comm.Rank()].push_back(rt.engine().AlgoFor(n));
+      std::vector<float> data(n);
+      for (size_t i = 0; i < n; ++i) data[i] = static_cast<float>((i * 7 + comm.Rank() * 13) % 101) - 50.0f;
+      rt.AllReduce(data.data(), n, n);
+      for (size_t i = 0; i < n; ++i) {
+        const float want = static_cast<float>((i * 7) % 101) - 50.0f + static_cast<float>((i * 7 + 13) % 101) - 50.0f;
+        if (data[i] != want) {
+          ADD_FAILURE() << "n " << n << " element " << i << ": " << data[i] << " != " << want;
+          break;
+        }
+      }
+    }
+  });
+  const std::vector<A> want = {A::kNative, A::kRecursiveDoubling, A::kRing, A::kRing};
+  EXPECT_EQ(chose[0], want);
+  EXPECT_EQ(chose[1], want);
+  for (const std::string& source : std::vector<std::string>{"", "db", "db:" + dir + "/data/ciuic.db"}) {
+    for (const auto& [t, e] : read(source)) {
+      ASSERT_TRUE(t) << source << ": " << e;
+      EXPECT_EQ(t->Digest(), planted) << source << ": " << t->Describe();
+      EXPECT_NE(t->source.find("for 2 ranks over local, " + dir + "/data/ciuic.db"), std::string::npos) << t->source;
+    }
+  }
+  for (const auto& [t, e] : read("builtin")) EXPECT_EQ(t->Digest(), BuiltinCrossover("local").Digest());
+
+  const Crossover file_table = CrossoverFromPoints({Point(1024, 9, 1, 9), Point(65536, 90, 90, 10)});
+  { std::ofstream(dir + "/t.json") << CrossoverJson(file_table, {}, 2, "local"); }
+  for (const auto& [t, e] : read(dir + "/t.json")) {
+    ASSERT_TRUE(t) << e;
+    EXPECT_EQ(t->Digest(), file_table.Digest());
+  }
+  for (const auto& [t, e] : read(dir + "/missing.json")) {
+    EXPECT_FALSE(t);
+    EXPECT_NE(e.find("$CIUIC_CROSSOVER=" + dir + "/missing.json: rank 0: "), std::string::npos) << e;
+  }
+  for (const auto& [t, e] : read("db:")) EXPECT_NE(e.find("db: names no database"), std::string::npos) << e;
+
+  // Per rank: rank 1 cannot read its database; rank 1's holds another table.
+  std::ofstream(dir + "/junk.db") << "not a database, long enough to be looked at by sqlite's header check....";
+  StoreCrossoverPoints(dir + "/other.db", device, "local", 2, {Point(1024, 9, 9, 1)});
+  for (const std::string& other : std::vector<std::string>{dir + "/junk.db", dir + "/other.db", dir + "/nothing.db"}) {
+    std::vector<std::string> errors(2);
+    RunLocalRanks(2, [&](Communicator& comm) {
+      try {
+        CalibratedCrossover(comm, comm.Rank() == 1 ? other : dir + "/data/ciuic.db", false);
+      } catch (const InputError& e) {
+        errors[comm.Rank()] = e.what();
+      }
+    });
+    EXPECT_EQ(errors[0], errors[1]) << other;
+    const std::string want_error =
+        other == dir + "/junk.db" ? "rank 1: " : "the ranks read different crossovers for 2 ranks over local";
+    EXPECT_NE(errors[0].find(want_error), std::string::npos) << other << ": " << errors[0];
+  }
+
+  if (old_data)
+    ::setenv("CIUIC_DATA_DIR", keep_data.c_str(), 1);
+  else
+    ::unsetenv("CIUIC_DATA_DIR");
+  if (old_source)
+    ::setenv("CIUIC_CROSSOVER", keep_source.c_str(), 1);
+  else
+    ::unsetenv("CIUIC_CROSSOVER");
   std::filesystem::remove_all(dir);
 }
 
