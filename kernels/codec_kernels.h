@@ -47,42 +47,44 @@ struct TensorRef {
   size_t count;
 };
 
-#define CIUIC_KERNEL_API                                                                                         \
-  /* (a) e = in (+ residual); quantise + pack e; residual = e - decode(e). residual may be null. */              \
-  void QuantEncode(const QuantArgs& a, const float* in, float* residual, size_t n, uint8_t* wire,               \
-                   uint32_t* nonfinite, void* stream);                                                          \
-  /* (b) out = decode(wire), or out += decode(wire) when accumulate. */                                          \
-  void QuantDecode(const QuantArgs& a, const uint8_t* wire, size_t n, float* out, bool accumulate, void* stream); \
-  /* (c) wire_out = encode(decode(wire_in) + local): one hop of a compressed reduce-scatter. */                  \
-  void QuantDecodeAddEncode(const QuantArgs& a, const uint8_t* wire_in, const float* local, size_t n,           \
-                            uint8_t* wire_out, uint32_t* nonfinite, void* stream);                              \
-  /* topk: the k largest |e| (ties: lower index), or with `sampled` those above a threshold estimated from */    \
-  /* a strided sample (first k in index order). workspace: TopKWorkspaceBytes(n) bytes. */                       \
-  void TopKEncode(const float* in, float* residual, size_t n, size_t k, bool sampled, uint8_t* wire,            \
-                  void* workspace, uint32_t* nonfinite, void* stream);                                          \
-  void SparseDecode(const uint8_t* wire, size_t k, size_t n, float* out, bool accumulate, void* stream);        \
-  void RandomKEncode(const QuantArgs& a, const float* in, float* residual, size_t n, size_t k, uint8_t* wire,    \
-                     uint32_t* nonfinite, void* stream);                                                        \
-  void RandomKDecode(const QuantArgs& a, const uint8_t* wire, size_t k, size_t n, float* out, bool accumulate,   \
-                     void* stream);                                                                             \
-  /* PowerSGD primitives over the matrix view M (rows × cols, row-major, zero-padded past n). */                \
-  /* p = M q (q: cols × r); q = Mᵀ p; Orthonormalise p's r columns (modified Gram-Schmidt); */                  \
-  /* out (+)= p qᵀ restricted to n elements. */                                                                  \
-  void PowerSgdMulQ(const float* m, size_t n, const float* q, int r, float* p, void* stream);                   \
-  void PowerSgdMulP(const float* m, size_t n, const float* p, int r, float* q, void* stream);                   \
-  void PowerSgdOrthonormalize(float* p, size_t rows, int r, void* stream);                                      \
-  void PowerSgdReconstruct(const float* p, const float* q, size_t n, int r, float* out, bool accumulate,         \
-                           void* stream);                                                                       \
-  /* (d) copy `count` tensors into one bucket back to back, or the bucket back into them: one launch. */       \
-  void FlattenTensors(const TensorRef* tensors, int count, float* bucket, void* stream);                        \
-  void UnflattenTensors(const float* bucket, const TensorRef* tensors, int count, void* stream);                 \
-  /* (e) g *= inv_scale; *nonfinite set on NaN/Inf; *norm_sq = Σ g² (fp64, after unscaling). */                 \
-  void UnscaleCheckNorm(float* g, size_t n, float inv_scale, uint32_t* nonfinite, double* norm_sq,             \
-                        void* stream);                                                                          \
-  void ScaleInPlace(float* g, size_t n, float factor, void* stream);                                          \
-  void AddInPlace(float* acc, const float* x, size_t n, void* stream);                                        \
-  /* out = a + x: AddInPlace out of place (the same sums, bit for bit), one pass. */                            \
-  void AddTo(float* out, const float* a, const float* x, size_t n, void* stream);
+#define CIUIC_KERNEL_API                                                                                               \
+  /* (a) e = in (+ residual); quantise + pack e; residual = e - decode(e). residual may be null. */                    \
+  void QuantEncode(const QuantArgs& a, const float* in, float* residual, size_t n, uint8_t* wire, uint32_t* nonfinite, \
+                   void* stream);                                                                                      \
+  /* (b) out = decode(wire), or out += decode(wire) when accumulate. */                                                \
+  void QuantDecode(const QuantArgs& a, const uint8_t* wire, size_t n, float* out, bool accumulate, void* stream);      \
+  /* (c) wire_out = encode(decode(wire_in) + local): one hop of a compressed reduce-scatter. */                        \
+  void QuantDecodeAddEncode(const QuantArgs& a, const uint8_t* wire_in, const float* local, size_t n,                  \
+                            uint8_t* wire_out, uint32_t* nonfinite, void* stream);                                     \
+  /* topk: the k largest |e| (ties: lower index), or with `sampled` those above a threshold estimated from */          \
+  /* a strided sample (first k in index order). workspace: TopKWorkspaceBytes(n) bytes. */                             \
+  void TopKEncode(const float* in, float* residual, size_t n, size_t k, bool sampled, uint8_t* wire, void* workspace,  \
+                  uint32_t* nonfinite, void* stream);                                                                  \
+  void SparseDecode(const uint8_t* wire, size_t k, size_t n, float* out, bool accumulate, void* stream);               \
+  void RandomKEncode(const QuantArgs& a, const float* in, float* residual, size_t n, size_t k, uint8_t* wire,          \
+                     uint32_t* nonfinite, void* stream);                                                               \
+  void RandomKDecode(const QuantArgs& a, const uint8_t* wire, size_t k, size_t n, float* out, bool accumulate,         \
+                     void* stream);                                                                                    \
+  /* PowerSGD primitives over the matrix view M (rows × cols, row-major, zero-padded past n). */                      \
+  /* p = M q (q: cols × r); q = Mᵀ p; Orthonormalise p's r columns (modified Gram-Schmidt); */                      \
+  /* out (+)= p qᵀ restricted to n elements. */                                                                      \
+  void PowerSgdMulQ(const float* m, size_t n, const float* q, int r, float* p, void* stream);                          \
+  void PowerSgdMulP(const float* m, size_t n, const float* p, int r, float* q, void* stream);                          \
+  void PowerSgdOrthonormalize(float* p, size_t rows, int r, void* stream);                                             \
+  void PowerSgdReconstruct(const float* p, const float* q, size_t n, int r, float* out, bool accumulate,               \
+                           void* stream);                                                                              \
+  /* (d) copy `count` tensors into one bucket back to back, or the bucket back into them: one launch. */               \
+  void FlattenTensors(const TensorRef* tensors, int count, float* bucket, void* stream);                               \
+  void UnflattenTensors(const float* bucket, const TensorRef* tensors, int count, void* stream);                       \
+  /* (e) g *= inv_scale; *nonfinite set on NaN/Inf; *norm_sq = Σ g² (fp64, after unscaling). */                      \
+  void UnscaleCheckNorm(float* g, size_t n, float inv_scale, uint32_t* nonfinite, double* norm_sq, void* stream);      \
+  void ScaleInPlace(float* g, size_t n, float factor, void* stream);                                                   \
+  void AddInPlace(float* acc, const float* x, size_t n, void* stream);                                                 \
+  /* out = a + x: AddInPlace out of place (the same sums, bit for bit), one pass. */                                   \
+  void AddTo(float* out, const float* a, const float* x, size_t n, void* stream);                                      \
+  /* AddTo (the same bits) whose stores bypass the caches (streaming stores; on a GPU AddTo itself): */                \
+  /* for a result larger than the caches that nothing reads soon, it saves reading `out` before writing it. */         \
+  void AddToUncached(float* out, const float* a, const float* x, size_t n, void* stream);
 
 size_t TopKWorkspaceBytes(size_t n);
 

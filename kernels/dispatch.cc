@@ -105,6 +105,9 @@ void AddInPlace(float* acc, const float* x, size_t n, void* stream) { CIUIC_DISP
 void AddTo(float* out, const float* a, const float* x, size_t n, void* stream) {
   CIUIC_DISPATCH(out, AddTo(out, a, x, n, stream));
 }
+void AddToUncached(float* out, const float* a, const float* x, size_t n, void* stream) {
+  CIUIC_DISPATCH(out, AddToUncached(out, a, x, n, stream));
+}
 
 }  // namespace ciuic
 

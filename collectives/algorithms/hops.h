@@ -61,9 +61,22 @@ struct AllReduceEngine::Impl {
 
   // ---- hop helpers (hops.cc) ----------------------------------------------------------------------
   // Sends send_bytes to `to` while receiving recv_bytes from `from`, in pieces of cfg.piece_bytes with
-  // at most cfg.in_flight of each outstanding; on_piece(offset, bytes) runs as each received piece lands.
+  // at most cfg.in_flight of each outstanding; on_piece(offset, bytes, at) runs as each received piece
+  // lands at `at`. A piece lands at recv + offset, or, with `rotate` where RotatesPieces(c), in a
+  // window of in_flight + 1 piece slots that the pieces reuse in turn (a slot is reused only after its
+  // on_piece ran): a reduction then reads its pieces while they are still in cache, and the scratch
+  // is RecvScratchBytes, not the message.
   void Exchange(Communicator& c, const void* send, size_t send_bytes, int to, void* recv, size_t recv_bytes, int from,
-                const std::function<void(size_t, size_t)>& on_piece);
+                const std::function<void(size_t, size_t, const void*)>& on_piece, bool rotate = false);
+  // Whether Exchange may rotate received pieces on `c`: host memory on a transport whose receive is
+  // done when Wait returns, and an on_piece that has finished with a piece when it returns.
+  bool RotatesPieces(const Communicator& c) const { return kind == MemoryKind::kHost && !c.StreamOrdered(); }
+  size_t PieceBytes() const { return std::max<size_t>(cfg.piece_bytes, 4096) / 64 * 64; }
+  // The receive buffer Exchange needs for recv_bytes (rotating where it can).
+  size_t RecvScratchBytes(const Communicator& c, size_t recv_bytes, bool rotate) const {
+    if (!rotate || !RotatesPieces(c)) return recv_bytes;
+    return std::min(recv_bytes, PieceBytes() * static_cast<size_t>(std::max(1, cfg.in_flight) + 1));
+  }
   // Uncompressed ring halves over chunks aligned to `align` elements.
   // Out of place when src != data: step 0 sends from src and every reduction writes
   // data = src + received, so src is read once and no copy pass is made (the chunk a rank sends

@@ -41,7 +41,9 @@ void AllReduceEngine::Impl::RecursiveDoubling(Communicator& c, float* data, size
       const size_t keep_lo = upper ? mid : lo, keep_hi = upper ? hi : mid;
       const size_t give_lo = upper ? lo : mid, give_hi = upper ? mid : hi;
       Exchange(c, data + give_lo, (give_hi - give_lo) * 4, partner, tmp, (keep_hi - keep_lo) * 4, partner,
-               [&](size_t off, size_t bytes) { AddInPlace(data + keep_lo + off / 4, tmp + off / 4, bytes / 4, c.Stream()); });
+               [&](size_t off, size_t bytes, const void* got) {
+                 AddInPlace(data + keep_lo + off / 4, static_cast<const float*>(got), bytes / 4, c.Stream());
+               });
       kept.emplace_back(lo, hi);
       lo = keep_lo;
       hi = keep_hi;

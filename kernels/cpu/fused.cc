@@ -1,6 +1,10 @@
 // CPU fused kernels (d) multi-tensor flatten/unflatten and (e) unscale + NaN/Inf check + norm.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 #include "kernels/codec_kernels.h"
 #include "kernels/quant_math.h"
@@ -70,6 +74,22 @@ void AddInPlace(float* acc, const float* x, size_t n, void*) {
 
 void AddTo(float* out, const float* a, const float* x, size_t n, void*) {
   for (size_t i = 0; i < n; ++i) out[i] = a[i] + x[i];
+}
+
+void AddToUncached(float* out, const float* a, const float* x, size_t n, void*) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  // Streaming stores need 16-byte alignment: the head up to it goes through the cache.
+  for (; i < n && (reinterpret_cast<uintptr_t>(out + i) & 15) != 0; ++i) out[i] = a[i] + x[i];
+  for (; i + 16 <= n; i += 16) {
+    _mm_stream_ps(out + i, _mm_add_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(x + i)));
+    _mm_stream_ps(out + i + 4, _mm_add_ps(_mm_loadu_ps(a + i + 4), _mm_loadu_ps(x + i + 4)));
+    _mm_stream_ps(out + i + 8, _mm_add_ps(_mm_loadu_ps(a + i + 8), _mm_loadu_ps(x + i + 8)));
+    _mm_stream_ps(out + i + 12, _mm_add_ps(_mm_loadu_ps(a + i + 12), _mm_loadu_ps(x + i + 12)));
+  }
+  _mm_sfence();  // the streamed lines are visible before whatever the caller does next (a send)
+#endif
+  for (; i < n; ++i) out[i] = a[i] + x[i];
 }
 
 }  // namespace ciuic::cpu

@@ -85,7 +85,8 @@ AlgoConfig Config(AllReduceAlgo algo, const char* codec, size_t piece = 4096, in
 
 TEST(AllReduceAlgo, LosslessAlgorithmsAreExactFrom1To16Ranks) {
   for (int ranks : {1, 2, 3, 4, 5, 7, 8, 16}) {
-    for (size_t n : {size_t{1}, size_t{13}, size_t{5000}}) {
+    // 50000: a ring's received pieces wrap around its slots many times at every rank count.
+    for (size_t n : {size_t{1}, size_t{13}, size_t{5000}, size_t{50000}}) {
       const auto want = ExactSum(ranks, n, true);
       std::vector<AlgoConfig> cfgs = {Config(AllReduceAlgo::kRing, "none"),
                                       Config(AllReduceAlgo::kRecursiveDoubling, "none")};
@@ -100,6 +101,73 @@ TEST(AllReduceAlgo, LosslessAlgorithmsAreExactFrom1To16Ranks) {
         const std::string what = fmt::format("{} ranks={} n={}", AlgoName(cfg.algo), ranks, n);
         ExpectIdenticalOnAllRanks(o, what);
         for (size_t i = 0; i < n; ++i) ASSERT_EQ(o.results[0][i], static_cast<float>(want[i])) << what << " i=" << i;
+      }
+    }
+  }
+}
+
+// A transport that may write a posted receive buffer at any moment before its Wait, as MPI may: it
+// fills the buffer with NaN when the receive is posted (the real bytes land at Wait). An algorithm
+// that reads a buffer it has posted a receive into, or reuses one too early, ends with NaN.
+class ScribblingComm : public Communicator {
+ public:
+  explicit ScribblingComm(Communicator& inner) : c_(inner) {}
+  int Rank() const override { return c_.Rank(); }
+  int Size() const override { return c_.Size(); }
+  DeviceKind Device() const override { return c_.Device(); }
+  std::string BackendName() const override { return c_.BackendName(); }
+  bool Supports(Collective k, DType t, ReduceOp op, bool inplace) const override { return c_.Supports(k, t, op, inplace); }
+  RequestPtr ISend(const void* buf, size_t bytes, int peer, int tag) override { return c_.ISend(buf, bytes, peer, tag); }
+  RequestPtr IRecv(void* buf, size_t bytes, int peer, int tag) override {
+    std::memset(buf, 0xff, bytes);
+    return c_.IRecv(buf, bytes, peer, tag);
+  }
+  void Wait(Request& r) override { c_.Wait(r); }
+  void AllReduce(const void* s, void* r, size_t n, DType t, ReduceOp op) override { c_.AllReduce(s, r, n, t, op); }
+  void AllGather(const void* s, void* r, size_t n, DType t) override { c_.AllGather(s, r, n, t); }
+  void ReduceScatter(const void* s, void* r, size_t n, DType t, ReduceOp op) override { c_.ReduceScatter(s, r, n, t, op); }
+  void Broadcast(const void* s, void* r, size_t n, DType t, int root) override { c_.Broadcast(s, r, n, t, root); }
+  void Reduce(const void* s, void* r, size_t n, DType t, ReduceOp op, int root) override { c_.Reduce(s, r, n, t, op, root); }
+  void AllToAll(const void* s, void* r, size_t n, DType t) override { c_.AllToAll(s, r, n, t); }
+  void SendRecv(const void* s, int sp, void* r, int rp, size_t n, DType t) override { c_.SendRecv(s, sp, r, rp, n, t); }
+  void Barrier() override { c_.Barrier(); }
+  std::unique_ptr<Communicator> Split(int color, int key) override { return c_.Split(color, key); }
+  void HostAllReduce(double* v, size_t n, ReduceOp op) override { c_.HostAllReduce(v, n, op); }
+  void HostAllGather(const void* s, void* r, size_t bytes) override { c_.HostAllGather(s, r, bytes); }
+
+ private:
+  Communicator& c_;
+};
+
+// The ring's received pieces rotate through in_flight + 1 slots and rd reduces from its own
+// scratch: over a transport that writes receive buffers early, both stay exact, in and out of place.
+TEST(AllReduceAlgo, ReceiveBuffersAreReadOnlyAfterTheirWait) {
+  for (int ranks : {2, 3, 4}) {
+    const size_t n = 50000;
+    const auto want = ExactSum(ranks, n, true);
+    for (AllReduceAlgo algo : {AllReduceAlgo::kRing, AllReduceAlgo::kRecursiveDoubling}) {
+      for (bool in_place : {true, false}) {
+        AlgoConfig cfg = Config(algo, "none");
+        cfg.uncached_bytes = 4096;  // out of place, the ring's streamed results too
+        std::vector<std::vector<float>> got(static_cast<size_t>(ranks));
+        RunLocalRanks(ranks, [&](Communicator& local) {
+          ScribblingComm comm(local);
+          AllReduceEngine engine(comm, cfg);
+          const std::vector<float> src = Gradient(comm.Rank(), n, 0, true);
+          std::vector<float> out = src;
+          CodecState st;
+          if (in_place) {
+            engine.Run(out.data(), n, &st, false);
+          } else {
+            engine.Run(src.data(), out.data(), n, &st, false);
+          }
+          got[static_cast<size_t>(comm.Rank())] = out;
+        });
+        for (int r = 0; r < ranks; ++r)
+          for (size_t i = 0; i < n; ++i)
+            ASSERT_EQ(got[static_cast<size_t>(r)][i], static_cast<float>(want[i]))
+                << AlgoName(algo) << (in_place ? " in place" : " out of place") << " ranks " << ranks << " rank " << r
+                << " i " << i;
       }
     }
   }

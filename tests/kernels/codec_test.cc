@@ -540,5 +540,20 @@ TEST(Fused, UnscaleChecksAndNorms) {
   EXPECT_NE(flag, 0u);
 }
 
+// AddToUncached gives AddTo's bits at every alignment of the result and every tail length, touches
+// nothing outside [out, out + n), and leaves its inputs alone.
+TEST(Fused, AddToUncachedIsAddToAtEveryAlignmentAndLength) {
+  const std::vector<float> a = Gradients(4200, 5, true), x = Gradients(4200, 6, true);
+  for (size_t shift : {0u, 1u, 2u, 3u, 5u}) {
+    for (size_t n : {0u, 1u, 3u, 15u, 16u, 17u, 33u, 4095u}) {
+      std::vector<float> want(n + 16, -3.0f), got(n + 16, -3.0f);
+      AddTo(want.data() + shift, a.data() + 7, x.data() + 11, n, nullptr);
+      AddToUncached(got.data() + shift, a.data() + 7, x.data() + 11, n, nullptr);
+      ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4)) << "shift " << shift << " n " << n;
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(want[shift + i], a[7 + i] + x[11 + i]);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ciuic
