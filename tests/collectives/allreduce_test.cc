@@ -116,8 +116,12 @@ class ScribblingComm : public Communicator {
   int Size() const override { return c_.Size(); }
   DeviceKind Device() const override { return c_.Device(); }
   std::string BackendName() const override { return c_.BackendName(); }
-  bool Supports(Collective k, DType t, ReduceOp op, bool inplace) const override { return c_.Supports(k, t, op, inplace); }
-  RequestPtr ISend(const void* buf, size_t bytes, int peer, int tag) override { return c_.ISend(buf, bytes, peer, tag); }
+  bool Supports(Collective k, DType t, ReduceOp op, bool inplace) const override {
+    return c_.Supports(k, t, op, inplace);
+  }
+  RequestPtr ISend(const void* buf, size_t bytes, int peer, int tag) override {
+    return c_.ISend(buf, bytes, peer, tag);
+  }
   RequestPtr IRecv(void* buf, size_t bytes, int peer, int tag) override {
     std::memset(buf, 0xff, bytes);
     return c_.IRecv(buf, bytes, peer, tag);
@@ -125,9 +129,13 @@ class ScribblingComm : public Communicator {
   void Wait(Request& r) override { c_.Wait(r); }
   void AllReduce(const void* s, void* r, size_t n, DType t, ReduceOp op) override { c_.AllReduce(s, r, n, t, op); }
   void AllGather(const void* s, void* r, size_t n, DType t) override { c_.AllGather(s, r, n, t); }
-  void ReduceScatter(const void* s, void* r, size_t n, DType t, ReduceOp op) override { c_.ReduceScatter(s, r, n, t, op); }
+  void ReduceScatter(const void* s, void* r, size_t n, DType t, ReduceOp op) override {
+    c_.ReduceScatter(s, r, n, t, op);
+  }
   void Broadcast(const void* s, void* r, size_t n, DType t, int root) override { c_.Broadcast(s, r, n, t, root); }
-  void Reduce(const void* s, void* r, size_t n, DType t, ReduceOp op, int root) override { c_.Reduce(s, r, n, t, op, root); }
+  void Reduce(const void* s, void* r, size_t n, DType t, ReduceOp op, int root) override {
+    c_.Reduce(s, r, n, t, op, root);
+  }
   void AllToAll(const void* s, void* r, size_t n, DType t) override { c_.AllToAll(s, r, n, t); }
   void SendRecv(const void* s, int sp, void* r, int rp, size_t n, DType t) override { c_.SendRecv(s, sp, r, rp, n, t); }
   void Barrier() override { c_.Barrier(); }
