@@ -2,7 +2,7 @@
 #include "bench/cli_options.h"
 #include "bench/crossover_table.h"
 #include "bench/reporters/context_json.h"
-#include "bench/job_launch.h"
+#include "collectives/bootstrap/job_launch.h"
 
 #include "bench/cli_args.h"
 #include "bench/codec_bench.h"
@@ -393,7 +393,7 @@ void OnTimeout(const std::string& what, double timeout_s) {
 }
 #endif
 
-// One rank of a job torchrun or srun started (bench/job_launch.h): the ranks meet through the TCP
+// One rank of a job torchrun or srun started (collectives/bootstrap/job_launch.h): the ranks meet through the TCP
 // store rank 0 serves and form a gloo world (the control plane; the data plane of gloo and of the
 // runtime over gloo), or NCCL on the local rank's GPU. Every rank runs the sweep; rank 0 reports.
 int RunAsJobRank(const Cli& cli, const JobRank& job) {

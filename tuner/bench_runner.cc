@@ -15,7 +15,11 @@
 #include <fstream>
 #include <limits>
 
+#include "collectives/backends/gloo/communicator.h"
+#include "collectives/backends/gloo/tcp_store.h"
+#include "core/config.h"
 #include "core/error.h"
+#include "core/log.h"
 
 namespace ciuic {
 
@@ -83,15 +87,11 @@ void InstallInterruptHandlers() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
 }
 
-nlohmann::json RunBenchJson(const std::string& args) {
-  LocalMpiSetting();
-  static std::atomic<int> serial{0};
-  const auto base = std::filesystem::temp_directory_path() / fmt::format("ciuic_tune_{}_{}", getpid(), serial++);
-  const std::string out = base.string() + ".json", err = base.string() + ".err";
-  // exec: the shell becomes ciuic-bench, which keeps the parent-death signal set below.
-  const std::string cmd =
-      fmt::format("exec {} {} --format json --out {} >/dev/null 2>{}", BenchExecutable(), args, out, err);
-  if (g_signal) throw Interrupted(g_signal);
+namespace {
+
+// Runs `cmd` under /bin/sh as a child that dies with ciuic-tune (a parent-death SIGTERM) and returns
+// its wait status (-1: not started); a signal to ciuic-tune meanwhile goes to the child (OnInterrupt).
+int RunChild(const std::string& cmd) {
   const pid_t parent = getpid();
   const pid_t child = fork();
   int rc = -1;
@@ -110,6 +110,132 @@ nlohmann::json RunBenchJson(const std::string& args) {
     g_child = 0;
     rc = status;
   }
+  return rc;
+}
+
+// The ciuic-bench command line of one run: `--format json --out OUT`, stderr to ERR.
+std::string BenchCommand(const std::string& args, const std::string& out, const std::string& err) {
+  // exec: the shell becomes ciuic-bench, which keeps the parent-death signal set in RunChild.
+  return fmt::format("exec {} {} --format json --out {} >/dev/null 2>{}", BenchExecutable(), args, out, err);
+}
+
+std::filesystem::path RunFiles() {
+  static std::atomic<int> serial{0};
+  return std::filesystem::temp_directory_path() / fmt::format("ciuic_tune_{}_{}", getpid(), serial++);
+}
+
+// The last non-blank line of a file ("" when none).
+std::string LastLine(const std::string& path) {
+  std::string last;
+  std::ifstream f(path);
+  for (std::string line; std::getline(f, line);)
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  return last;
+}
+
+#if CIUIC_HAVE_GLOO
+constexpr const char* kRunKey = "ciuic-tune/run/";
+// Rank 0's store of a job's runs, and the next run's number.
+struct JobLead {
+  JobRank job;
+  std::unique_ptr<TcpStoreServer> server;
+  std::unique_ptr<TcpStore> store;
+  uint64_t next = 0;
+  bool ended = false;
+};
+std::unique_ptr<JobLead> g_lead;
+#endif
+
+}  // namespace
+
+int JobRunsPort(const JobRank& job) {
+  if (job.store_port >= 65535)
+    throw UsageError(fmt::format("the job's store port {}: ciuic-tune also needs the port after it", job.store_port));
+  return job.store_port + 1;
+}
+
+#if CIUIC_HAVE_GLOO
+void LeadJobRuns(const JobRank& job) {
+  auto lead = std::make_unique<JobLead>();
+  lead->job = job;
+  const int port = JobRunsPort(job);
+  lead->server = std::make_unique<TcpStoreServer>("0.0.0.0", port);
+  lead->store = std::make_unique<TcpStore>(fmt::format("127.0.0.1:{}", port), std::chrono::milliseconds(30000));
+  g_lead = std::move(lead);
+}
+
+const JobRank* LedJob() { return g_lead ? &g_lead->job : nullptr; }
+
+void EndJobRuns(int code) {
+  if (!g_lead || g_lead->ended) return;
+  g_lead->ended = true;
+  const std::string v = fmt::format("end {}", code);
+  try {
+    g_lead->store->set(fmt::format("{}{}", kRunKey, g_lead->next), std::vector<char>(v.begin(), v.end()));
+    // The followers read it before the store goes: each says it did.
+    std::vector<std::string> keys;
+    for (int r = 1; r < g_lead->job.size; ++r) keys.push_back(fmt::format("ciuic-tune/ended/{}", r));
+    g_lead->store->wait(keys, std::chrono::milliseconds(10000));
+  } catch (const std::exception& e) {
+    LogInfo("note: not every rank heard that the study ended ({}); they end when this process does", e.what());
+  }
+}
+
+int FollowJobRuns(const JobRank& job, double timeout_s) {
+  const std::string endpoint = fmt::format("{}:{}", NumericAddress(job.store_host), JobRunsPort(job));
+  // Rank 0 may take a while to serve (it checks its inputs first) and between runs (the accuracy
+  // gate trains models): waits are long, but its store closing ends them at once.
+  const auto wait = std::chrono::milliseconds(static_cast<int64_t>(std::max(timeout_s, 1.0) * 1000));
+  TcpStore store(endpoint, wait, /*wait_for_server=*/true);
+  for (uint64_t k = 0;; ++k) {
+    std::vector<char> v;
+    try {
+      v = store.get(fmt::format("{}{}", kRunKey, k));
+    } catch (const std::exception& e) {
+      throw RuntimeError(fmt::format("rank {} of {}: rank 0's ciuic-tune at {} went away before the study ended ({})",
+                                     job.rank, job.size, endpoint, e.what()));
+    }
+    const std::string args(v.begin(), v.end());
+    if (args.rfind("end ", 0) == 0) {
+      const std::string ended = fmt::format("ciuic-tune/ended/{}", job.rank);
+      store.set(ended, {'1'});
+      return std::atoi(args.c_str() + 4);
+    }
+    if (g_signal) throw Interrupted(g_signal);
+    const auto base = RunFiles();
+    const std::string out = base.string() + ".json", err = base.string() + ".err";
+    const int rc = RunChild(BenchCommand(args, out, err));
+    const std::string last = LastLine(err);
+    std::error_code ec;
+    std::filesystem::remove(out, ec);
+    std::filesystem::remove(err, ec);
+    if (g_signal) throw Interrupted(g_signal);
+    // Rank 0's run fails with this one and reports it; a line here says which rank saw what.
+    if (rc != 0)
+      LogInfo("rank {}: ciuic-bench {}: {}{}", job.rank, args, DescribeExit(rc), last.empty() ? "" : ": " + last);
+  }
+}
+#else
+void LeadJobRuns(const JobRank&) {
+  throw UsageError("ciuic-tune under torchrun or srun needs gloo (install libgloo-dev and configure again)");
+}
+const JobRank* LedJob() { return nullptr; }
+void EndJobRuns(int) {}
+int FollowJobRuns(const JobRank&, double) {
+  throw UsageError("ciuic-tune under torchrun or srun needs gloo (install libgloo-dev and configure again)");
+}
+#endif
+
+nlohmann::json RunBenchJson(const std::string& args) {
+  LocalMpiSetting();
+  const auto base = RunFiles();
+  const std::string out = base.string() + ".json", err = base.string() + ".err";
+  if (g_signal) throw Interrupted(g_signal);
+#if CIUIC_HAVE_GLOO
+  if (g_lead && !g_lead->ended)  // every rank of the job starts this run with rank 0
+    g_lead->store->set(fmt::format("{}{}", kRunKey, g_lead->next++), std::vector<char>(args.begin(), args.end()));
+#endif
+  const int rc = RunChild(BenchCommand(args, out, err));
   if (g_signal) {
     std::error_code ec;
     std::filesystem::remove(out, ec);
@@ -127,12 +253,7 @@ nlohmann::json RunBenchJson(const std::string& args) {
   } catch (const std::exception&) {
   }
   // The child's last line on stderr says why it failed (its one-line error, or mpiexec's).
-  std::string last;
-  {
-    std::ifstream f(err);
-    for (std::string line; std::getline(f, line);)
-      if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
-  }
+  const std::string last = LastLine(err);
   std::error_code ec;
   std::filesystem::remove(out, ec);
   std::filesystem::remove(err, ec);

@@ -8,6 +8,7 @@
 #include <cxxopts.hpp>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -216,6 +217,12 @@ std::vector<int> AccumulationOption(const std::string& text) {
   return out;
 }
 
+// How long a following rank waits for rank 0's next run (the accuracy gate trains models between
+// runs); rank 0's store closing ends the wait at once.
+constexpr double kFollowSeconds = 24 * 3600;
+
+int RunStudyAndReport(TuneOptions o);
+
 int RunTune(const cxxopts::ParseResult& r) {
   TuneOptions o;
   if (!r.count("topology")) throw UsageError("run: --topology NAME|FILE is required (see ciuic-tune topologies)");
@@ -228,6 +235,9 @@ int RunTune(const cxxopts::ParseResult& r) {
   o.patience = r["patience"].as<int>();
   o.mode = r["mode"].as<std::string>();
   o.transport = r["transport"].as<std::string>();
+  // Under torchrun or srun the job's ranks time over gloo: mpiexec did not start them.
+  const std::optional<JobRank> job = JobFromEnvironment();
+  if (job && o.mode == "measure" && !r.count("transport")) o.transport = "gloo";
   if (r.count("db")) o.db = DbOption(r);  // else RunStudy takes the default once the inputs are good
   // An empty --out or --calibration is a mistake, not "use the default".
   if (r.count("out")) {
@@ -262,10 +272,41 @@ int RunTune(const cxxopts::ParseResult& r) {
     throw UsageError("--transport applies to --mode measure (the model prices the topology's links)");
   if (o.transport == "gloo" && !CIUIC_HAVE_GLOO)
     throw UsageError("--transport gloo: this build has no gloo (install libgloo-dev and configure again)");
+  if (job && o.mode == "measure" && o.transport != "gloo")
+    throw UsageError(
+        fmt::format("--transport {} needs mpiexec; under {} (rank {} of {}) --mode measure times over "
+                    "gloo (leave --transport out, or give gloo)",
+                    o.transport, job->launcher, job->rank, job->size));
   const auto db_dir = std::filesystem::path(o.db).parent_path();
   if (!db_dir.empty() && !std::filesystem::is_directory(db_dir))
     throw InputError(fmt::format("--db '{}': folder '{}' does not exist", PrintableLine(o.db),
                                  PrintableLine(db_dir.string())));
+  if (job && job->rank != 0) {
+    // Rank 0 runs the study; this rank starts each of its measurements' runs with it.
+    const int code = FollowJobRuns(*job, kFollowSeconds);
+    if (code != 0)
+      LogInfo("rank {} of {}: rank 0's study ended with exit {} (its own line says why)", job->rank, job->size, code);
+    return code;
+  }
+  if (job) LeadJobRuns(*job);
+  try {
+    const int code = RunStudyAndReport(o);
+    EndJobRuns(code);
+    return code;
+  } catch (const Interrupted& e) {
+    EndJobRuns(128 + e.signal());
+    throw;
+  } catch (const Error& e) {
+    EndJobRuns(static_cast<int>(e.code()));
+    throw;
+  } catch (const std::exception&) {
+    EndJobRuns(2);
+    throw;
+  }
+}
+
+// The study of RunTune's options, its table on stdout (stderr with --out -). Returns the exit code.
+int RunStudyAndReport(TuneOptions o) {
   // --out -: the profile is stdout's, and everything else goes to stderr.
   const bool profile_to_stdout = o.out == "-";
   if (profile_to_stdout) o.out = "/dev/stdout";

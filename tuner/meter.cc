@@ -23,7 +23,13 @@ BucketMeter::BucketMeter(int ranks, int nodes, const std::string& transport, std
   BenchExecutable();
   log_ << fmt::format("measure: the runtime and the library's allreduce over {}\n",
                       transport_ == "gloo" ? "gloo (TCP), as a torch job runs them" : "Open MPI");
-  if (nodes_ > 1) {
+  if (const JobRank* job = LedJob()) {
+    if (job->size != ranks_)
+      throw UsageError(fmt::format("--mode measure under {}: the topology has {} ranks, the job {} (start {} ranks)",
+                                   job->launcher, ranks_, job->size, ranks_));
+    log_ << fmt::format("measure: ciuic-bench on the {} ranks {} started (rank 0 leads; every rank starts each run)\n",
+                        ranks_, job->launcher);
+  } else if (nodes_ > 1) {
     log_ << fmt::format("measure: ciuic-bench on {} MPI ranks over {} hosts (the launcher's hostfile)\n", ranks_,
                         nodes_);
   } else {

@@ -1,4 +1,4 @@
-// The launcher variables ciuic-bench reads under torchrun and srun (bench/job_launch.h): rank, world,
+// The launcher variables ciuic-bench reads under torchrun and srun (collectives/bootstrap/job_launch.h): rank, world,
 // local rank and the store's address from each launcher, Slurm's node-list grammar, and a one-line
 // refusal naming the variable when the environment is half set or out of range.
 #include <gtest/gtest.h>
@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "bench/job_launch.h"
 #include "collectives/backends/gloo/communicator.h"
 #include "collectives/backends/gloo/tcp_store.h"
+#include "collectives/bootstrap/job_launch.h"
 #include "core/config.h"
 #include "core/error.h"
 

@@ -839,7 +839,8 @@ class TcpKeyValueStore : public KeyValueStore {
   std::unique_ptr<TcpStore> s_;
 };
 
-// host (a name or an address) as a numeric address, IPv4 first.
+}  // namespace
+
 std::string NumericAddress(const std::string& host) {
   addrinfo hints{};
   hints.ai_family = AF_INET;
@@ -858,8 +859,6 @@ std::string NumericAddress(const std::string& host) {
   if (rc != 0) throw RuntimeError(fmt::format("the job's store host '{}': {}", host, gai_strerror(rc)));
   return family == AF_INET6 ? fmt::format("[{}]", text) : std::string(text);
 }
-
-}  // namespace
 
 std::unique_ptr<Communicator> MakeGlooTcpJobWorld(int rank, int size, const std::string& host, int port,
                                                   const GlooOptions& options) {

@@ -51,12 +51,16 @@ class KeyValueStore;
 std::unique_ptr<Communicator> MakeGlooStoreWorld(std::shared_ptr<KeyValueStore> store, int rank, int size,
                                                  const std::string& prefix, const GlooOptions& options);
 
-// A world for a job started by torchrun or srun (bench/job_launch.h): rank 0 serves a TCP store on
+// A world for a job started by torchrun or srun (collectives/bootstrap/job_launch.h): rank 0 serves a TCP store on
 // `port` of every interface, every rank reaches it at host:port (a name or an address; waiting for
 // rank 0 up to the options' timeout) and the ranks form a store world through it. Throws
 // RuntimeError when the ranks cannot meet, UsageError for a bad port.
 std::unique_ptr<Communicator> MakeGlooTcpJobWorld(int rank, int size, const std::string& host, int port,
                                                   const GlooOptions& options);
+
+// host (a name or an address) as a numeric address for a TCP store's endpoint, IPv4 first ("[addr]"
+// for IPv6). RuntimeError naming the host when it does not resolve. Builds with gloo only.
+std::string NumericAddress(const std::string& host);
 
 // A roll call in the job's TCP store of MakeGlooTcpJobWorld (called before it): `arrive` marks this
 // rank at `point` of its start-up; `absent` lists the world's ranks whose mark is missing ("rank 1,

@@ -1,4 +1,4 @@
-#include "bench/job_launch.h"
+#include "collectives/bootstrap/job_launch.h"
 
 #include <cerrno>
 #include <cstdlib>
@@ -48,7 +48,8 @@ std::string FirstSlurmHost(const std::string& nodelist) {
   }
   const std::string first = nodelist.substr(0, end);
   const size_t open = first.find('[');
-  if (first.empty() || open == 0) throw UsageError(fmt::format("Slurm node list '{}': no host", PrintableLine(nodelist)));
+  if (first.empty() || open == 0)
+    throw UsageError(fmt::format("Slurm node list '{}': no host", PrintableLine(nodelist)));
   if (open == std::string::npos) return first;
   const size_t close = first.find(']', open);
   if (close == std::string::npos)

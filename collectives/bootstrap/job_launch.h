@@ -1,10 +1,10 @@
 #pragma once
-// ciuic-bench as one rank of a job started by torchrun or Slurm's srun (not mpiexec): the rank, world
+// A process as one rank of a job started by torchrun or Slurm's srun (not mpiexec): the rank, world
 // size and local rank from the launcher's variables, and the address where the ranks meet. Rank 0
 // serves a TCP store there (torchrun's own agent already serves one on MASTER_PORT, so ours takes
 // MASTER_PORT + 1 unless CIUIC_STORE_PORT names a port); the ranks form a gloo world through it (the
 // control plane, and the data plane of --backend gloo and --transport gloo), or NCCL on the local
-// rank's GPU for --backend nccl.
+// rank's GPU for --backend nccl. ciuic-tune's ranks use the port after it (tuner/bench_runner.h).
 #include <optional>
 #include <string>
 
