@@ -268,5 +268,29 @@ TEST(Gloo, DeadOrSilentPeerIsAnErrorNotAHang) {
   }
 }
 
+// The runtime's algorithms over gloo move their bytes point to point: a transfer whose peer is gone
+// names that peer (gloo's own error gives a connection's address, not a rank).
+TEST(Gloo, APointToPointTransferNamesTheDeadPeer) {
+  SKIP_WITHOUT_GLOO();
+  GlooOptions o = Loopback();
+  o.timeout_s = 2;
+  std::string message;
+  RunLocalRanks(3, [&](Communicator& base) {
+    auto gloo = MakeGlooWorld(base.Split(0, base.Rank()), o);
+    base.Barrier();
+    if (base.Rank() == 2) gloo.reset();  // its connections close
+    base.Barrier();
+    if (base.Rank() != 0) return;
+    std::vector<float> v(1 << 16, 1.0f);
+    try {
+      auto r = gloo->IRecv(v.data(), v.size() * 4, 2, 5);
+      gloo->Wait(*r);
+    } catch (const RuntimeError& e) {
+      message = e.what();
+    }
+  });
+  EXPECT_NE(message.find("(a receive from rank 2)"), std::string::npos) << message;
+}
+
 }  // namespace
 }  // namespace ciuic

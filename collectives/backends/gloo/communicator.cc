@@ -194,6 +194,7 @@ class GlooRequest : public Request {
  public:
   std::unique_ptr<UnboundBuffer> buffer;
   bool send = false;
+  int peer = -1;  // whom a failure names
   // A message to this rank itself: copied when both sides are posted.
   bool self = false;
   bool done = false;
@@ -280,7 +281,10 @@ class GlooCommunicator : public Communicator {
       return r;
     }
     r->buffer = context_->createUnboundBuffer(const_cast<void*>(buf), bytes);
-    CIUIC_GLOO_CHECK(r->buffer->send(peer, gloo::Slot::build(kPointToPointPrefix, static_cast<uint32_t>(tag))));
+    r->peer = peer;
+    NamingPeer(*r, [&] {
+      CIUIC_GLOO_CHECK(r->buffer->send(peer, gloo::Slot::build(kPointToPointPrefix, static_cast<uint32_t>(tag))));
+    });
     return r;
   }
   RequestPtr IRecv(void* buf, size_t bytes, int peer, int tag) override {
@@ -290,7 +294,10 @@ class GlooCommunicator : public Communicator {
       return r;
     }
     r->buffer = context_->createUnboundBuffer(buf, bytes);
-    CIUIC_GLOO_CHECK(r->buffer->recv(peer, gloo::Slot::build(kPointToPointPrefix, static_cast<uint32_t>(tag))));
+    r->peer = peer;
+    NamingPeer(*r, [&] {
+      CIUIC_GLOO_CHECK(r->buffer->recv(peer, gloo::Slot::build(kPointToPointPrefix, static_cast<uint32_t>(tag))));
+    });
     return r;
   }
   void Wait(Request& request) override {
@@ -300,8 +307,20 @@ class GlooCommunicator : public Communicator {
       return;
     }
     bool completed = true;
-    CIUIC_GLOO_CHECK(completed = r.send ? r.buffer->waitSend() : r.buffer->waitRecv());
-    if (!completed) throw RuntimeError(fmt::format("rank {}: gloo aborted a {}", Rank(), r.send ? "send" : "receive"));
+    NamingPeer(r, [&] { CIUIC_GLOO_CHECK(completed = r.send ? r.buffer->waitSend() : r.buffer->waitRecv()); });
+    if (!completed)
+      throw RuntimeError(
+          fmt::format("rank {}: gloo aborted a {} rank {}", Rank(), r.send ? "send to" : "receive from", r.peer));
+  }
+  // Runs f; a RuntimeError out of it names the transfer's peer: gloo's own message gives only an
+  // address (the connection's, which for an accepted one is the peer's ephemeral port).
+  template <class F>
+  void NamingPeer(const GlooRequest& r, F&& f) {
+    try {
+      f();
+    } catch (const RuntimeError& e) {
+      throw RuntimeError(fmt::format("{} (a {} rank {})", e.what(), r.send ? "send to" : "receive from", r.peer));
+    }
   }
 
   void AllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
