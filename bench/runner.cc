@@ -372,7 +372,12 @@ class Runner {
     if (device_ && !timer_) timer_ = std::make_unique<DeviceEventTimer>(comm_.Stream());
 
     const PatternKind pk = PatternFor(*o_.spec, o_.op);
-    {
+    if (inplace && !DTypeIsFloat(o_.type)) {
+      // In place each timed call reduces the last one's result, so integer sums and products would
+      // grow past the type, and signed overflow is undefined in the libraries' reductions (gloo's
+      // templates): integer rows time zeros, which every op keeps. Floats reach Inf at worst.
+      SetBytes(p.region, kind, 0, p.slots * p.SlotBytes());
+    } else {
       InputPattern timing_inputs(o_.seed ^ 0xA5A5, o_.type, pk, o_.op, comm_.Size());
       FillInputs(p, timing_inputs, p.slots);
       // Receive buffers are touched (resident, not zero) before timing.

@@ -11,6 +11,14 @@
 extern "C" {
 #endif
 
+/* Enums a caller passes in are ints: in C++ every int is then a value of the type (a C caller may
+ * pass any, and each function refuses one it does not know with CIUIC_ERR_USAGE). */
+#ifdef __cplusplus
+#define CIUIC_ENUM_INT : int
+#else
+#define CIUIC_ENUM_INT
+#endif
+
 typedef enum {
   CIUIC_OK = 0,
   CIUIC_ERR_USAGE = 1,   /* bad argument: unknown codec or algorithm, null pointer, mismatched sizes */
@@ -91,7 +99,8 @@ ciuic_status_t ciuic_mpi_finalize(void);
 
 /* ---- Jobs not started by mpiexec (torchrun, a torch.distributed store) ---------------------------
  * The store the job's ranks already share: set(user, key, value, size) and get(user, key, buf, cap,
- * &size) return 0 on success; get blocks until the key exists (or the store's own timeout: non-zero),
+ * &size) return 0 on success (value is never null, also when size is 0); get blocks until the key
+ * exists (or the store's own timeout: non-zero),
  * sets *size to the value's whole size and copies at most cap bytes (a longer value is read again). */
 typedef int (*ciuic_store_set_fn)(void* user, const char* key, const void* value, size_t size);
 typedef int (*ciuic_store_get_fn)(void* user, const char* key, void* buf, size_t cap, size_t* size);
@@ -112,7 +121,7 @@ const char* ciuic_comm_device(const ciuic_comm_t* comm);
  * bucket bytes, streams) by the message's byte size, as `ciuic-bench --backend ciuic --profile`
  * does, and runs on a thread of its own: ciuic_allreduce_async returns at once. Messages may be
  * fp32, fp16 or bf16; a 16-bit message is sent at its own width where its rule is lossless. */
-typedef enum { CIUIC_FP32 = 0, CIUIC_FP16 = 1, CIUIC_BF16 = 2 } ciuic_dtype_t;
+typedef enum CIUIC_ENUM_INT { CIUIC_FP32 = 0, CIUIC_FP16 = 1, CIUIC_BF16 = 2 } ciuic_dtype_t;
 enum {
   /* NaN/Inf in a bucket on any rank: summed uncompressed so every rank sees it (as DDP's default
    * hook would), the codec state left as it was; without: every rank fails with CIUIC_ERR_INPUT. */
@@ -267,7 +276,7 @@ ciuic_status_t ciuic_profile_rule_for(const ciuic_profile_t* profile, const char
  * GPU, waits for its stream before returning (a kernel fault is then its error); without them it only
  * enqueues. In place is allowed (dx = dy, y = x). Dropout keeps element e (= row * cols + col) by the
  * Philox stream keyed by (seed, offset); p = 0: no dropout. */
-typedef enum {
+typedef enum CIUIC_ENUM_INT {
   CIUIC_ACT_NONE = 0,
   CIUIC_ACT_RELU = 1,
   CIUIC_ACT_GELU_TANH = 2, /* PyTorch's gelu(approximate="tanh") */

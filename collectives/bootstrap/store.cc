@@ -12,7 +12,9 @@ class CallbackStore : public KeyValueStore {
   CallbackStore(StoreSetFn set, StoreGetFn get, void* user) : set_(set), get_(get), user_(user) {}
 
   void Set(const std::string& key, const std::vector<char>& value) override {
-    if (set_(user_, key.c_str(), value.data(), value.size()) != 0)
+    // An empty value still points somewhere: callbacks may hand it to memcpy, which takes no null.
+    static const char kNothing = 0;
+    if (set_(user_, key.c_str(), value.empty() ? &kNothing : value.data(), value.size()) != 0)
       throw RuntimeError(fmt::format("the job's store refused to set key '{}'", PrintableLine(key)));
   }
   std::vector<char> Get(const std::string& key) override {

@@ -214,7 +214,7 @@ static void hops(void) {
   }
   ciuic_codec_t* t = make("topk:0.01");
   uint8_t junk[80];
-  for (size_t i = 0; i < sizeof junk; ++i) junk[i] = (uint8_t)(draw() * 255);
+  for (size_t i = 0; i < sizeof junk; ++i) junk[i] = (uint8_t)((draw() + 1.0f) * 127.5f);
   float out[N];
   CHECK(ciuic_codec_decode(t, junk, sizeof junk, N, 0, out) == CIUIC_OK, "topk decode of junk: %s", ciuic_last_error());
   float a[N];
