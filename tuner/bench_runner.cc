@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 
 #include "collectives/backends/gloo/communicator.h"
@@ -89,9 +90,13 @@ void InstallInterruptHandlers() {
 
 namespace {
 
+// RunChild's status when `alive` said no: the child was ended (SIGTERM) and waited for.
+constexpr int kGivenUp = -2;
+
 // Runs `cmd` under /bin/sh as a child that dies with ciuic-tune (a parent-death SIGTERM) and returns
 // its wait status (-1: not started); a signal to ciuic-tune meanwhile goes to the child (OnInterrupt).
-int RunChild(const std::string& cmd) {
+// With `alive`, asked every 0.2 s while the child runs: false ends the child, kGivenUp.
+int RunChild(const std::string& cmd, const std::function<bool()>& alive = {}) {
   const pid_t parent = getpid();
   const pid_t child = fork();
   int rc = -1;
@@ -105,7 +110,21 @@ int RunChild(const std::string& cmd) {
   if (child > 0) {
     g_child = child;
     int status = 0;
-    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    while (alive) {
+      const pid_t got = waitpid(child, &status, WNOHANG);
+      if (got == child || (got < 0 && errno != EINTR)) break;
+      if (got == 0 && !alive()) {
+        kill(child, SIGTERM);
+        while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+        }
+        g_child = 0;
+        return kGivenUp;
+      }
+      usleep(200000);
+    }
+    if (!alive) {
+      while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+      }
     }
     g_child = 0;
     rc = status;
@@ -135,6 +154,7 @@ std::string LastLine(const std::string& path) {
 
 #if CIUIC_HAVE_GLOO
 constexpr const char* kRunKey = "ciuic-tune/run/";
+constexpr const char* kLeadKey = "ciuic-tune/lead";  // set while rank 0's store serves
 // Rank 0's store of a job's runs, and the next run's number.
 struct JobLead {
   JobRank job;
@@ -161,6 +181,7 @@ void LeadJobRuns(const JobRank& job) {
   const int port = JobRunsPort(job);
   lead->server = std::make_unique<TcpStoreServer>("0.0.0.0", port);
   lead->store = std::make_unique<TcpStore>(fmt::format("127.0.0.1:{}", port), std::chrono::milliseconds(30000));
+  lead->store->set(kLeadKey, {'1'});
   g_lead = std::move(lead);
 }
 
@@ -204,12 +225,25 @@ int FollowJobRuns(const JobRank& job, double timeout_s) {
     if (g_signal) throw Interrupted(g_signal);
     const auto base = RunFiles();
     const std::string out = base.string() + ".json", err = base.string() + ".err";
-    const int rc = RunChild(BenchCommand(args, out, err));
+    // A run whose rank 0 died waits for it until its own deadline: rank 0's store closing ends it.
+    const int rc = RunChild(BenchCommand(args, out, err), [&] {
+      try {
+        store.wait({kLeadKey}, std::chrono::milliseconds(2000));
+        return true;
+      } catch (const std::exception&) {
+        return false;
+      }
+    });
     const std::string last = LastLine(err);
     std::error_code ec;
     std::filesystem::remove(out, ec);
     std::filesystem::remove(err, ec);
     if (g_signal) throw Interrupted(g_signal);
+    if (rc == kGivenUp)
+      throw RuntimeError(
+          fmt::format("rank {} of {}: rank 0's ciuic-tune at {} went away before the study ended (its "
+                      "store closed during ciuic-bench {})",
+                      job.rank, job.size, endpoint, args));
     // Rank 0's run fails with this one and reports it; a line here says which rank saw what.
     if (rc != 0)
       LogInfo("rank {}: ciuic-bench {}: {}{}", job.rank, args, DescribeExit(rc), last.empty() ? "" : ": " + last);

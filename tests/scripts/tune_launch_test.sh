@@ -7,7 +7,8 @@
 #   2. two processes given Slurm's variables by hand: the same;
 #   3. a 3-rank job for the 2-rank topology: rank 0 says why in one line, every rank exits 1;
 #   4. --transport mpi under a launcher: exit 1 and one line, before any rank waits;
-#   5. rank 0 killed mid-study: the other rank ends within 15 s naming rank 0, nothing left running.
+#   5. rank 0 killed mid-run: the other rank ends within 15 s naming rank 0, nothing left running
+#      (its own ciuic-bench, waiting for rank 0's, is ended when rank 0's store closes).
 # Usage: tune_launch_test.sh CIUIC_TUNE GATE_DB (a database holding the accuracy gate's verdicts for
 # these options, mpi.tune_measure's: the gate is read back, not trained again)
 set -u
@@ -119,7 +120,7 @@ for r in 0 1; do
   kpids[$r]=$!
 done
 for _ in $(seq 1 300); do grep -q "^measure: ciuic-bench on the 2 ranks" "$work/kill-0.log" && break; sleep 0.1; done
-sleep 2
+sleep 0.5  # mid-run: rank 1's own ciuic-bench would wait out its deadline for rank 0's
 kill -KILL "${kpids[0]}"
 wait "${kpids[0]}" 2>/dev/null
 start=$(date +%s)
