@@ -209,9 +209,16 @@ std::string Heartbeats::Describe(bool failed_only) const {
       if (!failed_only) add(fmt::format("rank {} never reported (not started, or gone)", r));
       continue;
     }
+    const char state = ProcessState(beats[r].pid);
+    if (state == 0 || state == 'Z' || state == 'X') {
+      // Gone now, so its record is final: it may have marked it and ended after the read above (a
+      // peer that gave up a moment before this rank looked).
+      std::ifstream again(RankFile(dir_, r), std::ios::binary);
+      BeatRecord last{};
+      if (again.read(reinterpret_cast<char*>(&last), sizeof(BeatRecord))) beats[r].exited = last.exited;
+    }
     // A peer that gave up waiting, or that its launcher is ending, is not why this rank is stuck.
     if (beats[r].exited == kGaveUp || beats[r].exited == kEndedByLauncher) continue;
-    const char state = ProcessState(beats[r].pid);
     const double age = now - beats[r].wall;
     if (beats[r].exited == kCalledExit) {
       add(fmt::format("rank {} (pid {}) called exit() in the middle of the run", r, beats[r].pid));
