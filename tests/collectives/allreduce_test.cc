@@ -22,6 +22,7 @@
 #include <cstdio>
 #include "collectives/backends/local/communicator.h"
 #include "core/error.h"
+#include "tests/collectives/forwarding_comm.h"
 
 namespace ciuic {
 namespace {
@@ -109,42 +110,13 @@ TEST(AllReduceAlgo, LosslessAlgorithmsAreExactFrom1To16Ranks) {
 // A transport that may write a posted receive buffer at any moment before its Wait, as MPI may: it
 // fills the buffer with NaN when the receive is posted (the real bytes land at Wait). An algorithm
 // that reads a buffer it has posted a receive into, or reuses one too early, ends with NaN.
-class ScribblingComm : public Communicator {
+class ScribblingComm : public ForwardingComm {
  public:
-  explicit ScribblingComm(Communicator& inner) : c_(inner) {}
-  int Rank() const override { return c_.Rank(); }
-  int Size() const override { return c_.Size(); }
-  DeviceKind Device() const override { return c_.Device(); }
-  std::string BackendName() const override { return c_.BackendName(); }
-  bool Supports(Collective k, DType t, ReduceOp op, bool inplace) const override {
-    return c_.Supports(k, t, op, inplace);
-  }
-  RequestPtr ISend(const void* buf, size_t bytes, int peer, int tag) override {
-    return c_.ISend(buf, bytes, peer, tag);
-  }
+  using ForwardingComm::ForwardingComm;
   RequestPtr IRecv(void* buf, size_t bytes, int peer, int tag) override {
     std::memset(buf, 0xff, bytes);
-    return c_.IRecv(buf, bytes, peer, tag);
+    return ForwardingComm::IRecv(buf, bytes, peer, tag);
   }
-  void Wait(Request& r) override { c_.Wait(r); }
-  void AllReduce(const void* s, void* r, size_t n, DType t, ReduceOp op) override { c_.AllReduce(s, r, n, t, op); }
-  void AllGather(const void* s, void* r, size_t n, DType t) override { c_.AllGather(s, r, n, t); }
-  void ReduceScatter(const void* s, void* r, size_t n, DType t, ReduceOp op) override {
-    c_.ReduceScatter(s, r, n, t, op);
-  }
-  void Broadcast(const void* s, void* r, size_t n, DType t, int root) override { c_.Broadcast(s, r, n, t, root); }
-  void Reduce(const void* s, void* r, size_t n, DType t, ReduceOp op, int root) override {
-    c_.Reduce(s, r, n, t, op, root);
-  }
-  void AllToAll(const void* s, void* r, size_t n, DType t) override { c_.AllToAll(s, r, n, t); }
-  void SendRecv(const void* s, int sp, void* r, int rp, size_t n, DType t) override { c_.SendRecv(s, sp, r, rp, n, t); }
-  void Barrier() override { c_.Barrier(); }
-  std::unique_ptr<Communicator> Split(int color, int key) override { return c_.Split(color, key); }
-  void HostAllReduce(double* v, size_t n, ReduceOp op) override { c_.HostAllReduce(v, n, op); }
-  void HostAllGather(const void* s, void* r, size_t bytes) override { c_.HostAllGather(s, r, bytes); }
-
- private:
-  Communicator& c_;
 };
 
 // The ring's received pieces rotate through in_flight + 1 slots and rd reduces from its own
