@@ -179,8 +179,12 @@ void LeadJobRuns(const JobRank& job) {
   auto lead = std::make_unique<JobLead>();
   lead->job = job;
   const int port = JobRunsPort(job);
-  lead->server = std::make_unique<TcpStoreServer>("0.0.0.0", port);
-  lead->store = std::make_unique<TcpStore>(fmt::format("127.0.0.1:{}", port), std::chrono::milliseconds(30000));
+  // The followers reach it at the job's store host: an IPv6 one needs an IPv6 socket (which takes
+  // IPv4 peers too).
+  const bool v6 = NumericAddress(job.store_host).front() == '[';
+  lead->server = std::make_unique<TcpStoreServer>(v6 ? "::" : "0.0.0.0", port);
+  lead->store = std::make_unique<TcpStore>(fmt::format("{}:{}", v6 ? "[::1]" : "127.0.0.1", port),
+                                           std::chrono::milliseconds(30000));
   lead->store->set(kLeadKey, {'1'});
   g_lead = std::move(lead);
 }

@@ -7,8 +7,9 @@
 #   2. two processes given Slurm's variables by hand: the same;
 #   3. a 3-rank job for the 2-rank topology: rank 0 says why in one line, every rank exits 1;
 #   4. --transport mpi under a launcher: exit 1 and one line, before any rank waits;
-#   5. rank 0 killed mid-run: the other rank ends within 15 s naming rank 0, nothing left running
-#      (its own ciuic-bench, waiting for rank 0's, is ended when rank 0's store closes).
+#   5. rank 0 killed mid-run (torchrun's variables, MASTER_ADDR=::1): the other rank ends within 15 s
+#      naming rank 0, nothing left running (its own ciuic-bench, waiting for rank 0's, is ended when
+#      rank 0's store closes).
 # Usage: tune_launch_test.sh CIUIC_TUNE GATE_DB (a database holding the accuracy gate's verdicts for
 # these options, mpi.tune_measure's: the gate is read back, not trained again)
 set -u
@@ -111,11 +112,12 @@ else
 fi
 
 # Rank 0 killed while the study runs: rank 1 ends on its own, naming rank 0, and leaves nothing.
+# torchrun's variables with an IPv6 MASTER_ADDR: rank 1 first has to reach rank 0's stores over IPv6.
 cp "$gate_db" "$work/kill.db"
 port=$(free_port)
 for r in 0 1; do
-  env SLURM_PROCID=$r SLURM_NTASKS=2 SLURM_LOCALID=$r SLURM_NTASKS_PER_NODE=2 SLURM_NODELIST=localhost \
-    CIUIC_STORE_PORT="$port" "$tune" "${study[@]}" --db "$work/kill.db" --out "$work/kill.profile.json" \
+  env RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=::1 MASTER_PORT="$port" \
+    "$tune" "${study[@]}" --db "$work/kill.db" --out "$work/kill.profile.json" \
     > "$work/kill-$r.log" 2>&1 &
   kpids[$r]=$!
 done
