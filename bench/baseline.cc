@@ -42,8 +42,8 @@ Baseline ParseBaseline(const std::string& text, const std::string& origin) {
   Baseline b;
   b.name = root["name"].NonEmptyString();
   b.description = root["description"].NonEmptyString();
-  b.collective = root["collective"].OneOf({"allreduce", "allgather", "reducescatter", "broadcast", "reduce",
-                                           "alltoall", "sendrecv"});
+  b.collective = root["collective"].OneOf(
+      {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "sendrecv"});
   b.ranks = static_cast<int>(root["ranks"].Integer(1, 1 << 20));
   const auto points = root["points"].Elements();
   if (points.empty()) root["points"].Fail("no figures");
@@ -53,7 +53,8 @@ Baseline ParseBaseline(const std::string& text, const std::string& origin) {
     q.bytes = p["bytes"].Size(1, UINT64_MAX);
     q.busbw_gbps = p["busbw_gbps"].Number(1e-9, 1e9);
     q.source = p["source"].NonEmptyString();
-    if (q.source.rfind("https://", 0) != 0) p["source"].Fail("not an address (https://...): every figure names where it was read");
+    if (q.source.rfind("https://", 0) != 0)
+      p["source"].Fail("not an address (https://...): every figure names where it was read");
     if (p.Has("note")) q.note = p["note"].String();
     if (b.BusbwAt(q.bytes) >= 0) p["bytes"].Fail(fmt::format("{} is given twice", q.bytes));
     b.points.push_back(q);
@@ -63,8 +64,8 @@ Baseline ParseBaseline(const std::string& text, const std::string& origin) {
 }
 
 Baseline LoadBaseline(const std::string& name_or_path) {
-  const bool is_file = name_or_path.find('/') != std::string::npos ||
-                       (name_or_path.size() > 5 && name_or_path.ends_with(".json"));
+  const bool is_file =
+      name_or_path.find('/') != std::string::npos || (name_or_path.size() > 5 && name_or_path.ends_with(".json"));
   std::string path = name_or_path;
   if (!is_file) {
     const auto names = BaselineNames();
@@ -72,7 +73,8 @@ Baseline LoadBaseline(const std::string& name_or_path) {
       std::string known;
       for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
       throw UsageError(fmt::format("--baseline {}: no such baseline (available: {}; or a ciuic.baseline/1 FILE)",
-                                   PrintableLine(name_or_path), known.empty() ? "none found in " + BaselinesDir() : known));
+                                   PrintableLine(name_or_path),
+                                   known.empty() ? "none found in " + BaselinesDir() : known));
     }
     path = (std::filesystem::path(BaselinesDir()) / (name_or_path + ".json")).string();
   }

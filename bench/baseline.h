@@ -19,8 +19,8 @@ struct BaselinePoint {
 struct Baseline {
   std::string name;
   std::string description;
-  std::string collective;  // the figures are this collective's (nccl-tests' *_perf)
-  int ranks = 0;           // GPUs the figures were measured on
+  std::string collective;             // the figures are this collective's (nccl-tests' *_perf)
+  int ranks = 0;                      // GPUs the figures were measured on
   std::vector<BaselinePoint> points;  // ascending bytes, one per size
   // The published busbw at exactly `bytes`; -1 when there is none.
   double BusbwAt(uint64_t bytes) const;

@@ -6,9 +6,9 @@
 
 #include "bench/cli_args.h"
 #include "bench/codec_bench.h"
-#include "bench/train_kernel_bench.h"
 #include "bench/compare.h"
 #include "bench/plot.h"
+#include "bench/train_kernel_bench.h"
 #include "kernels/codec_kernels.h"
 
 #include <sys/prctl.h>
@@ -39,14 +39,14 @@
 #include "collectives/runtime_comm.h"
 #include "collectives/trace_comm.h"
 #include "core/config.h"
+#include "core/cupti.h"
 #include "core/database.h"
 #include "core/error.h"
-#include "core/progress.h"
 #include "core/fault.h"
-#include "core/cupti.h"
 #include "core/files.h"
 #include "core/log.h"
 #include "core/parallel.h"
+#include "core/progress.h"
 #include "core/sizes.h"
 #if CIUIC_HAVE_MPI
 #include "collectives/backends/mpi/communicator.h"
@@ -55,7 +55,6 @@
 namespace ciuic {
 
 namespace {
-
 
 // Replaces this process with `mpiexec -n N <self> args` (root-safe, --oversubscribe when N exceeds
 // the cores). Returns only on failure.
@@ -145,7 +144,10 @@ bool ProgressWanted(const Cli& cli) { return cli.format == "table" || !cli.out_p
     std::error_code ignored;
     if (hb) std::filesystem::remove_all(hb, ignored);
     LogInfo("interrupted ({}): every rank has ended; exit {}",
-            sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP", 128 + sig);
+            sig == SIGINT    ? "SIGINT"
+            : sig == SIGTERM ? "SIGTERM"
+                             : "SIGHUP",
+            128 + sig);
     std::exit(128 + sig);
   }
   int code = LauncherExitCode(mpiexec, status);
@@ -174,7 +176,8 @@ int ListBuild() {
     std::cout << fmt::format(", cuda:{} ({})", i, CudaDeviceName());
   }
   std::cout << "\n";
-  if (CIUIC_HAVE_NCCL) std::cout << "nccl:        built " << NcclBuildVersion() << ", loaded " << NcclRuntimeVersion() << "\n";
+  if (CIUIC_HAVE_NCCL)
+    std::cout << "nccl:        built " << NcclBuildVersion() << ", loaded " << NcclRuntimeVersion() << "\n";
   if (CIUIC_HAVE_GLOO) std::cout << "gloo:        " << GlooVersion() << ", TCP transport\n";
   std::cout << "collectives:";
   for (const CollSpec* s : AllCollectives()) std::cout << " " << s->name;
@@ -397,12 +400,14 @@ void OnTimeout(const std::string& what, double timeout_s) {
 // store rank 0 serves and form a gloo world (the control plane; the data plane of gloo and of the
 // runtime over gloo), or NCCL on the local rank's GPU. Every rank runs the sweep; rank 0 reports.
 int RunAsJobRank(const Cli& cli, const JobRank& job) {
-  if (cli.backend == "mpi" || cli.backend == "local" || (cli.backend == "ciuic" && cli.transport != "gloo" &&
-                                                         cli.transport != "nccl")) {
-    const std::string what = cli.backend == "ciuic" ? "--backend ciuic --transport " + cli.transport : "--backend " + cli.backend;
-    throw UsageError(fmt::format("{} needs mpiexec (or --ranks, which starts it); under {} (rank {} of {}) use "
-                                 "--backend gloo, nccl, or ciuic --transport gloo|nccl",
-                                 what, job.launcher, job.rank, job.size));
+  if (cli.backend == "mpi" || cli.backend == "local" ||
+      (cli.backend == "ciuic" && cli.transport != "gloo" && cli.transport != "nccl")) {
+    const std::string what =
+        cli.backend == "ciuic" ? "--backend ciuic --transport " + cli.transport : "--backend " + cli.backend;
+    throw UsageError(
+        fmt::format("{} needs mpiexec (or --ranks, which starts it); under {} (rank {} of {}) use "
+                    "--backend gloo, nccl, or ciuic --transport gloo|nccl",
+                    what, job.launcher, job.rank, job.size));
   }
   if (cli.ranks_given && cli.ranks != job.size)
     throw UsageError(fmt::format("--ranks {} but {} started {} rank(s)", cli.ranks, job.launcher, job.size));
@@ -513,8 +518,10 @@ int Run(int argc, char** argv) {
   auto world = MakeMpiWorld();
   if (cli.gpus_per_rank > 1 && launched && !getenv("CIUIC_LAUNCHED_BY_BENCH")) {
     if (world->Rank() == 0) {
-      LogInfo("-g {}: ciuic-bench drives one GPU per rank; under a launcher start every rank there (and give -g 1 "
-              "or no -g)", cli.gpus_per_rank);
+      LogInfo(
+          "-g {}: ciuic-bench drives one GPU per rank; under a launcher start every rank there (and give -g 1 "
+          "or no -g)",
+          cli.gpus_per_rank);
     }
     return 1;
   }

@@ -17,17 +17,15 @@
 
 namespace ciuic {
 
-inline UsageError BadOption(std::string_view option, std::string_view value,
-                            std::string_view problem) {
-  return UsageError(fmt::format("--{} {}: {}", option, value.empty() ? "''" : PrintableLine(value),
-                                PrintableLine(problem, 1000)));
+inline UsageError BadOption(std::string_view option, std::string_view value, std::string_view problem) {
+  return UsageError(
+      fmt::format("--{} {}: {}", option, value.empty() ? "''" : PrintableLine(value), PrintableLine(problem, 1000)));
 }
 
 // `v` when lo <= v <= hi; else "--OPTION V: must be in LO..HI".
 template <class T>
 T OptionInRange(std::string_view option, T v, T lo, T hi) {
-  if (!(v >= lo && v <= hi))
-    throw BadOption(option, fmt::format("{}", v), fmt::format("must be in {}..{}", lo, hi));
+  if (!(v >= lo && v <= hi)) throw BadOption(option, fmt::format("{}", v), fmt::format("must be in {}..{}", lo, hi));
   return v;
 }
 
@@ -36,13 +34,13 @@ T OptionInRange(std::string_view option, T v, T lo, T hi) {
 inline double NumberOption(std::string_view option, const std::string& text) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v)) throw BadOption(option, text, "not a number");
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v))
+    throw BadOption(option, text, "not a number");
   return v;
 }
 
 // A size option (core/sizes.h grammar) in lo..hi, naming the option when it is refused.
-inline uint64_t SizeOption(std::string_view option, const std::string& text, uint64_t lo,
-                           uint64_t hi) {
+inline uint64_t SizeOption(std::string_view option, const std::string& text, uint64_t lo, uint64_t hi) {
   uint64_t v = 0;
   try {
     v = ParseSize(text);
@@ -52,8 +50,7 @@ inline uint64_t SizeOption(std::string_view option, const std::string& text, uin
     throw BadOption(option, text, colon == std::string::npos ? why : why.substr(colon + 3));
   }
   if (v < lo || v > hi)
-    throw BadOption(option, text,
-                    fmt::format("must be in {}..{} bytes", FormatSize(lo), FormatSize(hi)));
+    throw BadOption(option, text, fmt::format("must be in {}..{} bytes", FormatSize(lo), FormatSize(hi)));
   return v;
 }
 
@@ -68,9 +65,7 @@ inline std::string Quoted(const std::string& what) {
   return b == std::string::npos ? "" : what.substr(a + kLeft.size(), b - a - kLeft.size());
 }
 
-inline std::string Dashed(const std::string& name) {
-  return (name.size() == 1 ? "-" : "--") + name;
-}
+inline std::string Dashed(const std::string& name) { return (name.size() == 1 ? "-" : "--") + name; }
 
 }  // namespace cli_detail
 
@@ -101,12 +96,10 @@ inline UsageError FromCxxopts(const cxxopts::exceptions::exception& e, int argc,
     std::strtod(name.c_str(), &end);
     const bool number = !name.empty() && end && *end == '\0';
     const std::string why = number ? "out of range for this option (see --help)" : "not a number";
-    return option.empty() ? UsageError(fmt::format("'{}': {}", name, why))
-                          : BadOption(option, name, why);
+    return option.empty() ? UsageError(fmt::format("'{}': {}", name, why)) : BadOption(option, name, why);
   }
   if (dynamic_cast<const cxxopts::exceptions::invalid_option_syntax*>(&e))
-    return UsageError(
-        fmt::format("'{}': not an option (options are --NAME VALUE or --NAME=VALUE)", name));
+    return UsageError(fmt::format("'{}': not an option (options are --NAME VALUE or --NAME=VALUE)", name));
   return UsageError(fmt::format("bad command line ({})", name.empty() ? "see --help" : name));
 }
 

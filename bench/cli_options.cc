@@ -77,11 +77,14 @@ std::vector<Subcommand> Subcommands() {
   std::vector<Subcommand> out;
   for (const CollSpec* s : AllCollectives()) out.push_back({s->name, s->summary});
   out.push_back({"compress", "codec encode/decode/decode-accumulate speed, wire ratio, error (--codec C)"});
-  out.push_back({"kernel", "fused kernels: ef-quantize, decode-accumulate, decode-add-encode, flatten, unscale; "
-                           "training: ln-dropout-gelu, bias-gelu, add-ln (fused vs unfused vs torch)"});
+  out.push_back({"kernel",
+                 "fused kernels: ef-quantize, decode-accumulate, decode-add-encode, flatten, unscale; "
+                 "training: ln-dropout-gelu, bias-gelu, add-ln (fused vs unfused vs torch)"});
   out.push_back({"list", "backends, devices, dtypes, ops and collectives in this build"});
-  out.push_back({"compare", "two runs (--db run ids or JSON files) per size: verdict, exit 3 on a regression (compare --help)"});
-  out.push_back({"plot", "PNG plots of runs: busbw, time or algbw vs size (plot --help; needs /usr/bin/python3 matplotlib)"});
+  out.push_back(
+      {"compare", "two runs (--db run ids or JSON files) per size: verdict, exit 3 on a regression (compare --help)"});
+  out.push_back(
+      {"plot", "PNG plots of runs: busbw, time or algbw vs size (plot --help; needs /usr/bin/python3 matplotlib)"});
   return out;
 }
 
@@ -101,79 +104,127 @@ namespace {
 cxxopts::Options MakeOptions() {
   std::string help = "Subcommands:\n";
   for (const auto& s : Subcommands()) help += fmt::format("  {:<14} {}\n", s.name, s.summary);
-  cxxopts::Options o("ciuic-bench", "Benchmark collectives with exact verification.\n\nUsage: ciuic-bench OP [options]\n\n" + help);
-  o.add_options()
-      ("sizes", "MIN:MAX[:xF|:+STEP] or a comma list; K/M/G binary, KB/MB/GB decimal", cxxopts::value<std::string>()->default_value("1K:1G"))
-      ("backend", "mpi | nccl | gloo | local | ciuic (default: nccl on cuda, mpi on cpu)", cxxopts::value<std::string>())
-      ("transport", "ciuic: mpi | local | nccl | gloo (default: nccl on cuda, mpi on cpu)", cxxopts::value<std::string>())
-      ("gloo-store", "gloo: rendezvous through gloo's FileStore in DIR, a folder every rank sees (default: a TCP store rank 0 serves)", cxxopts::value<std::string>())
-      ("gloo-iface", "gloo: the network interface of gloo's TCP pairs (default: $GLOO_SOCKET_IFNAME, else the host name's address)", cxxopts::value<std::string>())
-      ("block", "ciuic codecs: elements per scale block (multiple of 32)", cxxopts::value<uint32_t>()->default_value("256"))
-      ("rounding", "ciuic codecs: nearest | stochastic", cxxopts::value<std::string>()->default_value("nearest"))
-      ("prescale", "ciuic fp16/bf16: multiply before the cast (e.g. 1/ranks so sums stay in range)", cxxopts::value<float>()->default_value("1"))
-      ("bucket", "ciuic: bucket bytes (0: one bucket per call)", cxxopts::value<std::string>()->default_value("0"))
-      ("streams", "ciuic: pieces in flight per direction (K)", cxxopts::value<int>()->default_value("4"))
-      ("piece", "ciuic: pipelining piece bytes", cxxopts::value<std::string>()->default_value("1M"))
-      ("profile", "ciuic: a tuned profile (ciuic.profile/1); each size uses its band's rule", cxxopts::value<std::string>())
-      ("crossover", "ciuic --algo auto: the table auto chooses from per size: db (the calibration database's for this machine, transport and world: ciuic-tune calibrate --ranks N; the built-in one when none is stored) | builtin | measure (a short calibration on this world first) | FILE (written by --crossover-out)", cxxopts::value<std::string>()->default_value("db"))
-      ("crossover-out", "ciuic --crossover measure: write the measured table to FILE (JSON)", cxxopts::value<std::string>())
-      ("crossover-rounds", "ciuic --crossover measure, --crossover-table: alternating rounds, the median per point", cxxopts::value<int>()->default_value("3"))
-      ("crossover-slot-ms", "ciuic --crossover measure, --crossover-table: timed milliseconds per candidate, size and round", cxxopts::value<double>()->default_value("4"))
-      ("crossover-table", "ciuic --algo auto: instead of the sweep, print per size the library, each runtime algorithm, auto's choice and auto/best")
-      ("profile-override", "ciuic: apply --profile to a run whose ranks or device differ from the topology it was tuned for")
-      ("ranks-per-node", "ciuic hier: R (depth 2) or R,G (depth 3: G nodes per group); 0: nodes by host name", cxxopts::value<std::string>()->default_value("0"))
-      ("device", "cpu | cuda (default: cuda when a GPU and NCCL are present)", cxxopts::value<std::string>())
-      ("dtype", "fp32 fp64 fp16 bf16 fp8e4m3 fp8e5m2 int8 uint8 int32 int64 (or nccl-tests' names), a comma list, or all", cxxopts::value<std::string>()->default_value("fp32"))
-      ("op", "sum | avg | min | max | prod, a comma list, or all", cxxopts::value<std::string>()->default_value("sum"))
-      ("root", "root rank of broadcast and reduce", cxxopts::value<int>()->default_value("0"))
-      ("algo", "ciuic: auto ring rd hier sparse sign2 powersgd native; gloo allreduce: ring ring-chunked halving-doubling bcube (others: the library's own)", cxxopts::value<std::string>()->default_value("auto"))
-      ("precision", "ciuic native: the dtype the transport reduces in: fp32 | bf16 | fp16", cxxopts::value<std::string>()->default_value("fp32"))
-      ("codec", "ciuic: none fp16 bf16 fp8e4m3 fp8e5m2 int8 int4 sign1 topk:R randomk:R powersgd:N", cxxopts::value<std::string>()->default_value("none"))
-      ("iters", "timed iterations per row (default: auto, ~1 s per row: up to 1000 below 8 KiB, 200 below 1 MiB, 20 above)", cxxopts::value<int>())
-      ("timing", "events (GPU: CUDA events around each op alone; the default) | host (wall clock around each op and its wait: nccl-tests -z 1) | batch (iterations back to back, one wait: nccl-tests -z 0)", cxxopts::value<std::string>())
-      ("warmup", "warm-up iterations per row (default: auto, up to 200 / 20 / 5 by the same sizes)", cxxopts::value<int>())
-      ("average", "a row's time over the ranks' means: avg | max | min | rank0 (nccl-tests' -a)", cxxopts::value<std::string>()->default_value("max"))
-      ("check", "exact verification iterations per row", cxxopts::value<int>()->default_value("1"))
-      ("inplace", "yes | no | both", cxxopts::value<std::string>()->default_value("both"))
-      ("format", "table | csv | json", cxxopts::value<std::string>()->default_value("table"))
-      ("out", "write the --format output to FILE, - for stdout (with a FILE the table still goes to stdout)", cxxopts::value<std::string>())
-      ("db", "append the run to this SQLite database", cxxopts::value<std::string>())
-      ("trace", "write a Chrome trace-event JSON of every rank's phases to FILE (open in ui.perfetto.dev); a summary goes to stderr", cxxopts::value<std::string>())
-      ("ranks", "ranks to start when not under a launcher (default: one per GPU, or 2 on CPU)", cxxopts::value<int>())
-      ("nccl-algo", "NCCL: ring tree nvls nvls_tree collnet_direct collnet_chain pat (sets NCCL_ALGO in each rank)", cxxopts::value<std::string>())
-      ("nccl-proto", "NCCL: ll ll128 simple (sets NCCL_PROTO in each rank)", cxxopts::value<std::string>())
-      ("nccl-channels", "NCCL: channels 1-64 (sets NCCL_MIN_CTAS and NCCL_MAX_CTAS in each rank)", cxxopts::value<std::string>())
-      ("timeout", "seconds without progress before the run fails with exit 2 (0: off; default: $CIUIC_TIMEOUT or 60)", cxxopts::value<double>())
-      ("expect", "busbw>=GBPS[@SIZE]: exit 3 unless the peak (or SIZE's) busbw reaches GBPS", cxxopts::value<std::string>())
-      ("seed", "input pattern seed", cxxopts::value<uint64_t>()->default_value("97"))
-      ("debug-corrupt", "test hook RANK:INDEX: damage one received element", cxxopts::value<std::string>())
-      ("baseline", "allreduce: a %ref column, busbw as a share of published nccl-tests figures: NAME (see profiles/baselines/) or a ciuic.baseline/1 FILE", cxxopts::value<std::string>())
-      ("stepbytes", "nccl-tests' --stepbytes (its -i): with -b/-e and no -f, SIZE between sizes (default 1M)", cxxopts::value<std::string>())
-      ("nccl-json", "also write the run in nccl-tests' JSON layout (its -J) to FILE.json, for nccl-tests' analysis tools", cxxopts::value<std::string>())
-      ("per-iter", "0 | 1: with --nccl-json, nccl-tests' per-iteration records (its -I)", cxxopts::value<std::string>())
-      ("h,help", "this help")
-      ("version", "print the version")
-      ("command", "", cxxopts::value<std::string>());
+  cxxopts::Options o("ciuic-bench",
+                     "Benchmark collectives with exact verification.\n\nUsage: ciuic-bench OP [options]\n\n" + help);
+  o.add_options()("sizes", "MIN:MAX[:xF|:+STEP] or a comma list; K/M/G binary, KB/MB/GB decimal",
+                  cxxopts::value<std::string>()->default_value("1K:1G"))(
+      "backend", "mpi | nccl | gloo | local | ciuic (default: nccl on cuda, mpi on cpu)",
+      cxxopts::value<std::string>())("transport",
+                                     "ciuic: mpi | local | nccl | gloo (default: nccl on cuda, mpi on cpu)",
+                                     cxxopts::value<std::string>())(
+      "gloo-store",
+      "gloo: rendezvous through gloo's FileStore in DIR, a folder every rank sees (default: a TCP store rank 0 serves)",
+      cxxopts::value<std::string>())(
+      "gloo-iface",
+      "gloo: the network interface of gloo's TCP pairs (default: $GLOO_SOCKET_IFNAME, else the host name's address)",
+      cxxopts::value<std::string>())("block", "ciuic codecs: elements per scale block (multiple of 32)",
+                                     cxxopts::value<uint32_t>()->default_value("256"))(
+      "rounding", "ciuic codecs: nearest | stochastic", cxxopts::value<std::string>()->default_value("nearest"))(
+      "prescale", "ciuic fp16/bf16: multiply before the cast (e.g. 1/ranks so sums stay in range)",
+      cxxopts::value<float>()->default_value("1"))("bucket", "ciuic: bucket bytes (0: one bucket per call)",
+                                                   cxxopts::value<std::string>()->default_value("0"))(
+      "streams", "ciuic: pieces in flight per direction (K)", cxxopts::value<int>()->default_value("4"))(
+      "piece", "ciuic: pipelining piece bytes", cxxopts::value<std::string>()->default_value("1M"))(
+      "profile", "ciuic: a tuned profile (ciuic.profile/1); each size uses its band's rule",
+      cxxopts::value<std::string>())(
+      "crossover",
+      "ciuic --algo auto: the table auto chooses from per size: db (the calibration database's for this machine, "
+      "transport and world: ciuic-tune calibrate --ranks N; the built-in one when none is stored) | builtin | measure "
+      "(a short calibration on this world first) | FILE (written by --crossover-out)",
+      cxxopts::value<std::string>()->default_value("db"))(
+      "crossover-out", "ciuic --crossover measure: write the measured table to FILE (JSON)",
+      cxxopts::value<std::string>())(
+      "crossover-rounds", "ciuic --crossover measure, --crossover-table: alternating rounds, the median per point",
+      cxxopts::value<int>()->default_value("3"))(
+      "crossover-slot-ms",
+      "ciuic --crossover measure, --crossover-table: timed milliseconds per candidate, size and round",
+      cxxopts::value<double>()->default_value("4"))("crossover-table",
+                                                    "ciuic --algo auto: instead of the sweep, print per size the "
+                                                    "library, each runtime algorithm, auto's choice and auto/best")(
+      "profile-override",
+      "ciuic: apply --profile to a run whose ranks or device differ from the topology it was tuned for")(
+      "ranks-per-node", "ciuic hier: R (depth 2) or R,G (depth 3: G nodes per group); 0: nodes by host name",
+      cxxopts::value<std::string>()->default_value("0"))(
+      "device", "cpu | cuda (default: cuda when a GPU and NCCL are present)", cxxopts::value<std::string>())(
+      "dtype",
+      "fp32 fp64 fp16 bf16 fp8e4m3 fp8e5m2 int8 uint8 int32 int64 (or nccl-tests' names), a comma list, or all",
+      cxxopts::value<std::string>()->default_value("fp32"))("op", "sum | avg | min | max | prod, a comma list, or all",
+                                                            cxxopts::value<std::string>()->default_value("sum"))(
+      "root", "root rank of broadcast and reduce", cxxopts::value<int>()->default_value("0"))(
+      "algo",
+      "ciuic: auto ring rd hier sparse sign2 powersgd native; gloo allreduce: ring ring-chunked halving-doubling bcube "
+      "(others: the library's own)",
+      cxxopts::value<std::string>()->default_value("auto"))(
+      "precision", "ciuic native: the dtype the transport reduces in: fp32 | bf16 | fp16",
+      cxxopts::value<std::string>()->default_value("fp32"))(
+      "codec", "ciuic: none fp16 bf16 fp8e4m3 fp8e5m2 int8 int4 sign1 topk:R randomk:R powersgd:N",
+      cxxopts::value<std::string>()->default_value("none"))(
+      "iters",
+      "timed iterations per row (default: auto, ~1 s per row: up to 1000 below 8 KiB, 200 below 1 MiB, 20 above)",
+      cxxopts::value<int>())(
+      "timing",
+      "events (GPU: CUDA events around each op alone; the default) | host (wall clock around each op and its wait: "
+      "nccl-tests -z 1) | batch (iterations back to back, one wait: nccl-tests -z 0)",
+      cxxopts::value<std::string>())(
+      "warmup", "warm-up iterations per row (default: auto, up to 200 / 20 / 5 by the same sizes)",
+      cxxopts::value<int>())("average", "a row's time over the ranks' means: avg | max | min | rank0 (nccl-tests' -a)",
+                             cxxopts::value<std::string>()->default_value("max"))(
+      "check", "exact verification iterations per row", cxxopts::value<int>()->default_value("1"))(
+      "inplace", "yes | no | both", cxxopts::value<std::string>()->default_value("both"))(
+      "format", "table | csv | json", cxxopts::value<std::string>()->default_value("table"))(
+      "out", "write the --format output to FILE, - for stdout (with a FILE the table still goes to stdout)",
+      cxxopts::value<std::string>())("db", "append the run to this SQLite database", cxxopts::value<std::string>())(
+      "trace",
+      "write a Chrome trace-event JSON of every rank's phases to FILE (open in ui.perfetto.dev); a summary goes to "
+      "stderr",
+      cxxopts::value<std::string>())(
+      "ranks", "ranks to start when not under a launcher (default: one per GPU, or 2 on CPU)", cxxopts::value<int>())(
+      "nccl-algo", "NCCL: ring tree nvls nvls_tree collnet_direct collnet_chain pat (sets NCCL_ALGO in each rank)",
+      cxxopts::value<std::string>())("nccl-proto", "NCCL: ll ll128 simple (sets NCCL_PROTO in each rank)",
+                                     cxxopts::value<std::string>())(
+      "nccl-channels", "NCCL: channels 1-64 (sets NCCL_MIN_CTAS and NCCL_MAX_CTAS in each rank)",
+      cxxopts::value<std::string>())(
+      "timeout", "seconds without progress before the run fails with exit 2 (0: off; default: $CIUIC_TIMEOUT or 60)",
+      cxxopts::value<double>())("expect", "busbw>=GBPS[@SIZE]: exit 3 unless the peak (or SIZE's) busbw reaches GBPS",
+                                cxxopts::value<std::string>())("seed", "input pattern seed",
+                                                               cxxopts::value<uint64_t>()->default_value("97"))(
+      "debug-corrupt", "test hook RANK:INDEX: damage one received element", cxxopts::value<std::string>())(
+      "baseline",
+      "allreduce: a %ref column, busbw as a share of published nccl-tests figures: NAME (see profiles/baselines/) or a "
+      "ciuic.baseline/1 FILE",
+      cxxopts::value<std::string>())(
+      "stepbytes", "nccl-tests' --stepbytes (its -i): with -b/-e and no -f, SIZE between sizes (default 1M)",
+      cxxopts::value<std::string>())(
+      "nccl-json",
+      "also write the run in nccl-tests' JSON layout (its -J) to FILE.json, for nccl-tests' analysis tools",
+      cxxopts::value<std::string>())("per-iter", "0 | 1: with --nccl-json, nccl-tests' per-iteration records (its -I)",
+                                     cxxopts::value<std::string>())("h,help", "this help")(
+      "version", "print the version")("command", "", cxxopts::value<std::string>());
   // nccl-tests' and OSU's short flags, with their meaning; each must agree with its long option
   // when both are given (docs/ciuic-bench.md, nccl-tests' and OSU's flags).
-  o.add_options("nccl-tests and OSU short flag")
-      ("b", "nccl-tests: min bytes (default 32M)", cxxopts::value<std::string>())
-      ("e", "nccl-tests: max bytes (default 32M)", cxxopts::value<std::string>())
-      ("f", "nccl-tests: step factor (without it: + --stepbytes, default 1M)", cxxopts::value<std::string>())
-      ("g", "nccl-tests: GPUs per thread: -g N starts N ranks, one GPU each (--ranks N)", cxxopts::value<std::string>())
-      ("n", "nccl-tests: iterations (--iters)", cxxopts::value<std::string>())
-      ("w", "nccl-tests: warm-up iterations (--warmup)", cxxopts::value<std::string>())
-      ("c", "nccl-tests: check iterations (--check)", cxxopts::value<std::string>())
-      ("o", "nccl-tests: op sum prod max min avg, or all (--op)", cxxopts::value<std::string>())
-      ("d", "nccl-tests: datatype float half bfloat16 double int8 uint8 int32 int64 ..., or all (--dtype)", cxxopts::value<std::string>())
-      ("a", "nccl-tests: average 0=rank0 1=avg 2=min 3=max (--average)", cxxopts::value<std::string>())
-      ("z", "nccl-tests: blocking: 0 times the iterations back to back (--timing batch), 1-3 each op alone by the wall clock (--timing host)", cxxopts::value<std::string>())
-      ("J", "nccl-tests: JSON output FILE.json in nccl-tests' layout (--nccl-json)", cxxopts::value<std::string>())
-      ("I", "nccl-tests: per-iteration timing 0|1, recorded in the -J file (--per-iter)", cxxopts::value<std::string>())
-      ("m", "OSU: message sizes MIN:MAX or MAX, doubling (not nccl-tests' -m)", cxxopts::value<std::string>())
-      ("i", "OSU: iterations (--iters; nccl-tests' -i is --stepbytes here)", cxxopts::value<std::string>())
-      ("x", "OSU: warm-up iterations (--warmup)", cxxopts::value<std::string>())
-      ("T", "OSU: datatype mpi_char mpi_int mpi_float mpi_double ..., or all (--dtype; not nccl-tests' -T)", cxxopts::value<std::string>());
+  o.add_options("nccl-tests and OSU short flag")("b", "nccl-tests: min bytes (default 32M)",
+                                                 cxxopts::value<std::string>())(
+      "e", "nccl-tests: max bytes (default 32M)", cxxopts::value<std::string>())(
+      "f", "nccl-tests: step factor (without it: + --stepbytes, default 1M)", cxxopts::value<std::string>())(
+      "g", "nccl-tests: GPUs per thread: -g N starts N ranks, one GPU each (--ranks N)", cxxopts::value<std::string>())(
+      "n", "nccl-tests: iterations (--iters)", cxxopts::value<std::string>())(
+      "w", "nccl-tests: warm-up iterations (--warmup)", cxxopts::value<std::string>())(
+      "c", "nccl-tests: check iterations (--check)", cxxopts::value<std::string>())(
+      "o", "nccl-tests: op sum prod max min avg, or all (--op)", cxxopts::value<std::string>())(
+      "d", "nccl-tests: datatype float half bfloat16 double int8 uint8 int32 int64 ..., or all (--dtype)",
+      cxxopts::value<std::string>())("a", "nccl-tests: average 0=rank0 1=avg 2=min 3=max (--average)",
+                                     cxxopts::value<std::string>())(
+      "z",
+      "nccl-tests: blocking: 0 times the iterations back to back (--timing batch), 1-3 each op alone by the wall clock "
+      "(--timing host)",
+      cxxopts::value<std::string>())("J", "nccl-tests: JSON output FILE.json in nccl-tests' layout (--nccl-json)",
+                                     cxxopts::value<std::string>())(
+      "I", "nccl-tests: per-iteration timing 0|1, recorded in the -J file (--per-iter)", cxxopts::value<std::string>())(
+      "m", "OSU: message sizes MIN:MAX or MAX, doubling (not nccl-tests' -m)", cxxopts::value<std::string>())(
+      "i", "OSU: iterations (--iters; nccl-tests' -i is --stepbytes here)", cxxopts::value<std::string>())(
+      "x", "OSU: warm-up iterations (--warmup)", cxxopts::value<std::string>())(
+      "T", "OSU: datatype mpi_char mpi_int mpi_float mpi_double ..., or all (--dtype; not nccl-tests' -T)",
+      cxxopts::value<std::string>());
   o.parse_positional({"command"});
   o.positional_help("OP");
   return o;
@@ -238,8 +289,8 @@ cxxopts::ParseResult ParseArguments(cxxopts::Options& options, int argc, char** 
 // datatype (nccl-tests' timeout is --timeout).
 
 UsageError BadFlag(std::string_view flag, std::string_view value, std::string_view problem) {
-  return UsageError(fmt::format("{} {}: {}", flag, value.empty() ? "''" : PrintableLine(value),
-                                PrintableLine(problem, 1000)));
+  return UsageError(
+      fmt::format("{} {}: {}", flag, value.empty() ? "''" : PrintableLine(value), PrintableLine(problem, 1000)));
 }
 
 // One setting and the options that gave it, in the order they were added (the long option first).
@@ -248,8 +299,8 @@ class Setting {
  public:
   void Add(std::string flag, std::string text, T value) {
     if (given_ && !(value == value_))
-      throw UsageError(fmt::format("{} {} and {} {} disagree (both set the same thing): give one",
-                                   flag_, PrintableLine(text_), flag, PrintableLine(text)));
+      throw UsageError(fmt::format("{} {} and {} {} disagree (both set the same thing): give one", flag_,
+                                   PrintableLine(text_), flag, PrintableLine(text)));
     if (!given_) {
       flag_ = std::move(flag);
       text_ = std::move(text);
@@ -272,8 +323,9 @@ int WholeFlag(std::string_view flag, const std::string& text, int lo, int hi) {
   int v = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size())
-    throw BadFlag(flag, text, ec == std::errc::result_out_of_range ? fmt::format("must be in {}..{}", lo, hi)
-                                                                    : "not a whole number");
+    throw BadFlag(
+        flag, text,
+        ec == std::errc::result_out_of_range ? fmt::format("must be in {}..{}", lo, hi) : "not a whole number");
   if (v < lo || v > hi) throw BadFlag(flag, text, fmt::format("must be in {}..{}", lo, hi));
   return v;
 }
@@ -317,10 +369,10 @@ std::vector<DType> DTypesOf(std::string_view flag, const std::string& text) {
 // -T: OSU's type names (MPI's), or all (OSU's three: mpi_char, mpi_int, mpi_float).
 std::vector<DType> OsuDTypesOf(const std::string& text) {
   static const std::pair<const char*, DType> kOsu[] = {
-      {"mpi_char", DType::kInt8},        {"mpi_signed_char", DType::kInt8}, {"mpi_unsigned_char", DType::kUInt8},
-      {"mpi_int", DType::kInt32},        {"mpi_float", DType::kFloat32},     {"mpi_double", DType::kFloat64},
-      {"mpi_int8_t", DType::kInt8},      {"mpi_uint8_t", DType::kUInt8},     {"mpi_int32_t", DType::kInt32},
-      {"mpi_int64_t", DType::kInt64},    {"mpi_long_long", DType::kInt64},
+      {"mpi_char", DType::kInt8},     {"mpi_signed_char", DType::kInt8}, {"mpi_unsigned_char", DType::kUInt8},
+      {"mpi_int", DType::kInt32},     {"mpi_float", DType::kFloat32},    {"mpi_double", DType::kFloat64},
+      {"mpi_int8_t", DType::kInt8},   {"mpi_uint8_t", DType::kUInt8},    {"mpi_int32_t", DType::kInt32},
+      {"mpi_int64_t", DType::kInt64}, {"mpi_long_long", DType::kInt64},
   };
   std::string lower = text;
   for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
@@ -390,7 +442,8 @@ std::vector<uint64_t> ParseSweepSizes(const cxxopts::ParseResult& r, Cli& cli, c
     if (r.count("stepbytes")) shown += std::string(shown.empty() ? "" : " ") + "--stepbytes " + step.substr(1);
     const std::string spec = fmt::format("{}:{}:{}", lo, hi, step);
     const auto space = shown.find(' ');
-    sizes.Add(shown.substr(0, space), shown.substr(space + 1), SizesOf(shown.substr(0, space), shown.substr(space + 1), spec));
+    sizes.Add(shown.substr(0, space), shown.substr(space + 1),
+              SizesOf(shown.substr(0, space), shown.substr(space + 1), spec));
     cli.sizes_text = spec;
   }
   if (r.count("m")) {
@@ -427,7 +480,8 @@ void ParseSweep(const cxxopts::ParseResult& r, Cli& cli) {
   BenchOptions& b = cli.bench;
   b.spec = spec;
   Setting<std::vector<DType>> types;
-  if (r.count("dtype")) types.Add("--dtype", Get<std::string>(r, "dtype"), DTypesOf("--dtype", Get<std::string>(r, "dtype")));
+  if (r.count("dtype"))
+    types.Add("--dtype", Get<std::string>(r, "dtype"), DTypesOf("--dtype", Get<std::string>(r, "dtype")));
   if (r.count("d")) types.Add("-d", Get<std::string>(r, "d"), DTypesOf("-d", Get<std::string>(r, "d")));
   if (r.count("T")) types.Add("-T", Get<std::string>(r, "T"), OsuDTypesOf(Get<std::string>(r, "T")));
   b.types = types.given() ? types.value() : std::vector<DType>{DType::kFloat32};
@@ -450,26 +504,40 @@ void ParseSweep(const cxxopts::ParseResult& r, Cli& cli) {
   b.root = OptionInRange("root", Get<int>(r, "root"), 0, kMaxRanks - 1);
 
   Setting<int> iters, warmup, check;
-  if (r.count("iters")) iters.Add("--iters", std::to_string(Get<int>(r, "iters")), OptionInRange("iters", Get<int>(r, "iters"), 1, kMaxIterations));
-  if (r.count("n")) iters.Add("-n", Get<std::string>(r, "n"), WholeFlag("-n", Get<std::string>(r, "n"), 1, kMaxIterations));
+  if (r.count("iters"))
+    iters.Add("--iters", std::to_string(Get<int>(r, "iters")),
+              OptionInRange("iters", Get<int>(r, "iters"), 1, kMaxIterations));
+  if (r.count("n"))
+    iters.Add("-n", Get<std::string>(r, "n"), WholeFlag("-n", Get<std::string>(r, "n"), 1, kMaxIterations));
   if (r.count("i")) {
     const std::string text = Get<std::string>(r, "i");
     if (!text.empty() && !IsNumber(text))
-      throw BadFlag("-i", text, fmt::format("-i is OSU's iteration count here; nccl-tests' step bytes: --stepbytes {}", text));
+      throw BadFlag("-i", text,
+                    fmt::format("-i is OSU's iteration count here; nccl-tests' step bytes: --stepbytes {}", text));
     iters.Add("-i", text, WholeFlag("-i", text, 1, kMaxIterations));
   }
   if (iters.given()) b.iters = iters.value();
-  if (r.count("warmup")) warmup.Add("--warmup", std::to_string(Get<int>(r, "warmup")), OptionInRange("warmup", Get<int>(r, "warmup"), 0, kMaxIterations));
-  if (r.count("w")) warmup.Add("-w", Get<std::string>(r, "w"), WholeFlag("-w", Get<std::string>(r, "w"), 0, kMaxIterations));
-  if (r.count("x")) warmup.Add("-x", Get<std::string>(r, "x"), WholeFlag("-x", Get<std::string>(r, "x"), 0, kMaxIterations));
+  if (r.count("warmup"))
+    warmup.Add("--warmup", std::to_string(Get<int>(r, "warmup")),
+               OptionInRange("warmup", Get<int>(r, "warmup"), 0, kMaxIterations));
+  if (r.count("w"))
+    warmup.Add("-w", Get<std::string>(r, "w"), WholeFlag("-w", Get<std::string>(r, "w"), 0, kMaxIterations));
+  if (r.count("x"))
+    warmup.Add("-x", Get<std::string>(r, "x"), WholeFlag("-x", Get<std::string>(r, "x"), 0, kMaxIterations));
   if (warmup.given()) b.warmup = warmup.value();
-  if (r.count("check")) check.Add("--check", std::to_string(Get<int>(r, "check")), OptionInRange("check", Get<int>(r, "check"), 0, kMaxIterations));
-  if (r.count("c")) check.Add("-c", Get<std::string>(r, "c"), WholeFlag("-c", Get<std::string>(r, "c"), 0, kMaxIterations));
+  if (r.count("check"))
+    check.Add("--check", std::to_string(Get<int>(r, "check")),
+              OptionInRange("check", Get<int>(r, "check"), 0, kMaxIterations));
+  if (r.count("c"))
+    check.Add("-c", Get<std::string>(r, "c"), WholeFlag("-c", Get<std::string>(r, "c"), 0, kMaxIterations));
   b.check = check.given() ? check.value() : OptionInRange("check", Get<int>(r, "check"), 0, kMaxIterations);
   Setting<Average> average;
-  if (r.count("average")) average.Add("--average", Get<std::string>(r, "average"), Named(r, "average", [](const std::string& v) { return ParseAverage(v); }));
+  if (r.count("average"))
+    average.Add("--average", Get<std::string>(r, "average"),
+                Named(r, "average", [](const std::string& v) { return ParseAverage(v); }));
   if (r.count("a")) average.Add("-a", Get<std::string>(r, "a"), AverageOf("-a", Get<std::string>(r, "a")));
-  b.average = average.given() ? average.value() : Named(r, "average", [](const std::string& v) { return ParseAverage(v); });
+  b.average =
+      average.given() ? average.value() : Named(r, "average", [](const std::string& v) { return ParseAverage(v); });
   const std::string inplace = Get<std::string>(r, "inplace");
   if (inplace == "yes") {
     b.out_of_place = false;
@@ -493,18 +561,22 @@ bool GlooBackend(const cxxopts::ParseResult& r) {
 void RequireCiuicForRuntimeOptions(const cxxopts::ParseResult& r) {
   const std::string algo = Get<std::string>(r, "algo");
   const std::string codec = Get<std::string>(r, "codec");
-  for (const char* knob : {"block", "rounding", "prescale", "bucket", "streams", "piece", "profile", "profile-override",
-                           "ranks-per-node", "crossover", "crossover-out", "crossover-table",
-                           "crossover-rounds", "crossover-slot-ms"}) {
-    if (r.count(knob)) throw UsageError(fmt::format("--{}: applies to --backend ciuic (the bundled runtime) only", knob));
+  for (const char* knob :
+       {"block", "rounding", "prescale", "bucket", "streams", "piece", "profile", "profile-override", "ranks-per-node",
+        "crossover", "crossover-out", "crossover-table", "crossover-rounds", "crossover-slot-ms"}) {
+    if (r.count(knob))
+      throw UsageError(fmt::format("--{}: applies to --backend ciuic (the bundled runtime) only", knob));
   }
   if (algo != "auto" && algo != "native" && !GlooBackend(r)) {
-    throw UsageError(fmt::format("--algo {}: the mpi, nccl and local backends run their own algorithm; use --backend "
-                                 "ciuic (gloo's allreduce algorithms: --backend gloo)",
-                                 PrintableLine(algo)));
+    throw UsageError(
+        fmt::format("--algo {}: the mpi, nccl and local backends run their own algorithm; use --backend "
+                    "ciuic (gloo's allreduce algorithms: --backend gloo)",
+                    PrintableLine(algo)));
   }
   if (Get<std::string>(r, "precision") != "fp32")
-    throw UsageError("--precision: the runtime's native algorithm casts around the library's allreduce; use --backend ciuic --algo native (or --dtype for the library alone)");
+    throw UsageError(
+        "--precision: the runtime's native algorithm casts around the library's allreduce; use --backend ciuic --algo "
+        "native (or --dtype for the library alone)");
   if (codec != "none") {
     throw UsageError(fmt::format("--codec {}: codecs run through the bundled runtime; use --backend ciuic", codec));
   }
@@ -608,15 +680,17 @@ void ParseRuntime(const cxxopts::ParseResult& r, Cli& cli) {
   a.algo = Named(r, "algo", [](const std::string& v) { return ParseAlgo(v); });
   a.precision = Named(r, "precision", [](const std::string& v) { return ParsePrecision(v); });
   if (a.precision != DType::kFloat32 && a.algo != AllReduceAlgo::kNative)
-    throw UsageError(fmt::format("--precision {}: a 16-bit reduction is --algo native's (the runtime's own "
-                                 "algorithms accumulate in fp32; 16-bit wires: --codec fp16|bf16)",
-                                 Get<std::string>(r, "precision")));
+    throw UsageError(
+        fmt::format("--precision {}: a 16-bit reduction is --algo native's (the runtime's own "
+                    "algorithms accumulate in fp32; 16-bit wires: --codec fp16|bf16)",
+                    Get<std::string>(r, "precision")));
   if (r.count("profile")) {
     cli.profile_path = Get<std::string>(r, "profile");
     cli.runtime.profile = std::make_shared<Profile>(LoadProfile(cli.profile_path));
     if (algo != "auto" || codec != "none")
       throw UsageError("--profile chooses algorithm and codec per size: drop --algo/--codec");
-    if (Get<std::string>(r, "precision") != "fp32") throw UsageError("--profile chooses the precision per size: drop --precision");
+    if (Get<std::string>(r, "precision") != "fp32")
+      throw UsageError("--profile chooses the precision per size: drop --precision");
     for (const auto& rule : cli.runtime.profile->rules) b.lossy |= rule.codec != "none" || rule.precision != "fp32";
   }
   Codec check(a.codec);  // validates block and parameters now, not on every rank later
@@ -650,8 +724,10 @@ void ParseRuntime(const cxxopts::ParseResult& r, Cli& cli) {
                         a.precision == DType::kFloat32 && !cli.runtime.profile;
   for (const char* knob : {"crossover", "crossover-out", "crossover-table", "crossover-rounds", "crossover-slot-ms"}) {
     if (r.count(knob) && !per_size)
-      throw UsageError(fmt::format("--{}: applies to --algo auto, uncompressed fp32, without --profile (auto then "
-                                   "chooses the algorithm per size)", knob));
+      throw UsageError(
+          fmt::format("--{}: applies to --algo auto, uncompressed fp32, without --profile (auto then "
+                      "chooses the algorithm per size)",
+                      knob));
   }
   if (x.source.empty()) throw BadOption("crossover", x.source, "db, builtin, measure or a crossover file");
   if ((r.count("crossover-rounds") || r.count("crossover-slot-ms")) && x.source != "measure" && !x.table)
@@ -670,10 +746,14 @@ void ParseGloo(const cxxopts::ParseResult& r, Cli& cli) {
   cli.gloo.timeout_s = cli.timeout_s;
   if (cli.backend == "gloo") {
     const std::string algo = Get<std::string>(r, "algo");
-    if (algo == "native") throw BadOption("algo", algo, "the bundled runtime's (--backend ciuic); gloo's allreduce algorithms are ring, ring-chunked, halving-doubling, bcube");
+    if (algo == "native")
+      throw BadOption("algo", algo,
+                      "the bundled runtime's (--backend ciuic); gloo's allreduce algorithms are ring, ring-chunked, "
+                      "halving-doubling, bcube");
     cli.gloo.algo = Named(r, "algo", [](const std::string& v) { return ParseGlooAlgo(v); });
     if (cli.gloo.algo != GlooAlgo::kAuto && cli.bench.spec != &kAllReduceSpec)
-      throw BadOption("algo", algo, fmt::format("chooses gloo's allreduce algorithm; gloo's {} has one", cli.bench.spec->name));
+      throw BadOption("algo", algo,
+                      fmt::format("chooses gloo's allreduce algorithm; gloo's {} has one", cli.bench.spec->name));
   }
   if (!gloo) return;
   if (r.count("gloo-store")) {
@@ -711,9 +791,10 @@ void ParseNcclTestsJson(const cxxopts::ParseResult& r, Cli& cli) {
     per_iter.Add(flag, text, WholeFlag(flag, text, 0, 1));
   }
   if (per_iter.given() && per_iter.value() == 1 && !path.given())
-    throw UsageError(fmt::format("{} 1 needs -J FILE.json (or --nccl-json): the per-iteration records go into "
-                                 "nccl-tests' JSON",
-                                 r.count("per-iter") ? "--per-iter" : "-I"));
+    throw UsageError(
+        fmt::format("{} 1 needs -J FILE.json (or --nccl-json): the per-iteration records go into "
+                    "nccl-tests' JSON",
+                    r.count("per-iter") ? "--per-iter" : "-I"));
   if (!path.given()) return;
   const std::string& p = path.value();
   const size_t dot = p.find_last_of('.');
@@ -721,7 +802,8 @@ void ParseNcclTestsJson(const cxxopts::ParseResult& r, Cli& cli) {
   std::string suffix = dot == std::string::npos || (slash != std::string::npos && dot < slash) ? "" : p.substr(dot + 1);
   std::transform(suffix.begin(), suffix.end(), suffix.begin(), [](unsigned char c) { return std::tolower(c); });
   if (suffix != "json")
-    throw BadFlag(cli.nccl_json_flag, p, "must end in .json (nccl-tests' output type comes from the suffix; json is the one it writes)");
+    throw BadFlag(cli.nccl_json_flag, p,
+                  "must end in .json (nccl-tests' output type comes from the suffix; json is the one it writes)");
   CheckDifferentFiles(cli.nccl_json_flag, p, "--out", cli.out_path);
   CheckDifferentFiles(cli.nccl_json_flag, p, "--db", cli.db_path);
   CheckDifferentFiles(cli.nccl_json_flag, p, "--trace", cli.trace_path);
@@ -777,7 +859,8 @@ void ParseDebugCorrupt(const std::string& text, BenchOptions& b) {
 void ParseRunControls(const cxxopts::ParseResult& r, Cli& cli) {
   Setting<int> ranks;
   if (r.count("ranks"))
-    ranks.Add("--ranks", std::to_string(Get<int>(r, "ranks")), OptionInRange("ranks", Get<int>(r, "ranks"), 1, kMaxRanks));
+    ranks.Add("--ranks", std::to_string(Get<int>(r, "ranks")),
+              OptionInRange("ranks", Get<int>(r, "ranks"), 1, kMaxRanks));
   // nccl-tests' -g N drives N GPUs from one thread; here every GPU is its own rank, so -g N starts N
   // ranks (-g 1, nccl-tests' default, fixes nothing).
   if (r.count("g")) {
@@ -791,8 +874,7 @@ void ParseRunControls(const cxxopts::ParseResult& r, Cli& cli) {
   Setting<Timing> timing;
   if (r.count("timing")) {
     const std::string t = Get<std::string>(r, "timing");
-    if (t != "events" && t != "host" && t != "batch")
-      throw BadFlag("--timing", t, "expected events, host or batch");
+    if (t != "events" && t != "host" && t != "batch") throw BadFlag("--timing", t, "expected events, host or batch");
     timing.Add("--timing", t, t == "batch" ? Timing::kBatch : t == "host" ? Timing::kHost : Timing::kEvents);
   }
   if (r.count("z")) {
@@ -820,9 +902,9 @@ void ParseRunControls(const cxxopts::ParseResult& r, Cli& cli) {
     // A SIZE no row has would be judged "n/a" after the whole sweep: refused now.
     const auto& sizes = cli.bench.sizes;
     if (cli.expect_size && std::find(sizes.begin(), sizes.end(), cli.expect_size) == sizes.end())
-      throw BadOption("expect", expect,
-                      fmt::format("SIZE {} is not one of --sizes {}", FormatSize(cli.expect_size),
-                                  PrintableLine(cli.sizes_text)));
+      throw BadOption(
+          "expect", expect,
+          fmt::format("SIZE {} is not one of --sizes {}", FormatSize(cli.expect_size), PrintableLine(cli.sizes_text)));
   }
   if (r.count("debug-corrupt")) ParseDebugCorrupt(Get<std::string>(r, "debug-corrupt"), cli.bench);
 }
@@ -846,7 +928,8 @@ void ResolveDeviceAndBackend(const cxxopts::ParseResult& r, Cli& cli) {
   }
   if (r.count("transport") && cli.backend != "ciuic") throw UsageError("--transport applies to --backend ciuic");
   if (cli.backend == "ciuic") {
-    cli.transport = r.count("transport") ? Get<std::string>(r, "transport") : (cli.device == "cuda" ? "nccl" : host_default);
+    cli.transport =
+        r.count("transport") ? Get<std::string>(r, "transport") : (cli.device == "cuda" ? "nccl" : host_default);
     if (cli.transport != "local" && cli.transport != "mpi" && cli.transport != "nccl" && cli.transport != "gloo")
       throw BadOption("transport", cli.transport, "the runtime runs over mpi, local, nccl or gloo");
   } else if (cli.backend != "local" && cli.backend != "mpi" && cli.backend != "nccl" && cli.backend != "gloo") {
@@ -867,8 +950,10 @@ void ResolveDeviceAndBackend(const cxxopts::ParseResult& r, Cli& cli) {
     throw BadOption(lib_option, lib, "runs on host memory; use --device cpu");
   // The local transport runs on device buffers too: ranks as threads on the one GPU.
   if (lib == "local" && cli.device == "cuda" && CudaDeviceCount() == 0) {
-    throw RuntimeError(fmt::format("--device cuda: no CUDA device is visible on this machine (the {} transport "
-                                   "runs its ranks on one GPU)", lib));
+    throw RuntimeError(
+        fmt::format("--device cuda: no CUDA device is visible on this machine (the {} transport "
+                    "runs its ranks on one GPU)",
+                    lib));
   }
   if (lib == "nccl" && CudaDeviceCount() == 0) {
     throw RuntimeError("--backend nccl: no CUDA device is visible on this machine");
@@ -960,9 +1045,9 @@ void CheckWorld(const Cli& cli, int world) {
   const std::string rpn = a.nodes_per_group > 0 ? fmt::format("{},{}", a.ranks_per_node, a.nodes_per_group)
                                                 : std::to_string(a.ranks_per_node);
   if (a.ranks_per_node > 0 && (a.ranks_per_node > world || world % a.ranks_per_node != 0))
-    throw BadOption("ranks-per-node", rpn,
-                    fmt::format("{} ranks do not split into nodes of {} (R must divide the rank count)", world,
-                                a.ranks_per_node));
+    throw BadOption(
+        "ranks-per-node", rpn,
+        fmt::format("{} ranks do not split into nodes of {} (R must divide the rank count)", world, a.ranks_per_node));
   if (a.ranks_per_node > 0 && a.nodes_per_group > 0 && (world / a.ranks_per_node) % a.nodes_per_group != 0)
     throw BadOption("ranks-per-node", rpn,
                     fmt::format("{} nodes do not split into groups of {} (G must divide the node count)",
@@ -973,13 +1058,14 @@ void CheckWorld(const Cli& cli, int world) {
   const bool cpu_profile = p->Device() == "cpu";
   std::string why;
   if (p->ranks != world) {
-    why = fmt::format("tuned for {} ({} rank(s) on {} node(s)), this run has {} rank(s)", p->topology, p->ranks, p->nodes,
-                      world);
+    why = fmt::format("tuned for {} ({} rank(s) on {} node(s)), this run has {} rank(s)", p->topology, p->ranks,
+                      p->nodes, world);
   } else if (cpu_profile != (cli.device == "cpu")) {
     why = fmt::format("tuned for {} ({}), this run is on {}", p->topology, cpu_profile ? "CPU ranks" : "GPUs",
                       cli.device);
   }
-  if (!why.empty()) throw UsageError(fmt::format("--profile {}: {}; --profile-override applies it anyway", cli.profile_path, why));
+  if (!why.empty())
+    throw UsageError(fmt::format("--profile {}: {}; --profile-override applies it anyway", cli.profile_path, why));
 }
 
 // The sweep's largest buffers against this host's (or GPU's) free memory for `ranks` ranks on this

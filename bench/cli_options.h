@@ -22,20 +22,20 @@ struct Cli {
   std::string transport;  // ciuic: what the runtime runs over (mpi | local | nccl | gloo)
   RuntimeCommConfig runtime;
   CrossoverCli crossover;  // --crossover, --crossover-out, --crossover-table (auto's table)
-  GlooOptions gloo;  // --backend gloo or --transport gloo: algorithm, store, interface, timeout
+  GlooOptions gloo;        // --backend gloo or --transport gloo: algorithm, store, interface, timeout
   std::string device;
   std::string format = "table";
   std::string out_path;
   std::string db_path;
-  std::string trace_path;  // --trace: one Chrome trace-event file of every rank's phases
+  std::string trace_path;      // --trace: one Chrome trace-event file of every rank's phases
   std::string nccl_json_path;  // --nccl-json / nccl-tests' -J: nccl-tests' JSON layout
   std::string nccl_json_flag;  // the option that gave it, for messages
-  int ranks = 0;  // 0: default
+  int ranks = 0;               // 0: default
   bool ranks_given = false;
   double timeout_s = 60;
   bool expect = false;
   double expect_busbw = 0;
-  uint64_t expect_size = 0;  // 0: the peak
+  uint64_t expect_size = 0;       // 0: the peak
   bool profile_override = false;  // --profile-override: a profile tuned for another topology is applied anyway
   std::string profile_path;
   int gpus_per_rank = 1;  // nccl-tests' -g N (> 1: N ranks, one GPU each, started here)

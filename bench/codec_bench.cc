@@ -81,13 +81,15 @@ std::string CanonicalKernel(const std::string& name) {
   if (name == "all") return "all";
   std::string known;
   for (const auto& k : kKernels) known += std::string(known.empty() ? "" : ", ") + k[0];
-  throw UsageError(fmt::format("unknown kernel '{}' (known: {}, or a..e, all; training kernels: ln-dropout-gelu, "
-                               "bias-gelu, add-ln and more: ciuic-bench kernel all-training --help)",
-                               name, known));
+  throw UsageError(
+      fmt::format("unknown kernel '{}' (known: {}, or a..e, all; training kernels: ln-dropout-gelu, "
+                  "bias-gelu, add-ln and more: ciuic-bench kernel all-training --help)",
+                  name, known));
 }
 
 Options Parse(int argc, char** argv) {
-  std::string help = "Usage: ciuic-bench compress --codec C [options]\n       ciuic-bench kernel NAME [options]\n\nKernels:\n";
+  std::string help =
+      "Usage: ciuic-bench compress --codec C [options]\n       ciuic-bench kernel NAME [options]\n\nKernels:\n";
   for (const auto& k : kKernels) help += fmt::format("  {:<18} {}\n", k[0], k[1]);
   cxxopts::Options opts("ciuic-bench", help);
   // clang-format off
@@ -159,7 +161,8 @@ Options Parse(int argc, char** argv) {
     if (o.iters < 1) throw UsageError(fmt::format("--iters {} must be at least 1", o.iters));
   }
   o.tensors = r["tensors"].as<int>();
-  if (o.tensors < 1 || o.tensors > 1000000) throw UsageError(fmt::format("--tensors {} must be in 1..1000000", o.tensors));
+  if (o.tensors < 1 || o.tensors > 1000000)
+    throw UsageError(fmt::format("--tensors {} must be in 1..1000000", o.tensors));
   o.clip = r.count("clip") > 0;
   o.format = r["format"].as<std::string>();
   if (o.format != "table" && o.format != "csv" && o.format != "json")
@@ -291,8 +294,7 @@ std::vector<Row> RunCompress(const Options& o, const Timing& tm) {
       const double copy_us = CopyUs(tm, out.data(), x.data(), bytes);
       // One checked encode first: rejects NaN/Inf and sizes the state.
       codec.Encode(x.as<float>(), n, wire.data(), &st, tm.stream, true);
-      const double enc_us =
-          TimeUs(tm, [&] { codec.Encode(x.as<float>(), n, wire.data(), &st, tm.stream, false); });
+      const double enc_us = TimeUs(tm, [&] { codec.Encode(x.as<float>(), n, wire.data(), &st, tm.stream, false); });
       const uint64_t step = st.step - 1;
       const double dec_us = TimeUs(tm, [&] { codec.Decode(wire.data(), n, out.as<float>(), step, tm.stream); });
       const double acc_us =
@@ -425,9 +427,8 @@ std::vector<Row> RunKernels(const Options& o, const Timing& tm) {
         Buffer flag(4, kind), norm(8, kind);
         SetBytes(flag.data(), kind, 0, 4);
         // Unscaling by 1 keeps the data unchanged across iterations (the kernel still multiplies).
-        const double us = TimeUs(tm, [&] {
-          UnscaleCheckNorm(x.as<float>(), n, 1.0f, flag.as<uint32_t>(), norm.as<double>(), tm.stream);
-        });
+        const double us = TimeUs(
+            tm, [&] { UnscaleCheckNorm(x.as<float>(), n, 1.0f, flag.as<uint32_t>(), norm.as<double>(), tm.stream); });
         add("unscale", "check+norm", us, 2.0 * bytes);
         if (o.clip) {
           const double us_c = TimeUs(tm, [&] { ScaleInPlace(x.as<float>(), n, 1.0f, tm.stream); });
@@ -484,14 +485,15 @@ int Run(int argc, char** argv) {
     text = j.dump(2) + "\n";
   }
   if (o.format == "table" || !o.out_path.empty()) {
-    std::cout << fmt::format("# ciuic-bench {}{}  device {}  codec {}  block {}  rounding {}{}\n", o.command,
-                             o.kernel.empty() ? "" : " " + o.kernel, device_name, CodecName(o.spec), o.spec.block,
-                             RoundingName(o.spec.rounding),
-                             o.spec.kind == CodecKind::kTopK
-                                 ? std::string("  select ") + (o.spec.select == TopKSelect::kExact ? "exact" : "sampled")
-                                 : "");
-    std::cout << fmt::format("# ciuic {} ({})  started {}  copy baseline: {}\n", CIUIC_VERSION, CIUIC_GIT_COMMIT,
-                             start, o.device ? "cudaMemcpy device-to-device, CUDA events" : "single-core memcpy, host clock");
+    std::cout << fmt::format(
+        "# ciuic-bench {}{}  device {}  codec {}  block {}  rounding {}{}\n", o.command,
+        o.kernel.empty() ? "" : " " + o.kernel, device_name, CodecName(o.spec), o.spec.block,
+        RoundingName(o.spec.rounding),
+        o.spec.kind == CodecKind::kTopK
+            ? std::string("  select ") + (o.spec.select == TopKSelect::kExact ? "exact" : "sampled")
+            : "");
+    std::cout << fmt::format("# ciuic {} ({})  started {}  copy baseline: {}\n", CIUIC_VERSION, CIUIC_GIT_COMMIT, start,
+                             o.device ? "cudaMemcpy device-to-device, CUDA events" : "single-core memcpy, host clock");
     std::cout << TableText(rows);
     std::cout << "# GB/s = fp32 gradient bytes / median time; traffic = bytes read + written; pct_copy = GB/s / copy "
                  "bytes/s; pct_traffic = traffic / copy read+write bytes/s\n";

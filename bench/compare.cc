@@ -13,9 +13,9 @@
 #include <set>
 #include <sstream>
 
-#include <cxxopts.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <cxxopts.hpp>
 
 #include "bench/cli_args.h"
 #include "core/database.h"
@@ -34,7 +34,7 @@ constexpr const char* kCompareSchema = "ciuic.compare/1";
 struct RunRow {
   uint64_t size_bytes = 0;
   bool inplace = false;
-  bool ok = false;      // measured (not failed or skipped)
+  bool ok = false;  // measured (not failed or skipped)
   double time_us = NAN;
   double p50_us = NAN;
   double p99_us = NAN;
@@ -52,7 +52,8 @@ struct Run {
 };
 
 bool AllDigits(const std::string& s) {
-  return !s.empty() && s.size() <= 18 && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+  return !s.empty() && s.size() <= 18 &&
+         std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
 }
 
 std::optional<double> OptionalNumber(const JsonValue& row, const char* key) {
@@ -66,9 +67,10 @@ Run LoadJsonRun(const std::string& which, const std::string& path) {
   const JsonValue root = doc.Root();
   const std::string schema = root["schema"].String();
   if (schema != kBenchSchema) {
-    root["schema"].Fail(schema.rfind("ciuic.bench/", 0) == 0
-                            ? fmt::format("'{}' is newer than this build reads ({})", PrintableLine(schema), kBenchSchema)
-                            : fmt::format("'{}' is not a ciuic-bench result ({})", PrintableLine(schema), kBenchSchema));
+    root["schema"].Fail(
+        schema.rfind("ciuic.bench/", 0) == 0
+            ? fmt::format("'{}' is newer than this build reads ({})", PrintableLine(schema), kBenchSchema)
+            : fmt::format("'{}' is not a ciuic-bench result ({})", PrintableLine(schema), kBenchSchema));
   }
   Run run;
   run.source = PrintableLine(path);
@@ -148,9 +150,10 @@ Run LoadDbRun(const std::string& db_path, const std::string& id_text) {
   }
   const std::set<std::string> columns = RowColumns(db);
   const bool spread = columns.count("time_min_us") && columns.count("time_max_us") && columns.count("time_stddev_us");
-  Statement s(db.handle(), std::string("SELECT size_bytes, inplace, time_us, time_p50_us, time_p99_us, busbw_gbps, error") +
-                               (spread ? ", time_min_us, time_max_us, time_stddev_us" : "") +
-                               " FROM bench_rows WHERE run_id = ? ORDER BY rowid");
+  Statement s(db.handle(),
+              std::string("SELECT size_bytes, inplace, time_us, time_p50_us, time_p99_us, busbw_gbps, error") +
+                  (spread ? ", time_min_us, time_max_us, time_stddev_us" : "") +
+                  " FROM bench_rows WHERE run_id = ? ORDER BY rowid");
   s.Bind(1, id);
   while (s.Step()) {
     RunRow row;
@@ -210,12 +213,20 @@ std::string Percent(double f) { return std::isfinite(f) ? fmt::format("{:.1f}%",
 std::string Ratio(double r) { return std::isfinite(r) ? fmt::format("{:.3f}", r) : "n/a"; }
 std::string Number(double v, int decimals) { return std::isfinite(v) ? fmt::format("{:.{}f}", v, decimals) : "n/a"; }
 
-nlohmann::ordered_json JsonNumber(double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); }
+nlohmann::ordered_json JsonNumber(double v) {
+  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
+}
 
 nlohmann::ordered_json RunJson(const Run& r) {
-  return {{"source", r.source},         {"backend", r.backend},       {"algo", r.algo},
-          {"codec", r.codec},           {"world_size", r.world_size}, {"device", r.device},
-          {"device_name", r.device_name}, {"hostnames", r.hostnames}, {"git_commit", r.git_commit},
+  return {{"source", r.source},
+          {"backend", r.backend},
+          {"algo", r.algo},
+          {"codec", r.codec},
+          {"world_size", r.world_size},
+          {"device", r.device},
+          {"device_name", r.device_name},
+          {"hostnames", r.hostnames},
+          {"git_commit", r.git_commit},
           {"start_time", r.start_time}};
 }
 
@@ -232,23 +243,22 @@ nlohmann::ordered_json SideJson(const RunRow& r) {
 }
 
 cxxopts::Options MakeOptions() {
-  cxxopts::Options o("ciuic-bench compare",
-                     "Compare two runs of one collective and dtype, row by row (size, in-place), on the median time.\n\n"
-                     "Usage: ciuic-bench compare A B [--db FILE] [--threshold 5%] [--noise auto|PCT] [--format table|json]\n"
-                     "A and B: run ids in --db, or ciuic.bench/1 JSON files (ciuic-bench --format json --out FILE).\n"
-                     "d = B p50 / A p50 - 1; noise = the larger of the two rows' (p99 - p50) / p50.\n"
-                     "Verdict: regressed when d > threshold + noise (exit 3), slower when d > threshold,\n"
-                     "faster when A p50 / B p50 - 1 > threshold + noise, same otherwise. Exit 0: nothing regressed; 1: bad input.\n");
-  o.add_options()
-      ("db", "the SQLite database the run ids are in (ciuic-bench --db)", cxxopts::value<std::string>())
-      ("threshold", "percent slower B may be beyond the noise before a row regresses", cxxopts::value<std::string>()->default_value("5%"))
-      ("noise", "auto (each row's larger (p99 - p50) / p50) | a fixed PCT for every row (0: the threshold alone)",
-       cxxopts::value<std::string>()->default_value("auto"))
-      ("format", "table | json", cxxopts::value<std::string>()->default_value("table"))
-      ("h,help", "this help")
-      ("command", "", cxxopts::value<std::string>())
-      ("a", "", cxxopts::value<std::string>())
-      ("b", "", cxxopts::value<std::string>());
+  cxxopts::Options o(
+      "ciuic-bench compare",
+      "Compare two runs of one collective and dtype, row by row (size, in-place), on the median time.\n\n"
+      "Usage: ciuic-bench compare A B [--db FILE] [--threshold 5%] [--noise auto|PCT] [--format table|json]\n"
+      "A and B: run ids in --db, or ciuic.bench/1 JSON files (ciuic-bench --format json --out FILE).\n"
+      "d = B p50 / A p50 - 1; noise = the larger of the two rows' (p99 - p50) / p50.\n"
+      "Verdict: regressed when d > threshold + noise (exit 3), slower when d > threshold,\n"
+      "faster when A p50 / B p50 - 1 > threshold + noise, same otherwise. Exit 0: nothing regressed; 1: bad input.\n");
+  o.add_options()("db", "the SQLite database the run ids are in (ciuic-bench --db)", cxxopts::value<std::string>())(
+      "threshold", "percent slower B may be beyond the noise before a row regresses",
+      cxxopts::value<std::string>()->default_value("5%"))(
+      "noise", "auto (each row's larger (p99 - p50) / p50) | a fixed PCT for every row (0: the threshold alone)",
+      cxxopts::value<std::string>()->default_value("auto"))(
+      "format", "table | json", cxxopts::value<std::string>()->default_value("table"))("h,help", "this help")(
+      "command", "", cxxopts::value<std::string>())("a", "", cxxopts::value<std::string>())(
+      "b", "", cxxopts::value<std::string>());
   o.parse_positional({"command", "a", "b"});
   o.positional_help("A B");
   return o;
@@ -258,10 +268,14 @@ cxxopts::Options MakeOptions() {
 
 const char* CompareVerdictName(CompareVerdict v) {
   switch (v) {
-    case CompareVerdict::kFaster: return "faster";
-    case CompareVerdict::kSame: return "same";
-    case CompareVerdict::kSlower: return "slower";
-    case CompareVerdict::kRegressed: return "regressed";
+    case CompareVerdict::kFaster:
+      return "faster";
+    case CompareVerdict::kSame:
+      return "same";
+    case CompareVerdict::kSlower:
+      return "slower";
+    case CompareVerdict::kRegressed:
+      return "regressed";
   }
   return "?";
 }
@@ -292,7 +306,8 @@ double ParsePercentOption(const char* option, const std::string& text) {
 int CompareMain(int argc, char** argv) {
   cxxopts::Options options = MakeOptions();
   const cxxopts::ParseResult r = ParseOrExit(options, argc, argv, "", "compare: ");
-  if (!r.count("a") || !r.count("b")) throw UsageError("compare: needs two runs: ciuic-bench compare A B (run ids with --db FILE, or JSON files)");
+  if (!r.count("a") || !r.count("b"))
+    throw UsageError("compare: needs two runs: ciuic-bench compare A B (run ids with --db FILE, or JSON files)");
   const double threshold = ParsePercentOption("threshold", r["threshold"].as<std::string>());
   const std::string noise_text = r["noise"].as<std::string>();
   const bool auto_noise = noise_text == "auto";
@@ -308,8 +323,10 @@ int CompareMain(int argc, char** argv) {
   const Run b = LoadRun("B", r["b"].as<std::string>(), db);
   if (a.collective != b.collective)
     throw InputError(fmt::format("compare: A is {} and B is {}: different collectives", a.collective, b.collective));
-  if (a.dtype != b.dtype) throw InputError(fmt::format("compare: A is {} and B is {}: different dtypes", a.dtype, b.dtype));
-  if (a.op != b.op) throw InputError(fmt::format("compare: A reduces with {} and B with {}: different ops", a.op, b.op));
+  if (a.dtype != b.dtype)
+    throw InputError(fmt::format("compare: A is {} and B is {}: different dtypes", a.dtype, b.dtype));
+  if (a.op != b.op)
+    throw InputError(fmt::format("compare: A reduces with {} and B with {}: different ops", a.op, b.op));
 
   // Rows matched on (size, in-place), in A's order; a row given twice in one run is refused.
   using Key = std::pair<uint64_t, bool>;
@@ -360,15 +377,16 @@ int CompareMain(int argc, char** argv) {
   std::vector<std::string> regressed, broken;  // broken: B has no time for a row (failed, no median)
   for (const auto& c : rows) {
     if (!c.b->ok || !(c.b->p50_us > 0))
-      broken.push_back(fmt::format("{} ({}: {})", FormatSize(c.a->size_bytes), c.a->inplace ? "in-place" : "out-of-place",
-                                   !c.b->ok ? "failed" : "no median time"));
+      broken.push_back(fmt::format("{} ({}: {})", FormatSize(c.a->size_bytes),
+                                   c.a->inplace ? "in-place" : "out-of-place", !c.b->ok ? "failed" : "no median time"));
     if (!c.verdict) continue;
     ++counts[*c.verdict];
     if (*c.verdict == CompareVerdict::kRegressed)
-      regressed.push_back(fmt::format("{} ({})", FormatSize(c.a->size_bytes), c.a->inplace ? "in-place" : "out-of-place"));
+      regressed.push_back(
+          fmt::format("{} ({})", FormatSize(c.a->size_bytes), c.a->inplace ? "in-place" : "out-of-place"));
   }
-  const std::string noise_rule =
-      auto_noise ? "the larger of the two rows' (p99 - p50) / p50" : fmt::format("{} for every row (--noise)", Percent(fixed_noise));
+  const std::string noise_rule = auto_noise ? "the larger of the two rows' (p99 - p50) / p50"
+                                            : fmt::format("{} for every row (--noise)", Percent(fixed_noise));
   auto size_list = [](const std::set<uint64_t>& s) {
     std::string out;
     for (uint64_t v : s) {
@@ -388,17 +406,21 @@ int CompareMain(int argc, char** argv) {
     j["b"] = RunJson(b);
     j["threshold"] = threshold;
     j["noise"] = auto_noise ? nlohmann::ordered_json("auto") : nlohmann::ordered_json(fixed_noise);
-    j["rule"] = fmt::format("d = B p50 / A p50 - 1; noise = {}; regressed: d > threshold + noise; slower: d > threshold; "
-                            "faster: A p50 / B p50 - 1 > threshold + noise; same otherwise",
-                            noise_rule);
+    j["rule"] = fmt::format(
+        "d = B p50 / A p50 - 1; noise = {}; regressed: d > threshold + noise; slower: d > threshold; "
+        "faster: A p50 / B p50 - 1 > threshold + noise; same otherwise",
+        noise_rule);
     auto& out = j["rows"] = nlohmann::ordered_json::array();
     for (const auto& c : rows) {
-      nlohmann::ordered_json row = {{"size_bytes", c.a->size_bytes}, {"inplace", c.a->inplace},
-                                    {"a", SideJson(*c.a)},           {"b", SideJson(*c.b)},
+      nlohmann::ordered_json row = {{"size_bytes", c.a->size_bytes},
+                                    {"inplace", c.a->inplace},
+                                    {"a", SideJson(*c.a)},
+                                    {"b", SideJson(*c.b)},
                                     {"time_ratio", JsonNumber(c.time_ratio)},
                                     {"busbw_ratio", JsonNumber(c.busbw_ratio)},
                                     {"noise", c.verdict ? JsonNumber(c.noise) : nlohmann::ordered_json(nullptr)}};
-      row["verdict"] = c.verdict ? nlohmann::ordered_json(CompareVerdictName(*c.verdict)) : nlohmann::ordered_json(nullptr);
+      row["verdict"] =
+          c.verdict ? nlohmann::ordered_json(CompareVerdictName(*c.verdict)) : nlohmann::ordered_json(nullptr);
       if (!c.verdict) row["why"] = c.why;
       out.push_back(std::move(row));
     }
@@ -415,12 +437,14 @@ int CompareMain(int argc, char** argv) {
     t += fmt::format("# ciuic-bench compare  {}  {}  op {}\n", a.collective, a.dtype, a.op);
     t += fmt::format("# A: {}: {}\n", a.source, Describe(a));
     t += fmt::format("# B: {}: {}\n", b.source, Describe(b));
-    t += fmt::format("# d = B p50 / A p50 - 1; regressed: d > threshold {} + noise; slower: d > threshold; faster: "
-                     "A p50 / B p50 - 1 > threshold + noise\n",
-                     Percent(threshold));
+    t += fmt::format(
+        "# d = B p50 / A p50 - 1; regressed: d > threshold {} + noise; slower: d > threshold; faster: "
+        "A p50 / B p50 - 1 > threshold + noise\n",
+        Percent(threshold));
     t += fmt::format("# noise = {}; busbw B/A is the reported busbw (from the mean time)\n#\n", noise_rule);
-    t += fmt::format("# {:>7} {:<5} {:>11} {:>11} {:>7} {:>9} {:>9} {:>7} {:>8} {:>8} {:>7}  {}\n", "size", "place",
-                     "A p50", "B p50", "p50", "A busbw", "B busbw", "busbw", "A spread", "B spread", "noise", "verdict");
+    t +=
+        fmt::format("# {:>7} {:<5} {:>11} {:>11} {:>7} {:>9} {:>9} {:>7} {:>8} {:>8} {:>7}  {}\n", "size", "place",
+                    "A p50", "B p50", "p50", "A busbw", "B busbw", "busbw", "A spread", "B spread", "noise", "verdict");
     t += fmt::format("# {:>7} {:<5} {:>11} {:>11} {:>7} {:>9} {:>9} {:>7} {:>8} {:>8} {:>7}\n", "", "", "(us)", "(us)",
                      "B/A", "(GB/s)", "(GB/s)", "B/A", "", "", "");
     for (const auto& c : rows) {
@@ -442,8 +466,8 @@ int CompareMain(int argc, char** argv) {
   // A gate on B: a row B could not time is no pass (a failed or empty row in A alone only goes
   // unjudged); it is named with the regressions, in one line.
   std::vector<std::string> why;
-  if (!regressed.empty()) why.push_back(fmt::format("B regressed past {} + noise at {}", Percent(threshold),
-                                                    fmt::join(regressed, ", ")));
+  if (!regressed.empty())
+    why.push_back(fmt::format("B regressed past {} + noise at {}", Percent(threshold), fmt::join(regressed, ", ")));
   if (!broken.empty()) why.push_back(fmt::format("B has no time at {}", fmt::join(broken, ", ")));
   if (!why.empty()) throw VerificationError(fmt::format("compare: {}", fmt::join(why, "; ")));
   return 0;

@@ -47,7 +47,8 @@ std::shared_ptr<Crossover> FromDatabase(Communicator& transport, const Crossover
 void CheckCrossoverOptions(const CrossoverCli& c) {
   if (!c.out_path.empty() && c.source != "measure")
     throw UsageError("--crossover-out: writes a measured table (give --crossover measure)");
-  if (c.rounds < 1 || c.rounds > 100) throw UsageError(fmt::format("--crossover-rounds {}: expected 1 to 100", c.rounds));
+  if (c.rounds < 1 || c.rounds > 100)
+    throw UsageError(fmt::format("--crossover-rounds {}: expected 1 to 100", c.rounds));
   if (!(c.slot_s >= 0.0005 && c.slot_s <= 10))
     throw UsageError(fmt::format("--crossover-slot-ms {}: expected 0.5 to 10000", c.slot_s * 1e3));
   if (c.source == "db") {
@@ -55,8 +56,10 @@ void CheckCrossoverOptions(const CrossoverCli& c) {
     if (c.source_given) {
       const std::string path = CrossoverDatabase(c);
       if (!std::filesystem::exists(path))
-        throw InputError(fmt::format("--crossover db: no calibration database at '{}' (`ciuic-tune calibrate --ranks N "
-                                     "--db {}` writes one)", PrintableLine(path, 4096), PrintableLine(path, 4096)));
+        throw InputError(
+            fmt::format("--crossover db: no calibration database at '{}' (`ciuic-tune calibrate --ranks N "
+                        "--db {}` writes one)",
+                        PrintableLine(path, 4096), PrintableLine(path, 4096)));
       LoadCrossoverPoints(path, "", "", 0);
     }
   } else if (c.source != "builtin" && c.source != "measure") {
@@ -79,8 +82,8 @@ std::shared_ptr<const Crossover> ResolveCrossover(Communicator& transport, const
     o.target_s = c.slot_s;
     const auto points = MeasureCrossover(transport, candidates, o);
     table = std::make_shared<Crossover>(CrossoverFromPoints(points));
-    table->source = fmt::format("measured on {} ranks over {} in {:.1f} s", transport.Size(),
-                                transport.BackendName(), NowSeconds() - t0);
+    table->source = fmt::format("measured on {} ranks over {} in {:.1f} s", transport.Size(), transport.BackendName(),
+                                NowSeconds() - t0);
     if (transport.Rank() == 0 && !c.out_path.empty()) {
       WriteFileAtomically(c.out_path, CrossoverJson(*table, points, transport.Size(), transport.BackendName()));
       LogInfo("wrote the crossover to {}", PrintableLine(c.out_path, 4096));
@@ -110,9 +113,10 @@ std::vector<CrossoverPoint> RunCrossoverTable(Communicator& transport, std::shar
   o.with_auto = table;
   const auto points = MeasureCrossover(transport, candidates, o);
   if (transport.Rank() != 0) return points;
-  out << fmt::format("# crossover table: {} ranks over {}; median of {} alternating rounds of the slowest rank's time "
-                     "per call (us), in place\n",
-                     transport.Size(), transport.BackendName(), o.rounds);
+  out << fmt::format(
+      "# crossover table: {} ranks over {}; median of {} alternating rounds of the slowest rank's time "
+      "per call (us), in place\n",
+      transport.Size(), transport.BackendName(), o.rounds);
   out << fmt::format("# auto: {} ({})\n", table->Describe(), table->source);
   out << "# library: the transport's own allreduce called directly; native: the same through the runtime's engine\n";
   out << "# auto/best = best time / auto's time; auto/lib = library time / auto's time (1 = as fast)\n";

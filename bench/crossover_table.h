@@ -18,12 +18,12 @@ struct CrossoverCli {
   // --ranks P` stores one); with none stored, the built-in table when db is the default, a refusal
   // when it was asked for.
   std::string source = "db";
-  bool source_given = false;       // --crossover given (db then must find a calibration)
-  std::string db_path;             // --db; empty: the data folder's ciuic.db
-  std::string out_path;            // measure: where rank 0 writes the table (JSON)
-  bool table = false;              // --crossover-table: print the table instead of the sweep
-  int rounds = 3;                  // measure and --crossover-table: alternating rounds, median per point
-  double slot_s = 0.004;           // ... timed seconds per candidate, size and round
+  bool source_given = false;  // --crossover given (db then must find a calibration)
+  std::string db_path;        // --db; empty: the data folder's ciuic.db
+  std::string out_path;       // measure: where rank 0 writes the table (JSON)
+  bool table = false;         // --crossover-table: print the table instead of the sweep
+  int rounds = 3;             // measure and --crossover-table: alternating rounds, median per point
+  double slot_s = 0.004;      // ... timed seconds per candidate, size and round
 };
 
 // Checks the options (UsageError / InputError) and reads a file or an asked-for database once, before

@@ -54,7 +54,8 @@ double InputPattern::Value(int rank, uint64_t index) const {
       if (slot >= static_cast<uint64_t>(contributors_)) return 0.0;
       break;
     }
-    case PatternKind::kAny: break;
+    case PatternKind::kAny:
+      break;
   }
   // avg: non-negative, so a library that pre-multiplies by 1/n (NCCL for floats) stays within
   // rounding of the quotient instead of losing it to cancellation.
@@ -70,10 +71,18 @@ double InputPattern::Reduced(uint64_t index) const {
     const double v = Value(r, index);
     switch (op_) {
       case ReduceOp::kSum:
-      case ReduceOp::kAvg: acc += v; break;
-      case ReduceOp::kProd: acc *= v; break;
-      case ReduceOp::kMin: acc = std::min(acc, v); break;
-      case ReduceOp::kMax: acc = std::max(acc, v); break;
+      case ReduceOp::kAvg:
+        acc += v;
+        break;
+      case ReduceOp::kProd:
+        acc *= v;
+        break;
+      case ReduceOp::kMin:
+        acc = std::min(acc, v);
+        break;
+      case ReduceOp::kMax:
+        acc = std::max(acc, v);
+        break;
     }
   }
   if (op_ == ReduceOp::kAvg) {

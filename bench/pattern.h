@@ -38,9 +38,9 @@ class InputPattern {
   ReduceOp op_;
   int nranks_;
   bool is_signed_;
-  int64_t bound_;        // B
-  int contributors_;     // C (sum)
-  int64_t magnitude_;    // per-rank |v| bound
+  int64_t bound_;      // B
+  int contributors_;   // C (sum)
+  int64_t magnitude_;  // per-rank |v| bound
 };
 
 // Writes Value(rank, first + i) for i < count into host memory of `type`.

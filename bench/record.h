@@ -38,9 +38,9 @@ struct BenchContext {
   int check = 1;
   std::string average = "max";  // how a row's time combines the ranks (bench/runner.h Average)
   std::string average_description = "max over ranks of each rank's mean";
-  std::string timing = "host";  // host (wall clock, barrier-aligned) | cuda-events
-  int blocking = -1;            // nccl-tests' -z as given (-1: not given); every op is timed alone here
-  std::string baseline;         // --baseline: the reference's name ("" without one)
+  std::string timing = "host";       // host (wall clock, barrier-aligned) | cuda-events
+  int blocking = -1;                 // nccl-tests' -z as given (-1: not given); every op is timed alone here
+  std::string baseline;              // --baseline: the reference's name ("" without one)
   std::string baseline_description;  // what it is and where its figures come from
 };
 
@@ -67,13 +67,13 @@ struct BenchRow {
   // numbers ("n/a" in the table, null in JSON) and it never counts for the peaks.
   bool moves_bytes = true;
   int64_t wrong = 0;
-  double rel_l2_error = -1;   // lossy codecs: ||result - exact|| / ||exact|| (max over ranks); -1: exact run
+  double rel_l2_error = -1;  // lossy codecs: ||result - exact|| / ||exact|| (max over ranks); -1: exact run
   double max_abs_error = -1;
   double baseline_busbw_gbps = -1;  // --baseline's published busbw at this size; -1: none
   // --per-iter (nccl-tests' -I 1): each rank's own time of every timed iteration, rank-major, before
   // any combining; empty otherwise.
   std::vector<std::vector<double>> rank_iter_times_us;
-  std::string error;  // non-empty: the row failed or was skipped and its numbers mean nothing
+  std::string error;     // non-empty: the row failed or was skipped and its numbers mean nothing
   bool skipped = false;  // not run by design (unsupported combination, size too small), not a failure
   bool ok() const { return error.empty(); }
 };

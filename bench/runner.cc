@@ -15,9 +15,9 @@
 #include "core/buffer.h"
 #include "core/config.h"
 #include "core/error.h"
-#include "core/progress.h"
 #include "core/fault.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/sizes.h"
 #include "core/timer.h"
 #include "core/trace.h"
@@ -26,10 +26,14 @@ namespace ciuic {
 
 const char* AverageName(Average a) {
   switch (a) {
-    case Average::kAvg: return "avg";
-    case Average::kMax: return "max";
-    case Average::kMin: return "min";
-    case Average::kRank0: return "rank0";
+    case Average::kAvg:
+      return "avg";
+    case Average::kMax:
+      return "max";
+    case Average::kMin:
+      return "min";
+    case Average::kRank0:
+      return "rank0";
   }
   return "?";
 }
@@ -42,18 +46,26 @@ Average ParseAverage(std::string_view text) {
 
 std::string AverageDescription(Average a) {
   switch (a) {
-    case Average::kAvg: return "average over ranks of each rank's mean";
-    case Average::kMax: return "max over ranks of each rank's mean";
-    case Average::kMin: return "min over ranks of each rank's mean";
-    case Average::kRank0: return "rank 0's mean";
+    case Average::kAvg:
+      return "average over ranks of each rank's mean";
+    case Average::kMax:
+      return "max over ranks of each rank's mean";
+    case Average::kMin:
+      return "min over ranks of each rank's mean";
+    case Average::kRank0:
+      return "rank 0's mean";
   }
   return "?";
 }
 
 void CombineRanks(Communicator& comm, Average a, double* v, size_t n) {
   switch (a) {
-    case Average::kMax: comm.HostAllReduce(v, n, ReduceOp::kMax); return;
-    case Average::kMin: comm.HostAllReduce(v, n, ReduceOp::kMin); return;
+    case Average::kMax:
+      comm.HostAllReduce(v, n, ReduceOp::kMax);
+      return;
+    case Average::kMin:
+      comm.HostAllReduce(v, n, ReduceOp::kMin);
+      return;
     case Average::kAvg:
       comm.HostAllReduce(v, n, ReduceOp::kSum);
       for (size_t i = 0; i < n; ++i) v[i] /= comm.Size();
@@ -95,7 +107,6 @@ double SampleStddev(const std::vector<double>& v) {
 // Refuse sizes that need more than this share of available memory.
 constexpr double kMemoryHeadroom = 0.9;
 
-
 struct Placement {
   CollCounts counts;
   size_t elem = 0;
@@ -103,7 +114,7 @@ struct Placement {
   bool inplace = false;
   uint8_t* send_region = nullptr;  // out-of-place
   uint8_t* recv_region = nullptr;
-  uint8_t* region = nullptr;       // in-place
+  uint8_t* region = nullptr;  // in-place
   size_t SendBytes() const { return counts.send * elem; }
   size_t RecvBytes() const { return counts.recv * elem; }
   size_t SlotBytes() const { return counts.Larger() * elem; }
@@ -195,14 +206,21 @@ class Runner {
     FaultPoint("control", comm_.Rank());
     comm_.HostAllGather(mine, all.data(), sizeof(mine));
     Disarm();
-    static constexpr const char* kNames[kAgreed] = {
-        "row number",      "number of sizes", "collective", "dtype", "op", "element count", "root",
-        "in-place choice", "backend setup (algorithm, codec, dtype, op)",
-        "timing options (iters, warmup, check, average, seed)"};
+    static constexpr const char* kNames[kAgreed] = {"row number",
+                                                    "number of sizes",
+                                                    "collective",
+                                                    "dtype",
+                                                    "op",
+                                                    "element count",
+                                                    "root",
+                                                    "in-place choice",
+                                                    "backend setup (algorithm, codec, dtype, op)",
+                                                    "timing options (iters, warmup, check, average, seed)"};
     for (int f = 0; f < kAgreed; ++f) {
       std::string differ;
       for (int r = 1; r < comm_.Size(); ++r) {
-        if (all[static_cast<size_t>(r) * kAgreed + f] != all[f]) differ += (differ.empty() ? "" : ", ") + std::to_string(r);
+        if (all[static_cast<size_t>(r) * kAgreed + f] != all[f])
+          differ += (differ.empty() ? "" : ", ") + std::to_string(r);
       }
       if (differ.empty()) continue;
       const bool shown = f == 1 || f == 5 || f == 6;  // plain numbers; the rest are codes or hashes
@@ -569,11 +587,14 @@ class Runner {
 
 std::string FormulaOf(const CollSpec& spec) {
   switch (spec.kind) {
-    case Collective::kAllReduce: return "2(n-1)/n";
+    case Collective::kAllReduce:
+      return "2(n-1)/n";
     case Collective::kAllGather:
     case Collective::kReduceScatter:
-    case Collective::kAllToAll: return "(n-1)/n";
-    default: return "1";
+    case Collective::kAllToAll:
+      return "(n-1)/n";
+    default:
+      return "1";
   }
 }
 
@@ -673,9 +694,12 @@ BenchContext MakeContext(Communicator& comm, const BenchOptions& o) {
 
 const char* TimingName(Timing t, bool device) {
   switch (t) {
-    case Timing::kBatch: return "batch";
-    case Timing::kHost: return "host";
-    default: return device ? "cuda-events" : "host";
+    case Timing::kBatch:
+      return "batch";
+    case Timing::kHost:
+      return "host";
+    default:
+      return device ? "cuda-events" : "host";
   }
 }
 

@@ -49,7 +49,7 @@ struct BenchOptions {
   int warmup = -1;  // -1: auto (up to 200 / 20 / 5 by the same size classes, a quarter of the budget)
   Average average = Average::kMax;
   Timing timing = Timing::kEvents;
-  int check = 1;    // verification iterations per row (fresh inputs each)
+  int check = 1;  // verification iterations per row (fresh inputs each)
   // nccl-tests' -I 1: every row also carries each rank's time of every timed iteration (one gather
   // of iters doubles per rank, after the timed window).
   bool per_iter = false;
@@ -77,8 +77,7 @@ std::vector<std::pair<DType, ReduceOp>> SweepCombinations(const BenchOptions& op
 void CheckSizesFit(const BenchOptions& options, int nranks, MemoryKind kind);
 
 // Runs the sweep; `reporter` may be null (ranks other than 0). Collective over comm.
-BenchSummary RunBench(Communicator& comm, const BenchOptions& options, Reporter* reporter,
-                      const BenchContext& context);
+BenchSummary RunBench(Communicator& comm, const BenchOptions& options, Reporter* reporter, const BenchContext& context);
 
 // Fills what the runner knows of the context (sizes, factor, names, hostnames, versions).
 BenchContext MakeContext(Communicator& comm, const BenchOptions& options);

@@ -30,7 +30,6 @@
 #include "kernels/train_kernels.h"
 #include "kernels/train_sequences.h"
 
-
 namespace ciuic {
 
 namespace {
@@ -350,10 +349,12 @@ int TrainKernelBenchMain(int argc, char** argv) {
           const Timing& pass_times = b ? bwd : fwd;
           const char* pass = b ? "backward" : "forward";
           const double bytes = seq.MustMoveBytes(b == 1);
-          here.push_back(MakeRow(c, pass, "fused", pass_times.fused_us, pass_times.fused_us, bytes, copy_bytes_per_us, NAN));
-          here.push_back(MakeRow(c, pass, "unfused", pass_times.unfused_us, pass_times.fused_us, bytes, copy_bytes_per_us, pass_times.diff));
-          here.push_back(MakeRow(c, pass, "torch-eager", b ? torch.backward_us : torch.forward_us, pass_times.fused_us, bytes,
-                                 copy_bytes_per_us, NAN));
+          here.push_back(
+              MakeRow(c, pass, "fused", pass_times.fused_us, pass_times.fused_us, bytes, copy_bytes_per_us, NAN));
+          here.push_back(MakeRow(c, pass, "unfused", pass_times.unfused_us, pass_times.fused_us, bytes,
+                                 copy_bytes_per_us, pass_times.diff));
+          here.push_back(MakeRow(c, pass, "torch-eager", b ? torch.backward_us : torch.forward_us, pass_times.fused_us,
+                                 bytes, copy_bytes_per_us, NAN));
         }
         if (!torch.note.empty() && std::find(notes.begin(), notes.end(), torch.note) == notes.end())
           notes.push_back(torch.note);

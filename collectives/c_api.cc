@@ -101,26 +101,32 @@ void Require(const void* p, const char* what) {
 // A finished request's status as the exception Guard turns back into it.
 void ThrowStatus(ciuic::WorkStatus s, const std::string& error) {
   switch (s) {
-    case ciuic::WorkStatus::kOk: return;
-    case ciuic::WorkStatus::kUsage: throw ciuic::UsageError(error);
-    case ciuic::WorkStatus::kInput: throw ciuic::InputError(error);
-    case ciuic::WorkStatus::kRuntime: throw ciuic::RuntimeError(error);
+    case ciuic::WorkStatus::kOk:
+      return;
+    case ciuic::WorkStatus::kUsage:
+      throw ciuic::UsageError(error);
+    case ciuic::WorkStatus::kInput:
+      throw ciuic::InputError(error);
+    case ciuic::WorkStatus::kRuntime:
+      throw ciuic::RuntimeError(error);
   }
 }
 
 ciuic::DType DTypeOf(ciuic_dtype_t t) {
   switch (t) {
-    case CIUIC_FP32: return ciuic::DType::kFloat32;
-    case CIUIC_FP16: return ciuic::DType::kFloat16;
-    case CIUIC_BF16: return ciuic::DType::kBFloat16;
+    case CIUIC_FP32:
+      return ciuic::DType::kFloat32;
+    case CIUIC_FP16:
+      return ciuic::DType::kFloat16;
+    case CIUIC_BF16:
+      return ciuic::DType::kBFloat16;
   }
   throw ciuic::UsageError(fmt::format("dtype {}: expected CIUIC_FP32, CIUIC_FP16 or CIUIC_BF16", static_cast<int>(t)));
 }
 
 ciuic::AsyncRuntime& AsyncOf(ciuic_runtime_t* rt, const char* what) {
   Require(rt, "runtime");
-  if (!rt->async)
-    throw ciuic::UsageError(fmt::format("{} needs a runtime from ciuic_runtime_create_profile", what));
+  if (!rt->async) throw ciuic::UsageError(fmt::format("{} needs a runtime from ciuic_runtime_create_profile", what));
   return *rt->async;
 }
 
@@ -128,8 +134,8 @@ ciuic::AsyncRuntime& AsyncOf(ciuic_runtime_t* rt, const char* what) {
 void CheckState(const ciuic_codec* codec, const ciuic_codec_state* state, size_t n) {
   if (!state) return;
   if (state->codec.Name() != codec->codec.Name())
-    throw ciuic::UsageError(fmt::format("the codec state was made for codec {}, not {}", state->codec.Name(),
-                                        codec->codec.Name()));
+    throw ciuic::UsageError(
+        fmt::format("the codec state was made for codec {}, not {}", state->codec.Name(), codec->codec.Name()));
   if (state->n != n)
     throw ciuic::UsageError(fmt::format("the codec state was made for {} elements, not {}", state->n, n));
 }
@@ -148,8 +154,8 @@ size_t ChunkAlign(const ciuic::Codec& c) {
 
 void CopyOut(char* dst, size_t cap, const std::string& s, const char* field) {
   if (s.size() + 1 > cap)
-    throw ciuic::InputError(fmt::format("profile rule {} '{}' is longer than the {} bytes ciuic_rule_t holds", field, s,
-                                        cap - 1));
+    throw ciuic::InputError(
+        fmt::format("profile rule {} '{}' is longer than the {} bytes ciuic_rule_t holds", field, s, cap - 1));
   std::memcpy(dst, s.c_str(), s.size() + 1);
 }
 
@@ -180,10 +186,14 @@ extern "C" {
 
 const char* ciuic_status_string(ciuic_status_t s) {
   switch (s) {
-    case CIUIC_OK: return "ok";
-    case CIUIC_ERR_USAGE: return "bad usage";
-    case CIUIC_ERR_RUNTIME: return "runtime failure";
-    case CIUIC_ERR_INPUT: return "bad input";
+    case CIUIC_OK:
+      return "ok";
+    case CIUIC_ERR_USAGE:
+      return "bad usage";
+    case CIUIC_ERR_RUNTIME:
+      return "runtime failure";
+    case CIUIC_ERR_INPUT:
+      return "bad input";
   }
   return "unknown status";
 }
@@ -249,8 +259,8 @@ ciuic_status_t ciuic_allreduce(ciuic_runtime_t* rt, float* data, size_t n, uint6
     if (n) Require(data, "data");
     if (rt->async) {
       std::string error;
-      const auto status = rt->async->Enqueue(data, n, ciuic::DType::kFloat32, tensor_id, average != 0, nullptr, {})
-                              ->Wait(&error);
+      const auto status =
+          rt->async->Enqueue(data, n, ciuic::DType::kFloat32, tensor_id, average != 0, nullptr, {})->Wait(&error);
       ThrowStatus(status, error);
     } else {
       rt->rt->AllReduce(data, n, tensor_id, average != 0);
@@ -332,8 +342,9 @@ ciuic_status_t ciuic_runtime_counters(const ciuic_runtime_t* rt, double* wire_by
   });
 }
 
-ciuic_status_t ciuic_comm_create_store(int rank, int size, const char* prefix, const char* device, ciuic_store_set_fn set,
-                                       ciuic_store_get_fn get, void* user, double timeout_s, ciuic_comm_t** out) {
+ciuic_status_t ciuic_comm_create_store(int rank, int size, const char* prefix, const char* device,
+                                       ciuic_store_set_fn set, ciuic_store_get_fn get, void* user, double timeout_s,
+                                       ciuic_comm_t** out) {
   return Guard([&] {
     Require(out, "out");
     Require(prefix, "prefix");
@@ -396,8 +407,7 @@ ciuic_status_t ciuic_runtime_create_profile(ciuic_comm_t* comm, const struct ciu
 }
 
 ciuic_status_t ciuic_allreduce_async(ciuic_runtime_t* rt, void* data, size_t n, ciuic_dtype_t dtype, uint64_t tensor_id,
-                                     int average, void* stream, ciuic_done_fn done, void* user,
-                                     ciuic_request_t** out) {
+                                     int average, void* stream, ciuic_done_fn done, void* user, ciuic_request_t** out) {
   return Guard([&] {
     Require(rt, "runtime");
     if (n) Require(data, "data");
@@ -406,10 +416,10 @@ ciuic_status_t ciuic_allreduce_async(ciuic_runtime_t* rt, void* data, size_t n, 
     if (!rt->async) {
       // The synchronous runtime: reduced now, on this thread.
       if (type != ciuic::DType::kFloat32)
-        throw ciuic::UsageError("a runtime from ciuic_runtime_create reduces fp32 only (ciuic_runtime_create_profile "
-                                "takes fp16 and bf16)");
-      const ciuic_status_t s =
-          Guard([&] { rt->rt->AllReduce(static_cast<float*>(data), n, tensor_id, average != 0); });
+        throw ciuic::UsageError(
+            "a runtime from ciuic_runtime_create reduces fp32 only (ciuic_runtime_create_profile "
+            "takes fp16 and bf16)");
+      const ciuic_status_t s = Guard([&] { rt->rt->AllReduce(static_cast<float*>(data), n, tensor_id, average != 0); });
       req->status = s;
       req->error = g_last_error;
       if (done) done(user, s, req->error.c_str());
@@ -638,8 +648,7 @@ ciuic_status_t ciuic_codec_state_info(const ciuic_codec_state_t* state, size_t* 
 ciuic_status_t ciuic_codec_state_residual(const ciuic_codec_state_t* state, float* out, size_t n) {
   return Guard([&] {
     Require(state, "state");
-    if (n != state->n)
-      throw ciuic::UsageError(fmt::format("the codec state holds {} elements, not {}", state->n, n));
+    if (n != state->n) throw ciuic::UsageError(fmt::format("the codec state holds {} elements, not {}", state->n, n));
     if (n) Require(out, "out");
     const ciuic::Buffer& r = state->st.residual;
     if (r.bytes() >= n * 4 && n) {
@@ -653,13 +662,13 @@ ciuic_status_t ciuic_codec_state_residual(const ciuic_codec_state_t* state, floa
 ciuic_status_t ciuic_codec_state_set_residual(ciuic_codec_state_t* state, const float* in, size_t n) {
   return Guard([&] {
     Require(state, "state");
-    if (n != state->n)
-      throw ciuic::UsageError(fmt::format("the codec state holds {} elements, not {}", state->n, n));
+    if (n != state->n) throw ciuic::UsageError(fmt::format("the codec state holds {} elements, not {}", state->n, n));
     if (n) Require(in, "in");
     if (ciuic::CodecStateShape(state->codec, n).residual == 0)
       throw ciuic::UsageError(fmt::format("codec {} keeps no residual", state->codec.Name()));
     for (size_t i = 0; i < n; ++i)
-      if (!std::isfinite(in[i])) throw ciuic::InputError(fmt::format("residual[{}] is {}: it must be finite", i, in[i]));
+      if (!std::isfinite(in[i]))
+        throw ciuic::InputError(fmt::format("residual[{}] is {}: it must be finite", i, in[i]));
     ciuic::Buffer b(n * 4, ciuic::MemoryKind::kHost);
     std::memcpy(b.data(), in, n * 4);
     state->st.residual = std::move(b);
@@ -760,8 +769,8 @@ ciuic_status_t ciuic_codec_decode(const ciuic_codec_t* codec, const void* wire, 
   });
 }
 
-ciuic_status_t ciuic_codec_decode_accumulate(const ciuic_codec_t* codec, const void* wire, size_t wire_bytes,
-                                             size_t n, uint64_t step, float* acc) {
+ciuic_status_t ciuic_codec_decode_accumulate(const ciuic_codec_t* codec, const void* wire, size_t wire_bytes, size_t n,
+                                             uint64_t step, float* acc) {
   return Guard([&] {
     Require(codec, "codec");
     CheckWire(codec, n, wire_bytes, "wire");
@@ -821,8 +830,7 @@ ciuic_status_t ciuic_profile_rule_at(const ciuic_profile_t* profile, size_t inde
     Require(profile, "profile");
     Require(out, "out");
     if (index >= profile->profile.rules.size())
-      throw ciuic::UsageError(
-          fmt::format("rule {} of a profile with {} rules", index, profile->profile.rules.size()));
+      throw ciuic::UsageError(fmt::format("rule {} of a profile with {} rules", index, profile->profile.rules.size()));
     FillRule(profile->profile.rules[index], out);
   });
 }
@@ -843,13 +851,17 @@ namespace {
 
 ciuic::Activation ActOf(ciuic_activation_t a) {
   switch (a) {
-    case CIUIC_ACT_NONE: return ciuic::Activation::kNone;
-    case CIUIC_ACT_RELU: return ciuic::Activation::kRelu;
-    case CIUIC_ACT_GELU_TANH: return ciuic::Activation::kGeluTanh;
-    case CIUIC_ACT_GELU_ERF: return ciuic::Activation::kGeluErf;
+    case CIUIC_ACT_NONE:
+      return ciuic::Activation::kNone;
+    case CIUIC_ACT_RELU:
+      return ciuic::Activation::kRelu;
+    case CIUIC_ACT_GELU_TANH:
+      return ciuic::Activation::kGeluTanh;
+    case CIUIC_ACT_GELU_ERF:
+      return ciuic::Activation::kGeluErf;
   }
-  throw ciuic::UsageError(fmt::format("activation {}: expected CIUIC_ACT_NONE, _RELU, _GELU_TANH or _GELU_ERF",
-                                      static_cast<int>(a)));
+  throw ciuic::UsageError(
+      fmt::format("activation {}: expected CIUIC_ACT_NONE, _RELU, _GELU_TANH or _GELU_ERF", static_cast<int>(a)));
 }
 
 ciuic::DropoutArgs DropoutOf(float p, uint64_t seed, uint64_t offset) {
@@ -920,15 +932,15 @@ class Workspace {
 }  // namespace
 
 ciuic_status_t ciuic_ln_act_dropout_forward(ciuic_dtype_t dtype, size_t rows, size_t cols, ciuic_activation_t act,
-                                            float p, uint64_t seed, uint64_t offset, const void* x,
-                                            const float* gamma, const float* beta, float eps, void* y, float* mean,
-                                            float* rstd, void* stream) {
+                                            float p, uint64_t seed, uint64_t offset, const void* x, const float* gamma,
+                                            const float* beta, float eps, void* y, float* mean, float* rstd,
+                                            void* stream) {
   return Guard([&] {
     CheckEps(eps);
     RequireAll(rows, cols, {{x, "x"}, {gamma, "gamma"}, {beta, "beta"}, {y, "y"}, {mean, "mean"}, {rstd, "rstd"}});
     SameMemory({{x, "x"}, {gamma, "gamma"}, {beta, "beta"}, {y, "y"}, {mean, "mean"}, {rstd, "rstd"}});
-    ciuic::LnActDropoutForward(DTypeOf(dtype), rows, cols, ActOf(act), DropoutOf(p, seed, offset), x, gamma, beta,
-                               eps, y, mean, rstd, stream);
+    ciuic::LnActDropoutForward(DTypeOf(dtype), rows, cols, ActOf(act), DropoutOf(p, seed, offset), x, gamma, beta, eps,
+                               y, mean, rstd, stream);
   });
 }
 
@@ -937,13 +949,20 @@ ciuic_status_t ciuic_ln_act_dropout_backward(ciuic_dtype_t dtype, size_t rows, s
                                              const float* gamma, const float* beta, const float* mean,
                                              const float* rstd, void* dx, float* dgamma, float* dbeta, void* stream) {
   return Guard([&] {
-    RequireAll(rows, cols, {{dy, "dy"}, {x, "x"}, {gamma, "gamma"}, {beta, "beta"}, {mean, "mean"}, {rstd, "rstd"},
-                            {dx, "dx"}});
-    SameMemory({{dy, "dy"}, {x, "x"}, {gamma, "gamma"}, {beta, "beta"}, {mean, "mean"}, {rstd, "rstd"}, {dx, "dx"},
-                {dgamma, "dgamma"}, {dbeta, "dbeta"}});
+    RequireAll(rows, cols,
+               {{dy, "dy"}, {x, "x"}, {gamma, "gamma"}, {beta, "beta"}, {mean, "mean"}, {rstd, "rstd"}, {dx, "dx"}});
+    SameMemory({{dy, "dy"},
+                {x, "x"},
+                {gamma, "gamma"},
+                {beta, "beta"},
+                {mean, "mean"},
+                {rstd, "rstd"},
+                {dx, "dx"},
+                {dgamma, "dgamma"},
+                {dbeta, "dbeta"}});
     Workspace ws(dgamma || dbeta, dy, rows, cols, stream);
-    ciuic::LnActDropoutBackward(DTypeOf(dtype), rows, cols, ActOf(act), DropoutOf(p, seed, offset), dy, x, gamma,
-                                beta, mean, rstd, dx, dgamma, dbeta, ws.data(), stream);
+    ciuic::LnActDropoutBackward(DTypeOf(dtype), rows, cols, ActOf(act), DropoutOf(p, seed, offset), dy, x, gamma, beta,
+                                mean, rstd, dx, dgamma, dbeta, ws.data(), stream);
     ws.Finish();
   });
 }
@@ -974,22 +993,41 @@ ciuic_status_t ciuic_add_layer_norm_forward(ciuic_dtype_t dtype, size_t rows, si
                                             void* sum, void* y, float* mean, float* rstd, void* stream) {
   return Guard([&] {
     CheckEps(eps);
-    RequireAll(rows, cols, {{x, "x"}, {residual, "residual"}, {gamma, "gamma"}, {beta, "beta"}, {sum, "sum"},
-                            {y, "y"}, {mean, "mean"}, {rstd, "rstd"}});
-    SameMemory({{x, "x"}, {residual, "residual"}, {gamma, "gamma"}, {beta, "beta"}, {sum, "sum"}, {y, "y"},
-                {mean, "mean"}, {rstd, "rstd"}});
+    RequireAll(rows, cols,
+               {{x, "x"},
+                {residual, "residual"},
+                {gamma, "gamma"},
+                {beta, "beta"},
+                {sum, "sum"},
+                {y, "y"},
+                {mean, "mean"},
+                {rstd, "rstd"}});
+    SameMemory({{x, "x"},
+                {residual, "residual"},
+                {gamma, "gamma"},
+                {beta, "beta"},
+                {sum, "sum"},
+                {y, "y"},
+                {mean, "mean"},
+                {rstd, "rstd"}});
     ciuic::AddLayerNormForward(DTypeOf(dtype), rows, cols, x, residual, gamma, beta, eps, sum, y, mean, rstd, stream);
   });
 }
 
 ciuic_status_t ciuic_add_layer_norm_backward(ciuic_dtype_t dtype, size_t rows, size_t cols, const void* dy,
-                                             const void* dsum, const void* sum, const float* gamma,
-                                             const float* mean, const float* rstd, void* dx, float* dgamma,
-                                             float* dbeta, void* stream) {
+                                             const void* dsum, const void* sum, const float* gamma, const float* mean,
+                                             const float* rstd, void* dx, float* dgamma, float* dbeta, void* stream) {
   return Guard([&] {
     RequireAll(rows, cols, {{dy, "dy"}, {sum, "sum"}, {gamma, "gamma"}, {mean, "mean"}, {rstd, "rstd"}, {dx, "dx"}});
-    SameMemory({{dy, "dy"}, {dsum, "dsum"}, {sum, "sum"}, {gamma, "gamma"}, {mean, "mean"}, {rstd, "rstd"}, {dx, "dx"},
-                {dgamma, "dgamma"}, {dbeta, "dbeta"}});
+    SameMemory({{dy, "dy"},
+                {dsum, "dsum"},
+                {sum, "sum"},
+                {gamma, "gamma"},
+                {mean, "mean"},
+                {rstd, "rstd"},
+                {dx, "dx"},
+                {dgamma, "dgamma"},
+                {dbeta, "dbeta"}});
     Workspace ws(dgamma || dbeta, dy, rows, cols, stream);
     ciuic::AddLayerNormBackward(DTypeOf(dtype), rows, cols, dy, dsum, sum, gamma, mean, rstd, dx, dgamma, dbeta,
                                 ws.data(), stream);

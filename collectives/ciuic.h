@@ -108,11 +108,12 @@ typedef int (*ciuic_store_get_fn)(void* user, const char* key, void* buf, size_t
  * `prefix` (one prefix per communicator in that store). device "cpu": gloo over TCP for host buffers;
  * "cuda": NCCL on the current device for device buffers, its unique id passed through the store (the
  * control plane stays on gloo); "cuda-gloo": device buffers over gloo, each message staged through
- * host memory (processes sharing one GPU, which NCCL refuses, or no NCCL). The callbacks are called during this call, and again only when a
- * hierarchical algorithm first splits the world (from the runtime's thread). timeout_s bounds
+ * host memory (processes sharing one GPU, which NCCL refuses, or no NCCL). The callbacks are called during this call,
+ * and again only when a hierarchical algorithm first splits the world (from the runtime's thread). timeout_s bounds
  * gloo's rendezvous and every gloo call (0: none). Destroy with ciuic_comm_destroy. */
-ciuic_status_t ciuic_comm_create_store(int rank, int size, const char* prefix, const char* device, ciuic_store_set_fn set,
-                                       ciuic_store_get_fn get, void* user, double timeout_s, ciuic_comm_t** out);
+ciuic_status_t ciuic_comm_create_store(int rank, int size, const char* prefix, const char* device,
+                                       ciuic_store_set_fn set, ciuic_store_get_fn get, void* user, double timeout_s,
+                                       ciuic_comm_t** out);
 /* "cpu" or "cuda": the memory this communicator's buffers live in. */
 const char* ciuic_comm_device(const ciuic_comm_t* comm);
 
@@ -145,8 +146,7 @@ ciuic_status_t ciuic_runtime_create_profile(ciuic_comm_t* comm, const struct ciu
  * a request for test/wait, freed with ciuic_request_destroy. Works on every runtime; one made by
  * ciuic_runtime_create runs it at once (as ciuic_allreduce) and only fp32. */
 ciuic_status_t ciuic_allreduce_async(ciuic_runtime_t* rt, void* data, size_t n, ciuic_dtype_t dtype, uint64_t tensor_id,
-                                     int average, void* stream, ciuic_done_fn done, void* user,
-                                     ciuic_request_t** out);
+                                     int average, void* stream, ciuic_done_fn done, void* user, ciuic_request_t** out);
 ciuic_status_t ciuic_request_test(const ciuic_request_t* req, int* done);
 /* Blocks until the reduction ended; returns its status (message: ciuic_last_error). */
 ciuic_status_t ciuic_request_wait(const ciuic_request_t* req);
@@ -178,10 +178,10 @@ typedef struct ciuic_codec ciuic_codec_t;
 typedef struct ciuic_codec_state ciuic_codec_state_t;
 
 enum {
-  CIUIC_CODEC_LOSSLESS = 1,          /* none: fp32 as is */
-  CIUIC_CODEC_SUMMABLE = 2,          /* payloads of several ranks add as they are (fp16, bf16, randomk's values) */
-  CIUIC_CODEC_STATEFUL = 4,          /* encode keeps per-tensor state: error feedback, PowerSGD's Q, a step */
-  CIUIC_CODEC_DECODE_ADD_ENCODE = 8  /* the fused reduce-scatter hop exists; encode_chunks takes parts > 1 */
+  CIUIC_CODEC_LOSSLESS = 1,         /* none: fp32 as is */
+  CIUIC_CODEC_SUMMABLE = 2,         /* payloads of several ranks add as they are (fp16, bf16, randomk's values) */
+  CIUIC_CODEC_STATEFUL = 4,         /* encode keeps per-tensor state: error feedback, PowerSGD's Q, a step */
+  CIUIC_CODEC_DECODE_ADD_ENCODE = 8 /* the fused reduce-scatter hop exists; encode_chunks takes parts > 1 */
 };
 
 /* spec: what the runtime's --codec accepts ("none" "fp16" "bf16" "fp8e4m3" "fp8e5m2" "int8" "int4"
@@ -234,8 +234,8 @@ ciuic_status_t ciuic_codec_encode_chunks(const ciuic_codec_t* codec, ciuic_codec
 /* out[0, n) = decode(wire); decode_accumulate adds instead. step: the encode's step. */
 ciuic_status_t ciuic_codec_decode(const ciuic_codec_t* codec, const void* wire, size_t wire_bytes, size_t n,
                                   uint64_t step, float* out);
-ciuic_status_t ciuic_codec_decode_accumulate(const ciuic_codec_t* codec, const void* wire, size_t wire_bytes,
-                                             size_t n, uint64_t step, float* acc);
+ciuic_status_t ciuic_codec_decode_accumulate(const ciuic_codec_t* codec, const void* wire, size_t wire_bytes, size_t n,
+                                             uint64_t step, float* acc);
 /* wire_out = encode(decode(wire_in) + local[0, n)) in one pass, no error feedback (the ring's hop). */
 ciuic_status_t ciuic_codec_decode_add_encode(const ciuic_codec_t* codec, const void* wire_in, const float* local,
                                              size_t n, uint64_t step, void* wire_out, size_t wire_bytes);
@@ -244,11 +244,11 @@ ciuic_status_t ciuic_codec_decode_add_encode(const ciuic_codec_t* codec, const v
 typedef struct ciuic_profile ciuic_profile_t;
 
 typedef struct {
-  char op[16];        /* "allreduce" */
-  char algo[16];      /* ring rd hier sparse sign2 powersgd nccl */
-  char codec[48];     /* canonical spelling, as ciuic_codec_name */
-  char precision[8];  /* fp32 bf16 fp16 (not fp32: algo nccl, codec none) */
-  char gate[8];       /* passed failed n/a */
+  char op[16];                   /* "allreduce" */
+  char algo[16];                 /* ring rd hier sparse sign2 powersgd nccl */
+  char codec[48];                /* canonical spelling, as ciuic_codec_name */
+  char precision[8];             /* fp32 bf16 fp16 (not fp32: algo nccl, codec none) */
+  char gate[8];                  /* passed failed n/a */
   uint64_t min_bytes, max_bytes; /* the band [min, max); max 0: no upper bound */
   uint64_t bucket_bytes;
   int32_t streams, hierarchy_depth;
@@ -285,15 +285,14 @@ typedef enum CIUIC_ENUM_INT {
 
 /* y = dropout(act(layer_norm(x))). */
 ciuic_status_t ciuic_ln_act_dropout_forward(ciuic_dtype_t dtype, size_t rows, size_t cols, ciuic_activation_t act,
-                                            float p, uint64_t seed, uint64_t offset, const void* x,
-                                            const float* gamma, const float* beta, float eps, void* y,
-                                            float* mean, float* rstd, void* stream);
+                                            float p, uint64_t seed, uint64_t offset, const void* x, const float* gamma,
+                                            const float* beta, float eps, void* y, float* mean, float* rstd,
+                                            void* stream);
 /* dgamma, dbeta: overwritten (not accumulated); may both be null. */
 ciuic_status_t ciuic_ln_act_dropout_backward(ciuic_dtype_t dtype, size_t rows, size_t cols, ciuic_activation_t act,
-                                             float p, uint64_t seed, uint64_t offset, const void* dy,
-                                             const void* x, const float* gamma, const float* beta,
-                                             const float* mean, const float* rstd, void* dx, float* dgamma,
-                                             float* dbeta, void* stream);
+                                             float p, uint64_t seed, uint64_t offset, const void* dy, const void* x,
+                                             const float* gamma, const float* beta, const float* mean,
+                                             const float* rstd, void* dx, float* dgamma, float* dbeta, void* stream);
 /* y = act(x + bias) (bias null: act(x)). */
 ciuic_status_t ciuic_bias_act_forward(ciuic_dtype_t dtype, size_t rows, size_t cols, ciuic_activation_t act,
                                       const void* x, const float* bias, void* y, void* stream);
@@ -307,9 +306,8 @@ ciuic_status_t ciuic_add_layer_norm_forward(ciuic_dtype_t dtype, size_t rows, si
                                             void* sum, void* y, float* mean, float* rstd, void* stream);
 /* dx (the gradient of x and of residual) = layer_norm's input gradient + dsum (may be null). */
 ciuic_status_t ciuic_add_layer_norm_backward(ciuic_dtype_t dtype, size_t rows, size_t cols, const void* dy,
-                                             const void* dsum, const void* sum, const float* gamma,
-                                             const float* mean, const float* rstd, void* dx, float* dgamma,
-                                             float* dbeta, void* stream);
+                                             const void* dsum, const void* sum, const float* gamma, const float* mean,
+                                             const float* rstd, void* dx, float* dgamma, float* dbeta, void* stream);
 /* keep[e] = 1 where dropout keeps element e of [0, n), else 0 (host memory). */
 ciuic_status_t ciuic_dropout_mask(size_t n, float p, uint64_t seed, uint64_t offset, uint8_t* keep);
 

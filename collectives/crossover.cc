@@ -277,7 +277,8 @@ Crossover ParseCrossover(const std::string& text, const std::string& name, int* 
     for (size_t i = 0; i < j["points"].size(); ++i) {
       const auto& q = j["points"][i];
       const std::string at = fmt::format("points[{}]", i);
-      if (!q.is_object() || !q.contains("bytes") || !q.contains("library_us") || !q.contains("us") || !q["us"].is_object())
+      if (!q.is_object() || !q.contains("bytes") || !q.contains("library_us") || !q.contains("us") ||
+          !q["us"].is_object())
         throw bad(at + ": expected {\"bytes\", \"library_us\", \"us\": {algo: us}}");
       if (!q["bytes"].is_number_unsigned() || q["bytes"].get<uint64_t>() == 0 || q["bytes"].get<uint64_t>() % 4 ||
           q["bytes"].get<uint64_t>() <= last)
@@ -321,8 +322,8 @@ std::string CrossoverKernel(const std::string& transport) { return "crossover:" 
 
 }  // namespace
 
-void StoreCrossoverPoints(const std::string& db_path, const std::string& device, const std::string& transport, int ranks,
-                          const std::vector<CrossoverPoint>& points) {
+void StoreCrossoverPoints(const std::string& db_path, const std::string& device, const std::string& transport,
+                          int ranks, const std::vector<CrossoverPoint>& points) {
   if (points.empty()) throw InputError("a crossover calibration needs at least one measured point");
   Database db(db_path);
   Database::Transaction tx(db);
@@ -351,15 +352,17 @@ std::vector<CrossoverPoint> LoadCrossoverPoints(const std::string& db_path, cons
   const std::string kernel = CrossoverKernel(transport);
   std::string newest;
   {
-    Statement q(db.handle(),
-                "SELECT created FROM calibrations WHERE device = ? AND kernel = ? AND ranks = ? ORDER BY id DESC LIMIT 1");
+    Statement q(
+        db.handle(),
+        "SELECT created FROM calibrations WHERE device = ? AND kernel = ? AND ranks = ? ORDER BY id DESC LIMIT 1");
     q.Bind(1, device).Bind(2, kernel).Bind(3, static_cast<int64_t>(ranks));
     if (!q.Step()) return {};
     newest = q.ColumnText(0);
   }
-  Statement q(db.handle(),
-              "SELECT codec, gbps, bytes FROM calibrations WHERE device = ? AND kernel = ? AND ranks = ? AND created = ? "
-              "ORDER BY id");
+  Statement q(
+      db.handle(),
+      "SELECT codec, gbps, bytes FROM calibrations WHERE device = ? AND kernel = ? AND ranks = ? AND created = ? "
+      "ORDER BY id");
   q.Bind(1, device).Bind(2, kernel).Bind(3, static_cast<int64_t>(ranks)).Bind(4, newest);
   std::map<uint64_t, CrossoverPoint> by_size;
   while (q.Step()) {
@@ -384,8 +387,10 @@ std::vector<CrossoverPoint> LoadCrossoverPoints(const std::string& db_path, cons
                                    PrintableLine(db_path, 4096), PrintableLine(codec)));
     }
     if (!Allowed(a))
-      throw InputError(fmt::format("calibration database '{}': crossover row names {}: auto chooses among native, rd, "
-                                   "ring, hier", PrintableLine(db_path, 4096), codec));
+      throw InputError(
+          fmt::format("calibration database '{}': crossover row names {}: auto chooses among native, rd, "
+                      "ring, hier",
+                      PrintableLine(db_path, 4096), codec));
     p.us[a] = us;
   }
   if (created) *created = newest;
@@ -397,7 +402,8 @@ std::vector<CrossoverPoint> LoadCrossoverPoints(const std::string& db_path, cons
 Crossover CrossoverFromStoredPoints(std::vector<CrossoverPoint> points, const std::vector<AllReduceAlgo>& candidates) {
   for (auto& p : points)
     for (auto it = p.us.begin(); it != p.us.end();)
-      it = std::find(candidates.begin(), candidates.end(), it->first) == candidates.end() ? p.us.erase(it) : std::next(it);
+      it = std::find(candidates.begin(), candidates.end(), it->first) == candidates.end() ? p.us.erase(it)
+                                                                                          : std::next(it);
   points.erase(std::remove_if(points.begin(), points.end(), [](const CrossoverPoint& p) { return p.us.empty(); }),
                points.end());
   if (points.empty()) return Crossover{};

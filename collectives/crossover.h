@@ -22,11 +22,11 @@ struct CrossoverBand {
 };
 
 struct Crossover {
-  std::string source;  // "built-in (mpi)", "measured on 2 ranks", "file x.json": for messages
+  std::string source;                // "built-in (mpi)", "measured on 2 ranks", "file x.json": for messages
   std::vector<CrossoverBand> bands;  // ascending below_bytes, the last one UINT64_MAX
 
   AllReduceAlgo Choose(uint64_t bytes) const;
-  uint64_t Digest() const;  // of the bands only
+  uint64_t Digest() const;       // of the bands only
   std::string Describe() const;  // "native <8 MiB, ring" for logs
 };
 
@@ -44,7 +44,7 @@ struct CrossoverPoint {
   uint64_t bytes = 0;
   double library_us = 0;
   std::map<AllReduceAlgo, double> us;
-  double auto_us = 0;  // with CrossoverOptions::with_auto: auto over that table
+  double auto_us = 0;                              // with CrossoverOptions::with_auto: auto over that table
   AllReduceAlgo auto_algo = AllReduceAlgo::kAuto;  // what it chose at this size
 };
 
@@ -55,9 +55,9 @@ struct CrossoverPoint {
 Crossover CrossoverFromPoints(const std::vector<CrossoverPoint>& points, double margin = 0.03);
 
 struct CrossoverOptions {
-  std::vector<uint64_t> sizes;  // empty: 1 KiB to 64 MiB, x4
-  int rounds = 3;               // candidates alternate within each round; each point keeps the median
-  double target_s = 0.004;      // timed seconds per candidate, size and round (at least 3 calls)
+  std::vector<uint64_t> sizes;                 // empty: 1 KiB to 64 MiB, x4
+  int rounds = 3;                              // candidates alternate within each round; each point keeps the median
+  double target_s = 0.004;                     // timed seconds per candidate, size and round (at least 3 calls)
   std::shared_ptr<const Crossover> with_auto;  // also time auto choosing from this table
 };
 // Collective: measures every candidate (and the library) on `comm` at each size and returns the
@@ -80,13 +80,14 @@ Crossover ParseCrossover(const std::string& text, const std::string& name, int* 
 // The calibration database (`ciuic-tune calibrate --ranks P`; table calibrations, one row per point
 // and candidate: kernel "crossover:<transport>", codec the algorithm or "library", bytes, ranks, and
 // the time as the table's GB/s). Stored as one calibration: every row shares its `created` stamp.
-void StoreCrossoverPoints(const std::string& db_path, const std::string& device, const std::string& transport, int ranks,
-                          const std::vector<CrossoverPoint>& points);
+void StoreCrossoverPoints(const std::string& db_path, const std::string& device, const std::string& transport,
+                          int ranks, const std::vector<CrossoverPoint>& points);
 // The newest calibration stored for (device, transport, ranks), never mixed with older ones; empty
 // when there is none (no file, an empty one, a schema without sized calibrations). *created gets its
 // stamp. Throws InputError for a file that is not a ciuic database.
 std::vector<CrossoverPoint> LoadCrossoverPoints(const std::string& db_path, const std::string& device,
-                                                const std::string& transport, int ranks, std::string* created = nullptr);
+                                                const std::string& transport, int ranks,
+                                                std::string* created = nullptr);
 // The table from stored points, choosing only among `candidates` (a calibration made where hier ran
 // is read on one host without it); empty bands when no point has a candidate's time.
 Crossover CrossoverFromStoredPoints(std::vector<CrossoverPoint> points, const std::vector<AllReduceAlgo>& candidates);

@@ -70,12 +70,20 @@ json RuleToJson(const ProfileRule& r) {
 std::string ProfileToJson(const Profile& p) {
   json j;
   j["schema"] = kSchema;
-  j["topology"] = {{"name", p.topology}, {"fingerprint", p.fingerprint}, {"nodes", p.nodes}, {"ranks", p.ranks},
+  j["topology"] = {{"name", p.topology},
+                   {"fingerprint", p.fingerprint},
+                   {"nodes", p.nodes},
+                   {"ranks", p.ranks},
                    {"device", p.Device()}};
   j["workload"] = p.workload;
-  j["provenance"] = {{"tool_version", p.tool_version}, {"git_commit", p.git_commit}, {"created", p.created},
-                     {"study_id", p.study_id},         {"mode", p.mode},             {"strategy", p.strategy},
-                     {"seed", p.seed},                 {"budget", p.budget}};
+  j["provenance"] = {{"tool_version", p.tool_version},
+                     {"git_commit", p.git_commit},
+                     {"created", p.created},
+                     {"study_id", p.study_id},
+                     {"mode", p.mode},
+                     {"strategy", p.strategy},
+                     {"seed", p.seed},
+                     {"budget", p.budget}};
   j["step"] = {{"predicted_us", p.step_us}, {"baseline_us", p.baseline_step_us}};
   j["rules"] = json::array();
   for (const auto& r : p.rules) j["rules"].push_back(RuleToJson(r));
@@ -91,8 +99,10 @@ std::string ProfileToJson(const Profile& p) {
     json c = json::array();
     for (const AccumulationCandidate& x : p.accumulation.candidates)
       c.push_back({{"steps", x.steps}, {"step_us", x.step_us}, {"gate", x.gate}});
-    j["accumulation"] = {{"suggested_steps", p.accumulation.steps}, {"codec", p.accumulation.codec},
-                         {"priced", p.accumulation.priced}, {"candidates", c}};
+    j["accumulation"] = {{"suggested_steps", p.accumulation.steps},
+                         {"codec", p.accumulation.codec},
+                         {"priced", p.accumulation.priced},
+                         {"candidates", c}};
   }
   return j.dump(2) + "\n";
 }
@@ -126,7 +136,8 @@ AccumulationAdvice ParseAccumulation(const JsonValue& a) {
     y.steps = static_cast<int>(c["steps"].Integer(1, kMaxAccumulationSteps));
     y.step_us = c["step_us"].Number(0, kMaxProfileUs);
     y.gate = c["gate"].OneOf({"passed", "failed", "n/a"});
-    if (x.candidates.empty() && y.steps != 1) c["steps"].Fail("the first candidate is k = 1 (every micro-batch synced)");
+    if (x.candidates.empty() && y.steps != 1)
+      c["steps"].Fail("the first candidate is k = 1 (every micro-batch synced)");
     for (const auto& z : x.candidates)
       if (z.steps == y.steps) c["steps"].Fail(fmt::format("a second candidate for {} steps", y.steps));
     if (y.steps == x.steps) {
@@ -193,8 +204,8 @@ std::vector<ProfileRule> ParseRules(const JsonValue& array, int nodes) {
     x.bucket_bytes = r["bucket_bytes"].Size(kMinBucketBytes, kMaxBucketBytes);
     x.hierarchy_depth = static_cast<int>(r["hierarchy_depth"].Integer(1, 3));
     if ((x.hierarchy_depth > 1) != (x.algo == "hier"))
-      r["hierarchy_depth"].Fail(fmt::format("{} does not fit algo {} (depth 2 or 3 is hier's, 1 every other's)",
-                                            x.hierarchy_depth, x.algo));
+      r["hierarchy_depth"].Fail(
+          fmt::format("{} does not fit algo {} (depth 2 or 3 is hier's, 1 every other's)", x.hierarchy_depth, x.algo));
     // Depth 3 needs its group size (nodes per group, dividing the profile's nodes into several groups).
     if (x.hierarchy_depth == 3) {
       const JsonValue g = r["nodes_per_group"];
@@ -202,14 +213,16 @@ std::vector<ProfileRule> ParseRules(const JsonValue& array, int nodes) {
       if (nodes % x.nodes_per_group != 0 || nodes == x.nodes_per_group)
         g.Fail(fmt::format("{} nodes do not form several groups of {}", nodes, x.nodes_per_group));
     } else if (r.Has("nodes_per_group")) {
-      r["nodes_per_group"].Fail(fmt::format("applies to hierarchy_depth 3 only (this rule's is {})", x.hierarchy_depth));
+      r["nodes_per_group"].Fail(
+          fmt::format("applies to hierarchy_depth 3 only (this rule's is {})", x.hierarchy_depth));
     }
     const JsonValue precision = r["precision"];
     x.precision = precision.OneOf({"fp32", "bf16", "fp16"});
     if (x.precision != "fp32" && (x.algo != "nccl" || x.codec != "none"))
-      precision.Fail(fmt::format("{} applies to algo nccl with codec none (the library's own allreduce); the "
-                                 "runtime's algorithms accumulate in fp32",
-                                 x.precision));
+      precision.Fail(
+          fmt::format("{} applies to algo nccl with codec none (the library's own allreduce); the "
+                      "runtime's algorithms accumulate in fp32",
+                      x.precision));
     x.predicted_us = r["predicted_us"].Number(0, kMaxProfileUs);
     const JsonValue measured = r["measured_us"];
     x.measured_us = measured.IsNull() ? -1 : measured.Number(0, kMaxProfileUs);
@@ -220,8 +233,8 @@ std::vector<ProfileRule> ParseRules(const JsonValue& array, int nodes) {
     x.gate = r["gate"].OneOf({"passed", "failed", "n/a"});
     if (r.Has("nccl")) {
       if (x.algo != "nccl" || x.codec != "none")
-        r["nccl"].Fail(fmt::format("NCCL's own settings apply to algo nccl with codec none (this rule: {} with codec {})",
-                                   x.algo, x.codec));
+        r["nccl"].Fail(fmt::format(
+            "NCCL's own settings apply to algo nccl with codec none (this rule: {} with codec {})", x.algo, x.codec));
       x.nccl = ParseNccl(r["nccl"]);
     }
     out.push_back(x);
@@ -260,8 +273,7 @@ Profile ParseProfile(const std::string& text, const std::string& origin) {
   p.fingerprint = t["fingerprint"].NonEmptyString();
   p.nodes = static_cast<int>(t["nodes"].Integer(1, kMaxProfileNodes));
   p.ranks = static_cast<int>(t["ranks"].Integer(1, kMaxProfileRanks));
-  if (p.ranks % p.nodes != 0)
-    t["ranks"].Fail(fmt::format("{} ranks do not divide into {} nodes", p.ranks, p.nodes));
+  if (p.ranks % p.nodes != 0) t["ranks"].Fail(fmt::format("{} ranks do not divide into {} nodes", p.ranks, p.nodes));
   p.workload = j["workload"].NonEmptyString();
   const JsonValue v = j["provenance"];
   v.OnlyKeys({"tool_version", "git_commit", "created", "study_id", "mode", "strategy", "seed", "budget"});
@@ -284,10 +296,11 @@ Profile ParseProfile(const std::string& text, const std::string& origin) {
       CommunicatorRules x;
       x.nodes = static_cast<int>(c["nodes"].Integer(1, kMaxProfileNodes));
       x.ranks = static_cast<int>(c["ranks"].Integer(1, kMaxProfileRanks));
-      if (x.ranks % x.nodes != 0) c["ranks"].Fail(fmt::format("{} ranks do not divide into {} nodes", x.ranks, x.nodes));
+      if (x.ranks % x.nodes != 0)
+        c["ranks"].Fail(fmt::format("{} ranks do not divide into {} nodes", x.ranks, x.nodes));
       if (x.ranks == p.ranks && x.nodes == p.nodes)
-        c["ranks"].Fail(fmt::format("{} ranks on {} node(s) is the profile's own world (profile.rules)", x.ranks,
-                                    x.nodes));
+        c["ranks"].Fail(
+            fmt::format("{} ranks on {} node(s) is the profile's own world (profile.rules)", x.ranks, x.nodes));
       for (const CommunicatorRules& y : p.communicators)
         if (y.ranks == x.ranks && y.nodes == x.nodes)
           c["ranks"].Fail(fmt::format("a second entry for {} ranks on {} node(s)", x.ranks, x.nodes));
@@ -295,9 +308,10 @@ Profile ParseProfile(const std::string& text, const std::string& origin) {
       const std::vector<JsonValue> items = c["rules"].Elements();
       for (size_t i = 0; i < x.rules.size(); ++i)
         if (x.rules[i].algo != "nccl" || x.rules[i].codec != "none")
-          items[i]["algo"].Fail(fmt::format("{} with codec {}: rules for other communicators steer NCCL's own "
-                                            "allreduce (algo nccl, codec none) through the tuner plugin",
-                                            x.rules[i].algo, x.rules[i].codec));
+          items[i]["algo"].Fail(
+              fmt::format("{} with codec {}: rules for other communicators steer NCCL's own "
+                          "allreduce (algo nccl, codec none) through the tuner plugin",
+                          x.rules[i].algo, x.rules[i].codec));
       p.communicators.push_back(std::move(x));
     }
   }
@@ -319,9 +333,13 @@ std::vector<std::string> NcclAlgorithms() {
 std::vector<std::string> NcclProtocols() { return {"ll", "ll128", "simple"}; }
 
 std::string NcclAlgoEnvName(const std::string& algo) {
-  static const std::pair<const char*, const char*> names[] = {
-      {"ring", "Ring"}, {"tree", "Tree"}, {"collnet_direct", "CollnetDirect"}, {"collnet_chain", "CollnetChain"},
-      {"nvls", "NVLS"}, {"nvls_tree", "NVLSTree"}, {"pat", "PAT"}};
+  static const std::pair<const char*, const char*> names[] = {{"ring", "Ring"},
+                                                              {"tree", "Tree"},
+                                                              {"collnet_direct", "CollnetDirect"},
+                                                              {"collnet_chain", "CollnetChain"},
+                                                              {"nvls", "NVLS"},
+                                                              {"nvls_tree", "NVLSTree"},
+                                                              {"pat", "PAT"}};
   for (const auto& [ours, nccls] : names)
     if (algo == ours) return nccls;
   throw UsageError(fmt::format("{} is not an NCCL algorithm ({})", algo, fmt::join(NcclAlgorithms(), ", ")));
@@ -355,27 +373,29 @@ NcclTunerChoice NcclTunerChoiceFor(const ProfileRule& r) {
   // model's advice on NCCL's axis was never checked against NCCL.
   NcclTunerChoice out;
   if (r.algo != "nccl")
-    out.why = r.codec != "none" ? fmt::format("{} with codec {} runs in ciuic's runtime; NCCL cannot compress",
-                                              r.algo, r.codec)
-                                : fmt::format("{} is ciuic's runtime's algorithm; no measurement of NCCL's algorithms "
-                                              "stands behind this band",
-                                              r.algo);
+    out.why = r.codec != "none"
+                  ? fmt::format("{} with codec {} runs in ciuic's runtime; NCCL cannot compress", r.algo, r.codec)
+                  : fmt::format(
+                        "{} is ciuic's runtime's algorithm; no measurement of NCCL's algorithms "
+                        "stands behind this band",
+                        r.algo);
   else if (r.nccl.Empty())
     out.why = r.precision == "fp32" ? "the profile keeps NCCL's own allreduce and its own settings here"
-                                    : fmt::format("the profile keeps NCCL's own allreduce here, in {} (the framework "
-                                                  "casts: ciuic-tune export --format ddp or deepspeed)",
-                                                  r.precision);
+                                    : fmt::format(
+                                          "the profile keeps NCCL's own allreduce here, in {} (the framework "
+                                          "casts: ciuic-tune export --format ddp or deepspeed)",
+                                          r.precision);
   else if (!r.nccl.measured)
-    out.why = fmt::format("{} is the cost model's advice, never timed with NCCL (ciuic-tune --mode measure "
-                          "--transport nccl times it)",
-                          DescribeNcclSettings(r.nccl));
+    out.why = fmt::format(
+        "{} is the cost model's advice, never timed with NCCL (ciuic-tune --mode measure "
+        "--transport nccl times it)",
+        DescribeNcclSettings(r.nccl));
   else {
     out.apply = true;
     out.choice = r.nccl;
-    out.why = r.nccl.default_us >= 0
-                  ? fmt::format("measured {:.1f} us against NCCL's own {:.1f} us", r.nccl.measured_us,
-                                r.nccl.default_us)
-                  : fmt::format("measured {:.1f} us", r.nccl.measured_us);
+    out.why = r.nccl.default_us >= 0 ? fmt::format("measured {:.1f} us against NCCL's own {:.1f} us",
+                                                   r.nccl.measured_us, r.nccl.default_us)
+                                     : fmt::format("measured {:.1f} us", r.nccl.measured_us);
   }
   return out;
 }

@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-
 namespace ciuic {
 
 // What a profile (and the runtime's command line) may ask for. Streams: pieces in flight per direction
@@ -29,18 +28,18 @@ constexpr double kMaxProfileUs = 1e12;
 // NCCL's own choice. `measured`: timed with NCCL under those settings (ciuic-tune --mode measure
 // --transport nccl on GPUs); false: the cost model's advice, which the tuner plugin never applies.
 struct NcclSettings {
-  std::string algo;   // ring tree nvls nvls_tree collnet_direct collnet_chain pat; "" NCCL's
-  std::string proto;  // ll ll128 simple; "" NCCL's (an algorithm's cheapest runnable protocol)
-  int channels = 0;   // 0: NCCL's count
+  std::string algo;          // ring tree nvls nvls_tree collnet_direct collnet_chain pat; "" NCCL's
+  std::string proto;         // ll ll128 simple; "" NCCL's (an algorithm's cheapest runnable protocol)
+  int channels = 0;          // 0: NCCL's count
   uint64_t chunk_bytes = 0;  // 0: NCCL's chunk size (tuner interface v6)
   bool measured = false;
-  double measured_us = -1;   // the timing behind a measured choice; -1 none
-  double default_us = -1;    // NCCL with none of these settings, same run; -1 none
+  double measured_us = -1;  // the timing behind a measured choice; -1 none
+  double default_us = -1;   // NCCL with none of these settings, same run; -1 none
   bool Empty() const { return algo.empty() && proto.empty() && channels == 0 && chunk_bytes == 0; }
 };
 // NCCL's names for the settings (NCCL_ALGO / NCCL_PROTO values; the tuner plugin's log).
-std::vector<std::string> NcclAlgorithms();  // ring tree collnet_direct collnet_chain nvls nvls_tree pat
-std::vector<std::string> NcclProtocols();   // ll ll128 simple
+std::vector<std::string> NcclAlgorithms();               // ring tree collnet_direct collnet_chain nvls nvls_tree pat
+std::vector<std::string> NcclProtocols();                // ll ll128 simple
 std::string NcclAlgoEnvName(const std::string& algo);    // "Ring", "NVLSTree", "CollnetDirect" ...
 std::string NcclProtoEnvName(const std::string& proto);  // "LL", "LL128", "Simple"
 // NCCL's channels (CTAs) per collective: 1..64 (MAXCHANNELS since 2.12).
@@ -58,12 +57,12 @@ struct ProfileRule {
   int nodes_per_group = 0;  // hier depth 3: nodes per group (the topology's spine fan-in); else 0
   std::string precision = "fp32";
   double predicted_us = 0;
-  double measured_us = -1;   // -1: not measured
+  double measured_us = -1;  // -1: not measured
   // The baseline (the library's allreduce in 25 MiB buckets) measured beside measured_us at the band's
   // representative size (--mode measure); -1: not measured.
   double baseline_us = -1;
   std::string gate = "n/a";  // passed | failed | n/a (lossless)
-  NcclSettings nccl;           // algo "nccl" with codec none only; empty elsewhere
+  NcclSettings nccl;         // algo "nccl" with codec none only; empty elsewhere
 };
 
 // Rules for a communicator of another size than the profile's world (a tensor-parallel group, a
@@ -85,9 +84,9 @@ struct AccumulationCandidate {
   std::string gate = "n/a";  // passed | failed | n/a (k = 1: the profile's own verdict)
 };
 struct AccumulationAdvice {
-  int steps = 1;              // the suggestion: the fastest candidate that passed the gate and gains --min-gain
-  std::string codec;          // what the gate judged it with (the step's codec, "none@bf16" for a reduction)
-  std::string priced;         // "model" | "measured" (bucket times measured in --mode measure)
+  int steps = 1;       // the suggestion: the fastest candidate that passed the gate and gains --min-gain
+  std::string codec;   // what the gate judged it with (the step's codec, "none@bf16" for a reduction)
+  std::string priced;  // "model" | "measured" (bucket times measured in --mode measure)
   std::vector<AccumulationCandidate> candidates;  // k = 1 first
   bool Empty() const { return candidates.empty(); }
   // The suggestion's step time per micro-batch against k = 1's (1 when none is suggested).

@@ -62,8 +62,11 @@ uint64_t StateDigest(const StateMap& states) {
   Digest d;
   d.Add(states.size());
   for (const auto& [key, st] : states)
-    d.Add(key.first).Add(key.second).Add(st.step).Add(st.count).Add(
-        (st.residual.bytes() ? 1u : 0u) | (st.server_residual.bytes() ? 2u : 0u) | (st.q.bytes() ? 4u : 0u));
+    d.Add(key.first)
+        .Add(key.second)
+        .Add(st.step)
+        .Add(st.count)
+        .Add((st.residual.bytes() ? 1u : 0u) | (st.server_residual.bytes() ? 2u : 0u) | (st.q.bytes() ? 4u : 0u));
   return d.value();
 }
 
@@ -227,17 +230,18 @@ void Runtime::FailTogether(uint32_t bad, size_t n, uint64_t key_id, uint64_t key
     parts.push_back(fmt::format("{} run another codec, algorithm or bucket size than rank 0", RankList(config)));
   if (!call.empty()) {
     const CallVote& v = all[static_cast<size_t>(call[0])];
-    parts.push_back(fmt::format("call {} differs across ranks: rank 0 reduces {} ({} elements{}), rank {} tensor {} {} "
-                                "({} elements{}) as its call {}{}; every rank must make the same calls in order",
-                                ref.seq, what, ref.n, ref.average ? ", averaged" : "", call[0], v.id,
-                                BucketName(v.bucket), v.n, v.average ? ", averaged" : "", v.seq,
-                                call.size() > 1 ? fmt::format(" (also {})", RankList(call)) : ""));
+    parts.push_back(fmt::format(
+        "call {} differs across ranks: rank 0 reduces {} ({} elements{}), rank {} tensor {} {} "
+        "({} elements{}) as its call {}{}; every rank must make the same calls in order",
+        ref.seq, what, ref.n, ref.average ? ", averaged" : "", call[0], v.id, BucketName(v.bucket), v.n,
+        v.average ? ", averaged" : "", v.seq, call.size() > 1 ? fmt::format(" (also {})", RankList(call)) : ""));
   }
   if (!state_size.empty()) {
     const CallVote& v = all[static_cast<size_t>(state_size[0])];
-    parts.push_back(fmt::format("the codec state of tensor {} {} on {} was made for {} elements, not {} (a state "
-                                "file of another model?)",
-                                v.id, BucketName(v.bucket), RankList(state_size), v.state_count, v.n));
+    parts.push_back(
+        fmt::format("the codec state of tensor {} {} on {} was made for {} elements, not {} (a state "
+                    "file of another model?)",
+                    v.id, BucketName(v.bucket), RankList(state_size), v.state_count, v.n));
   }
   if (!non_finite.empty())
     parts.push_back(fmt::format("{}: a gradient holds NaN or Inf on {}", what, RankList(non_finite)));
@@ -254,8 +258,7 @@ void Runtime::AllReduce(float* data, size_t n, uint64_t tensor_id, bool average)
   for (size_t b = 0, i = 0; b < n; b += per, ++i) Reduce(data + b, std::min(per, n - b), tensor_id, i, average);
 }
 
-void Runtime::AllReduceTensors(const std::vector<TensorRef>& tensors, const std::vector<uint64_t>& ids,
-                               bool average) {
+void Runtime::AllReduceTensors(const std::vector<TensorRef>& tensors, const std::vector<uint64_t>& ids, bool average) {
   if (ids.size() != tensors.size()) throw UsageError("AllReduceTensors: one id per tensor");
   const trace::Bind bind(trace_ ? trace_.get() : trace::Current());
   trace::Span span("allreduce tensors", trace::Category::kPhase);
@@ -265,7 +268,8 @@ void Runtime::AllReduceTensors(const std::vector<TensorRef>& tensors, const std:
   while (first < tensors.size()) {
     // A bucket: consecutive tensors up to `per` elements (a larger tensor goes alone, split by AllReduce).
     size_t last = first, count = 0;
-    while (last < tensors.size() && (last == first || count + tensors[last].count <= per)) count += tensors[last++].count;
+    while (last < tensors.size() && (last == first || count + tensors[last].count <= per))
+      count += tensors[last++].count;
     if (last == first + 1) {
       AllReduce(tensors[first].data, tensors[first].count, ids[first], average);
     } else {
@@ -366,8 +370,11 @@ Runtime::StateMap Runtime::Parse(std::istream& in, uint64_t size, const std::str
     return StateBufferShape{s.residual, s.server_residual, s.q};
   };
   return ReadStateFile(reader, name,
-                       {{comm_.Size(), comm_.Rank(), engine_.codec().Name()}, AlgoName(engine_.algo()), BucketElems(),
-                        shape, comm_.BufferKind()});
+                       {{comm_.Size(), comm_.Rank(), engine_.codec().Name()},
+                        AlgoName(engine_.algo()),
+                        BucketElems(),
+                        shape,
+                        comm_.BufferKind()});
 }
 
 uint64_t Runtime::DigestOf(const StateMap& states) { return StateDigest(states); }
@@ -402,8 +409,8 @@ void AgreeOnLoad(Communicator& comm, int status, uint64_t digest, const std::str
         break;
       }
       const char* m = votes[static_cast<size_t>(r)].message;
-      details.push_back(fmt::format("rank {}: {}", r,
-                                    r == comm.Rank() ? error : std::string(m, strnlen(m, sizeof mine.message))));
+      details.push_back(
+          fmt::format("rank {}: {}", r, r == comm.Rank() ? error : std::string(m, strnlen(m, sizeof mine.message))));
     }
     const std::string message =
         fmt::format("loading error-feedback state failed on {} of {}, so no rank loaded any: {}", RankList(failed),
@@ -412,10 +419,11 @@ void AgreeOnLoad(Communicator& comm, int status, uint64_t digest, const std::str
     throw InputError(message);
   }
   if (!differ.empty())
-    throw InputError(fmt::format("state files disagree across ranks: {} hold other tensors, element counts or steps "
-                                 "than rank 0 (this rank read '{}'), so no rank loaded any: files of different "
-                                 "checkpoints?",
-                                 RankList(differ), ShownPath(shown_path)));
+    throw InputError(
+        fmt::format("state files disagree across ranks: {} hold other tensors, element counts or steps "
+                    "than rank 0 (this rank read '{}'), so no rank loaded any: files of different "
+                    "checkpoints?",
+                    RankList(differ), ShownPath(shown_path)));
 }
 
 void Runtime::Load(const std::string& path) {
@@ -457,8 +465,8 @@ std::vector<float> Runtime::Residual(uint64_t tensor_id, size_t n) const {
 bool Runtime::SetResidual(uint64_t tensor_id, size_t n, const float* values) {
   for (size_t i = 0; i < n; ++i)
     if (!std::isfinite(values[i]))
-      throw InputError(fmt::format("residual[{}] of tensor {} is {}: error feedback must be finite", i, tensor_id,
-                                   values[i]));
+      throw InputError(
+          fmt::format("residual[{}] of tensor {} is {}: error feedback must be finite", i, tensor_id, values[i]));
   const size_t per = BucketElems();
   if (n == 0 || engine_.ShapeOf(std::min(per, n)).residual == 0) return false;
   for (size_t b = 0, i = 0; b < n; b += per, ++i) {

@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <functional>
 #include <istream>
-#include <ostream>
 #include <map>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,8 +62,7 @@ class Runtime {
   // data: n fp32 in the communicator's memory, reduced in place (sum, or average).
   void AllReduce(float* data, size_t n, uint64_t tensor_id, bool average = false);
   // Tensors (ids[i] for tensors[i]) packed into buckets of at most bucket_bytes in list order.
-  void AllReduceTensors(const std::vector<TensorRef>& tensors, const std::vector<uint64_t>& ids,
-                        bool average = false);
+  void AllReduceTensors(const std::vector<TensorRef>& tensors, const std::vector<uint64_t>& ids, bool average = false);
 
   // Error-feedback state (residuals, PowerSGD Q, steps) to a file and back, one file per rank.
   // Load is collective: every rank reads its own file, holds each length to the bytes left and to
@@ -135,8 +134,8 @@ class Runtime {
   std::function<std::string()> describe_in_flight_;
   std::unique_ptr<trace::Recorder> trace_;  // null: not tracing
   std::string trace_path_;
-  bool gpu_trace_ = false;      // this runtime joined the CUPTI collector
-  size_t trace_written_ = 0;    // events in the last file written (a flush with nothing new is skipped)
+  bool gpu_trace_ = false;    // this runtime joined the CUPTI collector
+  size_t trace_written_ = 0;  // events in the last file written (a flush with nothing new is skipped)
 };
 
 }  // namespace ciuic

@@ -147,8 +147,8 @@ void AsyncRuntime::Call(const std::function<void(RuleRuntime&)>& f) {
   if (error) std::rethrow_exception(error);
 }
 
-std::shared_ptr<AsyncRequest> AsyncRuntime::Enqueue(void* data, size_t n, DType type, uint64_t tensor_id,
-                                                    bool average, void* stream, Completion done) {
+std::shared_ptr<AsyncRequest> AsyncRuntime::Enqueue(void* data, size_t n, DType type, uint64_t tensor_id, bool average,
+                                                    void* stream, Completion done) {
   auto req = std::make_shared<AsyncRequest>();
   if (comm_.Device() == DeviceKind::kCuda) {
     req->ready_event_ = EventCreate();

@@ -89,7 +89,9 @@ class RuntimeCommunicator : public Communicator {
     t_->Reduce(s, r, n, t, op, root);
   }
   void AllToAll(const void* s, void* r, size_t n, DType t) override { t_->AllToAll(s, r, n, t); }
-  void SendRecv(const void* s, int sp, void* r, int rp, size_t n, DType t) override { t_->SendRecv(s, sp, r, rp, n, t); }
+  void SendRecv(const void* s, int sp, void* r, int rp, size_t n, DType t) override {
+    t_->SendRecv(s, sp, r, rp, n, t);
+  }
   void Barrier() override { t_->Barrier(); }
   bool StreamOrdered() const override { return t_->StreamOrdered(); }
   void GroupStart() override { t_->GroupStart(); }

@@ -10,7 +10,6 @@
 #include <fstream>
 #include <set>
 
-
 #include "collectives/state_reader.h"
 #include "core/error.h"
 #include "core/files.h"
@@ -80,12 +79,12 @@ std::string ConfigKey(const RuntimeConfig& c) {
   // configuration than the fp16/bf16 codec with it.
   const bool no_ef = !c.algo.codec.error_feedback && c.algo.codec.kind != CodecKind::kNone;
   const uint32_t block = c.algo.codec.block;
-  return fmt::format("{} {} {} {} B x{}{}{}{}{}", AlgoName(c.algo.algo), CodecName(c.algo.codec),
-                     DTypeName(c.algo.precision), c.bucket_bytes >= kWholeMessage ? uint64_t{0} : uint64_t{c.bucket_bytes},
-                     c.algo.in_flight, no_ef ? " no-ef" : "",
-                     block != CodecSpec().block ? fmt::format(" block {}", block) : std::string(),
-                     c.algo.ranks_per_node ? fmt::format(" {}/node", c.algo.ranks_per_node) : std::string(),
-                     c.algo.nodes_per_group ? fmt::format(" {} nodes/group", c.algo.nodes_per_group) : std::string());
+  return fmt::format(
+      "{} {} {} {} B x{}{}{}{}{}", AlgoName(c.algo.algo), CodecName(c.algo.codec), DTypeName(c.algo.precision),
+      c.bucket_bytes >= kWholeMessage ? uint64_t{0} : uint64_t{c.bucket_bytes}, c.algo.in_flight, no_ef ? " no-ef" : "",
+      block != CodecSpec().block ? fmt::format(" block {}", block) : std::string(),
+      c.algo.ranks_per_node ? fmt::format(" {}/node", c.algo.ranks_per_node) : std::string(),
+      c.algo.nodes_per_group ? fmt::format(" {} nodes/group", c.algo.nodes_per_group) : std::string());
 }
 
 void CheckProfileWorld(const Profile& profile, Communicator& comm, int ranks_per_node) {
@@ -165,7 +164,8 @@ void RuleRuntime::AllReduce(void* data, size_t n, DType type, uint64_t tensor_id
     return;
   }
   // Exact widening, the reduction in fp32 (16-bit wires where lossless), one rounding back.
-  if (wide_.bytes() < n * 4 || wide_.kind() != comm_.BufferKind()) wide_ = Buffer(std::max<size_t>(n, 1) * 4, comm_.BufferKind());
+  if (wide_.bytes() < n * 4 || wide_.kind() != comm_.BufferKind())
+    wide_ = Buffer(std::max<size_t>(n, 1) * 4, comm_.BufferKind());
   QuantArgs cast;
   cast.kind = type == DType::kFloat16 ? CodecKind::kFp16 : CodecKind::kBf16;
   auto* bytes = static_cast<uint8_t*>(data);
@@ -241,18 +241,21 @@ void RuleRuntime::Load(const std::string& path) {
     if (r.left() < sizeof magic) throw InputError(fmt::format("'{}' is not a ciuic profile-runtime state file", shown));
     r.Read(magic, sizeof magic, "magic");
     if (std::memcmp(magic, kRulesMagic, sizeof magic) != 0)
-      throw InputError(fmt::format("'{}' is not a ciuic profile-runtime state file (a runtime made without a profile "
-                                   "saves another format)",
-                                   shown));
+      throw InputError(
+          fmt::format("'{}' is not a ciuic profile-runtime state file (a runtime made without a profile "
+                      "saves another format)",
+                      shown));
     const auto version = r.Get<uint32_t>("format version");
     if (version == 0 || version > kVersion)
       r.Fail(fmt::format("format {} is not one this build reads (1 to {})", version, kVersion));
     const auto world = r.Get<uint32_t>("world size"), rank = r.Get<uint32_t>("rank");
     if (world != static_cast<uint32_t>(comm_.Size()))
-      r.Fail(fmt::format("saved by {} ranks; the world now has {}: error-feedback state cannot be carried across "
-                         "world sizes",
-                         world, comm_.Size()));
-    if (rank != static_cast<uint32_t>(comm_.Rank())) r.Fail(fmt::format("belongs to rank {}, not rank {}", rank, comm_.Rank()));
+      r.Fail(
+          fmt::format("saved by {} ranks; the world now has {}: error-feedback state cannot be carried across "
+                      "world sizes",
+                      world, comm_.Size()));
+    if (rank != static_cast<uint32_t>(comm_.Rank()))
+      r.Fail(fmt::format("belongs to rank {}, not rank {}", rank, comm_.Rank()));
     const std::string fingerprint = r.String("profile fingerprint", kMaxKey);
     if (fingerprint != Fingerprint())
       r.Fail(fmt::format("saved under '{}', this runtime applies '{}'", PrintableLine(fingerprint), Fingerprint()));
@@ -273,11 +276,13 @@ void RuleRuntime::Load(const std::string& path) {
       if (it == possible.end())
         r.Fail(fmt::format("configuration {} '{}' is not one this profile makes", i, PrintableLine(key)));
       if (!loaded.empty() && !(loaded.rbegin()->first < key))
-        r.Fail(fmt::format("configuration {} '{}' does not follow '{}': configurations are saved once each, in "
-                           "ascending order",
-                           i, PrintableLine(key), loaded.rbegin()->first));
+        r.Fail(
+            fmt::format("configuration {} '{}' does not follow '{}': configurations are saved once each, in "
+                        "ascending order",
+                        i, PrintableLine(key), loaded.rbegin()->first));
       const auto bytes = r.Get<uint64_t>(fmt::format("configuration {} length", i));
-      if (bytes > r.left()) r.Fail(fmt::format("truncated: configuration {} claims {} bytes, {} are left", i, bytes, r.left()));
+      if (bytes > r.left())
+        r.Fail(fmt::format("truncated: configuration {} claims {} bytes, {} are left", i, bytes, r.left()));
       Runtime& rt = RuntimeOf(it->second);
       loaded[key] = rt.Parse(in, bytes, fmt::format("{}' configuration '{}", shown, key));
       r.Skip(bytes);
@@ -296,7 +301,8 @@ void RuleRuntime::Load(const std::string& path) {
     // As Runtime::Load: a rank that never comes to the agreement ends the others with exit 2.
     const int rank = comm_.Rank();
     Watchdog watchdog(timeout_s_ < 0 ? DefaultTimeoutSeconds() : timeout_s_, [rank](const std::string& what, double t) {
-      std::fprintf(stderr, "ciuic runtime: rank %d: no progress in %.0f s: %s; exiting with 2\n", rank, t, what.c_str());
+      std::fprintf(stderr, "ciuic runtime: rank %d: no progress in %.0f s: %s; exiting with 2\n", rank, t,
+                   what.c_str());
       std::fflush(stderr);
       std::_Exit(2);
     });

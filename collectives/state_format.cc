@@ -17,8 +17,8 @@ namespace {
 
 constexpr char kStateFileMagic[8] = {'C', 'I', 'U', 'I', 'C', 'E', 'F', 'S'};
 constexpr char kCodecBytesMagic[8] = {'C', 'I', 'U', 'I', 'C', 'C', 'S', 'T'};
-constexpr uint32_t kFormatVersion = 2;          // both formats
-constexpr uint64_t kMinRecordBytes = 7 * 8;     // a state-file record whose three buffers are empty
+constexpr uint32_t kFormatVersion = 2;       // both formats
+constexpr uint64_t kMinRecordBytes = 7 * 8;  // a state-file record whose three buffers are empty
 constexpr uint64_t kMaxCodecName = 256;
 
 // A name read from a file, safe to print: bytes outside printable ASCII as \xNN.
@@ -132,9 +132,10 @@ StateMap ReadStateFile(BoundedReader& in, const std::string& shown, const StateF
   const uint32_t version = ReadVersion(in, "the file is corrupt");
   const auto size = in.Get<uint32_t>("world size"), rank = in.Get<uint32_t>("rank");
   if (size != static_cast<uint32_t>(want.head.world))
-    in.Fail(fmt::format("saved by {} ranks; the world now has {}: error-feedback state cannot be carried across "
-                        "world sizes",
-                        size, want.head.world));
+    in.Fail(
+        fmt::format("saved by {} ranks; the world now has {}: error-feedback state cannot be carried across "
+                    "world sizes",
+                    size, want.head.world));
   if (rank != static_cast<uint32_t>(want.head.rank))
     in.Fail(fmt::format("belongs to rank {}, not rank {}", rank, want.head.rank));
   const std::string codec = ReadCodecName(in);
@@ -157,9 +158,10 @@ StateMap ReadStateFile(BoundedReader& in, const std::string& shown, const StateF
     st.step = in.Get<uint64_t>(name + " step");
     const auto count = in.Get<uint64_t>(name + " count");
     if (count > want.max_count)
-      in.Fail(fmt::format("{} count {} exceeds this runtime's bucket of {} elements (saved with a larger bucket "
-                          "size?)",
-                          name, count, want.max_count));
+      in.Fail(
+          fmt::format("{} count {} exceeds this runtime's bucket of {} elements (saved with a larger bucket "
+                      "size?)",
+                      name, count, want.max_count));
     st.count = count;
     const StateBufferShape shape = want.shape(count);
     const auto buffer = [&](const char* field, size_t expected) {
@@ -223,7 +225,8 @@ CodecState LoadCodecStateBytes(const Codec& codec, size_t n, const void* data, s
   const uint32_t version = ReadVersion(in, "the bytes are corrupt");
   if (in.Get<uint32_t>("reserved word") != 0) in.Fail("the reserved word after the version is not 0");
   const std::string name = ReadCodecName(in);
-  if (name != codec.Name()) in.Fail(fmt::format("saved for codec {}, this state is for {}", Printable(name), codec.Name()));
+  if (name != codec.Name())
+    in.Fail(fmt::format("saved for codec {}, this state is for {}", Printable(name), codec.Name()));
   const auto count = in.Get<uint64_t>("count");
   if (count != n)
     in.Fail(fmt::format("saved for {} elements, this state is for {} (another bucket layout or model?)", count, n));

@@ -48,10 +48,10 @@ void WriteStateFile(std::ostream& out, const StateFileHead& head, const StateMap
 // What a state file must match: the runtime it is loaded into.
 struct StateFileExpect {
   StateFileHead head;
-  std::string algo;   // the runtime's algorithm, named when a buffer it keeps none of is present
-  size_t max_count;   // elements in one of its buckets
+  std::string algo;  // the runtime's algorithm, named when a buffer it keeps none of is present
+  size_t max_count;  // elements in one of its buckets
   std::function<StateBufferShape(uint64_t count)> shape;
-  MemoryKind kind;    // where loaded buffers go
+  MemoryKind kind;  // where loaded buffers go
 };
 
 // One state file held by `in` (its prefix names the file; `shown` is the file's printable name).

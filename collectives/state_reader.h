@@ -111,7 +111,8 @@ struct StateFileIn {
     const auto st = std::filesystem::status(path, ec);
     if (ec || !std::filesystem::exists(st))
       throw InputError(fmt::format("cannot read state file '{}': {}", shown, ec ? ec.message() : "no such file"));
-    if (!std::filesystem::is_regular_file(st)) throw InputError(fmt::format("state file '{}' is not a regular file", shown));
+    if (!std::filesystem::is_regular_file(st))
+      throw InputError(fmt::format("state file '{}' is not a regular file", shown));
     size = std::filesystem::file_size(path, ec);
     in.open(path, std::ios::binary);
     if (ec || !in) throw InputError(fmt::format("cannot read state file '{}'", shown));

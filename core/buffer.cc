@@ -42,8 +42,7 @@ Buffer::Buffer(size_t bytes, MemoryKind kind) : bytes_(bytes), kind_(kind) {
 
 Buffer::~Buffer() { Release(); }
 
-Buffer::Buffer(Buffer&& other) noexcept
-    : data_(other.data_), bytes_(other.bytes_), kind_(other.kind_) {
+Buffer::Buffer(Buffer&& other) noexcept : data_(other.data_), bytes_(other.bytes_), kind_(other.kind_) {
   other.data_ = nullptr;
   other.bytes_ = 0;
 }
@@ -72,8 +71,7 @@ void Buffer::Release() {
   data_ = nullptr;
 }
 
-void CopyBytesAsync(void* dst, MemoryKind dst_kind, const void* src, MemoryKind src_kind, size_t bytes,
-                    void* stream) {
+void CopyBytesAsync(void* dst, MemoryKind dst_kind, const void* src, MemoryKind src_kind, size_t bytes, void* stream) {
   if (bytes == 0) return;
   if (dst_kind == MemoryKind::kHost && src_kind == MemoryKind::kHost) {
     std::memcpy(dst, src, bytes);
@@ -212,8 +210,8 @@ const char* CudaVersionString() {
   int runtime = 0, driver = 0;
   cudaRuntimeGetVersion(&runtime);
   cudaDriverGetVersion(&driver);
-  std::snprintf(text, sizeof(text), "runtime %d.%d driver %d.%d", runtime / 1000, runtime % 1000 / 10,
-                driver / 1000, driver % 1000 / 10);
+  std::snprintf(text, sizeof(text), "runtime %d.%d driver %d.%d", runtime / 1000, runtime % 1000 / 10, driver / 1000,
+                driver % 1000 / 10);
   return text;
 #else
   return "";

@@ -50,8 +50,7 @@ void SetBytes(void* dst, MemoryKind kind, uint8_t value, size_t bytes, void* str
 // The same, enqueued on `stream` without the host waiting: later work on the stream sees the bytes.
 // Host memory on either side must stay valid until the stream reaches the copy; host-to-host (and
 // a null stream with host memory only) copies at once.
-void CopyBytesAsync(void* dst, MemoryKind dst_kind, const void* src, MemoryKind src_kind, size_t bytes,
-                    void* stream);
+void CopyBytesAsync(void* dst, MemoryKind dst_kind, const void* src, MemoryKind src_kind, size_t bytes, void* stream);
 void SetBytesAsync(void* dst, MemoryKind kind, uint8_t value, size_t bytes, void* stream);
 
 // MemAvailable from /proc/meminfo (bytes).

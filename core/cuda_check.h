@@ -5,11 +5,11 @@
 
 #include "core/error.h"
 
-#define CIUIC_CUDA_CHECK(call)                                                                    \
-  do {                                                                                            \
-    cudaError_t ciuic_cuda_status_ = (call);                                                      \
-    if (ciuic_cuda_status_ != cudaSuccess) {                                                      \
-      throw ::ciuic::RuntimeError(::ciuic::FormatCallFailure(#call, cudaGetErrorString(ciuic_cuda_status_), \
-                                                             __FILE__, __LINE__));                \
-    }                                                                                             \
+#define CIUIC_CUDA_CHECK(call)                                                                            \
+  do {                                                                                                    \
+    cudaError_t ciuic_cuda_status_ = (call);                                                              \
+    if (ciuic_cuda_status_ != cudaSuccess) {                                                              \
+      throw ::ciuic::RuntimeError(                                                                        \
+          ::ciuic::FormatCallFailure(#call, cudaGetErrorString(ciuic_cuda_status_), __FILE__, __LINE__)); \
+    }                                                                                                     \
   } while (0)

@@ -51,9 +51,9 @@ std::string Failure(const char* call, CUptiResult status) {
   return fmt::format("{} failed: {}", call, text ? text : "unknown CUPTI error");
 }
 
-#define CIUIC_CUPTI_TRY(call)                                           \
-  do {                                                                  \
-    const CUptiResult ciuic_cupti_status_ = (call);                     \
+#define CIUIC_CUPTI_TRY(call)                                                             \
+  do {                                                                                    \
+    const CUptiResult ciuic_cupti_status_ = (call);                                       \
     if (ciuic_cupti_status_ != CUPTI_SUCCESS) return Failure(#call, ciuic_cupti_status_); \
   } while (0)
 
@@ -91,7 +91,7 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
-        static constexpr const char* kKinds[] = {"memcpy", "memcpy HtoD", "memcpy DtoH", "memcpy HtoA",
+        static constexpr const char* kKinds[] = {"memcpy",      "memcpy HtoD", "memcpy DtoH", "memcpy HtoA",
                                                  "memcpy AtoH", "memcpy AtoA", "memcpy AtoD", "memcpy DtoA",
                                                  "memcpy DtoD", "memcpy HtoH", "memcpy PtoP"};
         const char* name = m->copyKind < std::size(kKinds) ? kKinds[m->copyKind] : "memcpy";
@@ -110,7 +110,8 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
         if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) g_external[x->correlationId] = x->externalId;
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
   std::free(buffer);
@@ -119,9 +120,9 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
 // CUPTI writes an external-correlation record only for an API call it records itself: without the
 // runtime and driver API kinds (our kernels launch through the runtime, NCCL's through the driver)
 // no GPU record could be tied to its span (seen on an H200, 2026-11-26). Their records are dropped.
-constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                         CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_RUNTIME,
-                                         CUPTI_ACTIVITY_KIND_DRIVER,            CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+constexpr CUpti_ActivityKind kKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
 
 std::string Enable() {
   // Our clock first: records made after this carry NowNs() times (CUPTI converts GPU timestamps with it).

@@ -16,14 +16,13 @@
 
 #include "core/error.h"
 
-#define CIUIC_SQLITE_CHECK(db, call)                                                          \
-  do {                                                                                        \
-    int ciuic_sqlite_rc_ = (call);                                                            \
-    if (ciuic_sqlite_rc_ != SQLITE_OK && ciuic_sqlite_rc_ != SQLITE_DONE &&                   \
-        ciuic_sqlite_rc_ != SQLITE_ROW) {                                                     \
-      throw ::ciuic::RuntimeError(::ciuic::FormatCallFailure(                                 \
-          #call, (db) ? sqlite3_errmsg(db) : sqlite3_errstr(ciuic_sqlite_rc_), __FILE__, __LINE__)); \
-    }                                                                                         \
+#define CIUIC_SQLITE_CHECK(db, call)                                                                          \
+  do {                                                                                                        \
+    int ciuic_sqlite_rc_ = (call);                                                                            \
+    if (ciuic_sqlite_rc_ != SQLITE_OK && ciuic_sqlite_rc_ != SQLITE_DONE && ciuic_sqlite_rc_ != SQLITE_ROW) { \
+      throw ::ciuic::RuntimeError(::ciuic::FormatCallFailure(                                                 \
+          #call, (db) ? sqlite3_errmsg(db) : sqlite3_errstr(ciuic_sqlite_rc_), __FILE__, __LINE__));          \
+    }                                                                                                         \
   } while (0)
 
 namespace ciuic {
@@ -238,7 +237,8 @@ std::string SchemaProblem(sqlite3* db, int version) {
   }
   std::map<std::string, std::set<std::string>> expected;
   try {
-    for (int v = 0; v < version; ++v) CIUIC_SQLITE_CHECK(ref, sqlite3_exec(ref, kMigrations[v], nullptr, nullptr, nullptr));
+    for (int v = 0; v < version; ++v)
+      CIUIC_SQLITE_CHECK(ref, sqlite3_exec(ref, kMigrations[v], nullptr, nullptr, nullptr));
     expected = TableColumns(ref);
   } catch (...) {
     sqlite3_close(ref);
@@ -376,7 +376,8 @@ void Database::CheckFileHeader() const {
   if (got < 100 || std::memcmp(h, "SQLite format 3", 16) != 0)
     throw InputError(fmt::format("'{}' is not a SQLite database (left unchanged)", path_));
   auto be32 = [&](int at) {
-    return static_cast<int32_t>(uint32_t{h[at]} << 24 | uint32_t{h[at + 1]} << 16 | uint32_t{h[at + 2]} << 8 | h[at + 3]);
+    return static_cast<int32_t>(uint32_t{h[at]} << 24 | uint32_t{h[at + 1]} << 16 | uint32_t{h[at + 2]} << 8 |
+                                h[at + 3]);
   };
   const int32_t app_id = be32(68), version = be32(60);
   // Page 1's b-tree header follows at byte 100: an interior page (5) or a leaf with cells means the

@@ -179,8 +179,7 @@ uint64_t UlpDistance(DType t, uint64_t a, uint64_t b) {
       const uint64_t sign_bit = 1ull << (bits - 1);
       const uint64_t mask = bits == 64 ? ~0ull : ((1ull << bits) - 1);
       v &= mask;
-      return (v & sign_bit) ? static_cast<__int128>(v) - (static_cast<__int128>(1) << bits)
-                            : static_cast<__int128>(v);
+      return (v & sign_bit) ? static_cast<__int128>(v) - (static_cast<__int128>(1) << bits) : static_cast<__int128>(v);
     };
     __int128 d = value(a) - value(b);
     if (d < 0) d = -d;
@@ -188,17 +187,23 @@ uint64_t UlpDistance(DType t, uint64_t a, uint64_t b) {
   }
   auto is_nan = [&](uint64_t v) {
     switch (t) {
-      case DType::kFloat32: return std::isnan(BitsFloat(static_cast<uint32_t>(v)));
+      case DType::kFloat32:
+        return std::isnan(BitsFloat(static_cast<uint32_t>(v)));
       case DType::kFloat64: {
         double d;
         std::memcpy(&d, &v, 8);
         return std::isnan(d);
       }
-      case DType::kFloat16: return std::isnan(HalfToFloat(static_cast<uint16_t>(v)));
-      case DType::kBFloat16: return std::isnan(BFloat16ToFloat(static_cast<uint16_t>(v)));
-      case DType::kFloat8E4M3: return std::isnan(E4M3ToFloat(static_cast<uint8_t>(v)));
-      case DType::kFloat8E5M2: return std::isnan(E5M2ToFloat(static_cast<uint8_t>(v)));
-      default: return false;
+      case DType::kFloat16:
+        return std::isnan(HalfToFloat(static_cast<uint16_t>(v)));
+      case DType::kBFloat16:
+        return std::isnan(BFloat16ToFloat(static_cast<uint16_t>(v)));
+      case DType::kFloat8E4M3:
+        return std::isnan(E4M3ToFloat(static_cast<uint8_t>(v)));
+      case DType::kFloat8E5M2:
+        return std::isnan(E5M2ToFloat(static_cast<uint8_t>(v)));
+      default:
+        return false;
     }
   };
   if (is_nan(a) || is_nan(b)) return UINT64_MAX;

@@ -110,16 +110,26 @@ struct IsMiniFloat<Float8E5M2> : std::true_type {};
 template <class Fn>
 decltype(auto) VisitDType(DType t, Fn&& fn) {
   switch (t) {
-    case DType::kFloat32: return fn(float{});
-    case DType::kFloat64: return fn(double{});
-    case DType::kFloat16: return fn(Half{});
-    case DType::kBFloat16: return fn(BFloat16{});
-    case DType::kFloat8E4M3: return fn(Float8E4M3{});
-    case DType::kFloat8E5M2: return fn(Float8E5M2{});
-    case DType::kInt8: return fn(int8_t{});
-    case DType::kUInt8: return fn(uint8_t{});
-    case DType::kInt32: return fn(int32_t{});
-    case DType::kInt64: break;
+    case DType::kFloat32:
+      return fn(float{});
+    case DType::kFloat64:
+      return fn(double{});
+    case DType::kFloat16:
+      return fn(Half{});
+    case DType::kBFloat16:
+      return fn(BFloat16{});
+    case DType::kFloat8E4M3:
+      return fn(Float8E4M3{});
+    case DType::kFloat8E5M2:
+      return fn(Float8E5M2{});
+    case DType::kInt8:
+      return fn(int8_t{});
+    case DType::kUInt8:
+      return fn(uint8_t{});
+    case DType::kInt32:
+      return fn(int32_t{});
+    case DType::kInt64:
+      break;
   }
   return fn(int64_t{});
 }

@@ -1,6 +1,6 @@
 #pragma once
-// Errors thrown at library boundaries and the exit codes main() maps them to (docs/ciuic-bench.md, "Launching, exit codes, deadlines"):
-// 0 ok, 1 bad usage or input, 2 runtime failure (incl. timeout, dead peer), 3 verification failure.
+// Errors thrown at library boundaries and the exit codes main() maps them to (docs/ciuic-bench.md, "Launching, exit
+// codes, deadlines"): 0 ok, 1 bad usage or input, 2 runtime failure (incl. timeout, dead peer), 3 verification failure.
 #include <stdexcept>
 #include <string>
 
@@ -51,8 +51,7 @@ class ReportedByLead : public Error {
 };
 
 // Formats "call failed: detail (file:line)" for the per-library check macros.
-std::string FormatCallFailure(const char* call, const std::string& detail, const char* file, int line,
-                              int rank = -1);
+std::string FormatCallFailure(const char* call, const std::string& detail, const char* file, int line, int rank = -1);
 
 // Sets the rank named in failure messages of this thread (backends set it once known).
 void SetErrorRank(int rank);

@@ -210,7 +210,8 @@ std::string DataHome(bool create) {
   std::error_code ec;
   if (create && !fs::is_directory(dir, ec)) {
     if (fs::exists(dir, ec))
-      throw InputError(fmt::format("data folder '{}' is not a directory (CIUIC_DATA_DIR chooses another)", dir.string()));
+      throw InputError(
+          fmt::format("data folder '{}' is not a directory (CIUIC_DATA_DIR chooses another)", dir.string()));
     fs::create_directories(dir, ec);
     if (ec)
       throw InputError(fmt::format("cannot create data folder '{}': {} (CIUIC_DATA_DIR chooses another)", dir.string(),
@@ -221,9 +222,9 @@ std::string DataHome(bool create) {
 }
 
 void CheckFileNameComponent(const std::string& name, std::string_view what) {
-  const bool ok = !name.empty() && name.size() <= 128 && name[0] != '.' &&
-                  name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
-                      std::string::npos;
+  const bool ok =
+      !name.empty() && name.size() <= 128 && name[0] != '.' &&
+      name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == std::string::npos;
   if (!ok)
     throw InputError(fmt::format("{} '{}' cannot be a file name: 1-128 of A-Z a-z 0-9 . _ - and not starting with '.'",
                                  what, PrintableLine(name)));
@@ -248,7 +249,8 @@ void CheckDifferentFiles(std::string_view option_a, const std::string& path_a, s
   std::error_code ec;
   bool same = fs::weakly_canonical(path_a, ec) == fs::weakly_canonical(path_b, ec) && !ec;
   if (!same) {
-    struct stat a {}, b {};
+    struct stat a {
+    }, b{};
     same = ::stat(path_a.c_str(), &a) == 0 && ::stat(path_b.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
            a.st_ino == b.st_ino && S_ISREG(a.st_mode);
   }

@@ -51,8 +51,7 @@ std::string NotRegularFile(mode_t mode) {
 
 std::string SizeText(uint64_t bytes) {
   const std::string short_form = FormatSize(bytes);
-  return short_form == std::to_string(bytes) ? short_form
-                                             : fmt::format("{} ({})", bytes, short_form);
+  return short_form == std::to_string(bytes) ? short_form : fmt::format("{} ({})", bytes, short_form);
 }
 
 }  // namespace
@@ -96,16 +95,14 @@ JsonValue JsonValue::operator[](const std::string& key) const {
   Require(j_->is_object(), "an object");
   const auto it = j_->find(key);
   const std::string path = MemberPath(path_, key);
-  if (it == j_->end())
-    throw InputError(fmt::format("{}: {}: required but missing", *origin_, path));
+  if (it == j_->end()) throw InputError(fmt::format("{}: {}: required but missing", *origin_, path));
   return JsonValue(&*it, path, origin_);
 }
 
 std::vector<JsonValue> JsonValue::Elements() const {
   Require(j_->is_array(), "an array");
   std::vector<JsonValue> out;
-  for (size_t i = 0; i < j_->size(); ++i)
-    out.push_back(JsonValue(&(*j_)[i], fmt::format("{}[{}]", path_, i), origin_));
+  for (size_t i = 0; i < j_->size(); ++i) out.push_back(JsonValue(&(*j_)[i], fmt::format("{}[{}]", path_, i), origin_));
   return out;
 }
 
@@ -120,16 +117,13 @@ std::vector<std::pair<std::string, JsonValue>> JsonValue::Members() const {
 void JsonValue::OnlyKeys(std::initializer_list<const char*> keys) const {
   Require(j_->is_object(), "an object");
   for (auto it = j_->begin(); it != j_->end(); ++it) {
-    if (std::find_if(keys.begin(), keys.end(), [&](const char* k) { return it.key() == k; }) !=
-        keys.end())
-      continue;
+    if (std::find_if(keys.begin(), keys.end(), [&](const char* k) { return it.key() == k; }) != keys.end()) continue;
     std::string known;
     for (const char* k : keys) {
       if (!known.empty()) known += ' ';
       known += k;
     }
-    throw InputError(fmt::format("{}: {}: unknown key (known: {})", *origin_,
-                                 MemberPath(path_, it.key()), known));
+    throw InputError(fmt::format("{}: {}: unknown key (known: {})", *origin_, MemberPath(path_, it.key()), known));
   }
 }
 
@@ -163,8 +157,7 @@ bool JsonValue::Bool() const {
 double JsonValue::Number(double lo, double hi) const {
   Require(j_->is_number(), "a number");
   const double x = j_->get<double>();
-  if (!std::isfinite(x) || x < lo || x > hi)
-    Fail(fmt::format("{} is not in {}..{}", Text(), lo, hi));
+  if (!std::isfinite(x) || x < lo || x > hi) Fail(fmt::format("{} is not in {}..{}", Text(), lo, hi));
   return x;
 }
 
@@ -182,8 +175,7 @@ int64_t JsonValue::Integer(int64_t lo, int64_t hi) const {
     return v;
   }
   const double d = j_->get<double>();
-  if (!std::isfinite(d) || d != std::floor(d))
-    Fail(fmt::format("{} is not a whole number", Text()));
+  if (!std::isfinite(d) || d != std::floor(d)) Fail(fmt::format("{} is not a whole number", Text()));
   // Compared as integers: INT64_MAX as a double rounds up to 2^63, which no int64_t holds.
   if (d < -kTwoTo63 || d >= kTwoTo63) Fail(fmt::format("{} is not in {}..{}", Text(), lo, hi));
   const int64_t v = static_cast<int64_t>(d);
@@ -198,11 +190,9 @@ uint64_t JsonValue::Unsigned(uint64_t lo, uint64_t hi) const {
     if (u < lo || u > hi) Fail(fmt::format("{} is not in {}..{}", Text(), lo, hi));
     return u;
   }
-  if (j_->is_number_integer())
-    Fail(fmt::format("{} is not in {}..{}", Text(), lo, hi));  // negative
+  if (j_->is_number_integer()) Fail(fmt::format("{} is not in {}..{}", Text(), lo, hi));  // negative
   const double d = j_->get<double>();
-  if (!std::isfinite(d) || d != std::floor(d))
-    Fail(fmt::format("{} is not a whole number", Text()));
+  if (!std::isfinite(d) || d != std::floor(d)) Fail(fmt::format("{} is not a whole number", Text()));
   // Compared as integers: UINT64_MAX as a double rounds up to 2^64, which no uint64_t holds (an
   // integer literal too large for uint64_t is read as that double too).
   if (d < 0 || d >= kTwoTo64) Fail(fmt::format("{} is not in {}..{}", Text(), lo, hi));
@@ -263,8 +253,8 @@ JsonDocument::JsonDocument(const std::string& text, std::string root, std::strin
         std::string path = value_path();
         if (frames.size() >= kMaxJsonDepth) {
           // The path down to the third level names where it happens without a kilobyte of "[0]".
-          throw InputError(fmt::format("{}: {}...: nested more than {} levels deep", origin_,
-                                       frames[2].path, kMaxJsonDepth));
+          throw InputError(
+              fmt::format("{}: {}...: nested more than {} levels deep", origin_, frames[2].path, kMaxJsonDepth));
         }
         Frame& f = frames.emplace_back();
         f.path = std::move(path);

@@ -29,9 +29,9 @@ class JsonValue {
   std::string Text() const;
 
   bool IsNull() const;
-  bool Has(const std::string& key) const;              // an object with that member
-  JsonValue operator[](const std::string& key) const;  // the member; refused when missing
-  std::vector<JsonValue> Elements() const;             // an array's items, paths `[i]`
+  bool Has(const std::string& key) const;                          // an object with that member
+  JsonValue operator[](const std::string& key) const;              // the member; refused when missing
+  std::vector<JsonValue> Elements() const;                         // an array's items, paths `[i]`
   std::vector<std::pair<std::string, JsonValue>> Members() const;  // an object's members
   void OnlyKeys(std::initializer_list<const char*> keys) const;    // an object with no other member
 

@@ -85,7 +85,8 @@ void DrawLocked(State& s) {
     eta = "done";
   }
   const double pct = s.total_w > 0 ? 100.0 * s.done_w / s.total_w : 0;
-  const std::string head = fmt::format("{}: {} {}/{} ({:.0f}%)  ", LogPrefix(), s.what, s.done_items, s.total_items, pct);
+  const std::string head =
+      fmt::format("{}: {} {}/{} ({:.0f}%)  ", LogPrefix(), s.what, s.done_items, s.total_items, pct);
   const std::string tail = fmt::format("  {}, {}", Duration(elapsed), eta);
   std::string label = s.label;
   const int room = Width() - 1 - static_cast<int>(head.size() + tail.size());

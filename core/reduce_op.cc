@@ -18,8 +18,8 @@ ReduceOp ParseReduceOp(std::string_view name) {
 const char* ReduceOpName(ReduceOp op) { return kNames[static_cast<int>(op)]; }
 
 const std::vector<ReduceOp>& AllReduceOps() {
-  static const std::vector<ReduceOp> all = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin,
-                                            ReduceOp::kMax, ReduceOp::kProd};
+  static const std::vector<ReduceOp> all = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax,
+                                            ReduceOp::kProd};
   return all;
 }
 

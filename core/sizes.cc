@@ -72,8 +72,8 @@ uint64_t ParseSize(std::string_view text) {
       return n * u.mult;
     }
   }
-  throw InputError(fmt::format("bad size '{}': unknown unit '{}' (use K, M, G, T, KiB.. or KB..)",
-                               text, text.substr(i)));
+  throw InputError(
+      fmt::format("bad size '{}': unknown unit '{}' (use K, M, G, T, KiB.. or KB..)", text, text.substr(i)));
 }
 
 std::vector<uint64_t> ParseSizeList(std::string_view spec) {

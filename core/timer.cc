@@ -37,8 +37,7 @@ void DeviceEventTimer::Stop() {
 double DeviceEventTimer::ElapsedUs() {
   CIUIC_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(stop_)));
   float ms = 0;
-  CIUIC_CUDA_CHECK(
-      cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start_), static_cast<cudaEvent_t>(stop_)));
+  CIUIC_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start_), static_cast<cudaEvent_t>(stop_)));
   return ms * 1000.0;
 }
 #else

@@ -22,17 +22,25 @@ namespace {
 
 std::atomic<uint32_t> g_serial{0};
 
-constexpr const char* kCategoryNames[] = {"phase",      "compute",   "comm",       "wait",
-                                          "gpu.kernel", "gpu.nccl",  "gpu.memcpy", "gpu.memset"};
+constexpr const char* kCategoryNames[] = {"phase",      "compute",  "comm",       "wait",
+                                          "gpu.kernel", "gpu.nccl", "gpu.memcpy", "gpu.memset"};
 
 void AppendEscaped(std::string& out, std::string_view s) {
   out += '"';
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           out += fmt::format("\\u{:04x}", c);
@@ -185,11 +193,11 @@ std::string Recorder::RenderEvents(int64_t origin_ns) const {
       // A flow arrow (trace-event "s"/"f"): from the launching host span to this GPU record.
       const uint64_t fid = (static_cast<uint64_t>(rank_) << 32) | ++flow;
       out += fmt::format(R"(,
-{{"name":"launch","cat":"flow","ph":"s","id":{},"pid":{},"tid":{},"ts":{}}})", fid, pid, it->second->tid,
-                         Us(it->second->ts_ns - origin_ns));
+{{"name":"launch","cat":"flow","ph":"s","id":{},"pid":{},"tid":{},"ts":{}}})",
+                         fid, pid, it->second->tid, Us(it->second->ts_ns - origin_ns));
       out += fmt::format(R"(,
-{{"name":"launch","cat":"flow","ph":"f","bp":"e","id":{},"pid":{},"tid":{},"ts":{}}})", fid, pid, e.tid,
-                         Us(e.ts_ns - origin_ns));
+{{"name":"launch","cat":"flow","ph":"f","bp":"e","id":{},"pid":{},"tid":{},"ts":{}}})",
+                         fid, pid, e.tid, Us(e.ts_ns - origin_ns));
     }
   }
   return out;
@@ -238,9 +246,8 @@ double Number(const nlohmann::json& e, const char* key, size_t index) {
 // Self time per category of one host thread's (properly nested) spans: each moment counted for the
 // innermost span covering it; with windows (sorted, disjoint), only the moments inside them count.
 void HostShares(std::vector<Interval>& v, const std::vector<Interval>& windows, RankShare& s) {
-  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) {
-    return a.ts != b.ts ? a.ts < b.ts : a.end > b.end;
-  });
+  std::sort(v.begin(), v.end(),
+            [](const Interval& a, const Interval& b) { return a.ts != b.ts ? a.ts < b.ts : a.end > b.end; });
   // The self-time segments, in time order.
   std::vector<Interval> segments;
   struct Open {
@@ -287,10 +294,20 @@ void HostShares(std::vector<Interval>& v, const std::vector<Interval>& windows, 
       const double t = std::min(g.end, win[j].end) - std::max(g.ts, win[j].ts);
       if (t <= 0) continue;
       switch (g.cat) {
-        case Category::kCompute: s.compute_us += t; counted += t; break;
-        case Category::kComm: s.comm_us += t; counted += t; break;
-        case Category::kWait: s.wait_us += t; counted += t; break;
-        default: break;
+        case Category::kCompute:
+          s.compute_us += t;
+          counted += t;
+          break;
+        case Category::kComm:
+          s.comm_us += t;
+          counted += t;
+          break;
+        case Category::kWait:
+          s.wait_us += t;
+          counted += t;
+          break;
+        default:
+          break;
       }
     }
   }
@@ -405,17 +422,17 @@ std::vector<std::string> SummaryLines(const std::vector<RankShare>& shares, cons
   std::vector<std::string> lines;
   for (const RankShare& s : shares) {
     if (s.host_us > 0)
-      lines.push_back(fmt::format("rank {}: {} {}: kernels {:.1f}%, communication {:.1f}%, waiting {:.1f}%, "
-                                  "other {:.1f}%",
-                                  s.rank, Duration(s.host_us), scope, Pct(s.compute_us, s.host_us),
-                                  Pct(s.comm_us, s.host_us), Pct(s.wait_us, s.host_us),
-                                  Pct(s.other_us, s.host_us)));
+      lines.push_back(
+          fmt::format("rank {}: {} {}: kernels {:.1f}%, communication {:.1f}%, waiting {:.1f}%, "
+                      "other {:.1f}%",
+                      s.rank, Duration(s.host_us), scope, Pct(s.compute_us, s.host_us), Pct(s.comm_us, s.host_us),
+                      Pct(s.wait_us, s.host_us), Pct(s.other_us, s.host_us)));
     if (s.gpu_us > 0)
-      lines.push_back(fmt::format("rank {} gpu: {} from first to last record: kernels {:.1f}%, nccl {:.1f}%, "
-                                  "memcpy/memset {:.1f}%, idle {:.1f}%",
-                                  s.rank, Duration(s.gpu_us), Pct(s.gpu_kernel_us, s.gpu_us),
-                                  Pct(s.gpu_comm_us, s.gpu_us), Pct(s.gpu_copy_us, s.gpu_us),
-                                  Pct(s.gpu_idle_us, s.gpu_us)));
+      lines.push_back(
+          fmt::format("rank {} gpu: {} from first to last record: kernels {:.1f}%, nccl {:.1f}%, "
+                      "memcpy/memset {:.1f}%, idle {:.1f}%",
+                      s.rank, Duration(s.gpu_us), Pct(s.gpu_kernel_us, s.gpu_us), Pct(s.gpu_comm_us, s.gpu_us),
+                      Pct(s.gpu_copy_us, s.gpu_us), Pct(s.gpu_idle_us, s.gpu_us)));
   }
   return lines;
 }

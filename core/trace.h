@@ -52,7 +52,7 @@ struct Event {
   int nargs;
   uint32_t tid;
   int64_t ts_ns, dur_ns;
-  uint64_t id;       // host spans: their id; GPU records: the id of the host span that launched them (0: none)
+  uint64_t id;  // host spans: their id; GPU records: the id of the host span that launched them (0: none)
   Arg args[kMaxArgs];
 };
 
@@ -154,8 +154,8 @@ class Span {
 };
 
 // One rank's shares, from a trace file. Host time: each host thread's span from its first event's
-// start to its last event's end (or the windows of Summarize's `within`), split by the category of the innermost event covering each moment
-// (time inside a phase but outside its children is "other"). GPU time: the GPU tracks' span, each
+// start to its last event's end (or the windows of Summarize's `within`), split by the category of the innermost event
+// covering each moment (time inside a phase but outside its children is "other"). GPU time: the GPU tracks' span, each
 // moment counted once by the busiest kind (nccl over kernels over memcpy over memset), else idle.
 struct RankShare {
   int rank = 0;

@@ -7,8 +7,8 @@
 
 #include <atomic>
 #include <cctype>
-#include <cstddef>
 #include <cerrno>
+#include <cstddef>
 #include <fstream>
 #include <vector>
 

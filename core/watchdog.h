@@ -5,8 +5,8 @@
 // the watchdog's thread with a description of the stuck step (it is expected to print one line and
 // end the process). A long healthy phase never expires: each completed piece restarts the clock.
 #include <atomic>
-#include <cstdint>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -113,13 +113,13 @@ class Watchdog {
   std::condition_variable cv_;
   std::atomic<bool> armed_{false};
   bool stop_ = false;
-  double deadline_ = 0;                 // the thread's (and Arm(string)'s), under mu_
+  double deadline_ = 0;  // the thread's (and Arm(string)'s), under mu_
   std::atomic<uint64_t> progress_{0};
   uint64_t seen_progress_ = 0;
-  std::atomic<uint64_t> arms_{0};       // every arming counts one: the thread starts a deadline on a change
+  std::atomic<uint64_t> arms_{0};  // every arming counts one: the thread starts a deadline on a change
   uint64_t seen_arms_ = 0;
-  double resumed_at_ = -1e9;            // the thread's: when it last found itself resumed from a stop
-  std::string what_;                    // under mu_
+  double resumed_at_ = -1e9;  // the thread's: when it last found itself resumed from a stop
+  std::string what_;          // under mu_
   std::atomic<const std::function<std::string()>*> describe_{nullptr};  // set: what_ is formatted by it
   std::unique_ptr<Heartbeats> heartbeats_;
   std::function<std::string()> peer_report_;  // under mu_

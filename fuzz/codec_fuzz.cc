@@ -23,7 +23,7 @@
 #if CIUIC_FUZZ_TARGET == 0
 namespace {
 
-constexpr const char* kCodecs[] = {"none",    "fp16",  "bf16",      "int8",         "int4",      "fp8e4m3",
+constexpr const char* kCodecs[] = {"none",    "fp16",  "bf16",      "int8",        "int4",      "fp8e4m3",
                                    "fp8e5m2", "sign1", "topk:0.05", "randomk:0.1", "powersgd:2"};
 constexpr size_t kCodecCount = sizeof kCodecs / sizeof kCodecs[0];
 

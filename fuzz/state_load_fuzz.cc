@@ -5,8 +5,8 @@
 // 1-rank local runtime of every shape in state_shapes.h, and into the profile runtime there. A load must either throw
 // InputError or give a state that saves back to the same bytes (a file of an older format, format 1
 // without a checksum, saves as today's format: that file must load and save back to itself), after
-// which an allreduce either works or throws InputError. A crash, a sanitizer report, another exception or a changed round
-// trip is a finding. Build with -DCIUIC_FUZZ=ON and clang; run with the seed corpus:
+// which an allreduce either works or throws InputError. A crash, a sanitizer report, another exception or a changed
+// round trip is a finding. Build with -DCIUIC_FUZZ=ON and clang; run with the seed corpus:
 //   build-fuzz/fuzz/state_load_fuzz fuzz/corpus/state_load -max_total_time=600
 #include <cstdint>
 #include <cstdio>
@@ -107,7 +107,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       same = ciuic::SaveCodecStateBytes(codec, n, again) == back;
     }
     if (!same) {
-      std::fprintf(stderr, "state_load_fuzz: codec-state bytes accepted for %s save back to other bytes\n", shape.codec);
+      std::fprintf(stderr, "state_load_fuzz: codec-state bytes accepted for %s save back to other bytes\n",
+                   shape.codec);
       std::abort();
     }
   }

@@ -49,9 +49,10 @@ namespace {
 // cannot be indexed and is refused instead of wrapping.
 void CheckSparseIndexable(const CodecSpec& spec, size_t n) {
   if (spec.kind == CodecKind::kTopK && n > static_cast<size_t>(INT32_MAX))
-    throw InputError(fmt::format("codec topk: a tensor of {} elements exceeds the 2^31-1 its int32 indices address; "
-                                 "split it into buckets below that",
-                                 n));
+    throw InputError(
+        fmt::format("codec topk: a tensor of {} elements exceeds the 2^31-1 its int32 indices address; "
+                    "split it into buckets below that",
+                    n));
 }
 
 }  // namespace
@@ -59,14 +60,18 @@ void CheckSparseIndexable(const CodecSpec& spec, size_t n) {
 size_t Codec::WireBytes(size_t n) const {
   CheckSparseIndexable(spec_, n);
   switch (spec_.kind) {
-    case CodecKind::kNone: return n * 4;
-    case CodecKind::kTopK: return SparseK(n) * 8;
-    case CodecKind::kRandomK: return SparseK(n) * 4;
+    case CodecKind::kNone:
+      return n * 4;
+    case CodecKind::kTopK:
+      return SparseK(n) * 8;
+    case CodecKind::kRandomK:
+      return SparseK(n) * 4;
     case CodecKind::kPowerSgd: {
       const MatrixView v = PowerSgdView(n);
       return (v.rows + v.cols) * static_cast<size_t>(spec_.rank) * 4;
     }
-    default: return QuantWireBytes(Args(0), n);
+    default:
+      return QuantWireBytes(Args(0), n);
   }
 }
 
@@ -76,9 +81,8 @@ bool Codec::Summable() const {
 }
 
 bool Codec::Stateful() const {
-  return spec_.kind == CodecKind::kPowerSgd || spec_.kind == CodecKind::kRandomK ||
-         spec_.kind == CodecKind::kSign1 || spec_.kind == CodecKind::kTopK ||
-         (spec_.error_feedback && spec_.kind != CodecKind::kNone) ||
+  return spec_.kind == CodecKind::kPowerSgd || spec_.kind == CodecKind::kRandomK || spec_.kind == CodecKind::kSign1 ||
+         spec_.kind == CodecKind::kTopK || (spec_.error_feedback && spec_.kind != CodecKind::kNone) ||
          spec_.rounding == Rounding::kStochastic;
 }
 
@@ -135,12 +139,15 @@ void Codec::Encode(const float* in, size_t n, void* wire, CodecState* state, voi
   float* residual = state && CodecHasResidual(spec_) ? st.residual.as<float>() : nullptr;
   const uint64_t step = st.step++;
   switch (spec_.kind) {
-    case CodecKind::kNone: CopyBytesAsync(wire, kind, in, kind, n * 4, stream); return;
+    case CodecKind::kNone:
+      CopyBytesAsync(wire, kind, in, kind, n * 4, stream);
+      return;
     case CodecKind::kTopK:
-      TopKEncode(in, residual, n, SparseK(n), spec_.select == TopKSelect::kSampled, w, st.scratch.data(), flag,
-                 stream);
+      TopKEncode(in, residual, n, SparseK(n), spec_.select == TopKSelect::kSampled, w, st.scratch.data(), flag, stream);
       break;
-    case CodecKind::kRandomK: RandomKEncode(Args(step), in, residual, n, SparseK(n), w, flag, stream); break;
+    case CodecKind::kRandomK:
+      RandomKEncode(Args(step), in, residual, n, SparseK(n), w, flag, stream);
+      break;
     case CodecKind::kPowerSgd: {
       const MatrixView v = PowerSgdView(n);
       auto* m = st.scratch.as<float>();
@@ -162,7 +169,9 @@ void Codec::Encode(const float* in, size_t n, void* wire, CodecState* state, voi
       }
       break;
     }
-    default: QuantEncode(Args(step), in, residual, n, w, flag, stream); break;
+    default:
+      QuantEncode(Args(step), in, residual, n, w, flag, stream);
+      break;
   }
   if (check_finite) CheckFlag(st, stream);
 }
@@ -170,30 +179,39 @@ void Codec::Encode(const float* in, size_t n, void* wire, CodecState* state, voi
 void Codec::Decode(const void* wire, size_t n, float* out, uint64_t step, void* stream) const {
   const auto* w = static_cast<const uint8_t*>(wire);
   switch (spec_.kind) {
-    case CodecKind::kNone: CopyBytesAsync(out, KindOf(out), wire, KindOf(out), n * 4, stream); return;
-    case CodecKind::kTopK: return SparseDecode(w, SparseK(n), n, out, false, stream);
-    case CodecKind::kRandomK: return RandomKDecode(Args(step), w, SparseK(n), n, out, false, stream);
+    case CodecKind::kNone:
+      CopyBytesAsync(out, KindOf(out), wire, KindOf(out), n * 4, stream);
+      return;
+    case CodecKind::kTopK:
+      return SparseDecode(w, SparseK(n), n, out, false, stream);
+    case CodecKind::kRandomK:
+      return RandomKDecode(Args(step), w, SparseK(n), n, out, false, stream);
     case CodecKind::kPowerSgd: {
       const MatrixView v = PowerSgdView(n);
       const auto* p = reinterpret_cast<const float*>(w);
       return PowerSgdReconstruct(p, p + v.rows * spec_.rank, n, spec_.rank, out, false, stream);
     }
-    default: return QuantDecode(Args(0), w, n, out, false, stream);
+    default:
+      return QuantDecode(Args(0), w, n, out, false, stream);
   }
 }
 
 void Codec::DecodeAccumulate(const void* wire, size_t n, float* acc, uint64_t step, void* stream) const {
   const auto* w = static_cast<const uint8_t*>(wire);
   switch (spec_.kind) {
-    case CodecKind::kNone: return AddInPlace(acc, static_cast<const float*>(wire), n, stream);
-    case CodecKind::kTopK: return SparseDecode(w, SparseK(n), n, acc, true, stream);
-    case CodecKind::kRandomK: return RandomKDecode(Args(step), w, SparseK(n), n, acc, true, stream);
+    case CodecKind::kNone:
+      return AddInPlace(acc, static_cast<const float*>(wire), n, stream);
+    case CodecKind::kTopK:
+      return SparseDecode(w, SparseK(n), n, acc, true, stream);
+    case CodecKind::kRandomK:
+      return RandomKDecode(Args(step), w, SparseK(n), n, acc, true, stream);
     case CodecKind::kPowerSgd: {
       const MatrixView v = PowerSgdView(n);
       const auto* p = reinterpret_cast<const float*>(w);
       return PowerSgdReconstruct(p, p + v.rows * spec_.rank, n, spec_.rank, acc, true, stream);
     }
-    default: return QuantDecode(Args(0), w, n, acc, true, stream);
+    default:
+      return QuantDecode(Args(0), w, n, acc, true, stream);
   }
 }
 

@@ -18,13 +18,13 @@
 namespace ciuic {
 
 struct CodecState {
-  Buffer residual;     // n floats where the codec keeps error feedback
-  Buffer q;            // PowerSGD: cols × rank
-  Buffer scratch;      // PowerSGD M; topk workspace
-  Buffer flag;         // one uint32: non-zero after an input with NaN/Inf
+  Buffer residual;         // n floats where the codec keeps error feedback
+  Buffer q;                // PowerSGD: cols × rank
+  Buffer scratch;          // PowerSGD M; topk workspace
+  Buffer flag;             // one uint32: non-zero after an input with NaN/Inf
   Buffer server_residual;  // two-phase sign1: the server side's error feedback for its chunk
-  uint64_t step = 0;   // advanced by each Encode (stochastic rounding and randomk draw per step)
-  size_t count = 0;    // tensor size the state was made for
+  uint64_t step = 0;       // advanced by each Encode (stochastic rounding and randomk draw per step)
+  size_t count = 0;        // tensor size the state was made for
 };
 
 class Codec {

@@ -12,15 +12,21 @@ size_t ScaleBlocks(size_t n, uint32_t block) { return (n + block - 1) / block; }
 size_t QuantWireBytes(const QuantArgs& a, size_t n) {
   const size_t scales = ScaleBlocks(n, a.block) * sizeof(float);
   switch (a.kind) {
-    case CodecKind::kNone: return n * 4;
+    case CodecKind::kNone:
+      return n * 4;
     case CodecKind::kFp16:
-    case CodecKind::kBf16: return n * 2;
+    case CodecKind::kBf16:
+      return n * 2;
     case CodecKind::kFp8E4M3:
     case CodecKind::kFp8E5M2:
-    case CodecKind::kInt8: return scales + n;
-    case CodecKind::kInt4: return scales + (n + 1) / 2;
-    case CodecKind::kSign1: return scales + (n + 7) / 8;
-    default: throw UsageError("QuantWireBytes: not an element codec");
+    case CodecKind::kInt8:
+      return scales + n;
+    case CodecKind::kInt4:
+      return scales + (n + 1) / 2;
+    case CodecKind::kSign1:
+      return scales + (n + 7) / 8;
+    default:
+      throw UsageError("QuantWireBytes: not an element codec");
   }
 }
 

@@ -27,7 +27,7 @@ struct QuantArgs {
   uint32_t block = 256;
   bool stochastic = false;
   uint64_t seed = 0;
-  uint64_t step = 0;     // stochastic rounding and randomk draw fresh numbers per step
+  uint64_t step = 0;      // stochastic rounding and randomk draw fresh numbers per step
   float prescale = 1.0f;  // casts: encode x × prescale, decode ÷ prescale
 };
 

@@ -15,11 +15,11 @@ struct KindName {
   bool has_param;
 };
 constexpr KindName kKinds[] = {
-    {CodecKind::kNone, "none", false},       {CodecKind::kFp16, "fp16", false},
-    {CodecKind::kBf16, "bf16", false},       {CodecKind::kFp8E4M3, "fp8e4m3", false},
-    {CodecKind::kFp8E5M2, "fp8e5m2", false}, {CodecKind::kInt8, "int8", false},
-    {CodecKind::kInt4, "int4", false},       {CodecKind::kSign1, "sign1", false},
-    {CodecKind::kTopK, "topk", true},        {CodecKind::kRandomK, "randomk", true},
+    {CodecKind::kNone, "none", false},        {CodecKind::kFp16, "fp16", false},
+    {CodecKind::kBf16, "bf16", false},        {CodecKind::kFp8E4M3, "fp8e4m3", false},
+    {CodecKind::kFp8E5M2, "fp8e5m2", false},  {CodecKind::kInt8, "int8", false},
+    {CodecKind::kInt4, "int4", false},        {CodecKind::kSign1, "sign1", false},
+    {CodecKind::kTopK, "topk", true},         {CodecKind::kRandomK, "randomk", true},
     {CodecKind::kPowerSgd, "powersgd", true},
 };
 
@@ -49,8 +49,7 @@ CodecSpec ParseCodec(std::string_view text) {
     CodecSpec s;
     s.kind = k.kind;
     if (!k.has_param) {
-      if (colon != std::string_view::npos)
-        throw UsageError(fmt::format("codec '{}' takes no parameter", text));
+      if (colon != std::string_view::npos) throw UsageError(fmt::format("codec '{}' takes no parameter", text));
       return s;
     }
     if (colon == std::string_view::npos || colon + 1 == text.size())
@@ -83,8 +82,10 @@ std::vector<std::string> CodecNames() {
   std::vector<std::string> out;
   for (const KindName& k : kKinds) {
     std::string n = k.name;
-    if (k.kind == CodecKind::kPowerSgd) n += ":RANK";
-    else if (k.has_param) n += ":RATIO";
+    if (k.kind == CodecKind::kPowerSgd)
+      n += ":RANK";
+    else if (k.has_param)
+      n += ":RATIO";
     out.push_back(n);
   }
   return out;
@@ -102,8 +103,6 @@ bool CodecIsBlockScaled(CodecKind k) {
   return k == CodecKind::kFp8E4M3 || k == CodecKind::kFp8E5M2 || k == CodecKind::kInt8 || k == CodecKind::kInt4;
 }
 bool CodecIsLossless(CodecKind k) { return k == CodecKind::kNone; }
-bool CodecHasResidual(const CodecSpec& s) {
-  return s.error_feedback && s.kind != CodecKind::kNone;
-}
+bool CodecHasResidual(const CodecSpec& s) { return s.error_feedback && s.kind != CodecKind::kNone; }
 
 }  // namespace ciuic

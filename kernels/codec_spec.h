@@ -11,10 +11,10 @@
 namespace ciuic {
 
 enum class CodecKind : uint8_t {
-  kNone,      // fp32 as is
-  kFp16,      // cast (optional pre-scale)
+  kNone,  // fp32 as is
+  kFp16,  // cast (optional pre-scale)
   kBf16,
-  kFp8E4M3,   // block-scaled
+  kFp8E4M3,  // block-scaled
   kFp8E5M2,
   kInt8,
   kInt4,
@@ -29,11 +29,11 @@ enum class TopKSelect : uint8_t { kExact, kSampled };
 
 struct CodecSpec {
   CodecKind kind = CodecKind::kNone;
-  uint32_t block = 256;        // elements per scale block (fp8/int8/int4/sign1)
+  uint32_t block = 256;  // elements per scale block (fp8/int8/int4/sign1)
   Rounding rounding = Rounding::kNearest;
-  double ratio = 0.01;         // topk / randomk: fraction of elements kept
-  int rank = 4;                // powersgd
-  float prescale = 1.0f;       // fp16/bf16: multiply before the cast (e.g. 1/world) so sums cannot overflow
+  double ratio = 0.01;    // topk / randomk: fraction of elements kept
+  int rank = 4;           // powersgd
+  float prescale = 1.0f;  // fp16/bf16: multiply before the cast (e.g. 1/world) so sums cannot overflow
   TopKSelect select = TopKSelect::kSampled;
   bool error_feedback = true;  // sign1/topk/randomk/powersgd keep a residual; block codecs may too
   uint64_t seed = 0x5eed;      // stochastic rounding, randomk indices, powersgd initial Q
@@ -49,8 +49,8 @@ const char* RoundingName(Rounding r);
 Rounding ParseRounding(std::string_view text);
 
 // Properties that follow from the kind alone.
-bool CodecIsBlockScaled(CodecKind k);   // fp8e4m3 fp8e5m2 int8 int4
-bool CodecIsLossless(CodecKind k);      // none
+bool CodecIsBlockScaled(CodecKind k);  // fp8e4m3 fp8e5m2 int8 int4
+bool CodecIsLossless(CodecKind k);     // none
 bool CodecHasResidual(const CodecSpec& s);
 
 }  // namespace ciuic

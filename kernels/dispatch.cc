@@ -101,7 +101,9 @@ void UnscaleCheckNorm(float* g, size_t n, float inv_scale, uint32_t* nonfinite, 
 void ScaleInPlace(float* g, size_t n, float factor, void* stream) {
   CIUIC_DISPATCH(g, ScaleInPlace(g, n, factor, stream));
 }
-void AddInPlace(float* acc, const float* x, size_t n, void* stream) { CIUIC_DISPATCH(acc, AddInPlace(acc, x, n, stream)); }
+void AddInPlace(float* acc, const float* x, size_t n, void* stream) {
+  CIUIC_DISPATCH(acc, AddInPlace(acc, x, n, stream));
+}
 void AddTo(float* out, const float* a, const float* x, size_t n, void* stream) {
   CIUIC_DISPATCH(out, AddTo(out, a, x, n, stream));
 }
@@ -148,13 +150,14 @@ void AddTensors(DType t, size_t n, const void* a, const void* b, void* out, void
 void LnActDropoutForward(DType t, size_t rows, size_t cols, Activation act, const DropoutArgs& d, const void* x,
                          const float* gamma, const float* beta, float eps, void* y, float* mean, float* rstd,
                          void* stream) {
-  CIUIC_DISPATCH(x, LnActDropoutForward(t, rows, cols, act, CheckDropout(d), x, gamma, beta, eps, y, mean, rstd, stream));
+  CIUIC_DISPATCH(x,
+                 LnActDropoutForward(t, rows, cols, act, CheckDropout(d), x, gamma, beta, eps, y, mean, rstd, stream));
 }
 void LnActDropoutBackward(DType t, size_t rows, size_t cols, Activation act, const DropoutArgs& d, const void* dy,
                           const void* x, const float* gamma, const float* beta, const float* mean, const float* rstd,
                           void* dx, float* dgamma, float* dbeta, float* workspace, void* stream) {
-  CIUIC_DISPATCH(dy, LnActDropoutBackward(t, rows, cols, act, CheckDropout(d), dy, x, gamma, beta, mean, rstd, dx, dgamma, dbeta,
-                                          workspace, stream));
+  CIUIC_DISPATCH(dy, LnActDropoutBackward(t, rows, cols, act, CheckDropout(d), dy, x, gamma, beta, mean, rstd, dx,
+                                          dgamma, dbeta, workspace, stream));
 }
 void AddLayerNormForward(DType t, size_t rows, size_t cols, const void* x, const void* residual, const float* gamma,
                          const float* beta, float eps, void* sum, void* y, float* mean, float* rstd, void* stream) {
@@ -163,8 +166,8 @@ void AddLayerNormForward(DType t, size_t rows, size_t cols, const void* x, const
 void AddLayerNormBackward(DType t, size_t rows, size_t cols, const void* dy, const void* dsum, const void* sum,
                           const float* gamma, const float* mean, const float* rstd, void* dx, float* dgamma,
                           float* dbeta, float* workspace, void* stream) {
-  CIUIC_DISPATCH(dy, AddLayerNormBackward(t, rows, cols, dy, dsum, sum, gamma, mean, rstd, dx, dgamma, dbeta,
-                                          workspace, stream));
+  CIUIC_DISPATCH(
+      dy, AddLayerNormBackward(t, rows, cols, dy, dsum, sum, gamma, mean, rstd, dx, dgamma, dbeta, workspace, stream));
 }
 
 }  // namespace ciuic

@@ -92,8 +92,8 @@ CIUIC_HD float Bf16ToFloat(uint16_t b) { return Float(static_cast<uint32_t>(b) <
 // ---- fp8 (OCP e4m3: bias 7, max 448, NaN 0x7f, no inf; e5m2: bias 15, max 57344, IEEE-like) ---------
 enum class Fp8 : uint8_t { kE4M3, kE5M2 };
 struct Fp8Format {
-  int mbits, emin;     // mantissa bits; exponent of the smallest normal
-  uint32_t max_bits;   // largest finite magnitude's encoding
+  int mbits, emin;    // mantissa bits; exponent of the smallest normal
+  uint32_t max_bits;  // largest finite magnitude's encoding
   uint32_t nan_bits;
   float max_value;
 };
@@ -128,7 +128,7 @@ CIUIC_HD uint8_t FloatToFp8Rne(float x, Fp8 fmt) {
   const int shift = e4 ? 20 : 21;
   const uint32_t rounded = a + ((1u << (shift - 1)) - 1) + ((a >> shift) & 1u);
   const int32_t normal = static_cast<int32_t>(rounded >> shift) - (e4 ? (120 << 3) : (112 << 2));
-  const float sub_scale = e4 ? 512.0f : 65536.0f;  // 1 / smallest subnormal
+  const float sub_scale = e4 ? 512.0f : 65536.0f;              // 1 / smallest subnormal
   const uint32_t min_normal = e4 ? 0x3c800000u : 0x38800000u;  // 2^-6, 2^-14
   // The subnormal code, computed branch-free for every input but only used below min_normal: its
   // argument is clamped there so a large |x| never converts an out-of-range float to int (UB).
@@ -196,9 +196,9 @@ CIUIC_HD U32x4 Philox(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32
 // The 32-bit uniform for element `index` of step `step` under `seed`. Four consecutive elements share
 // one Philox call (counter = index / 4), so a CPU loop or a CUDA thread may draw them together.
 CIUIC_HD uint32_t Uniform32(uint64_t seed, uint64_t step, uint64_t index) {
-  const U32x4 r = Philox(static_cast<uint32_t>(index >> 2), static_cast<uint32_t>(index >> 34),
-                         static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32), static_cast<uint32_t>(seed),
-                         static_cast<uint32_t>(seed >> 32));
+  const U32x4 r =
+      Philox(static_cast<uint32_t>(index >> 2), static_cast<uint32_t>(index >> 34), static_cast<uint32_t>(step),
+             static_cast<uint32_t>(step >> 32), static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
   return r.v[index & 3];
 }
 

@@ -22,10 +22,18 @@ void ReduceTyped(T* acc, const T* in, size_t n, ReduceOp op) {
     };
     switch (op) {
       case ReduceOp::kSum:
-      case ReduceOp::kAvg: wrap([](float a, float b) { return a + b; }); break;
-      case ReduceOp::kProd: wrap([](float a, float b) { return a * b; }); break;
-      case ReduceOp::kMin: wrap([](float a, float b) { return std::isnan(b) ? b : std::min(a, b); }); break;
-      case ReduceOp::kMax: wrap([](float a, float b) { return std::isnan(b) ? b : std::max(a, b); }); break;
+      case ReduceOp::kAvg:
+        wrap([](float a, float b) { return a + b; });
+        break;
+      case ReduceOp::kProd:
+        wrap([](float a, float b) { return a * b; });
+        break;
+      case ReduceOp::kMin:
+        wrap([](float a, float b) { return std::isnan(b) ? b : std::min(a, b); });
+        break;
+      case ReduceOp::kMax:
+        wrap([](float a, float b) { return std::isnan(b) ? b : std::max(a, b); });
+        break;
     }
   } else if constexpr (std::is_integral_v<T>) {
     // Wrap-around on overflow, as two's-complement hardware (and NCCL) does.
@@ -38,16 +46,28 @@ void ReduceTyped(T* acc, const T* in, size_t n, ReduceOp op) {
       case ReduceOp::kProd:
         Combine(acc, in, n, [](T a, T b) { return static_cast<T>(static_cast<U>(a) * static_cast<U>(b)); });
         break;
-      case ReduceOp::kMin: Combine(acc, in, n, [](T a, T b) { return std::min(a, b); }); break;
-      case ReduceOp::kMax: Combine(acc, in, n, [](T a, T b) { return std::max(a, b); }); break;
+      case ReduceOp::kMin:
+        Combine(acc, in, n, [](T a, T b) { return std::min(a, b); });
+        break;
+      case ReduceOp::kMax:
+        Combine(acc, in, n, [](T a, T b) { return std::max(a, b); });
+        break;
     }
   } else {
     switch (op) {
       case ReduceOp::kSum:
-      case ReduceOp::kAvg: Combine(acc, in, n, [](T a, T b) { return a + b; }); break;
-      case ReduceOp::kProd: Combine(acc, in, n, [](T a, T b) { return a * b; }); break;
-      case ReduceOp::kMin: Combine(acc, in, n, [](T a, T b) { return std::isnan(b) ? b : std::min(a, b); }); break;
-      case ReduceOp::kMax: Combine(acc, in, n, [](T a, T b) { return std::isnan(b) ? b : std::max(a, b); }); break;
+      case ReduceOp::kAvg:
+        Combine(acc, in, n, [](T a, T b) { return a + b; });
+        break;
+      case ReduceOp::kProd:
+        Combine(acc, in, n, [](T a, T b) { return a * b; });
+        break;
+      case ReduceOp::kMin:
+        Combine(acc, in, n, [](T a, T b) { return std::isnan(b) ? b : std::min(a, b); });
+        break;
+      case ReduceOp::kMax:
+        Combine(acc, in, n, [](T a, T b) { return std::isnan(b) ? b : std::max(a, b); });
+        break;
     }
   }
 }

@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libbenchmark-dev
   iproute2 python3 bc procps sqlite3   # bc, procps, sqlite3: tests/scripts/fault_matrix.sh
   clang   # libFuzzer harnesses (scripts/fuzz.sh, the sanitizer stage of scripts/test.sh)
+  clang-format   # unit.format: the tree follows .clang-format
   python3-torch   # tests/python: DDP export and the ciuic comm hook under PyTorch (gloo)
   # Debian's torch calls the system BLAS; without OpenBLAS that is the reference BLAS, about 10x
   # slower on the training scripts' matrix products (a 1024x128x512 Linear: 56 vs 4.4 ms on one core).

@@ -66,10 +66,11 @@ inline std::string CheckTraceEvents(const nlohmann::json& t) {
     if (balance != 0) return "flow " + std::to_string(id) + " has no matching start/end";
   for (auto& [key, v] : spans) {
     if (!named_pids.count(key.first)) return "pid " + std::to_string(key.first) + " has no process_name";
-    if (!named_threads.count(key)) return "pid/tid " + std::to_string(key.first) + "/" + std::to_string(key.second) +
-                                          " has no thread_name";
+    if (!named_threads.count(key))
+      return "pid/tid " + std::to_string(key.first) + "/" + std::to_string(key.second) + " has no thread_name";
     if (key.second >= 1000000) continue;  // GPU streams run work concurrently
-    std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.first != b.first ? a.first < b.first : a.second > b.second; });
+    std::sort(v.begin(), v.end(),
+              [](auto& a, auto& b) { return a.first != b.first ? a.first < b.first : a.second > b.second; });
     std::vector<double> open;
     for (const auto& [s, e] : v) {
       while (!open.empty() && open.back() <= s + 1e-3) open.pop_back();

@@ -32,7 +32,8 @@ std::string BenchExecutable() {
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   const std::string bench = (ec ? std::filesystem::path("ciuic-bench") : self.parent_path() / "ciuic-bench").string();
-  if (!std::filesystem::exists(bench)) throw RuntimeError(fmt::format("{} is missing (build it next to ciuic-tune)", bench));
+  if (!std::filesystem::exists(bench))
+    throw RuntimeError(fmt::format("{} is missing (build it next to ciuic-tune)", bench));
   return bench;
 }
 
@@ -48,11 +49,13 @@ std::string LocalMpiSetting() {
 
 std::string DescribeExit(int status) {
   if (status == -1) return fmt::format("could not be started ({})", std::strerror(errno));
-  if (WIFSIGNALED(status)) return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  if (WIFSIGNALED(status))
+    return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);
     // The shell's: a child it ran that died by a signal reports 128 + the signal.
-    if (code > 128 && code < 128 + NSIG) return fmt::format("killed by signal {} ({})", code - 128, strsignal(code - 128));
+    if (code > 128 && code < 128 + NSIG)
+      return fmt::format("killed by signal {} ({})", code - 128, strsignal(code - 128));
     return fmt::format("exit {}", code);
   }
   return fmt::format("status {}", status);
@@ -70,15 +73,20 @@ extern "C" void OnInterrupt(int sig) {
   }
   char line[96];
   const int n = std::snprintf(line, sizeof line, "ciuic-tune: interrupted (%s); exit %d\n",
-                              sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP", 128 + sig);
+                              sig == SIGINT    ? "SIGINT"
+                              : sig == SIGTERM ? "SIGTERM"
+                                               : "SIGHUP",
+                              128 + sig);
   if (n > 0) (void)!write(STDERR_FILENO, line, static_cast<size_t>(n));
   _exit(128 + sig);
 }
 }  // namespace
 
 Interrupted::Interrupted(int sig)
-    : std::runtime_error(fmt::format("interrupted ({}); what the study stored so far is kept",
-                                     sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP")),
+    : std::runtime_error(fmt::format("interrupted ({}); what the study stored so far is kept", sig == SIGINT ? "SIGINT"
+                                                                                               : sig == SIGTERM
+                                                                                                   ? "SIGTERM"
+                                                                                                   : "SIGHUP")),
       sig_(sig) {}
 
 void InstallInterruptHandlers() {

@@ -15,8 +15,8 @@
 #include "core/buffer.h"
 #include "core/database.h"
 #include "core/error.h"
-#include "core/progress.h"
 #include "core/files.h"
+#include "core/progress.h"
 #include "core/sizes.h"
 #include "core/timer.h"
 #include "kernels/codec.h"
@@ -103,7 +103,8 @@ double ConcurrentMedianUs(int threads, const std::function<void(int)>& fn) {
     out->assign(static_cast<size_t>(reps), 0.0);
     for (int i = 0; i < reps; ++i)
       for (int t = 0; t < threads; ++t)
-        (*out)[static_cast<size_t>(i)] = std::max((*out)[static_cast<size_t>(i)], times[static_cast<size_t>(t)][static_cast<size_t>(i)]);
+        (*out)[static_cast<size_t>(i)] =
+            std::max((*out)[static_cast<size_t>(i)], times[static_cast<size_t>(t)][static_cast<size_t>(i)]);
   };
   std::vector<double> warm, timed;
   round(1, &warm);
@@ -156,7 +157,9 @@ std::string CalibrationDevice(bool cuda) {
 namespace {
 
 int KernelCopies(const CalibrateOptions& o) {
-  return o.cuda ? 1 : (o.concurrency > 0 ? o.concurrency : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  return o.cuda ? 1
+                : (o.concurrency > 0 ? o.concurrency
+                                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 }
 
 std::vector<std::string> CalibratedCodecs(const std::vector<std::string>& codecs) {
@@ -232,8 +235,8 @@ void SweepKernels(const CalibrateOptions& o, const std::vector<std::string>& onl
       double enc_ef = 0, acc = 0, hop = 0;
       const bool element = c.HasDecodeAddEncode();
       if (element || spec.kind == CodecKind::kTopK || spec.kind == CodecKind::kRandomK)
-        enc_ef = time(
-            [&](Bufs& t, Slot& s) { c_ef.Encode(s.x.as<float>(), n, s.wire2.data(), &t.st_ef, nullptr, false); });
+        enc_ef =
+            time([&](Bufs& t, Slot& s) { c_ef.Encode(s.x.as<float>(), n, s.wire2.data(), &t.st_ef, nullptr, false); });
       if (element || spec.kind == CodecKind::kTopK)
         acc = time([&](Bufs&, Slot& s) { c.DecodeAccumulate(s.wire.data(), n, s.y.as<float>(), dec_step); });
       if (element) {
@@ -311,9 +314,10 @@ namespace {
 void CalibrateCrossovers(const std::string& db_path, const std::string& device, const CalibrateOptions& o,
                          std::ostream& out) {
   const int rounds = std::max(o.rounds, 5);
-  out << fmt::format("# calibrate {}: --algo auto's crossover (ciuic-bench --crossover measure, median of {} "
-                     "alternating rounds of 20 ms per candidate, the slowest rank's us per call)\n",
-                     device, rounds);
+  out << fmt::format(
+      "# calibrate {}: --algo auto's crossover (ciuic-bench --crossover measure, median of {} "
+      "alternating rounds of 20 ms per candidate, the slowest rank's us per call)\n",
+      device, rounds);
   for (int p : o.link_ranks) {
     const auto file = std::filesystem::temp_directory_path() / fmt::format("ciuic_crossover_{}_{}.json", getpid(), p);
     struct Remove {
@@ -323,17 +327,18 @@ void CalibrateCrossovers(const std::string& db_path, const std::string& device, 
         std::filesystem::remove(f, ec);
       }
     } remove{file};
-    RunBenchJson(fmt::format("allreduce --backend ciuic --transport mpi --ranks {} --algo auto --crossover measure "
-                             "--crossover-rounds {} --crossover-slot-ms 20 --crossover-out {} --sizes 4 --iters 1 "
-                             "--warmup 0 --check 0 --inplace yes",
-                             p, rounds, file.string()));
+    RunBenchJson(
+        fmt::format("allreduce --backend ciuic --transport mpi --ranks {} --algo auto --crossover measure "
+                    "--crossover-rounds {} --crossover-slot-ms 20 --crossover-out {} --sizes 4 --iters 1 "
+                    "--warmup 0 --check 0 --inplace yes",
+                    p, rounds, file.string()));
     std::vector<CrossoverPoint> points;
     int ranks = 0;
     std::string transport;
     const Crossover table = ReadCrossoverFile(file.string(), &ranks, &transport, &points);
     if (ranks != p || transport != "mpi")
-      throw RuntimeError(fmt::format("calibrate: the crossover run measured {} ranks over {}, not {} over mpi", ranks,
-                                     transport, p));
+      throw RuntimeError(
+          fmt::format("calibrate: the crossover run measured {} ranks over {}, not {} over mpi", ranks, transport, p));
     StoreCrossoverPoints(db_path, device, transport, p, points);
     out << fmt::format("#   {} ranks: auto = {}\n", p, table.Describe());
     for (const auto& q : points) {
@@ -348,7 +353,8 @@ void CalibrateCrossovers(const std::string& db_path, const std::string& device, 
 
 void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::ostream& out) {
   if (o.cuda && CudaDeviceCount() == 0) throw RuntimeError("calibrate --device cuda: no CUDA device is visible");
-  if (o.sizes.empty() && o.link_ranks.empty()) throw UsageError("calibrate: nothing to measure (no --sizes, no --ranks)");
+  if (o.sizes.empty() && o.link_ranks.empty())
+    throw UsageError("calibrate: nothing to measure (no --sizes, no --ranks)");
   for (uint64_t s : o.sizes)
     if (s < 4096) throw UsageError(fmt::format("calibrate: size {} must be at least 4K", s));
   for (int p : o.link_ranks)
@@ -359,15 +365,17 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
   const std::string device = CalibrationDevice(o.cuda);
 
   if (!o.sizes.empty()) {
-    out << fmt::format("# calibrate {}: codec kernels, {} cop{} at once, median of {} round{} over the whole sweep "
-                       "(GB/s of fp32 gradient per copy)\n",
-                       device, threads, threads == 1 ? "y" : "ies", o.rounds, o.rounds == 1 ? "" : "s");
+    out << fmt::format(
+        "# calibrate {}: codec kernels, {} cop{} at once, median of {} round{} over the whole sweep "
+        "(GB/s of fp32 gradient per copy)\n",
+        device, threads, threads == 1 ? "y" : "ies", o.rounds, o.rounds == 1 ? "" : "s");
     // Rounds sweep everything in turn, so a point's samples lie minutes apart and a transient
     // slowdown of the machine spoils one of them, not all.
     KernelSamples samples;
     Progress progress("kernel calibration", o.rounds, o.rounds);
     for (int round = 0; round < o.rounds; ++round) {
-      progress.Begin(fmt::format("round {}/{}: every codec's kernels at {} size(s)", round + 1, o.rounds, o.sizes.size()));
+      progress.Begin(
+          fmt::format("round {}/{}: every codec's kernels at {} size(s)", round + 1, o.rounds, o.sizes.size()));
       SweepKernels(o, {}, &samples);
       progress.Done();
     }
@@ -377,9 +385,10 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
   if (!o.link_ranks.empty()) {
     if (o.cuda) throw UsageError("calibrate: the link (--ranks) is measured on cpu (MPI ranks) only");
     const auto sizes = ParseSizeList(o.link_sizes);
-    out << fmt::format("# calibrate {}: median us of one ring step (ciuic-bench sendrecv) and of MPI's own allreduce "
-                       "(in-place; in fp32, and in bf16/fp16 with the runtime's casts around it) per message size; {}\n",
-                       device, LocalMpiSetting());
+    out << fmt::format(
+        "# calibrate {}: median us of one ring step (ciuic-bench sendrecv) and of MPI's own allreduce "
+        "(in-place; in fp32, and in bf16/fp16 with the runtime's casts around it) per message size; {}\n",
+        device, LocalMpiSetting());
     static const char* kPrecisions[] = {"fp32", "bf16", "fp16"};
     std::string head = fmt::format("# {:>10}", "size");
     for (int p : o.link_ranks) {
@@ -402,8 +411,8 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
       for (const char* prec : {"bf16", "fp16"}) {
         progress.Begin(fmt::format("MPI allreduce in {} on {} ranks", prec, p));
         native[{p, prec}] = RunBenchJson(fmt::format(
-            "allreduce --backend ciuic --algo native --precision {} --ranks {} --inplace yes --check 0 --sizes {}", prec,
-            p, o.link_sizes));
+            "allreduce --backend ciuic --algo native --precision {} --ranks {} --inplace yes --check 0 --sizes {}",
+            prec, p, o.link_sizes));
         progress.Done();
       }
     }
@@ -441,8 +450,9 @@ Calibration LoadCalibration(const std::string& db_path, const std::string& devic
   const int version = db.SchemaVersion();
   if (version < 2) return c;  // no calibrations table yet
   // Rows in insertion order: a newer measurement of the same point replaces the older one.
-  Statement q(db.handle(), version < 3 ? "SELECT kernel, codec, gbps, 0, 1 FROM calibrations WHERE device = ? ORDER BY id"
-                                       : "SELECT kernel, codec, gbps, bytes, ranks FROM calibrations WHERE device = ? ORDER BY id");
+  Statement q(db.handle(),
+              version < 3 ? "SELECT kernel, codec, gbps, 0, 1 FROM calibrations WHERE device = ? ORDER BY id"
+                          : "SELECT kernel, codec, gbps, bytes, ranks FROM calibrations WHERE device = ? ORDER BY id");
   q.Bind(1, device);
   while (q.Step()) {
     const std::string kernel = q.ColumnText(0), codec = q.ColumnText(1);
@@ -456,7 +466,8 @@ Calibration LoadCalibration(const std::string& db_path, const std::string& devic
     if (kernel == "sendrecv") {
       c.sendrecv[ranks].Add(bytes, us);
     } else if (kernel == "allreduce") {
-      c.native_allreduce[{ranks, codec == "native" ? std::string("fp32") : codec.substr(codec.find(':') + 1)}].Add(bytes, us);
+      c.native_allreduce[{ranks, codec == "native" ? std::string("fp32") : codec.substr(codec.find(':') + 1)}].Add(
+          bytes, us);
     } else {
       c.kernels[{kernel, codec}].Add(bytes, us);
       c.concurrency = std::max(1, ranks);

@@ -35,9 +35,9 @@ class TimeCurve {
 
 struct Calibration {
   std::string device;
-  int concurrency = 1;                                                    // kernel copies timed at once
-  std::map<std::pair<std::string, std::string>, TimeCurve> kernels;      // (kernel, codec) -> fp32 bytes -> us
-  std::map<int, TimeCurve> sendrecv;                                      // ranks -> message bytes -> us
+  int concurrency = 1;                                               // kernel copies timed at once
+  std::map<std::pair<std::string, std::string>, TimeCurve> kernels;  // (kernel, codec) -> fp32 bytes -> us
+  std::map<int, TimeCurve> sendrecv;                                 // ranks -> message bytes -> us
   // (ranks, precision) -> the transport's own allreduce (MPI), in-place: fp32 as MPI does it; bf16/fp16
   // through the runtime's native algorithm (cast, 16-bit sum, cast back)
   std::map<std::pair<int, std::string>, TimeCurve> native_allreduce;
@@ -53,10 +53,10 @@ struct Calibration {
 
 struct CalibrateOptions {
   bool cuda = false;
-  std::vector<uint64_t> sizes;   // kernel sizes (fp32 bytes)
-  int concurrency = 0;           // 0: this machine's cores (cpu), 1 (cuda)
-  int rounds = 3;                // kernel sweeps; each point stores the median over them
-  std::vector<int> link_ranks;   // rank counts whose ring step is measured (empty: none)
+  std::vector<uint64_t> sizes;  // kernel sizes (fp32 bytes)
+  int concurrency = 0;          // 0: this machine's cores (cpu), 1 (cuda)
+  int rounds = 3;               // kernel sweeps; each point stores the median over them
+  std::vector<int> link_ranks;  // rank counts whose ring step is measured (empty: none)
   std::string link_sizes = "4K:64M:x2";
 };
 

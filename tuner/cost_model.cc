@@ -36,8 +36,7 @@ double NcclRingLatency(const Fabric& f) {
 double NcclTreeLatency(const Fabric& f) {
   const double spine_hops = Log2Ceil(f.groups);
   return f.nccl_launch_us + 2.0 * ((f.per_node - 1) * f.intra.alpha_us +
-                                   (Log2Ceil(f.nodes) - spine_hops) * f.inter.alpha_us +
-                                   spine_hops * f.spine_alpha_us);
+                                   (Log2Ceil(f.nodes) - spine_hops) * f.inter.alpha_us + spine_hops * f.spine_alpha_us);
 }
 
 // Times each node's NICs carry the message per direction in NCCL's tree: once on 2 nodes (each node
@@ -105,16 +104,14 @@ Fabric EffectiveFabric(const Topology& t, const ModelConstants& c) {
   f.intra = {t.intra.bw_gbps * eff, t.intra.latency_us};
   // A node's NIC bandwidth in GB/s after line encoding, shared by its ranks.
   f.node_nic_gbps = t.nics.count * t.nics.gbps / 8.0 * kInfinibandEncoding;
-  f.inter = {t.devices_per_node > 0 ? f.node_nic_gbps / t.devices_per_node : 0.0,
-             t.nics.latency_us};
+  f.inter = {t.devices_per_node > 0 ? f.node_nic_gbps / t.devices_per_node : 0.0, t.nics.latency_us};
   if (t.nodes <= 1) {
     f.flat_ring = f.intra;
   } else {
     // Rings spread over the rails: each node's egress carries one hop of every ring, so the ring's
     // per-rank rate is bounded by the node's whole NIC bandwidth (nccl-tests: ~8 × 24 GB/s on DGX
     // A100).
-    f.flat_ring = {std::min(f.intra.bw_gbps, f.node_nic_gbps),
-                   std::max(f.intra.alpha_us, f.inter.alpha_us)};
+    f.flat_ring = {std::min(f.intra.bw_gbps, f.node_nic_gbps), std::max(f.intra.alpha_us, f.inter.alpha_us)};
   }
   if (t.HasSpine()) {
     f.groups = t.groups();
@@ -146,8 +143,7 @@ bool Offers(const Fabric& f, ModelAlgo a) {
 ModelAlgo NcclChoice(const Fabric& f, double bytes, double wire_ratio) {
   ModelAlgo best = ModelAlgo::kNcclRing;
   double best_us = kInf;
-  for (ModelAlgo a : {ModelAlgo::kNcclRing, ModelAlgo::kNcclTree, ModelAlgo::kNcclNvls,
-                      ModelAlgo::kNcclNvlsTree}) {
+  for (ModelAlgo a : {ModelAlgo::kNcclRing, ModelAlgo::kNcclTree, ModelAlgo::kNcclNvls, ModelAlgo::kNcclNvlsTree}) {
     if (!Offers(f, a)) continue;
     const double us = PredictAllReduceUs(f, a, bytes, wire_ratio);
     if (us < best_us) {
@@ -158,8 +154,7 @@ ModelAlgo NcclChoice(const Fabric& f, double bytes, double wire_ratio) {
   return best;
 }
 
-double PredictAllReduceUs(const Fabric& f, ModelAlgo algo, double bytes, double wire_ratio,
-                          double codec_us) {
+double PredictAllReduceUs(const Fabric& f, ModelAlgo algo, double bytes, double wire_ratio, double codec_us) {
   if (!(wire_ratio > 0)) throw UsageError("wire ratio must be positive");
   if (!Offers(f, algo)) return kInf;
   const int p = f.nodes * f.per_node;
@@ -172,8 +167,7 @@ double PredictAllReduceUs(const Fabric& f, ModelAlgo algo, double bytes, double 
       t = RuntimeRing(wire, p, f.flat_ring, f.step_us);
       break;
     case ModelAlgo::kRecursiveDoubling:
-      t = 2.0 * Log2Ceil(p) * (f.step_us + f.flat_ring.alpha_us) +
-          2.0 * (p - 1) / p * Beta(wire, f.flat_ring.bw_gbps);
+      t = 2.0 * Log2Ceil(p) * (f.step_us + f.flat_ring.alpha_us) + 2.0 * (p - 1) / p * Beta(wire, f.flat_ring.bw_gbps);
       break;
     case ModelAlgo::kHierarchical:
       // One inter-node ring per rank of a node.
@@ -183,8 +177,7 @@ double PredictAllReduceUs(const Fabric& f, ModelAlgo algo, double bytes, double 
     case ModelAlgo::kHierarchical3: {
       // Within each group at the NICs' rate, then one inter-group ring per rank of a group.
       const int g = f.nodes_per_group;
-      t = 2.0 * RuntimeHalfRing(wire, l, f.intra, f.step_us) +
-          2.0 * RuntimeHalfRing(wire / l, g, f.inter, f.step_us) +
+      t = 2.0 * RuntimeHalfRing(wire, l, f.intra, f.step_us) + 2.0 * RuntimeHalfRing(wire / l, g, f.inter, f.step_us) +
           RuntimeRing(wire / (l * g), f.groups, AcrossSpine(f, f.inter, l * g), f.step_us);
       break;
     }
@@ -204,8 +197,7 @@ double PredictAllReduceUs(const Fabric& f, ModelAlgo algo, double bytes, double 
       const double nvls = (1.0 + 1.0 / l) * Beta(wire, f.nvls_gbps);
       t = algo == ModelAlgo::kNcclNvls
               ? NcclRingLatency(f) + kNvlsExtraLatencyUs + nvls
-              : NcclTreeLatency(f) + kNvlsExtraLatencyUs +
-                    std::max(nvls, TreeNetworkUs(f, wire));
+              : NcclTreeLatency(f) + kNvlsExtraLatencyUs + std::max(nvls, TreeNetworkUs(f, wire));
       break;
     }
     case ModelAlgo::kNcclBest:
@@ -221,8 +213,7 @@ double BusBwGbps(double bytes, int ranks, double time_us) {
 }
 
 double CodecKernelGbps(const Topology& t) {
-  return t.device.memory_bw_gbps *
-         (t.intra.fabric == "shm" ? kCpuCodecKernelBwFraction : kGpuCodecKernelBwFraction);
+  return t.device.memory_bw_gbps * (t.intra.fabric == "shm" ? kCpuCodecKernelBwFraction : kGpuCodecKernelBwFraction);
 }
 
 }  // namespace ciuic

@@ -95,8 +95,8 @@ struct Fabric {
   int groups = 1, nodes_per_group = 1;
   double group_uplink_gbps = 0;
   double spine_alpha_us = 0;
-  bool nvls = false;         // NVLink SHARP inside a node
-  double nvls_gbps = 0;      // per-GPU port rate NVLS reaches
+  bool nvls = false;     // NVLink SHARP inside a node
+  double nvls_gbps = 0;  // per-GPU port rate NVLS reaches
   // Fixed cost of one call of the library's allreduce (0 on cpu_local: MPI's, in the link's alpha).
   double nccl_launch_us = 0;
   // Fixed cost of one point-to-point step of the runtime (GPU: a grouped ncclSend/ncclRecv; CPU: in

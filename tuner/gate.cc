@@ -28,10 +28,10 @@ struct Layer {
   int in, out;
   size_t w, b;  // offsets of W (in × out, row-major by input) and b in the flat parameter buffer
 };
-constexpr Layer kLayers[] = {{kIn, kH1, 0, kIn * kH1},
-                             {kH1, kH2, kIn * kH1 + kH1, kIn * kH1 + kH1 + kH1 * kH2},
-                             {kH2, kClasses, kIn * kH1 + kH1 + kH1 * kH2 + kH2,
-                              kIn * kH1 + kH1 + kH1 * kH2 + kH2 + kH2 * kClasses}};
+constexpr Layer kLayers[] = {
+    {kIn, kH1, 0, kIn* kH1},
+    {kH1, kH2, kIn* kH1 + kH1, kIn* kH1 + kH1 + kH1* kH2},
+    {kH2, kClasses, kIn* kH1 + kH1 + kH1* kH2 + kH2, kIn* kH1 + kH1 + kH1* kH2 + kH2 + kH2* kClasses}};
 constexpr size_t kParams = kIn * kH1 + kH1 + kH1 * kH2 + kH2 + kH2 * kClasses + kClasses;
 
 struct Dataset {
@@ -195,18 +195,20 @@ Outcome Train(const std::string& name, const GateOptions& o, double learning_rat
 }  // namespace
 
 std::string GateConfigKey(const GateOptions& o) {
-  return fmt::format("relu64-96-48-10 ranks={} steps={} batch={} seeds={} lr={} tol={} loss_tol={} stress_lr={} stress_tol={}{}",
-                     o.ranks, o.steps, o.batch_per_rank, o.seeds, o.learning_rate, o.tolerance, o.loss_tolerance,
-                     o.stress_learning_rate, o.stress_tolerance,
-                     o.accumulation_steps == 1 ? "" : fmt::format(" accum={}", o.accumulation_steps));
+  return fmt::format(
+      "relu64-96-48-10 ranks={} steps={} batch={} seeds={} lr={} tol={} loss_tol={} stress_lr={} stress_tol={}{}",
+      o.ranks, o.steps, o.batch_per_rank, o.seeds, o.learning_rate, o.tolerance, o.loss_tolerance,
+      o.stress_learning_rate, o.stress_tolerance,
+      o.accumulation_steps == 1 ? "" : fmt::format(" accum={}", o.accumulation_steps));
 }
 
 GateResult RunAccuracyGate(const std::string& codec, const GateOptions& o) {
   if (o.ranks < 1 || o.steps < 1 || o.batch_per_rank < 1 || o.seeds < 1 || !(o.learning_rate > 0) ||
       !(o.stress_learning_rate >= 0) || !(o.tolerance >= 0) || !(o.loss_tolerance >= 0) || !(o.stress_tolerance >= 0) ||
       o.accumulation_steps < 1 || o.accumulation_steps > o.steps)
-    throw UsageError("accuracy gate: ranks, steps, batch, seeds and learning rate must be positive, the rest >= 0, "
-                     "accumulation steps from 1 to the steps");
+    throw UsageError(
+        "accuracy gate: ranks, steps, batch, seeds and learning rate must be positive, the rest >= 0, "
+        "accumulation steps from 1 to the steps");
   // The uncompressed runs are the same for every codec: kept per (options, learning rate, seed).
   static std::mutex mu;
   static std::map<std::tuple<std::string, double, unsigned>, Outcome> baselines;

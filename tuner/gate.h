@@ -6,8 +6,8 @@
 // uncompressed, over several seeds, twice: at the nominal learning rate (within `tolerance`) and at a
 // stress learning rate twice as high that uncompressed training still survives (within the looser
 // `stress_tolerance`), since real jobs run near their largest stable learning rate and a codec that
-// diverges where uncompressed does not has no margin left. The data is synthetic, shaped like a small image classification
-// task (64 non-negative "pixel" features, 10 classes of several prototypes each, noise), separable
+// diverges where uncompressed does not has no margin left. The data is synthetic, shaped like a small image
+// classification task (64 non-negative "pixel" features, 10 classes of several prototypes each, noise), separable
 // enough that the uncompressed loss keeps falling towards zero: the regime in which gradients become
 // sparse and uneven and where sign, top-k, random-k and low-rank compression destabilise real training
 // (scripts/digits_tta.py measures that on real data; docs/python.md "Time to accuracy").
@@ -20,7 +20,7 @@ struct GateOptions {
   int ranks = 4;
   int steps = 300;
   int batch_per_rank = 16;
-  int seeds = 3;                 // seeds 1..seeds: each its own data, weights and sampling
+  int seeds = 3;                      // seeds 1..seeds: each its own data, weights and sampling
   double learning_rate = 0.1;         // SGD, momentum 0.9
   double tolerance = 0.01;            // accuracy points (fraction) a seed may lose against uncompressed
   double loss_tolerance = 0.5;        // ... and its held-out loss may exceed uncompressed by this fraction
@@ -36,7 +36,7 @@ struct GateOptions {
 
 struct GateSeed {
   unsigned seed = 0;
-  bool stress = false;  // a run at stress_learning_rate
+  bool stress = false;                         // a run at stress_learning_rate
   double accuracy = 0, baseline_accuracy = 0;  // held-out, fractions
   double loss = 0, baseline_loss = 0;          // held-out cross-entropy
   bool passed = false;

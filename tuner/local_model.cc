@@ -70,8 +70,7 @@ bool CanPredictLocal(const Calibration& cal, const LocalAllReduce& a, std::strin
 namespace {
 
 // A kernel's time (kernel, codec, fp32 bytes) -> µs, in place of the calibration's curves.
-using KernelFn =
-    std::function<double(const std::string& kernel, const std::string& codec, double bytes)>;
+using KernelFn = std::function<double(const std::string& kernel, const std::string& codec, double bytes)>;
 
 // The step-by-step cost of PredictLocalAllReduceUs; with kernels_only the link steps and uncompressed
 // adds count 0 and each rank has its own device (no sharing): the codec kernels of one rank. With
@@ -104,7 +103,8 @@ double Cost(const Calibration& cal, const LocalAllReduce& a, bool kernels_only, 
     case AllReduceAlgo::kRing: {
       if (spec.kind == CodecKind::kNone) return ring_none(b);
       if (spec.kind == CodecKind::kRandomK)
-        return k(enc, b) + ring_none(4.0 * static_cast<double>(codec.SparseK(static_cast<size_t>(b / 4)))) + k("decode", b);
+        return k(enc, b) + ring_none(4.0 * static_cast<double>(codec.SparseK(static_cast<size_t>(b / 4)))) +
+               k("decode", b);
       const double c = b / p, w = wire(c);
       double t = k("encode", c) + (p - 1) * (step(w) + k("hop", c)) + (p - 1) * step(w) + k("decode", b);
       if (a.error_feedback) t += k("encode_ef", b) + k("decode", b);
@@ -129,8 +129,8 @@ double Cost(const Calibration& cal, const LocalAllReduce& a, bool kernels_only, 
     }
     case AllReduceAlgo::kTwoPhaseSign: {
       const double c = b / p, w = wire(c);
-      return k("encode_ef", b) + (p - 1) * step(w) + k("decode", c) + (p - 1) * k("decode_acc", c) +
-             k("encode_ef", c) + (p - 1) * step(w) + k("decode", b);
+      return k("encode_ef", b) + (p - 1) * step(w) + k("decode", c) + (p - 1) * k("decode_acc", c) + k("encode_ef", c) +
+             (p - 1) * step(w) + k("decode", b);
     }
     case AllReduceAlgo::kPowerSgd: {
       const MatrixView v = PowerSgdView(static_cast<size_t>(b / 4));
@@ -147,7 +147,8 @@ double Cost(const Calibration& cal, const LocalAllReduce& a, bool kernels_only, 
       return cal.native_allreduce.at({p, a.precision}).Us(b);
     }
     case AllReduceAlgo::kHierarchical:
-    case AllReduceAlgo::kAuto: break;
+    case AllReduceAlgo::kAuto:
+      break;
   }
   throw UsageError(fmt::format("the local model has no {} on one node", AlgoName(algo)));
 }
@@ -174,8 +175,8 @@ bool HasCodecKernels(const Calibration& cal, const LocalAllReduce& a) {
 
 double CodecKernelUs(const Calibration& cal, const LocalAllReduce& a) {
   if (!HasCodecKernels(cal, a))
-    throw UsageError(fmt::format("the calibration of {} has no kernels of {} ({} at {})", cal.device, a.codec, a.algo,
-                                 a.precision));
+    throw UsageError(
+        fmt::format("the calibration of {} has no kernels of {} ({} at {})", cal.device, a.codec, a.algo, a.precision));
   LocalAllReduce x = a;
   if (ParseAlgo(x.algo) == AllReduceAlgo::kHierarchical) x.algo = "ring";
   return Cost(cal, x, true);

@@ -22,19 +22,19 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/sizes.h"
 #include "kernels/codec_spec.h"
 #include "tuner/bench_runner.h"
-#include "tuner/cost_model.h"
 #include "tuner/calibrate.h"
+#include "tuner/cost_model.h"
+#include "tuner/exports/exports.h"
 #include "tuner/gate.h"
 #include "tuner/nccl_axis.h"
 #include "tuner/plan_space.h"
-#include "core/progress.h"
-#include "tuner/exports/exports.h"
-#include "tuner/study.h"
 #include "tuner/published.h"
 #include "tuner/search.h"
+#include "tuner/study.h"
 #include "tuner/topology.h"
 #include "tuner/validate.h"
 
@@ -56,8 +56,7 @@ constexpr int kMaxBudget = 1'000'000;
 void OneOfOption(const char* option, const std::string& value, const std::vector<std::string>& known) {
   if (std::find(known.begin(), known.end(), value) != known.end()) return;
   std::string list;
-  for (size_t i = 0; i < known.size(); ++i)
-    list += (i == 0 ? "" : i + 1 == known.size() ? " or " : ", ") + known[i];
+  for (size_t i = 0; i < known.size(); ++i) list += (i == 0 ? "" : i + 1 == known.size() ? " or " : ", ") + known[i];
   throw BadOption(option, value, "use " + list);
 }
 
@@ -79,21 +78,18 @@ int Topologies(const cxxopts::ParseResult& r) {
   const int nodes = r["nodes"].as<int>();
   // The published figures are loaded, fitted and compared before anything is printed: a bad
   // --published file is one line on stderr, not a table followed by an error.
-  const PublishedSet set = LoadPublished(r.count("published") ? r["published"].as<std::string>()
-                                                              : DefaultPublishedPath());
+  const PublishedSet set =
+      LoadPublished(r.count("published") ? r["published"].as<std::string>() : DefaultPublishedPath());
   const ModelConstants refit = FitModelConstants(set);
   const auto rows = ComparePublished(set, kFittedConstants);
   const double big = 8.0 * (1u << 30);  // 8 GiB: the bandwidth-bound end of nccl-tests sweeps
-  std::ostringstream out;  // printed whole at the end, so a failure part-way prints nothing
-  out << fmt::format(
-      "# {:<10} {:>5} {:>4} {:>7} {:>4} {:>6} {:>6}  {:<30} {:<13} {:>7} {:>8}\n", "topology",
-      "nodes", "dev", "intra", "nvls", "nic", "mem", "device", "nccl algo", "busbw", "8B time");
-  out << fmt::format(
-      "# {:<10} {:>5} {:>4} {:>7} {:>4} {:>6} {:>6}  {:<30} {:<13} {:>7} {:>8}\n", "", "", "",
-      "(GB/s)", "", "(Gb/s)", "(GB/s)", "", "(8 GiB)", "(GB/s)", "(us)");
+  std::ostringstream out;               // printed whole at the end, so a failure part-way prints nothing
+  out << fmt::format("# {:<10} {:>5} {:>4} {:>7} {:>4} {:>6} {:>6}  {:<30} {:<13} {:>7} {:>8}\n", "topology", "nodes",
+                     "dev", "intra", "nvls", "nic", "mem", "device", "nccl algo", "busbw", "8B time");
+  out << fmt::format("# {:<10} {:>5} {:>4} {:>7} {:>4} {:>6} {:>6}  {:<30} {:<13} {:>7} {:>8}\n", "", "", "", "(GB/s)",
+                     "", "(Gb/s)", "(GB/s)", "", "(8 GiB)", "(GB/s)", "(us)");
   for (const std::string& name : BuiltinTopologies()) {
-    const std::vector<int> node_counts =
-        nodes > 0 ? std::vector<int>{nodes} : std::vector<int>{1, 2, 4};
+    const std::vector<int> node_counts = nodes > 0 ? std::vector<int>{nodes} : std::vector<int>{1, 2, 4};
     for (int n : node_counts) {
       Topology t;
       try {
@@ -107,10 +103,9 @@ int Topologies(const cxxopts::ParseResult& r) {
       out << fmt::format(
           "  {:<10} {:>5} {:>4} {:>7.1f} {:>4} {:>6.0f} {:>6.0f}  {:<30} {:<13} {:>7.1f} "
           "{:>8.1f}\n",
-          t.name, t.nodes, t.devices_per_node, t.intra.bw_gbps, t.intra.nvls ? "yes" : "no",
-          t.nics.gbps, t.device.memory_bw_gbps, t.device.name.substr(0, 30), ModelAlgoName(algo),
-          BusBwGbps(big, t.ranks(), PredictAllReduceUs(f, algo, big)),
-          PredictAllReduceUs(f, ModelAlgo::kNcclBest, 8));
+          t.name, t.nodes, t.devices_per_node, t.intra.bw_gbps, t.intra.nvls ? "yes" : "no", t.nics.gbps,
+          t.device.memory_bw_gbps, t.device.name.substr(0, 30), ModelAlgoName(algo),
+          BusBwGbps(big, t.ranks(), PredictAllReduceUs(f, algo, big)), PredictAllReduceUs(f, ModelAlgo::kNcclBest, 8));
     }
   }
   out << fmt::format(
@@ -123,18 +118,16 @@ int Topologies(const cxxopts::ParseResult& r) {
       {"nccl_launch_us", &ModelConstants::nccl_launch_us}};
   for (const auto& [cname, member] : constants) {
     int used = 0;
-    for (const auto& fig : set.figures)
-      used += fig.role == FigureRole::kFit && fig.fits == cname ? 1 : 0;
-    out << fmt::format("#   {:<18} {:>9.4f}  refit {:>9.4f}  from {} fit figure(s)\n", cname,
-                       kFittedConstants.*member, refit.*member, used);
+    for (const auto& fig : set.figures) used += fig.role == FigureRole::kFit && fig.fits == cname ? 1 : 0;
+    out << fmt::format("#   {:<18} {:>9.4f}  refit {:>9.4f}  from {} fit figure(s)\n", cname, kFittedConstants.*member,
+                       refit.*member, used);
   }
   for (FigureRole role : {FigureRole::kFit, FigureRole::kHeldOut}) {
     const bool fit = role == FigureRole::kFit;
     out << (fit ? "#\n# fit figures (each determines the constant named; error after the fit):\n"
                 : "#\n# held-out figures (never used to fit):\n");
-    out << fmt::format("# {:<28} {:<13} {:>5} {:>4} {:<13} {:>10} {:>10} {:>10} {:>7}  {}\n",
-                       "figure", "system", "nodes", "gpus", "model algo", "size (B)", "published",
-                       "predicted", "error", "source");
+    out << fmt::format("# {:<28} {:<13} {:>5} {:>4} {:<13} {:>10} {:>10} {:>10} {:>7}  {}\n", "figure", "system",
+                       "nodes", "gpus", "model algo", "size (B)", "published", "predicted", "error", "source");
     int count = 0;
     for (const auto& row : rows) {
       const PublishedFigure& fig = *row.figure;
@@ -144,13 +137,12 @@ int Topologies(const cxxopts::ParseResult& r) {
       out << fmt::format(
           "  {:<28} {:<13} {:>5} {:>4} {:<13} {:>10.0f} {:>7.1f}{:<3} {:>7.1f}{:<3} {:>+6.1f}%  "
           "{}{}\n",
-          fig.id, fig.system, fig.nodes, fig.gpus_per_node, row.nccl_algo, fig.bytes, fig.value,
-          time ? "us" : "", row.predicted, time ? "us" : "", 100 * row.error, fig.source,
-          fit ? " [" + fig.fits + "]" : "");
+          fig.id, fig.system, fig.nodes, fig.gpus_per_node, row.nccl_algo, fig.bytes, fig.value, time ? "us" : "",
+          row.predicted, time ? "us" : "", 100 * row.error, fig.source, fit ? " [" + fig.fits + "]" : "");
     }
     const double median = MedianAbsError(rows, role);
-    out << fmt::format("# {} median |error| {:.1f}% over {} figure(s)\n",
-                       fit ? "fit:     " : "held-out:", 100 * median, count);
+    out << fmt::format("# {} median |error| {:.1f}% over {} figure(s)\n", fit ? "fit:     " : "held-out:", 100 * median,
+                       count);
   }
   out << "# busbw as nccl-tests defines it (bytes / time x 2(P-1)/P); 'us' marks a time at "
          "the figure's size. Figures and their sources: profiles/published/README.md\n";
@@ -165,11 +157,11 @@ int Model(const cxxopts::ParseResult& r) {
   const auto sizes = SizeListOption(r, "sizes", "1K:8G:x8");
   std::cout << fmt::format("# ciuic-tune model  topology {}  nodes {}  ranks {}  fingerprint {}\n", t.name, t.nodes,
                            t.ranks(), t.Fingerprint());
-  std::cout << fmt::format("# effective links: intra {:.1f} GB/s {:.1f} us; inter {:.1f} GB/s/rank {:.1f} us; flat ring "
-                           "{:.1f} GB/s; NVLS {}; NCCL call {:.1f} us, runtime step {:.1f} us\n",
-                           f.intra.bw_gbps, f.intra.alpha_us, f.inter.bw_gbps, f.inter.alpha_us, f.flat_ring.bw_gbps,
-                           f.nvls ? fmt::format("{:.1f} GB/s per port", f.nvls_gbps) : "no", f.nccl_launch_us,
-                           f.step_us);
+  std::cout << fmt::format(
+      "# effective links: intra {:.1f} GB/s {:.1f} us; inter {:.1f} GB/s/rank {:.1f} us; flat ring "
+      "{:.1f} GB/s; NVLS {}; NCCL call {:.1f} us, runtime step {:.1f} us\n",
+      f.intra.bw_gbps, f.intra.alpha_us, f.inter.bw_gbps, f.inter.alpha_us, f.flat_ring.bw_gbps,
+      f.nvls ? fmt::format("{:.1f} GB/s per port", f.nvls_gbps) : "no", f.nccl_launch_us, f.step_us);
   std::vector<ModelAlgo> algos = {ModelAlgo::kNcclBest, ModelAlgo::kRing, ModelAlgo::kRecursiveDoubling,
                                   ModelAlgo::kHierarchical};
   if (f.groups > 1) {
@@ -194,7 +186,8 @@ int Model(const cxxopts::ParseResult& r) {
 // --db as given (an empty value refused), else the data folder's ciuic.db (DataHome; with `create`
 // the folder is made on first use).
 std::string DbOption(const cxxopts::ParseResult& r, bool create = true) {
-  if (!r.count("db")) return create ? DefaultDatabasePath() : (std::filesystem::path(DataHome(false)) / "ciuic.db").string();
+  if (!r.count("db"))
+    return create ? DefaultDatabasePath() : (std::filesystem::path(DataHome(false)) / "ciuic.db").string();
   const std::string db = r["db"].as<std::string>();
   CheckPathGiven("--db", db);
   return db;
@@ -279,8 +272,8 @@ int RunTune(const cxxopts::ParseResult& r) {
                     o.transport, job->launcher, job->rank, job->size));
   const auto db_dir = std::filesystem::path(o.db).parent_path();
   if (!db_dir.empty() && !std::filesystem::is_directory(db_dir))
-    throw InputError(fmt::format("--db '{}': folder '{}' does not exist", PrintableLine(o.db),
-                                 PrintableLine(db_dir.string())));
+    throw InputError(
+        fmt::format("--db '{}': folder '{}' does not exist", PrintableLine(o.db), PrintableLine(db_dir.string())));
   if (job && job->rank != 0) {
     // Rank 0 runs the study; this rank starts each of its measurements' runs with it.
     const int code = FollowJobRuns(*job, kFollowSeconds);
@@ -314,10 +307,10 @@ int RunStudyAndReport(TuneOptions o) {
   EnableProgress(true);  // a live line on a terminal's stderr (core/progress)
   const TuneResult res = RunStudy(o, log);
   const Profile& p = res.profile;
-  log << fmt::format("# study {}: {} evaluation(s) ({} from a resumed study); predicted step {:.1f} us vs NCCL "
-                           "defaults {:.1f} us ({:.2f}x)\n",
-                           res.study_id, res.evaluations, res.reused, p.step_us, p.baseline_step_us,
-                           p.baseline_step_us / p.step_us);
+  log << fmt::format(
+      "# study {}: {} evaluation(s) ({} from a resumed study); predicted step {:.1f} us vs NCCL "
+      "defaults {:.1f} us ({:.2f}x)\n",
+      res.study_id, res.evaluations, res.reused, p.step_us, p.baseline_step_us, p.baseline_step_us / p.step_us);
   // --mode measure adds each band's measured time and the baseline's beside it (- where a run failed).
   const bool measured = o.mode == "measure";
   const auto us = [](double v) { return v < 0 ? std::string("-") : fmt::format("{:.1f}", v); };
@@ -486,9 +479,10 @@ int NcclAxis(const cxxopts::ParseResult& r) {
   o.min_gain = OptionInRange("min-gain", r["min-gain"].as<double>(), 0.0, 0.99);
   const Profile p = LoadProfile(path);
   if (p.Device() != "gpu")
-    throw UsageError(fmt::format("nccl-axis: {} was tuned for CPU ranks; NCCL's axis is timed on the GPUs a profile "
-                                 "is for",
-                                 PrintableLine(path)));
+    throw UsageError(
+        fmt::format("nccl-axis: {} was tuned for CPU ranks; NCCL's axis is timed on the GPUs a profile "
+                    "is for",
+                    PrintableLine(path)));
   CheckWritableOutput(out, "--out", /*regular_file_only=*/true);
   const Profile measured = MeasureNcclAxis(p, o, BenchNcclTimer(o.ranks > 0 ? o.ranks : p.ranks), std::cerr);
   WriteProfile(out, measured);
@@ -535,17 +529,22 @@ int Gate(const cxxopts::ParseResult& r) {
   }
   nlohmann::json verdicts = nlohmann::json::array();
   if (format == "text")
-    std::cout << fmt::format("# accuracy gate: {}\n# {:<13} verdict  per seed: held-out accuracy % (codec/uncompressed), "
-                             "S = at the stress learning rate\n", GateConfigKey(g), "codec");
+    std::cout << fmt::format(
+        "# accuracy gate: {}\n# {:<13} verdict  per seed: held-out accuracy % (codec/uncompressed), "
+        "S = at the stress learning rate\n",
+        GateConfigKey(g), "codec");
   for (const auto& codec : codecs) {
     const GateResult res = RunAccuracyGate(codec, g);
     nlohmann::json runs = nlohmann::json::array();
     std::string line;
     for (const auto& s : res.seeds) {
-      runs.push_back({{"seed", s.seed}, {"stress", s.stress}, {"accuracy", s.accuracy},
+      runs.push_back({{"seed", s.seed},
+                      {"stress", s.stress},
+                      {"accuracy", s.accuracy},
                       {"baseline_accuracy", s.baseline_accuracy},
                       {"loss", std::isfinite(s.loss) ? nlohmann::json(s.loss) : nlohmann::json(nullptr)},
-                      {"baseline_loss", s.baseline_loss}, {"passed", s.passed}});
+                      {"baseline_loss", s.baseline_loss},
+                      {"passed", s.passed}});
       line += fmt::format("  {}{:.1f}/{:.1f}{}", s.stress ? "S" : "", 100 * s.accuracy, 100 * s.baseline_accuracy,
                           s.passed ? "" : "!");
     }
@@ -564,33 +563,40 @@ int PlotNotFirst(const cxxopts::ParseResult&) {
 }
 
 const Subcommand kSubcommands[] = {
-    {"run", "search for the best configuration (the default with --topology), store it, write the profile",
-     {"topology", "nodes", "workload", "strategy", "budget", "seed", "patience", "mode", "transport", "db", "calibration", "out",
-      "state-memory", "target", "min-gain", "band-candidates", "gate-tolerance", "gate-seeds", "accumulation"},
+    {"run",
+     "search for the best configuration (the default with --topology), store it, write the profile",
+     {"topology", "nodes", "workload", "strategy", "budget", "seed", "patience", "mode", "transport", "db",
+      "calibration", "out", "state-memory", "target", "min-gain", "band-candidates", "gate-tolerance", "gate-seeds",
+      "accumulation"},
      RunTune},
     {"show", "stored studies and best configurations", {"db"}, Show},
-    {"calibrate", "measure the model's primitives here: kernels (cpu or cuda) and the link (--ranks) -> --db",
+    {"calibrate",
+     "measure the model's primitives here: kernels (cpu or cuda) and the link (--ranks) -> --db",
      {"device", "sizes", "concurrency", "rounds", "ranks", "link-sizes", "db"},
      Calibrate},
-    {"validate", "the local model vs ciuic-bench on this machine",
+    {"validate",
+     "the local model vs ciuic-bench on this machine",
      {"ranks", "sizes", "codecs", "repeat", "kernel-sizes", "kernels", "max-error", "db"},
      Validate},
-    {"export", "a profile for other tools: json, nccl-env, nccl-tuner, ddp, deepspeed or horovod",
+    {"export",
+     "a profile for other tools: json, nccl-env, nccl-tuner, ddp, deepspeed or horovod",
      {"profile", "format", "strict", "grad-dtype"},
      Export},
-    {"nccl-axis", "time NCCL's algorithm x protocol x channels for a profile's NCCL bands on this machine's GPUs",
+    {"nccl-axis",
+     "time NCCL's algorithm x protocol x channels for a profile's NCCL bands on this machine's GPUs",
      {"profile", "out", "ranks", "nodes", "nccl-channels", "min-gain"},
      NcclAxis},
-    {"topologies", "built-in topologies, and the model against published nccl-tests figures (fit and held-out apart)",
+    {"topologies",
+     "built-in topologies, and the model against published nccl-tests figures (fit and held-out apart)",
      {"nodes", "published"},
      Topologies},
-    {"gate", "the accuracy gate's verdict per codec (default: every codec a study gates), text or json",
+    {"gate",
+     "the accuracy gate's verdict per codec (default: every codec a study gates), text or json",
      {"codecs", "gate-tolerance", "gate-seeds", "format", "accumulation"},
      Gate},
-    {"model", "predicted uncompressed allreduce time and busbw per algorithm",
-     {"topology", "nodes", "sizes"},
-     Model},
-    {"plot", "PNG plots by /usr/bin/python3 matplotlib: convergence, model (predicted vs measured), tta; plot --help",
+    {"model", "predicted uncompressed allreduce time and busbw per algorithm", {"topology", "nodes", "sizes"}, Model},
+    {"plot",
+     "PNG plots by /usr/bin/python3 matplotlib: convergence, model (predicted vs measured), tta; plot --help",
      {},
      PlotNotFirst},
 };
@@ -613,8 +619,7 @@ std::string OptionList(const Subcommand& s, const std::string& indent) {
 // (`show --budget -5`, `model --strategy foo`).
 void CheckOptionsOf(const Subcommand& s, const cxxopts::ParseResult& r) {
   for (const auto& given : r.arguments()) {
-    if (given.key() == "command" ||
-        std::find(s.options.begin(), s.options.end(), given.key()) != s.options.end())
+    if (given.key() == "command" || std::find(s.options.begin(), s.options.end(), given.key()) != s.options.end())
       continue;
     std::string own;
     for (const auto& o : s.options) own += (own.empty() ? "--" : ", --") + o;
@@ -628,54 +633,75 @@ int Run(int argc, char** argv) {
   for (const auto& s : kSubcommands)
     help += fmt::format("  {:<12} {}\n", s.name, s.summary) + OptionList(s, std::string(15, ' '));
   cxxopts::Options opts("ciuic-tune", help);
-  opts.add_options()("topology", "NAME (see topologies) or a ciuic.topology/1 JSON file", cxxopts::value<std::string>())(
-      "nodes", "override the topology's node count", cxxopts::value<int>()->default_value("0"))(
-      "sizes", "model: message sizes; calibrate: kernel sizes (64K:64M:x4); validate: message sizes (256K:64M:x4)", cxxopts::value<std::string>()->default_value("1K:8G:x8"))(
-      "workload", "resnet50 bert_large gpt2_xl llama2_7b or a ciuic.workload/1 file", cxxopts::value<std::string>()->default_value("gpt2_xl"))(
-      "strategy", "grid | random | cd | bayes", cxxopts::value<std::string>()->default_value("bayes"))(
+  opts.add_options()("topology", "NAME (see topologies) or a ciuic.topology/1 JSON file",
+                     cxxopts::value<std::string>())("nodes", "override the topology's node count",
+                                                    cxxopts::value<int>()->default_value("0"))(
+      "sizes", "model: message sizes; calibrate: kernel sizes (64K:64M:x4); validate: message sizes (256K:64M:x4)",
+      cxxopts::value<std::string>()->default_value("1K:8G:x8"))(
+      "workload", "resnet50 bert_large gpt2_xl llama2_7b or a ciuic.workload/1 file",
+      cxxopts::value<std::string>()->default_value("gpt2_xl"))("strategy", "grid | random | cd | bayes",
+                                                               cxxopts::value<std::string>()->default_value("bayes"))(
       "budget", "evaluations (grid: all)", cxxopts::value<int>()->default_value("100"))(
       "seed", "search seed", cxxopts::value<uint64_t>()->default_value("1"))(
       "patience", "stop after N evaluations without improvement (0: off)", cxxopts::value<int>()->default_value("0"))(
-      "mode", "model | measure (time the runtime on this machine's ranks)", cxxopts::value<std::string>()->default_value("model"))(
+      "mode", "model | measure (time the runtime on this machine's ranks)",
+      cxxopts::value<std::string>()->default_value("model"))(
       "transport", "run --mode measure: mpi | gloo (gloo: as a torch job's ciuic.torch hook runs)",
       cxxopts::value<std::string>()->default_value("mpi"))(
-      "db", "SQLite database (default: ciuic.db in $CIUIC_DATA_DIR, $XDG_DATA_HOME/ciuic or ~/.local/share/ciuic)", cxxopts::value<std::string>())(
-      "calibration", "run: database to read calibrations from (default --db), e.g. one made by calibrate --device cuda on the target GPU",
+      "db", "SQLite database (default: ciuic.db in $CIUIC_DATA_DIR, $XDG_DATA_HOME/ciuic or ~/.local/share/ciuic)",
+      cxxopts::value<std::string>())("calibration",
+                                     "run: database to read calibrations from (default --db), e.g. one made by "
+                                     "calibrate --device cuda on the target GPU",
+                                     cxxopts::value<std::string>())(
+      "out", "profile path, - for stdout (default: the data folder's profiles/<topology>.profile.json)",
       cxxopts::value<std::string>())(
-      "out", "profile path, - for stdout (default: the data folder's profiles/<topology>.profile.json)", cxxopts::value<std::string>())(
-      "state-memory", "run: GiB per rank the runtime may keep (EF residuals, PowerSGD state, buckets); 0: no limit; "
-      "auto: a quarter of the topology's device memory", cxxopts::value<std::string>()->default_value("auto"))(
+      "state-memory",
+      "run: GiB per rank the runtime may keep (EF residuals, PowerSGD state, buckets); 0: no limit; "
+      "auto: a quarter of the topology's device memory",
+      cxxopts::value<std::string>()->default_value("auto"))(
       "target", "run: the consumer to tune for: ciuic | ddp | nccl | deepspeed | horovod (only what it can run)",
       cxxopts::value<std::string>()->default_value("ciuic"))(
       "nccl-channels", "nccl-axis: channel counts tried for the fastest algorithm/protocol (default 4,8,16,32)",
       cxxopts::value<std::string>())(
-      "min-gain", "run: a lossy codec must predict a step (and a band) this fraction faster than the best lossless "
-      "configuration", cxxopts::value<double>()->default_value("0.05"))(
-      "band-candidates", "run --mode measure: the model's best configurations each size band times beside the "
-      "baseline (the fastest measured is the band's rule)", cxxopts::value<int>()->default_value("4"))(
+      "min-gain",
+      "run: a lossy codec must predict a step (and a band) this fraction faster than the best lossless "
+      "configuration",
+      cxxopts::value<double>()->default_value("0.05"))(
+      "band-candidates",
+      "run --mode measure: the model's best configurations each size band times beside the "
+      "baseline (the fastest measured is the band's rule)",
+      cxxopts::value<int>()->default_value("4"))(
       "gate-tolerance", "accuracy gate: held-out accuracy (fraction) a codec may lose per seed",
-      cxxopts::value<double>()->default_value("0.01"))(
-      "gate-seeds", "accuracy gate: seeds, each must pass", cxxopts::value<int>()->default_value("3"))(
-      "accumulation", "run: micro-batches per sync to price and gate, a suggestion in the profile (default 1,2,4,8; "
-      "1 prices nothing); gate: one count, judged against syncing every micro-batch", cxxopts::value<std::string>())(
-      "profile", "export: the profile to read", cxxopts::value<std::string>())(
+      cxxopts::value<double>()->default_value("0.01"))("gate-seeds", "accuracy gate: seeds, each must pass",
+                                                       cxxopts::value<int>()->default_value("3"))(
+      "accumulation",
+      "run: micro-batches per sync to price and gate, a suggestion in the profile (default 1,2,4,8; "
+      "1 prices nothing); gate: one count, judged against syncing every micro-batch",
+      cxxopts::value<std::string>())("profile", "export: the profile to read", cxxopts::value<std::string>())(
       "format", "export: the format; gate: text | json", cxxopts::value<std::string>()->default_value("json"))(
-      "grad-dtype", "export --format deepspeed: the job's gradient dtype, fp32 | fp16 | bf16 (default bf16): bucket "
-      "sizes in its elements; a reduction in it is left to DeepSpeed", cxxopts::value<std::string>())(
+      "grad-dtype",
+      "export --format deepspeed: the job's gradient dtype, fp32 | fp16 | bf16 (default bf16): bucket "
+      "sizes in its elements; a reduction in it is left to DeepSpeed",
+      cxxopts::value<std::string>())(
       "strict", "export: exit 1 when the format cannot express a choice of the profile (default: listed, exit 0)",
       cxxopts::value<bool>()->default_value("false"))(
-      "published", "topologies: published figures (default profiles/published/nccl_tests.json)", cxxopts::value<std::string>())(
-      "device", "calibrate: cpu | cuda", cxxopts::value<std::string>())(
+      "published", "topologies: published figures (default profiles/published/nccl_tests.json)",
+      cxxopts::value<std::string>())("device", "calibrate: cpu | cuda", cxxopts::value<std::string>())(
       "ranks", "calibrate/validate: local rank counts, e.g. 2,3,4", cxxopts::value<std::string>())(
       "concurrency", "calibrate: kernel copies timed at once (0: cores)", cxxopts::value<int>()->default_value("0"))(
       "rounds", "calibrate: kernel sweeps, median per point", cxxopts::value<int>()->default_value("3"))(
-      "codecs", "validate/gate: codecs (gate: codec or none@bf16/none@fp16)", cxxopts::value<std::string>()->default_value("none,fp16,int8,int4,sign1,topk:0.01"))(
-      "link-sizes", "calibrate --ranks: message sizes of the ring step and the transport's allreduce", cxxopts::value<std::string>()->default_value("4K:64M:x2"))(
-      "kernel-sizes", "validate: kernel sizes (timed in the passes, or calibrated when missing)", cxxopts::value<std::string>()->default_value("64K:64M:x4"))(
-      "kernels", "validate: timed (kernels and ring steps swept before each pass) | stored (the database's)", cxxopts::value<std::string>()->default_value("timed"))(
-      "repeat", "validate: interleaved measurement passes", cxxopts::value<int>()->default_value("3"))(
-      "max-error", "validate: exit 1 when the median |error| exceeds this (0: never)", cxxopts::value<double>()->default_value("0"))(
-      "h,help", "this help")("version", "print the version")("command", "", cxxopts::value<std::string>());
+      "codecs", "validate/gate: codecs (gate: codec or none@bf16/none@fp16)",
+      cxxopts::value<std::string>()->default_value("none,fp16,int8,int4,sign1,topk:0.01"))(
+      "link-sizes", "calibrate --ranks: message sizes of the ring step and the transport's allreduce",
+      cxxopts::value<std::string>()->default_value("4K:64M:x2"))(
+      "kernel-sizes", "validate: kernel sizes (timed in the passes, or calibrated when missing)",
+      cxxopts::value<std::string>()->default_value("64K:64M:x4"))(
+      "kernels", "validate: timed (kernels and ring steps swept before each pass) | stored (the database's)",
+      cxxopts::value<std::string>()->default_value("timed"))("repeat", "validate: interleaved measurement passes",
+                                                             cxxopts::value<int>()->default_value("3"))(
+      "max-error", "validate: exit 1 when the median |error| exceeds this (0: never)",
+      cxxopts::value<double>()->default_value("0"))("h,help", "this help")("version", "print the version")(
+      "command", "", cxxopts::value<std::string>());
   opts.parse_positional({"command"});
   const cxxopts::ParseResult r =
       ParseOrExit(opts, argc, argv, fmt::format("ciuic-tune {} ({})", CIUIC_VERSION, CIUIC_GIT_COMMIT));
@@ -689,8 +715,9 @@ int Run(int argc, char** argv) {
   }
   std::string known;
   for (const auto& s : kSubcommands) known += std::string(known.empty() ? "" : ", ") + s.name;
-  throw UsageError(cmd.empty() ? fmt::format("missing SUBCOMMAND (this build has: {})", known)
-                               : fmt::format("unknown subcommand '{}' (this build has: {})", PrintableLine(cmd), known));
+  throw UsageError(cmd.empty()
+                       ? fmt::format("missing SUBCOMMAND (this build has: {})", known)
+                       : fmt::format("unknown subcommand '{}' (this build has: {})", PrintableLine(cmd), known));
 }
 
 }  // namespace

@@ -20,11 +20,16 @@ bool OnNcclsAllreduce(const ProfileRule& r) { return r.algo == "nccl" && r.codec
 // The profile's name of the NCCL algorithm the model picks ("" for a runtime algorithm).
 std::string ProfileAlgo(ModelAlgo a) {
   switch (a) {
-    case ModelAlgo::kNcclRing: return "ring";
-    case ModelAlgo::kNcclTree: return "tree";
-    case ModelAlgo::kNcclNvls: return "nvls";
-    case ModelAlgo::kNcclNvlsTree: return "nvls_tree";
-    default: return "";
+    case ModelAlgo::kNcclRing:
+      return "ring";
+    case ModelAlgo::kNcclTree:
+      return "tree";
+    case ModelAlgo::kNcclNvls:
+      return "nvls";
+    case ModelAlgo::kNcclNvlsTree:
+      return "nvls_tree";
+    default:
+      return "";
   }
 }
 
@@ -47,9 +52,8 @@ void AdviseNcclAxis(Profile& p, const Topology& t) {
   const Fabric f = EffectiveFabric(t);
   for (ProfileRule& r : p.rules) {
     if (!OnNcclsAllreduce(r) || r.nccl.measured) continue;
-    const std::string algo =
-        ProfileAlgo(NcclChoice(f, static_cast<double>(NcclAxisBandBytes(r.min_bytes, r.max_bytes)),
-                               r.precision == "fp32" ? 1.0 : 2.0));
+    const std::string algo = ProfileAlgo(NcclChoice(f, static_cast<double>(NcclAxisBandBytes(r.min_bytes, r.max_bytes)),
+                                                    r.precision == "fp32" ? 1.0 : 2.0));
     if (algo.empty()) continue;
     r.nccl = NcclSettings{};
     r.nccl.algo = algo;
@@ -58,8 +62,8 @@ void AdviseNcclAxis(Profile& p, const Topology& t) {
 
 NcclTimer BenchNcclTimer(int ranks) {
   return [ranks](const NcclSettings& s, uint64_t bytes, std::string* failure) {
-    std::string args = fmt::format("allreduce --backend nccl --sizes {} --ranks {} --inplace yes --iters 20 --warmup 5",
-                                   bytes, ranks);
+    std::string args =
+        fmt::format("allreduce --backend nccl --sizes {} --ranks {} --inplace yes --iters 20 --warmup 5", bytes, ranks);
     if (!s.algo.empty()) args += " --nccl-algo " + s.algo;
     if (!s.proto.empty()) args += " --nccl-proto " + s.proto;
     if (s.channels > 0) args += fmt::format(" --nccl-channels {}", s.channels);
@@ -109,7 +113,8 @@ Profile MeasureNcclAxis(const Profile& p, const NcclAxisOptions& o, const NcclTi
   int measured = 0, tried = 0, failed = 0;
   std::string first_failure;
   for (ProfileRule& r : *rules) {
-    const std::string band = fmt::format("[{}, {})", FormatSize(r.min_bytes), r.max_bytes ? FormatSize(r.max_bytes) : "inf");
+    const std::string band =
+        fmt::format("[{}, {})", FormatSize(r.min_bytes), r.max_bytes ? FormatSize(r.max_bytes) : "inf");
     if (!OnNcclsAllreduce(r)) {
       log << fmt::format("nccl-axis: {} runs {} with codec {} in ciuic's runtime: not NCCL's\n", band, r.algo, r.codec);
       continue;
@@ -165,9 +170,10 @@ Profile MeasureNcclAxis(const Profile& p, const NcclAxisOptions& o, const NcclTi
     if (r.measured_us < 0 && &out.rules != rules) r.measured_us = r.nccl.measured ? best_us : base;
   }
   if (tried > 0 && failed == tried)
-    throw UsageError(fmt::format("nccl-axis: NCCL's allreduce did not run on {} ranks here ({}): NCCL's axis is timed "
-                                 "on the GPUs the profile is for",
-                                 ranks, first_failure));
+    throw UsageError(
+        fmt::format("nccl-axis: NCCL's allreduce did not run on {} ranks here ({}): NCCL's axis is timed "
+                    "on the GPUs the profile is for",
+                    ranks, first_failure));
   log << fmt::format("nccl-axis: {} band(s) measured faster than NCCL's own choice\n", measured);
   out_log << log.str();
   return out;

@@ -22,7 +22,8 @@ bool TakesRatio(const std::string& family) { return family == "topk" || family =
 SearchSpace AllReducePlanSpace() {
   SearchSpace s;
   // Ordered from gentle to aggressive compression, so neighbours are similar (TPE smooths over them).
-  s.dims.push_back({"codec", {"none", "bf16", "fp16", "fp8e4m3", "int8", "int4", "sign1", "randomk", "topk", "powersgd"}, {}});
+  s.dims.push_back(
+      {"codec", {"none", "bf16", "fp16", "fp8e4m3", "int8", "int4", "sign1", "randomk", "topk", "powersgd"}, {}});
   s.dims.push_back({"bucket_mb", {"1", "2", "4", "8", "16", "25", "32", "64", "128", "256"}, {}});
   s.dims.push_back({"streams", {"1", "2", "4", "8"}, {}});
   s.dims.push_back({"algo", {"nccl", "ring", "rd", "hier"}, {}});
@@ -34,7 +35,8 @@ SearchSpace AllReducePlanSpace() {
   s.dims.push_back({"ratio", kRatios, codec_is([](const std::string& c) { return TakesRatio(c); })});
   s.dims.push_back({"rank", kRanks, codec_is([](const std::string& c) { return c == "powersgd"; })});
   // Without a topology every hier point has both depths (Offered refuses 3 where there is no spine).
-  s.dims.push_back({"depth", {"2", "3"}, [algos](const Point& p) { return algos[static_cast<size_t>(p[kAlgoDim])] == "hier"; }});
+  s.dims.push_back(
+      {"depth", {"2", "3"}, [algos](const Point& p) { return algos[static_cast<size_t>(p[kAlgoDim])] == "hier"; }});
   return s;
 }
 
@@ -63,8 +65,8 @@ std::vector<std::string> PlanSpaceCodecs() {
 
 bool Offered(const PlanChoice& c, const Topology& t) {
   const CodecKind k = ParseCodec(c.codec).kind;
-  const bool dedicated = k == CodecKind::kTopK || k == CodecKind::kSign1 || k == CodecKind::kPowerSgd ||
-                         k == CodecKind::kRandomK;
+  const bool dedicated =
+      k == CodecKind::kTopK || k == CodecKind::kSign1 || k == CodecKind::kPowerSgd || k == CodecKind::kRandomK;
   if (c.precision != "fp32" && (c.algo != "nccl" || k != CodecKind::kNone)) return false;
   if (c.algo == "nccl" || c.algo == "rd") return k == CodecKind::kNone;
   if (c.algo == "hier")
@@ -79,17 +81,19 @@ std::string GateName(const PlanChoice& c) { return c.precision == "fp32" ? c.cod
 std::string RuntimeAlgo(const PlanChoice& c) {
   if (c.algo != "ring") return c.algo;
   switch (ParseCodec(c.codec).kind) {
-    case CodecKind::kTopK: return "sparse";
-    case CodecKind::kSign1: return "sign2";
-    case CodecKind::kPowerSgd: return "powersgd";
-    default: return "ring";
+    case CodecKind::kTopK:
+      return "sparse";
+    case CodecKind::kSign1:
+      return "sign2";
+    case CodecKind::kPowerSgd:
+      return "powersgd";
+    default:
+      return "ring";
   }
 }
 
 PlanChoice ChoiceOf(const SearchSpace& space, const Point& p) {
-  const auto value = [&](PlanDim d) -> const std::string& {
-    return space.dims[d].values[static_cast<size_t>(p[d])];
-  };
+  const auto value = [&](PlanDim d) -> const std::string& { return space.dims[d].values[static_cast<size_t>(p[d])]; };
   PlanChoice c;
   c.codec = value(kCodecDim);
   if (space.dims[kRatioDim].Active(p)) c.codec += ":" + value(kRatioDim);
@@ -127,7 +131,7 @@ CommPlan PlanOf(const PlanChoice& c, const Topology& t, bool* feasible, const Ca
   if (spec.kind == CodecKind::kTopK) plan.wire_ratio *= 2.0 / std::max(2, ranks);  // allgather moves (P-1)·W
   if (reduced) plan.wire_ratio = 2.0;  // 16-bit elements through the library's allreduce
   // "nccl" is the library's own allreduce: the runtime's native algorithm.
-  const LocalAllReduce a{c.codec, c.algo == "nccl" ? "native" : RuntimeAlgo(c), 0, ranks, spec.error_feedback,
+  const LocalAllReduce a{c.codec,    c.algo == "nccl" ? "native" : RuntimeAlgo(c), 0, ranks, spec.error_feedback,
                          c.precision};
   // The codec kernels the runtime runs for a bucket, counted in the same steps as a calibration
   // prices them (error feedback included, as in training): what the estimate streams and launches.
@@ -194,7 +198,7 @@ bool TargetRuns(const std::string& target, const PlanChoice& c) {
   const CodecKind k = ParseCodec(c.codec).kind;
   if (target == "ciuic") return true;
   if (RuleDepth(c) == 3) return false;  // no other consumer groups nodes behind a spine
-  if (c.streams != 1) return false;  // no other consumer runs several ciuic streams
+  if (c.streams != 1) return false;     // no other consumer runs several ciuic streams
   if (target == "ddp") return c.algo == "nccl" || c.algo == "ring";
   if (target == "nccl") return c.algo == "nccl" && k == CodecKind::kNone && c.precision == "fp32";
   if (target == "deepspeed")

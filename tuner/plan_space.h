@@ -27,13 +27,13 @@ namespace ciuic {
 enum PlanDim { kCodecDim, kBucketDim, kStreamsDim, kAlgoDim, kPrecisionDim, kRatioDim, kRankDim, kDepthDim };
 
 struct PlanChoice {
-  std::string codec;     // codec spelling with its parameter (kernels/codec_spec.h): topk:0.01, powersgd:4
+  std::string codec;  // codec spelling with its parameter (kernels/codec_spec.h): topk:0.01, powersgd:4
   double bucket_bytes = 0;
   int streams = 1;
-  std::string algo;      // ring rd hier nccl (nccl: the library's own, uncompressed)
+  std::string algo;                // ring rd hier nccl (nccl: the library's own, uncompressed)
   std::string precision = "fp32";  // fp32 bf16 fp16 (16-bit: algo nccl with codec none only)
-  int hierarchy_depth = 2;  // hier: 2 (node, network) or 3 (node, group, spine); other algorithms ignore it
-  int nodes_per_group = 0;  // hier depth 3: the topology's spine fan-in (ChoiceOf with a topology)
+  int hierarchy_depth = 2;         // hier: 2 (node, network) or 3 (node, group, spine); other algorithms ignore it
+  int nodes_per_group = 0;         // hier depth 3: the topology's spine fan-in (ChoiceOf with a topology)
 };
 // The profile rule's hierarchy_depth of a choice: hier's depth, 1 for every other algorithm.
 int RuleDepth(const PlanChoice& c);

@@ -53,8 +53,7 @@ class Reader {
   [[noreturn]] void Fail(const std::string& path, const std::string& what) const {
     throw InputError(fmt::format("{}: '{}' {}", origin_, path, what));
   }
-  void OnlyKeys(const json& j, const std::set<std::string>& allowed,
-                const std::string& path) const {
+  void OnlyKeys(const json& j, const std::set<std::string>& allowed, const std::string& path) const {
     if (!j.is_object()) Fail(path, "must be an object");
     for (const auto& [k, v] : j.items())
       if (!allowed.count(k)) Fail(Join(path, k), "is not a known key");
@@ -65,21 +64,17 @@ class Reader {
   }
   std::string String(const json& j, const std::string& key, const std::string& path) const {
     const json& v = Field(j, key, path);
-    if (!v.is_string() || v.get<std::string>().empty())
-      Fail(Join(path, key), "must be a non-empty string");
+    if (!v.is_string() || v.get<std::string>().empty()) Fail(Join(path, key), "must be a non-empty string");
     return v.get<std::string>();
   }
-  double Number(const json& j, const std::string& key, const std::string& path, double lo,
-                double hi) const {
+  double Number(const json& j, const std::string& key, const std::string& path, double lo, double hi) const {
     const json& v = Field(j, key, path);
     if (!v.is_number()) Fail(Join(path, key), "must be a number");
     const double x = v.get<double>();
-    if (!std::isfinite(x) || x < lo || x > hi)
-      Fail(Join(path, key), fmt::format("= {} is outside {}..{}", x, lo, hi));
+    if (!std::isfinite(x) || x < lo || x > hi) Fail(Join(path, key), fmt::format("= {} is outside {}..{}", x, lo, hi));
     return x;
   }
-  int Integer(const json& j, const std::string& key, const std::string& path, int lo,
-              int hi) const {
+  int Integer(const json& j, const std::string& key, const std::string& path, int lo, int hi) const {
     const json& v = Field(j, key, path);
     if (!v.is_number_integer()) Fail(Join(path, key), "must be an integer");
     const int64_t x = v.get<int64_t>();
@@ -100,8 +95,7 @@ PublishedSystem ParseSystem(const Reader& r, const std::string& name, const json
   s.description = r.String(j, "description", path);
   if (j.contains("overrides")) {
     const json& o = j.at("overrides");
-    r.OnlyKeys(o, {"intra.bw_gbps_per_device", "intra.nvls", "nics.count", "nics.gbps"},
-               path + ".overrides");
+    r.OnlyKeys(o, {"intra.bw_gbps_per_device", "intra.nvls", "nics.count", "nics.gbps"}, path + ".overrides");
     for (const auto& [k, v] : o.items()) {
       if (k == "intra.nvls") {
         if (!v.is_boolean()) r.Fail(path + ".overrides." + k, "must be true or false");
@@ -120,17 +114,16 @@ PublishedSystem ParseSystem(const Reader& r, const std::string& name, const json
     }
   }
   for (const auto& [k, v] : s.overrides)
-    if (!s.sources.count(k))
-      r.Fail(path + ".sources." + k, "is missing: every override names its source");
+    if (!s.sources.count(k)) r.Fail(path + ".sources." + k, "is missing: every override names its source");
   return s;
 }
 
 PublishedFigure ParseFigure(const Reader& r, const json& j, size_t index) {
   const std::string path = fmt::format("figures[{}]", index);
-  r.OnlyKeys(j,
-             {"id", "system", "nodes", "gpus_per_node", "algo", "bytes", "metric", "value", "role",
-              "fits", "source", "note"},
-             path);
+  r.OnlyKeys(
+      j,
+      {"id", "system", "nodes", "gpus_per_node", "algo", "bytes", "metric", "value", "role", "fits", "source", "note"},
+      path);
   PublishedFigure f;
   f.id = r.String(j, "id", path);
   f.system = r.String(j, "system", path);
@@ -139,9 +132,7 @@ PublishedFigure ParseFigure(const Reader& r, const json& j, size_t index) {
   const std::string algo = r.String(j, "algo", path);
   const auto a = Algos().find(algo);
   if (a == Algos().end())
-    r.Fail(
-        path + ".algo",
-        fmt::format("'{}' is not one of nccl nccl-ring nccl-tree nccl-nvls nccl-nvlstree", algo));
+    r.Fail(path + ".algo", fmt::format("'{}' is not one of nccl nccl-ring nccl-tree nccl-nvls nccl-nvlstree", algo));
   f.algo = a->second;
   f.bytes = r.Number(j, "bytes", path, 1, 1e13);
   const std::string metric = r.String(j, "metric", path);
@@ -159,18 +150,15 @@ PublishedFigure ParseFigure(const Reader& r, const json& j, size_t index) {
     f.fits = r.String(j, "fits", path);
     const bool known = std::any_of(std::begin(kConstants), std::end(kConstants),
                                    [&](const ConstantSpec& c) { return f.fits == c.name; });
-    if (!known)
-      r.Fail(path + ".fits", fmt::format("'{}' is not a fitted constant of the model", f.fits));
+    if (!known) r.Fail(path + ".fits", fmt::format("'{}' is not a fitted constant of the model", f.fits));
   } else if (role == "held_out") {
     f.role = FigureRole::kHeldOut;
-    if (j.contains("fits"))
-      r.Fail(path + ".fits", "is for fit figures only: a held-out figure determines nothing");
+    if (j.contains("fits")) r.Fail(path + ".fits", "is for fit figures only: a held-out figure determines nothing");
   } else {
     r.Fail(path + ".role", fmt::format("'{}' is not fit or held_out", role));
   }
   f.source = r.String(j, "source", path);
-  if (f.source.rfind("https://", 0) != 0)
-    r.Fail(path + ".source", "must be the https:// address of the figure");
+  if (f.source.rfind("https://", 0) != 0) r.Fail(path + ".source", "must be the https:// address of the figure");
   f.note = r.String(j, "note", path);
   if (f.nodes * f.gpus_per_node < 2) r.Fail(path, "an allreduce needs at least 2 GPUs");
   return f;
@@ -203,11 +191,10 @@ PublishedSet ParsePublished(const std::string& text, const std::string& origin) 
   r.OnlyKeys(j, {"schema", "description", "systems", "figures"}, "");
   const std::string schema = r.String(j, "schema", "");
   if (schema != kSchema) {
-    throw InputError(schema.rfind("ciuic.published/", 0) == 0
-                         ? fmt::format("{}: schema '{}' is newer than this build reads ({})",
-                                       origin, schema, kSchema)
-                         : fmt::format("{}: schema '{}' is not a ciuic published-figures file ({})",
-                                       origin, schema, kSchema));
+    throw InputError(
+        schema.rfind("ciuic.published/", 0) == 0
+            ? fmt::format("{}: schema '{}' is newer than this build reads ({})", origin, schema, kSchema)
+            : fmt::format("{}: schema '{}' is not a ciuic published-figures file ({})", origin, schema, kSchema));
   }
   r.String(j, "description", "");
   PublishedSet set;
@@ -222,8 +209,7 @@ PublishedSet ParsePublished(const std::string& text, const std::string& origin) 
     PublishedFigure f = ParseFigure(r, figures[i], i);
     if (!set.systems.count(f.system))
       r.Fail(fmt::format("figures[{}].system", i), fmt::format("'{}' is not in systems", f.system));
-    if (!ids.insert(f.id).second)
-      r.Fail(fmt::format("figures[{}].id", i), fmt::format("'{}' appears twice", f.id));
+    if (!ids.insert(f.id).second) r.Fail(fmt::format("figures[{}].id", i), fmt::format("'{}' appears twice", f.id));
     set.figures.push_back(std::move(f));
   }
   // Every system makes a topology the model can read: its built-in exists (loaded once here), and
@@ -243,8 +229,8 @@ Topology FigureTopology(const PublishedSet& set, const PublishedFigure& f) {
     if (k == "nics.gbps") t.nics.gbps = v;
   }
   if (f.nodes > 1 && t.nics.count == 0)
-    throw InputError(fmt::format("{}: figure '{}' spans {} nodes but system '{}' has no NICs",
-                                 set.origin, f.id, f.nodes, f.system));
+    throw InputError(
+        fmt::format("{}: figure '{}' spans {} nodes but system '{}' has no NICs", set.origin, f.id, f.nodes, f.system));
   t.name = f.system;
   t.nodes = f.nodes;
   t.devices_per_node = f.gpus_per_node;
@@ -265,22 +251,20 @@ ModelConstants FitModelConstants(const PublishedSet& set, const ModelConstants& 
       for (const auto& f : set.figures)
         if (f.role == FigureRole::kFit && f.fits == k.name) fit.push_back(&f);
       if (fit.empty())
-        throw InputError(fmt::format(
-            "{}: no fit figure names '{}': the constant would not be fitted", set.origin, k.name));
+        throw InputError(
+            fmt::format("{}: no fit figure names '{}': the constant would not be fitted", set.origin, k.name));
       // Mean log(predicted / published): zero at the fit.
       auto gap = [&](double x) {
         ModelConstants trial = c;
         trial.*k.member = x;
         double sum = 0;
-        for (const PublishedFigure* f : fit)
-          sum += std::log(PredictFigure(set, *f, trial) / f->value);
+        for (const PublishedFigure* f : fit) sum += std::log(PredictFigure(set, *f, trial) / f->value);
         return sum / static_cast<double>(fit.size());
       };
       double lo = k.lo, hi = k.hi, glo = gap(lo), ghi = gap(hi);
       if (!(glo * ghi <= 0))
-        throw InputError(
-            fmt::format("{}: the fit figures of '{}' cannot be met for any value in {}..{}",
-                        set.origin, k.name, k.lo, k.hi));
+        throw InputError(fmt::format("{}: the fit figures of '{}' cannot be met for any value in {}..{}", set.origin,
+                                     k.name, k.lo, k.hi));
       for (int i = 0; i < 100; ++i) {
         const double mid = 0.5 * (lo + hi), g = gap(mid);
         if ((g <= 0) == (glo <= 0)) {
@@ -304,8 +288,7 @@ std::vector<FigureComparison> ComparePublished(const PublishedSet& set, const Mo
     row.predicted = PredictFigure(set, f, c);
     row.error = row.predicted / f.value - 1;
     const Fabric fabric = EffectiveFabric(FigureTopology(set, f), c);
-    row.nccl_algo =
-        ModelAlgoName(f.algo == ModelAlgo::kNcclBest ? NcclChoice(fabric, f.bytes) : f.algo);
+    row.nccl_algo = ModelAlgoName(f.algo == ModelAlgo::kNcclBest ? NcclChoice(fabric, f.bytes) : f.algo);
     rows.push_back(row);
   }
   return rows;

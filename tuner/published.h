@@ -69,8 +69,7 @@ double PredictFigure(const PublishedSet& set, const PublishedFigure& f, const Mo
 // mean of predicted / published over those figures is 1 (bisection; the model is monotone in each),
 // starting from `start`. A constant no fit figure names is an InputError (it would not be fitted).
 // Two rounds, so each constant sees the others' fitted values.
-ModelConstants FitModelConstants(const PublishedSet& set,
-                                 const ModelConstants& start = kFittedConstants);
+ModelConstants FitModelConstants(const PublishedSet& set, const ModelConstants& start = kFittedConstants);
 
 struct FigureComparison {
   const PublishedFigure* figure = nullptr;

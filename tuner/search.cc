@@ -178,7 +178,8 @@ void Tpe(const SearchSpace& s, Evaluator& eval, std::mt19937_64& rng, int budget
   while (!eval.Done()) {
     std::vector<Trial> sorted = eval.trials();
     std::sort(sorted.begin(), sorted.end(), [](const Trial& a, const Trial& b) { return a.score < b.score; });
-    const size_t n_good = std::max<size_t>(1, static_cast<size_t>(std::ceil(kGamma * static_cast<double>(sorted.size()))));
+    const size_t n_good =
+        std::max<size_t>(1, static_cast<size_t>(std::ceil(kGamma * static_cast<double>(sorted.size()))));
     // Per dimension: smoothed densities of the good and the bad trials. Each observation spreads over
     // its ordinal neighbours (weights 1, 0.5, 0.25) and a uniform prior keeps every value possible.
     std::vector<std::vector<double>> good(s.dims.size()), bad(s.dims.size());

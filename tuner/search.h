@@ -23,19 +23,19 @@ using Point = std::vector<int>;  // an index into each dimension's values
 
 struct Dimension {
   std::string name;
-  std::vector<std::string> values;  // in a meaningful order (neighbours are similar)
+  std::vector<std::string> values;           // in a meaningful order (neighbours are similar)
   std::function<bool(const Point&)> active;  // unset: every point has this dimension
   bool Active(const Point& p) const { return !active || active(p); }
 };
 
 struct SearchSpace {
   std::vector<Dimension> dims;
-  std::function<bool(const Point&)> valid;  // unset: every combination is valid
-  bool Valid(const Point& p) const;  // every inactive dimension at 0, and `valid`
-  Point Canonical(Point p) const;     // p with every inactive dimension at 0
-  uint64_t Size() const;       // every combination
-  uint64_t ValidSize() const;  // the valid ones (enumerated)
-  Point FromIndex(uint64_t index) const;  // mixed-radix, last dimension fastest
+  std::function<bool(const Point&)> valid;     // unset: every combination is valid
+  bool Valid(const Point& p) const;            // every inactive dimension at 0, and `valid`
+  Point Canonical(Point p) const;              // p with every inactive dimension at 0
+  uint64_t Size() const;                       // every combination
+  uint64_t ValidSize() const;                  // the valid ones (enumerated)
+  Point FromIndex(uint64_t index) const;       // mixed-radix, last dimension fastest
   std::string Describe(const Point& p) const;  // "name=value ..." of the active dimensions
 };
 
@@ -43,7 +43,7 @@ struct SearchOptions {
   std::string strategy = "bayes";  // grid | random | cd | bayes
   int budget = 100;                // evaluations (grid: ignored, it evaluates everything)
   uint64_t seed = 1;
-  int patience = 0;                // stop after this many evaluations without improvement (0: off)
+  int patience = 0;  // stop after this many evaluations without improvement (0: off)
 };
 
 struct Trial {

@@ -5,26 +5,26 @@
 #include "tuner/meter.h"
 #include "tuner/nccl_axis.h"
 
+#include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
-#include <memory>
 
 #include <nlohmann/json.hpp>
 
 #include "core/config.h"
 #include "core/database.h"
 #include "core/error.h"
-#include "core/progress.h"
 #include "core/files.h"
+#include "core/progress.h"
 #include "core/sizes.h"
 #include "core/timer.h"
 #include "kernels/codec_spec.h"
@@ -41,8 +41,7 @@ namespace {
 // the database or run now and stored; logged either way as "gate  NAME ...".
 bool GateVerdict(Database& db, const std::string& codec, const GateOptions& g, std::ostream& log) {
   const std::string key = GateConfigKey(g);
-  const std::string name =
-      g.accumulation_steps == 1 ? codec : fmt::format("{} k={}", codec, g.accumulation_steps);
+  const std::string name = g.accumulation_steps == 1 ? codec : fmt::format("{} k={}", codec, g.accumulation_steps);
   Statement q(db.handle(), "SELECT passed, final_loss, baseline_loss FROM gate_results WHERE codec = ? AND config = ?");
   q.Bind(1, codec).Bind(2, key);
   if (q.Step()) {
@@ -56,21 +55,27 @@ bool GateVerdict(Database& db, const std::string& codec, const GateOptions& g, s
   Statement ins(db.handle(),
                 "INSERT OR REPLACE INTO gate_results (codec, config, final_loss, baseline_loss, passed, created) "
                 "VALUES (?, ?, ?, ?, ?, ?)");
-  ins.Bind(1, codec).Bind(2, key).Bind(3, r.final_loss).Bind(4, r.baseline_loss).Bind(5, int64_t{r.passed}).Bind(6, IsoNow());
+  ins.Bind(1, codec)
+      .Bind(2, key)
+      .Bind(3, r.final_loss)
+      .Bind(4, r.baseline_loss)
+      .Bind(5, int64_t{r.passed})
+      .Bind(6, IsoNow());
   ins.Step();
   tx.Commit();
-  log << fmt::format("gate  {:<13} {} ({} of {} seeds x 2 learning rates: held-out accuracy {:.1f}% vs "
-                     "uncompressed {:.1f}%, loss {:.4f} vs {:.4f}; tolerance {:.1f} points)\n",
-                     name, r.passed ? "pass" : "fail", r.passed ? "worst" : "first failing", g.seeds,
-                     100 * r.accuracy, 100 * r.baseline_accuracy, r.final_loss, r.baseline_loss, 100 * g.tolerance);
+  log << fmt::format(
+      "gate  {:<13} {} ({} of {} seeds x 2 learning rates: held-out accuracy {:.1f}% vs "
+      "uncompressed {:.1f}%, loss {:.4f} vs {:.4f}; tolerance {:.1f} points)\n",
+      name, r.passed ? "pass" : "fail", r.passed ? "worst" : "first failing", g.seeds, 100 * r.accuracy,
+      100 * r.baseline_accuracy, r.final_loss, r.baseline_loss, 100 * g.tolerance);
   return r.passed;
 }
 
 // Gate verdicts for every codec and reduction precision of the space (GateName), from the database
 // or run now (and stored). The stored losses are the worst seed's. A codec or precision the --target
 // cannot run in any configuration is not gated (it is never proposed): its verdict is "fail".
-std::map<std::string, bool> GateAll(Database& db, const SearchSpace& space, const std::string& target,
-                                    double tolerance, int seeds, std::ostream& log) {
+std::map<std::string, bool> GateAll(Database& db, const SearchSpace& space, const std::string& target, double tolerance,
+                                    int seeds, std::ostream& log) {
   GateOptions g;
   g.tolerance = tolerance;
   g.seeds = seeds;
@@ -192,16 +197,18 @@ struct Study {
 
   void StartMeter() {
     if (o.mode == "measure" && !CpuTopology())
-      throw UsageError(fmt::format("--mode measure runs on the target hardware: this machine's CPU ranks (cpu_local) "
-                                   "or a CPU cluster reached through mpiexec (intra fabric shm), not {}",
-                                   topo.name));
+      throw UsageError(
+          fmt::format("--mode measure runs on the target hardware: this machine's CPU ranks (cpu_local) "
+                      "or a CPU cluster reached through mpiexec (intra fabric shm), not {}",
+                      topo.name));
     if (o.mode != "measure") return;
     // cpu_local: the ranks the study models, all of them on this host.
     if (topo.name == "cpu_local" && topo.nodes != 1)
-      throw UsageError(fmt::format("--mode measure times cpu_local's ranks on this host: a {}-node study cannot "
-                                   "be measured here (--nodes 1, a cluster topology under its launcher, or --mode "
-                                   "model)",
-                                   topo.nodes));
+      throw UsageError(
+          fmt::format("--mode measure times cpu_local's ranks on this host: a {}-node study cannot "
+                      "be measured here (--nodes 1, a cluster topology under its launcher, or --mode "
+                      "model)",
+                      topo.nodes));
     meter = std::make_unique<BucketMeter>(topo.ranks(), topo.nodes, o.transport, log);
   }
 
@@ -227,9 +234,10 @@ struct Study {
   void CalibrateClusterLinks() {
     const int per_node = topo.devices_per_node, ranks = topo.ranks();
     if (!calp || !cal.HasLink(per_node) || !cal.HasLink(ranks) || per_node < 2) {
-      log << fmt::format("links: the topology's figures (calibrate them under the cluster's launcher: ciuic-tune "
-                         "calibrate --ranks {},{}, e.g. through scripts/cluster-lab.sh --run)\n",
-                         per_node, ranks);
+      log << fmt::format(
+          "links: the topology's figures (calibrate them under the cluster's launcher: ciuic-tune "
+          "calibrate --ranks {},{}, e.g. through scripts/cluster-lab.sh --run)\n",
+          per_node, ranks);
       return;
     }
     auto fit = [&](int n, double* gb_per_s, double* alpha_us) {
@@ -252,9 +260,10 @@ struct Study {
         fmt::format("calibrated: ring step of {} ranks on one host ({})", per_node, cal_db);
     topo.sources["nics.gbps"] = topo.sources["nics.latency_us"] =
         fmt::format("calibrated: ring step of {} ranks across {} hosts ({})", ranks, topo.nodes, cal_db);
-    log << fmt::format("links: calibrated in {}: within a host {:.2f} GB/s, {:.1f} us; between hosts {:.3f} GB/s "
-                       "per host ({:.2f} Gb/s), {:.1f} us\n",
-                       cal_db, intra_gbps, intra_us, node_gbps, node_gbps * 8, inter_us);
+    log << fmt::format(
+        "links: calibrated in {}: within a host {:.2f} GB/s, {:.1f} us; between hosts {:.3f} GB/s "
+        "per host ({:.2f} Gb/s), {:.1f} us\n",
+        cal_db, intra_gbps, intra_us, node_gbps, node_gbps * 8, inter_us);
   }
 
   // Says which cost model the study runs on; a calibrated kernel model becomes part of its settings.
@@ -268,7 +277,8 @@ struct Study {
                          cal.device, cal.values(), cal_db,
                          topo.name == "cpu_local"
                              ? fmt::format("; the link at {} ranks is not calibrated (ciuic-tune calibrate --ranks {} "
-                                           "measures it)", topo.ranks(), topo.ranks())
+                                           "measures it)",
+                                           topo.ranks(), topo.ranks())
                              : "");
       model_note = "codec_kernels=" + cal.device;
     } else {
@@ -283,10 +293,11 @@ struct Study {
   }
 
   void LogSettings() {
-    log << fmt::format("study: topology {} ({} nodes x {} devices, fingerprint {}), workload {} ({} parameters), "
-                       "strategy {}, budget {}, seed {}\n",
-                       topo.name, topo.nodes, topo.devices_per_node, topo.Fingerprint(), work.name, work.parameters,
-                       o.strategy, o.budget, o.seed);
+    log << fmt::format(
+        "study: topology {} ({} nodes x {} devices, fingerprint {}), workload {} ({} parameters), "
+        "strategy {}, budget {}, seed {}\n",
+        topo.name, topo.nodes, topo.devices_per_node, topo.Fingerprint(), work.name, work.parameters, o.strategy,
+        o.budget, o.seed);
   }
 
   // The state-memory limit, the lossy-gain threshold and the model note: settings a resumed study
@@ -315,9 +326,10 @@ struct Study {
       constraints += std::string(constraints.empty() ? "" : ";") + "transport=" + o.transport;
     if (state_limit_gib > 0)
       log << fmt::format("constraint: communication state <= {:.4g} GiB per rank ({})\n", state_limit_gib, why);
-    log << fmt::format("constraint: a lossy codec must be >= {:.0f}% faster than the best lossless configuration "
-                       "(--min-gain)\n",
-                       100 * o.min_gain);
+    log << fmt::format(
+        "constraint: a lossy codec must be >= {:.0f}% faster than the best lossless configuration "
+        "(--min-gain)\n",
+        100 * o.min_gain);
   }
 
   bool StateFits(const PlanChoice& c) const {
@@ -331,8 +343,13 @@ struct Study {
                   "SELECT id FROM studies WHERE topology_fingerprint = ? AND workload = ? AND strategy = ? "
                   "AND budget = ? AND seed = ? AND mode = ? AND constraints = ? AND status = 'running' "
                   "ORDER BY id DESC LIMIT 1");
-      q.Bind(1, topo.Fingerprint()).Bind(2, work.name).Bind(3, o.strategy).Bind(4, int64_t{o.budget})
-          .Bind(5, static_cast<int64_t>(o.seed)).Bind(6, o.mode).Bind(7, constraints);
+      q.Bind(1, topo.Fingerprint())
+          .Bind(2, work.name)
+          .Bind(3, o.strategy)
+          .Bind(4, int64_t{o.budget})
+          .Bind(5, static_cast<int64_t>(o.seed))
+          .Bind(6, o.mode)
+          .Bind(7, constraints);
       if (q.Step()) res.study_id = q.ColumnInt(0);
     }
     if (res.study_id) {
@@ -351,9 +368,17 @@ struct Study {
                     "INSERT INTO studies (created, tool_version, git_commit, topology, topology_fingerprint, nodes, "
                     "workload, strategy, budget, seed, mode, constraints, status) "
                     "VALUES (?,?,?,?,?,?,?,?,?,?,?,?, 'running')");
-      ins.Bind(1, IsoNow()).Bind(2, std::string(CIUIC_VERSION)).Bind(3, std::string(CIUIC_GIT_COMMIT))
-          .Bind(4, topo.name).Bind(5, topo.Fingerprint()).Bind(6, int64_t{topo.nodes}).Bind(7, work.name)
-          .Bind(8, o.strategy).Bind(9, int64_t{o.budget}).Bind(10, static_cast<int64_t>(o.seed)).Bind(11, o.mode)
+      ins.Bind(1, IsoNow())
+          .Bind(2, std::string(CIUIC_VERSION))
+          .Bind(3, std::string(CIUIC_GIT_COMMIT))
+          .Bind(4, topo.name)
+          .Bind(5, topo.Fingerprint())
+          .Bind(6, int64_t{topo.nodes})
+          .Bind(7, work.name)
+          .Bind(8, o.strategy)
+          .Bind(9, int64_t{o.budget})
+          .Bind(10, static_cast<int64_t>(o.seed))
+          .Bind(11, o.mode)
           .Bind(12, constraints);
       ins.Step();
       res.study_id = db.LastInsertId();
@@ -404,7 +429,10 @@ struct Study {
                     "INSERT OR REPLACE INTO trials (study_id, idx, config, score_us, mode, status, elapsed_s, "
                     "reason) VALUES (?,?,?,?,?,?,?,?)");
       ins.Bind(1, res.study_id).Bind(2, evaluated).Bind(3, config);
-      if (std::isfinite(score)) ins.Bind(4, score); else ins.BindNull(4);
+      if (std::isfinite(score))
+        ins.Bind(4, score);
+      else
+        ins.BindNull(4);
       ins.Bind(5, o.mode)
           .Bind(6, std::string(!ok                    ? "gate-failed"
                                : !fits                ? "over-memory"
@@ -512,7 +540,7 @@ struct Study {
         for (const Point& p : twins) {
           const std::string config = space.Describe(p);
           if (!space.Valid(p) || std::any_of(sr.trials.begin(), sr.trials.end(),
-                          [&](const Trial& t) { return space.Describe(t.point) == config; }))
+                                             [&](const Trial& t) { return space.Describe(t.point) == config; }))
             continue;
           const Trial t{static_cast<int>(sr.trials.size()), p, objective(p)};
           sr.trials.push_back(t);
@@ -530,10 +558,11 @@ struct Study {
       }
     }
     if (!std::isfinite(sr.best.score))
-      throw InputError(fmt::format(
-          "no configuration is feasible (every trial failed the gate{}, or could not run)",
-          state_limit_gib > 0 ? fmt::format(", or needs more than {:.4g} GiB of state (--state-memory)", state_limit_gib)
-                              : ""));
+      throw InputError(
+          fmt::format("no configuration is feasible (every trial failed the gate{}, or could not run)",
+                      state_limit_gib > 0
+                          ? fmt::format(", or needs more than {:.4g} GiB of state (--state-memory)", state_limit_gib)
+                          : ""));
     const PlanChoice best = ChoiceOf(space, sr.best.point, topo);
     log << fmt::format("best: {} (communication state {:.2f} GiB per rank)\n", space.Describe(sr.best.point),
                        CommStateBytes(best, work, topo.ranks()) / (1 << 30));
@@ -564,9 +593,8 @@ struct Study {
       bool feasible = false;
       const CommPlan plan = PlanOf(baseline, topo, &feasible);
       const double full = meter->Us(baseline, static_cast<uint64_t>(baseline.bucket_bytes));
-      prof.baseline_step_us = StepScore(ScheduleStep(work, topo, plan, batch, [&](double bytes) {
-        return full * std::min(1.0, bytes / baseline.bucket_bytes);
-      }));
+      prof.baseline_step_us = StepScore(ScheduleStep(
+          work, topo, plan, batch, [&](double bytes) { return full * std::min(1.0, bytes / baseline.bucket_bytes); }));
     }
   }
 
@@ -638,12 +666,16 @@ struct Study {
       Statement up(db.handle(),
                    "INSERT OR REPLACE INTO best_configs (topology_fingerprint, op, min_bytes, max_bytes, config, "
                    "predicted_us, measured_us, study_id, updated) VALUES (?,?,?,?,?,?,?,?,?)");
-      up.Bind(1, prof.fingerprint).Bind(2, r.op).Bind(3, static_cast<int64_t>(r.min_bytes))
+      up.Bind(1, prof.fingerprint)
+          .Bind(2, r.op)
+          .Bind(3, static_cast<int64_t>(r.min_bytes))
           .Bind(4, static_cast<int64_t>(r.max_bytes))
           .Bind(5, fmt::format("algo={} codec={} precision={} streams={} bucket={}{}", r.algo, r.codec, r.precision,
                                r.streams, r.bucket_bytes,
                                r.hierarchy_depth == 3 ? fmt::format(" depth=3 group={}", r.nodes_per_group) : ""))
-          .Bind(6, r.predicted_us).Bind(8, res.study_id).Bind(9, IsoNow());
+          .Bind(6, r.predicted_us)
+          .Bind(8, res.study_id)
+          .Bind(9, IsoNow());
       if (r.measured_us >= 0) {
         up.Bind(7, r.measured_us);
       } else {
@@ -699,7 +731,8 @@ TuneResult RunStudy(const TuneOptions& options, std::ostream& log) {
 }
 
 void ShowStudies(const std::string& db_path, std::ostream& out) {
-  if (!std::filesystem::exists(db_path)) throw InputError(fmt::format("no database at '{}' (run ciuic-tune first)", db_path));
+  if (!std::filesystem::exists(db_path))
+    throw InputError(fmt::format("no database at '{}' (run ciuic-tune first)", db_path));
   Database db(db_path);
   out << fmt::format("# {:>4} {:<20} {:<10} {:<11} {:<8} {:>6} {:<8} {:>14}  {}\n", "id", "created", "topology",
                      "workload", "strategy", "trials", "status", "best_us/step", "best config");
@@ -712,8 +745,9 @@ void ShowStudies(const std::string& db_path, std::ostream& out) {
                        q.ColumnText(6), q.ColumnDouble(7), q.ColumnText(8));
   }
   out << "# best per (topology, op, size band)\n";
-  Statement b(db.handle(), "SELECT topology_fingerprint, op, min_bytes, max_bytes, config, predicted_us, study_id FROM "
-                           "best_configs ORDER BY topology_fingerprint, min_bytes");
+  Statement b(db.handle(),
+              "SELECT topology_fingerprint, op, min_bytes, max_bytes, config, predicted_us, study_id FROM "
+              "best_configs ORDER BY topology_fingerprint, min_bytes");
   while (b.Step()) {
     out << fmt::format("  {} {} [{}, {}) {}  predicted {:.1f} us  (study {})\n", b.ColumnText(0), b.ColumnText(1),
                        b.ColumnInt(2), b.ColumnInt(3) ? std::to_string(b.ColumnInt(3)) : "inf", b.ColumnText(4),

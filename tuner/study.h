@@ -21,9 +21,9 @@ struct TuneOptions {
   uint64_t seed = 1;
   int patience = 0;
   std::string mode = "model";
-  std::string db;  // empty: DefaultDatabasePath()
+  std::string db;              // empty: DefaultDatabasePath()
   std::string calibration_db;  // where calibrations are read (empty: db), e.g. one made on a GPU machine
-  std::string out;  // profile path; empty: DefaultProfilesDir()/<topology>.profile.json
+  std::string out;             // profile path; empty: DefaultProfilesDir()/<topology>.profile.json
   double gate_tolerance = 0.01;
   int gate_seeds = 3;  // the accuracy gate's seeds (tuner/gate.h); a verdict is stored per setting
   // > 0: configurations whose CommStateBytes exceed it are infeasible; 0: no limit; kAutoStateMemory:

@@ -72,8 +72,9 @@ Topology ParseTopology(const std::string& text, const std::string& origin) {
   const JsonDocument doc(text, "topology", origin);
   const JsonValue j = doc.Root();
   if (j.Has("published"))
-    j["published"].Fail("no longer part of a topology: validation figures live in "
-                        "profiles/published/nccl_tests.json (ciuic.published/1), apart from model inputs");
+    j["published"].Fail(
+        "no longer part of a topology: validation figures live in "
+        "profiles/published/nccl_tests.json (ciuic.published/1), apart from model inputs");
   j.OnlyKeys({"schema", "name", "nodes", "devices_per_node", "device", "intra", "nics", "spine", "sources"});
   const JsonValue schema = j["schema"];
   if (schema.String() != kSchema)
@@ -152,7 +153,8 @@ Topology LoadTopology(const std::string& name_or_path, int nodes) {
     if (!std::filesystem::exists(path)) {
       std::string known;
       for (const auto& n : BuiltinTopologies()) known += (known.empty() ? "" : " ") + n;
-      throw InputError(fmt::format("unknown topology '{}' (built-in: {}; or a path to a JSON file)", name_or_path, known));
+      throw InputError(
+          fmt::format("unknown topology '{}' (built-in: {}; or a path to a JSON file)", name_or_path, known));
     }
     t = ParseTopology(ReadTextFile(path.string(), "topology"), path.string());
   }

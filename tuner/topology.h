@@ -25,7 +25,7 @@ struct TopologyDevice {
 
 struct TopologyLink {
   std::string fabric;  // nvswitch | nvlink | pcie | shm | infiniband | ethernet
-  double bw_gbps = 0;   // per device, one direction (GB/s)
+  double bw_gbps = 0;  // per device, one direction (GB/s)
   double latency_us = 0;
   bool nvls = false;
 };
@@ -42,7 +42,7 @@ struct TopologyNics {
 // spine, where each node gets `gbps_per_node` (the group's uplink shared by its nodes) and each hop
 // adds `latency_us` to the NICs' latency.
 struct TopologySpine {
-  int nodes_per_group = 0;  // fan-in; 0: no third level
+  int nodes_per_group = 0;   // fan-in; 0: no third level
   double gbps_per_node = 0;  // Gb/s per node across the spine, all nodes of a group sending at once
   double latency_us = 0;     // added per hop that crosses the spine
 };
@@ -54,10 +54,10 @@ struct Topology {
   TopologyDevice device;
   TopologyLink intra;
   TopologyNics nics;
-  TopologySpine spine;  // nodes_per_group 0: two levels
-  std::map<std::string, std::string> sources;    // field -> where the number comes from
-  std::string origin;                            // file path or "detected"
-  std::set<std::string> live;                    // fields measured when loaded (cpu_local): not fingerprinted
+  TopologySpine spine;                         // nodes_per_group 0: two levels
+  std::map<std::string, std::string> sources;  // field -> where the number comes from
+  std::string origin;                          // file path or "detected"
+  std::set<std::string> live;                  // fields measured when loaded (cpu_local): not fingerprinted
 
   int ranks() const { return nodes * devices_per_node; }
   // Whether the nodes form several groups behind a spine (the third level hier depth 3 runs on).
@@ -65,7 +65,8 @@ struct Topology {
   // Nodes fill whole groups, or fit in one (--nodes below the fan-in).
   int groups() const { return HasSpine() ? nodes / spine.nodes_per_group : 1; }
   // Stable hash of what defines the topology (counts, device name, fabric, NICs, the spine where there
-  // is one, and the figures a file gives; not sources, nor `live` measurements): keys stored results and resumed studies.
+  // is one, and the figures a file gives; not sources, nor `live` measurements): keys stored results and resumed
+  // studies.
   std::string Fingerprint() const;
 };
 

@@ -8,8 +8,8 @@
 #include "collectives/algorithms/allreduce.h"
 #include "core/database.h"
 #include "core/error.h"
-#include "core/progress.h"
 #include "core/files.h"
+#include "core/progress.h"
 #include "core/sizes.h"
 #include "core/timer.h"
 #include "kernels/codec.h"
@@ -26,7 +26,8 @@ double MedianAbsError(const std::vector<ValidationRow>& rows) {
 }
 
 ValidationResult RunValidation(const ValidateOptions& o, std::ostream& out) {
-  if (o.ranks.empty() || o.sizes.empty() || o.codecs.empty()) throw UsageError("validate: --ranks, --sizes and --codecs must not be empty");
+  if (o.ranks.empty() || o.sizes.empty() || o.codecs.empty())
+    throw UsageError("validate: --ranks, --sizes and --codecs must not be empty");
   if (o.repeat < 1 || o.repeat > 20) throw UsageError(fmt::format("validate: --repeat {} must be in 1..20", o.repeat));
   for (int p : o.ranks)
     if (p < 2 || p > 64) throw UsageError(fmt::format("validate: --ranks {} must be in 2..64", p));
@@ -65,8 +66,9 @@ ValidationResult RunValidation(const ValidateOptions& o, std::ostream& out) {
   std::string size_list;
   for (uint64_t s : o.sizes) size_list += (size_list.empty() ? "" : ",") + std::to_string(s);
   std::map<std::tuple<int, size_t, uint64_t>, std::vector<double>> samples;
-  out << fmt::format("# validate: ciuic-bench allreduce --backend ciuic over MPI ({}){}\n", LocalMpiSetting(),
-                     o.stored_kernels ? "; kernels and link as stored" : "; each pass times the kernels and ring steps first");
+  out << fmt::format(
+      "# validate: ciuic-bench allreduce --backend ciuic over MPI ({}){}\n", LocalMpiSetting(),
+      o.stored_kernels ? "; kernels and link as stored" : "; each pass times the kernels and ring steps first");
   CalibrateOptions kc;
   kc.sizes = ParseSizeList(o.kernel_sizes);
   KernelSamples kernel_samples;
@@ -90,18 +92,19 @@ ValidationResult RunValidation(const ValidateOptions& o, std::ostream& out) {
           Progress& p;
           ~ItemDone() { p.Done(); }
         } item_done{progress};
-        const auto doc = RunBenchJson(fmt::format(
-            "allreduce --backend ciuic --codec {} --algo {} --ranks {} --sizes {} --inplace yes --check 0 "
-            "--warmup 2 --iters {}",
-            o.codecs[i], algos[i], p, size_list, o.iters));
+        const auto doc = RunBenchJson(
+            fmt::format("allreduce --backend ciuic --codec {} --algo {} --ranks {} --sizes {} --inplace yes --check 0 "
+                        "--warmup 2 --iters {}",
+                        o.codecs[i], algos[i], p, size_list, o.iters));
         for (uint64_t s : o.sizes) samples[{p, i, s}].push_back(BenchP50Us(doc, static_cast<double>(s)));
       }
   }
 
   if (!o.stored_kernels) {
-    out << fmt::format("# validate: the kernels and ring steps timed in the passes (median of {} sweeps), stored "
-                       "as a calibration\n",
-                       o.repeat);
+    out << fmt::format(
+        "# validate: the kernels and ring steps timed in the passes (median of {} sweeps), stored "
+        "as a calibration\n",
+        o.repeat);
     StoreKernelMedians(o.db, kc, o.codecs, kernel_samples, out);
     StoreLinkMedians(o.db, link_samples);
     cal = LoadCalibration(o.db, device);
@@ -140,8 +143,9 @@ ValidationResult RunValidation(const ValidateOptions& o, std::ostream& out) {
       if (r.codec == c) sub.push_back(r);
     out << fmt::format("# {}: median |error| {:.1f}%\n", c, 100 * MedianAbsError(sub));
   }
-  out << fmt::format("# median |predicted / measured - 1| = {:.1f}% over {} rows (kernels timed {} at once; device {})\n",
-                     100 * res.median_abs_error, res.rows.size(), cal.concurrency, device);
+  out << fmt::format(
+      "# median |predicted / measured - 1| = {:.1f}% over {} rows (kernels timed {} at once; device {})\n",
+      100 * res.median_abs_error, res.rows.size(), cal.concurrency, device);
 
   Database db(o.db);
   Database::Transaction tx(db);

@@ -85,7 +85,8 @@ Workload LoadWorkload(const std::string& name_or_path) {
     if (!std::filesystem::exists(path)) {
       std::string known;
       for (const auto& n : BuiltinWorkloads()) known += (known.empty() ? "" : " ") + n;
-      throw InputError(fmt::format("unknown workload '{}' (built-in: {}; or a path to a JSON file)", name_or_path, known));
+      throw InputError(
+          fmt::format("unknown workload '{}' (built-in: {}; or a path to a JSON file)", name_or_path, known));
     }
   }
   return ParseWorkload(ReadTextFile(path, "workload"), path);
@@ -96,8 +97,8 @@ double BucketUs(const Fabric& f, const Topology& t, const CommPlan& plan, double
   // Without a calibration the codec kernels stream their passes at CodecKernelGbps and, on a GPU,
   // each launch adds its fixed cost (cost_model.h); CPU kernels have none.
   const double launches = t.intra.fabric == "shm" ? 0.0 : plan.codec_launches * kGpuKernelLaunchUs;
-  const double codec_us = plan.codec_us ? plan.codec_us(bytes)
-                                        : launches + plan.codec_passes * bytes / (CodecKernelGbps(t) * 1e3);
+  const double codec_us =
+      plan.codec_us ? plan.codec_us(bytes) : launches + plan.codec_passes * bytes / (CodecKernelGbps(t) * 1e3);
   // No overlap credit: the runtime encodes, exchanges and decodes in sequence (workload.h).
   return PredictAllReduceUs(f, plan.algo, bytes, plan.wire_ratio, codec_us);
 }

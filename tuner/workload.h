@@ -39,9 +39,9 @@ Workload ParseWorkload(const std::string& json_text, const std::string& origin);
 // How one configuration moves a step's gradients.
 struct CommPlan {
   ModelAlgo algo = ModelAlgo::kNcclBest;
-  double wire_ratio = 1.0;        // uncompressed / wire bytes
-  double codec_passes = 0.0;      // passes over the fp32 bucket the codec kernels make (CodecKernelWork)
-  int codec_launches = 0;         // kernel launches per bucket (each costs kGpuKernelLaunchUs on a GPU)
+  double wire_ratio = 1.0;    // uncompressed / wire bytes
+  double codec_passes = 0.0;  // passes over the fp32 bucket the codec kernels make (CodecKernelWork)
+  int codec_launches = 0;     // kernel launches per bucket (each costs kGpuKernelLaunchUs on a GPU)
   // A bucket's allreduce time from the calibrated local model (local_model.h) when tuning for this
   // machine; unset: the alpha-beta model with the codec kernels below.
   std::function<double(double bytes)> local_us;

@@ -26,7 +26,14 @@ bool Expected(const void* ctx, uint64_t k, double* out) {
 
 }  // namespace
 
-const CollSpec kAllGatherSpec{Collective::kAllGather, "allgather", "gather every rank's buffer on every rank",
-                              false, false, [](int n) { return (n - 1.0) / n; }, Counts, Launch, Expected};
+const CollSpec kAllGatherSpec{Collective::kAllGather,
+                              "allgather",
+                              "gather every rank's buffer on every rank",
+                              false,
+                              false,
+                              [](int n) { return (n - 1.0) / n; },
+                              Counts,
+                              Launch,
+                              Expected};
 
 }  // namespace ciuic

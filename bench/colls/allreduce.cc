@@ -24,7 +24,14 @@ bool Expected(const void* ctx, uint64_t k, double* out) {
 
 }  // namespace
 
-const CollSpec kAllReduceSpec{Collective::kAllReduce, "allreduce", "reduce across ranks, result on every rank",
-                              true, false, [](int n) { return 2.0 * (n - 1) / n; }, Counts, Launch, Expected};
+const CollSpec kAllReduceSpec{Collective::kAllReduce,
+                              "allreduce",
+                              "reduce across ranks, result on every rank",
+                              true,
+                              false,
+                              [](int n) { return 2.0 * (n - 1) / n; },
+                              Counts,
+                              Launch,
+                              Expected};
 
 }  // namespace ciuic

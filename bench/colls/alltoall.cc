@@ -27,7 +27,14 @@ bool Expected(const void* ctx, uint64_t k, double* out) {
 
 }  // namespace
 
-const CollSpec kAllToAllSpec{Collective::kAllToAll, "alltoall", "exchange one block between every pair of ranks",
-                             false, false, [](int n) { return (n - 1.0) / n; }, Counts, Launch, Expected};
+const CollSpec kAllToAllSpec{Collective::kAllToAll,
+                             "alltoall",
+                             "exchange one block between every pair of ranks",
+                             false,
+                             false,
+                             [](int n) { return (n - 1.0) / n; },
+                             Counts,
+                             Launch,
+                             Expected};
 
 }  // namespace ciuic

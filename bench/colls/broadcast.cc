@@ -23,7 +23,14 @@ bool Expected(const void* ctx, uint64_t k, double* out) {
 
 }  // namespace
 
-const CollSpec kBroadcastSpec{Collective::kBroadcast, "broadcast", "copy the root's buffer to every rank", false,
-                              true, [](int) { return 1.0; }, Counts, Launch, Expected};
+const CollSpec kBroadcastSpec{Collective::kBroadcast,
+                              "broadcast",
+                              "copy the root's buffer to every rank",
+                              false,
+                              true,
+                              [](int) { return 1.0; },
+                              Counts,
+                              Launch,
+                              Expected};
 
 }  // namespace ciuic

@@ -25,7 +25,14 @@ bool Expected(const void* ctx, uint64_t k, double* out) {
 
 }  // namespace
 
-const CollSpec kReduceSpec{Collective::kReduce, "reduce", "reduce across ranks, result on the root", true, true,
-                           [](int) { return 1.0; }, Counts, Launch, Expected};
+const CollSpec kReduceSpec{Collective::kReduce,
+                           "reduce",
+                           "reduce across ranks, result on the root",
+                           true,
+                           true,
+                           [](int) { return 1.0; },
+                           Counts,
+                           Launch,
+                           Expected};
 
 }  // namespace ciuic

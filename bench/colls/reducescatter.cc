@@ -26,8 +26,14 @@ bool Expected(const void* ctx, uint64_t k, double* out) {
 
 }  // namespace
 
-const CollSpec kReduceScatterSpec{Collective::kReduceScatter, "reducescatter",
-                                  "reduce across ranks, slice r of the result on rank r", true, false,
-                                  [](int n) { return (n - 1.0) / n; }, Counts, Launch, Expected};
+const CollSpec kReduceScatterSpec{Collective::kReduceScatter,
+                                  "reducescatter",
+                                  "reduce across ranks, slice r of the result on rank r",
+                                  true,
+                                  false,
+                                  [](int n) { return (n - 1.0) / n; },
+                                  Counts,
+                                  Launch,
+                                  Expected};
 
 }  // namespace ciuic

@@ -18,7 +18,7 @@ const CollSpec* FindCollective(std::string_view name) {
 
 PatternKind PatternFor(const CollSpec& spec, ReduceOp op) {
   if (!spec.reduces) return PatternKind::kAny;
-  return op == ReduceOp::kProd ? PatternKind::kProd
+  return op == ReduceOp::kProd                            ? PatternKind::kProd
          : (op == ReduceOp::kMin || op == ReduceOp::kMax) ? PatternKind::kAny
                                                           : PatternKind::kSum;
 }

@@ -25,7 +25,14 @@ bool Expected(const void* ctx, uint64_t k, double* out) {
 
 }  // namespace
 
-const CollSpec kSendRecvSpec{Collective::kSendRecv, "sendrecv", "send to rank+1 while receiving from rank-1",
-                             false, false, [](int) { return 1.0; }, Counts, Launch, Expected};
+const CollSpec kSendRecvSpec{Collective::kSendRecv,
+                             "sendrecv",
+                             "send to rank+1 while receiving from rank-1",
+                             false,
+                             false,
+                             [](int) { return 1.0; },
+                             Counts,
+                             Launch,
+                             Expected};
 
 }  // namespace ciuic

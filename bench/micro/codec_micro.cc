@@ -19,8 +19,8 @@
 namespace ciuic {
 namespace {
 
-const char* const kCodecs[] = {"fp16", "bf16", "int8", "int4", "fp8e4m3", "fp8e5m2", "sign1", "topk:0.01",
-                               "randomk:0.01", "powersgd:4"};
+const char* const kCodecs[] = {"fp16",    "bf16",  "int8",      "int4",         "fp8e4m3",
+                               "fp8e5m2", "sign1", "topk:0.01", "randomk:0.01", "powersgd:4"};
 
 std::vector<float> Gradients(size_t n) {
   std::mt19937_64 rng(42);
@@ -38,7 +38,11 @@ CodecSpec SpecOf(const char* codec, bool ef) {
 
 struct Fixture {
   Fixture(const char* codec, size_t n, MemoryKind kind, bool ef)
-      : c(SpecOf(codec, ef)), n(n), kind(kind), x(n * 4, kind), out(n * 4, kind),
+      : c(SpecOf(codec, ef)),
+        n(n),
+        kind(kind),
+        x(n * 4, kind),
+        out(n * 4, kind),
         wire(std::max<size_t>(c.WireBytes(n), 1), kind) {
     const std::vector<float> g = Gradients(n);
     CopyBytes(x.data(), kind, g.data(), MemoryKind::kHost, n * 4);
@@ -70,9 +74,15 @@ void RunOp(benchmark::State& st, const char* codec, Op op, MemoryKind kind) {
   auto body = [&] {
     switch (op) {
       case Op::kEncode:
-      case Op::kEncodeEf: f.c.Encode(f.x.as<float>(), n, f.wire.data(), &f.state, nullptr, false); break;
-      case Op::kDecode: f.c.Decode(f.wire.data(), n, f.out.as<float>(), f.state.step - 1); break;
-      case Op::kDecodeAcc: f.c.DecodeAccumulate(f.wire.data(), n, f.out.as<float>(), f.state.step - 1); break;
+      case Op::kEncodeEf:
+        f.c.Encode(f.x.as<float>(), n, f.wire.data(), &f.state, nullptr, false);
+        break;
+      case Op::kDecode:
+        f.c.Decode(f.wire.data(), n, f.out.as<float>(), f.state.step - 1);
+        break;
+      case Op::kDecodeAcc:
+        f.c.DecodeAccumulate(f.wire.data(), n, f.out.as<float>(), f.state.step - 1);
+        break;
       case Op::kDecodeAddEncode: {
         Buffer& w2 = wire2;
         f.c.DecodeAddEncode(f.wire.data(), f.x.as<float>(), n, w2.data(), 0);
@@ -143,7 +153,10 @@ void Register() {
   const struct {
     Op op;
     const char* name;
-  } ops[] = {{Op::kEncode, "encode"}, {Op::kEncodeEf, "ef_encode"}, {Op::kDecode, "decode"}, {Op::kDecodeAcc, "decode_acc"},
+  } ops[] = {{Op::kEncode, "encode"},
+             {Op::kEncodeEf, "ef_encode"},
+             {Op::kDecode, "decode"},
+             {Op::kDecodeAcc, "decode_acc"},
              {Op::kDecodeAddEncode, "decode_add_encode"}};
   const bool gpu = CudaDeviceCount() > 0;
   for (const char* codec : kCodecs) {
@@ -155,10 +168,9 @@ void Register() {
       b->Arg(1 << 20);
       if (!heavy) b->Arg(64 << 20);
       if (gpu) {
-        benchmark::RegisterBenchmark((std::string("cuda/") + o.name + "/" + codec).c_str(),
-                                     [codec, op = o.op](benchmark::State& st) {
-                                       RunOp(st, codec, op, MemoryKind::kDevice);
-                                     })
+        benchmark::RegisterBenchmark(
+            (std::string("cuda/") + o.name + "/" + codec).c_str(),
+            [codec, op = o.op](benchmark::State& st) { RunOp(st, codec, op, MemoryKind::kDevice); })
             ->Arg(1 << 20)
             ->Arg(64 << 20)
             ->UseManualTime();

@@ -82,7 +82,8 @@ class JsonReporter : public Reporter {
         j["wrong"] = r.wrong;
         if (r.rel_l2_error >= 0) {
           j["rel_l2_error"] = r.rel_l2_error;
-          j["max_abs_error"] = std::isfinite(r.max_abs_error) ? nlohmann::json(r.max_abs_error) : nlohmann::json(nullptr);
+          j["max_abs_error"] =
+              std::isfinite(r.max_abs_error) ? nlohmann::json(r.max_abs_error) : nlohmann::json(nullptr);
         }
       } else {
         for (const char* k : {"time_us", "time_p50_us", "time_p99_us", "time_min_us", "time_max_us", "time_stddev_us",
@@ -116,8 +117,9 @@ class JsonReporter : public Reporter {
     if (!ctx_.baseline.empty() && s.baseline_best_gbps > 0) {
       x["baseline_best_busbw_gbps"] = s.baseline_best_gbps;
       x["baseline_best_size_bytes"] = s.baseline_best_size_bytes;
-      x["peak_pct_of_baseline_best"] = s.peak_size_bytes > 0 ? nlohmann::json(100.0 * s.peak_busbw_gbps / s.baseline_best_gbps)
-                                                             : nlohmann::json(nullptr);
+      x["peak_pct_of_baseline_best"] = s.peak_size_bytes > 0
+                                           ? nlohmann::json(100.0 * s.peak_busbw_gbps / s.baseline_best_gbps)
+                                           : nlohmann::json(nullptr);
     }
     x["total_wrong"] = s.total_wrong;
     x["rows"] = s.rows;

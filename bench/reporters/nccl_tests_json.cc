@@ -103,7 +103,7 @@ class NcclTestsJsonReporter : public Reporter {
     doc_["nccl_version"] = NcclVersionCode(c);
     auto& x = doc_["config"];
     x["nthreads"] = 1;
-    x["ngpus"] = 1;  // every GPU (or CPU rank) is its own rank here
+    x["ngpus"] = 1;          // every GPU (or CPU rank) is its own rank here
     x["minimum_bytes"] = 0;  // the sizes and iterations are filled in at End, once the rows are known
     x["maximum_bytes"] = 0;
     x["warmup_iters"] = c.warmup >= 0 ? Json(c.warmup) : Json(nullptr);
@@ -161,13 +161,17 @@ class NcclTestsJsonReporter : public Reporter {
     for (auto it = x.begin(); it != x.end(); ++it) {
       config[it.key()] = it.value();
       if (it.key() == "maximum_bytes") {
-        if (const uint64_t f = StepFactor()) config["step_factor"] = f;
-        else if (const uint64_t b = StepBytes()) config["step_bytes"] = b;
+        if (const uint64_t f = StepFactor())
+          config["step_factor"] = f;
+        else if (const uint64_t b = StepBytes())
+          config["step_bytes"] = b;
       }
     }
     // The count every row ran: --iters, or with auto counts the one they share (null when they differ).
-    if (ctx_.iters >= 0) config["iterations"] = ctx_.iters;
-    else if (row_iters_.size() == 1) config["iterations"] = *row_iters_.begin();
+    if (ctx_.iters >= 0)
+      config["iterations"] = ctx_.iters;
+    else if (row_iters_.size() == 1)
+      config["iterations"] = *row_iters_.begin();
     x = std::move(config);
 
     doc_["out_of_bounds"] = {{"count", s.total_wrong}, {"okay", Flag(s.total_wrong == 0)}};

@@ -45,10 +45,14 @@ class SqliteReporter : public Reporter {
       wrong += r.wrong;
       if (r.moves_bytes) peak = std::max(peak, r.busbw_gbps);
     }
-    nlohmann::json context = {{"library_versions", ctx_.library_versions}, {"device_name", ctx_.device_name},
-                              {"command_line", ctx_.command_line},         {"warmup", ctx_.warmup},
-                              {"iters", ctx_.iters},                       {"check", ctx_.check},
-                              {"timing", ctx_.timing},                     {"root", ctx_.root},
+    nlohmann::json context = {{"library_versions", ctx_.library_versions},
+                              {"device_name", ctx_.device_name},
+                              {"command_line", ctx_.command_line},
+                              {"warmup", ctx_.warmup},
+                              {"iters", ctx_.iters},
+                              {"check", ctx_.check},
+                              {"timing", ctx_.timing},
+                              {"root", ctx_.root},
                               {"average", ctx_.average}};
     // One (dtype, op) of a sweep over several: the sweep's lists.
     if (part_of_sweep) context["sweep"] = {{"dtypes", ctx_.dtype}, {"ops", ctx_.redop}};
@@ -104,8 +108,6 @@ class SqliteReporter : public Reporter {
 
 }  // namespace
 
-std::unique_ptr<Reporter> MakeSqliteReporter(const std::string& path) {
-  return std::make_unique<SqliteReporter>(path);
-}
+std::unique_ptr<Reporter> MakeSqliteReporter(const std::string& path) { return std::make_unique<SqliteReporter>(path); }
 
 }  // namespace ciuic

@@ -49,7 +49,8 @@ class TableReporter : public Reporter {
                         c.iters < 0 ? "auto" : std::to_string(c.iters), c.check, c.timing, c.average,
                         c.average_description);
     if (c.timing == "batch")
-      out_ << "# timing batch: the timed iterations back to back, one wait, wall clock / iterations (nccl-tests' -z 0)\n";
+      out_ << "# timing batch: the timed iterations back to back, one wait, wall clock / iterations (nccl-tests' -z "
+              "0)\n";
     else if (c.timing == "host" && (c.blocking >= 0 || c.library_versions.count("cuda")))
       out_ << "# timing host: each op alone (barrier, op, wait for it), wall clock (nccl-tests' -z 1)\n";
     if (!c.baseline.empty())
@@ -58,17 +59,19 @@ class TableReporter : public Reporter {
     out_ << "#\n";
     lossy_ = c.codec != "none";
     baseline_ = !c.baseline.empty();
-    if (lossy_) out_ << "# lossy codec: #wrong counts ranks whose bits differ from rank 0; error columns are of the out-of-place run\n";
-    out_ << fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       in-place\n", "",
-                        "", "", "", "");
+    if (lossy_)
+      out_ << "# lossy codec: #wrong counts ranks whose bits differ from rank 0; error columns are of the out-of-place "
+              "run\n";
+    out_ << fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       in-place\n",
+                        "", "", "", "", "");
     out_ << fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}",
                         "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
                         "busbw", "#wrong") +
                 Extras("algo", "rel_l2", "max_abs", "%ref") + "\n";
-    std::string units = fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}",
-                        "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
-                        "") +
-                Extras("", "(error)", "(error)", "(%)");
+    std::string units =
+        fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}",
+                    "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "") +
+        Extras("", "(error)", "(error)", "(%)");
     while (units.back() == ' ') units.pop_back();
     out_ << units << "\n";
     out_.flush();
@@ -79,16 +82,17 @@ class TableReporter : public Reporter {
     const BenchRow& first = rows.front();
     const std::string& type = first.dtype_table.empty() ? ctx_.dtype_table : first.dtype_table;
     const std::string& redop = first.redop.empty() ? ctx_.redop : first.redop;
-    std::string line = fmt::format("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}", first.size_bytes, first.count, type, redop,
-                                   first.root);
+    std::string line =
+        fmt::format("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}", first.size_bytes, first.count, type, redop, first.root);
     const BenchRow* oop = nullptr;
     const BenchRow* ip = nullptr;
     for (const auto& r : rows) (r.inplace ? ip : oop) = &r;
     for (const BenchRow* r : {oop, ip}) {
       if (!r || !r->ok()) {
         line += fmt::format("  {:>7}  {:>6}  {:>6}  {:>6}", "n/a", "n/a", "n/a", "n/a");
-        if (r) notes_.push_back(fmt::format("{}{} {}: {}", FormatSize(r->size_bytes), Combination(*r),
-                                            r->inplace ? "in-place" : "out-of-place", r->error));
+        if (r)
+          notes_.push_back(fmt::format("{}{} {}: {}", FormatSize(r->size_bytes), Combination(*r),
+                                       r->inplace ? "in-place" : "out-of-place", r->error));
         continue;
       }
       const std::string time = Fit(r->time_us, kTimeWidth);
@@ -120,12 +124,14 @@ class TableReporter : public Reporter {
   void End(const BenchSummary& s) override {
     for (const auto& n : notes_) out_ << "# n/a " << n << "\n";
     // nccl-tests' closing lines, in its format ("# %-20s : %d %s", "# %-20s : %g "), for the scripts that read them.
-    out_ << fmt::format("# {:<20} : {} {}\n", "Out of bounds values", s.total_wrong, s.total_wrong == 0 ? "OK" : "FAILED");
+    out_ << fmt::format("# {:<20} : {} {}\n", "Out of bounds values", s.total_wrong,
+                        s.total_wrong == 0 ? "OK" : "FAILED");
     out_ << fmt::format("# {:<20} : {:g} \n", "Avg bus bandwidth", s.avg_busbw_gbps);
     out_ << "#\n";
     if (s.peak_size_bytes > 0) {
       out_ << fmt::format("# peak busbw: {:.2f} GB/s at {} B ({}, {}{})\n", s.peak_busbw_gbps, s.peak_size_bytes,
-                          FormatSize(s.peak_size_bytes), s.peak_inplace ? "in-place" : "out-of-place", PeakCombination(s));
+                          FormatSize(s.peak_size_bytes), s.peak_inplace ? "in-place" : "out-of-place",
+                          PeakCombination(s));
     } else {
       out_ << "# peak busbw: n/a (no row moved bytes between ranks)\n";
     }

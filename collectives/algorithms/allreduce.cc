@@ -16,22 +16,30 @@ using hops::HasHop;
 
 const char* AlgoName(AllReduceAlgo a) {
   switch (a) {
-    case AllReduceAlgo::kAuto: return "auto";
-    case AllReduceAlgo::kRing: return "ring";
-    case AllReduceAlgo::kRecursiveDoubling: return "rd";
-    case AllReduceAlgo::kHierarchical: return "hier";
-    case AllReduceAlgo::kSparse: return "sparse";
-    case AllReduceAlgo::kTwoPhaseSign: return "sign2";
-    case AllReduceAlgo::kPowerSgd: return "powersgd";
-    case AllReduceAlgo::kNative: return "native";
+    case AllReduceAlgo::kAuto:
+      return "auto";
+    case AllReduceAlgo::kRing:
+      return "ring";
+    case AllReduceAlgo::kRecursiveDoubling:
+      return "rd";
+    case AllReduceAlgo::kHierarchical:
+      return "hier";
+    case AllReduceAlgo::kSparse:
+      return "sparse";
+    case AllReduceAlgo::kTwoPhaseSign:
+      return "sign2";
+    case AllReduceAlgo::kPowerSgd:
+      return "powersgd";
+    case AllReduceAlgo::kNative:
+      return "native";
   }
   return "?";
 }
 
 AllReduceAlgo ParseAlgo(std::string_view text) {
-  for (AllReduceAlgo a : {AllReduceAlgo::kAuto, AllReduceAlgo::kRing, AllReduceAlgo::kRecursiveDoubling,
-                          AllReduceAlgo::kHierarchical, AllReduceAlgo::kSparse, AllReduceAlgo::kTwoPhaseSign,
-                          AllReduceAlgo::kPowerSgd, AllReduceAlgo::kNative})
+  for (AllReduceAlgo a :
+       {AllReduceAlgo::kAuto, AllReduceAlgo::kRing, AllReduceAlgo::kRecursiveDoubling, AllReduceAlgo::kHierarchical,
+        AllReduceAlgo::kSparse, AllReduceAlgo::kTwoPhaseSign, AllReduceAlgo::kPowerSgd, AllReduceAlgo::kNative})
     if (text == AlgoName(a)) return a;
   throw UsageError(fmt::format("unknown algorithm '{}' (auto ring rd hier sparse sign2 powersgd native)", text));
 }
@@ -45,10 +53,14 @@ DType ParsePrecision(std::string_view text) {
 
 AllReduceAlgo DefaultAlgo(CodecKind codec) {
   switch (codec) {
-    case CodecKind::kTopK: return AllReduceAlgo::kSparse;
-    case CodecKind::kSign1: return AllReduceAlgo::kTwoPhaseSign;
-    case CodecKind::kPowerSgd: return AllReduceAlgo::kPowerSgd;
-    default: return AllReduceAlgo::kRing;  // randomk runs its values through the ring
+    case CodecKind::kTopK:
+      return AllReduceAlgo::kSparse;
+    case CodecKind::kSign1:
+      return AllReduceAlgo::kTwoPhaseSign;
+    case CodecKind::kPowerSgd:
+      return AllReduceAlgo::kPowerSgd;
+    default:
+      return AllReduceAlgo::kRing;  // randomk runs its values through the ring
   }
 }
 
@@ -56,13 +68,13 @@ AllReduceEngine::AllReduceEngine(Communicator& comm, const AlgoConfig& config)
     : comm_(comm), config_(config), algo_(config.algo), codec_(config.codec) {
   const CodecKind k = config.codec.kind;
   if (algo_ == AllReduceAlgo::kAuto && k == CodecKind::kNone && config.precision == DType::kFloat32) {
-    crossover_ = config.crossover ? config.crossover
-                                  : std::make_shared<const Crossover>(BuiltinCrossover(comm.BackendName()));
+    crossover_ =
+        config.crossover ? config.crossover : std::make_shared<const Crossover>(BuiltinCrossover(comm.BackendName()));
     for (const auto& b : crossover_->bands) {
       if (b.algo != AllReduceAlgo::kNative && b.algo != AllReduceAlgo::kRecursiveDoubling &&
           b.algo != AllReduceAlgo::kRing && b.algo != AllReduceAlgo::kHierarchical)
-        throw UsageError(fmt::format("auto chooses among native, rd, ring, hier (the crossover names {})",
-                                     AlgoName(b.algo)));
+        throw UsageError(
+            fmt::format("auto chooses among native, rd, ring, hier (the crossover names {})", AlgoName(b.algo)));
     }
   } else if (algo_ == AllReduceAlgo::kAuto) {
     algo_ = k == CodecKind::kNone ? AllReduceAlgo::kNative : DefaultAlgo(k);
@@ -92,14 +104,17 @@ AllReduceEngine::AllReduceEngine(Communicator& comm, const AlgoConfig& config)
     case AllReduceAlgo::kNative:
       if (k != CodecKind::kNone) refuse();
       break;
-    case AllReduceAlgo::kAuto: break;  // a crossover of uncompressed algorithms (checked above)
+    case AllReduceAlgo::kAuto:
+      break;  // a crossover of uncompressed algorithms (checked above)
   }
   const DType prec = config.precision;
   if (prec != DType::kFloat32 && prec != DType::kBFloat16 && prec != DType::kFloat16)
     throw UsageError(fmt::format("reduction precision {}: fp32 bf16 fp16", DTypeName(prec)));
   if (prec != DType::kFloat32 && algo_ != AllReduceAlgo::kNative)
-    throw UsageError(fmt::format("reduction precision {} applies to the native algorithm; {} accumulates in fp32 "
-                                 "(16-bit wires: codec fp16 or bf16)", DTypeName(prec), AlgoName(algo_)));
+    throw UsageError(
+        fmt::format("reduction precision {} applies to the native algorithm; {} accumulates in fp32 "
+                    "(16-bit wires: codec fp16 or bf16)",
+                    DTypeName(prec), AlgoName(algo_)));
   impl_ = std::make_unique<Impl>(comm_, config_, codec_, counters_);
 }
 
@@ -148,13 +163,26 @@ void AllReduceEngine::Run(const float* src, float* data, size_t n, CodecState* s
           impl_->CompressedRing(comm_, data, n, state, true);
         }
         break;
-      case AllReduceAlgo::kRecursiveDoubling: impl_->RecursiveDoubling(comm_, data, n); break;
-      case AllReduceAlgo::kHierarchical: impl_->Hierarchical(data, n, state); break;
-      case AllReduceAlgo::kSparse: impl_->Sparse(data, n, state); break;
-      case AllReduceAlgo::kTwoPhaseSign: impl_->TwoPhaseSign(data, n, state); break;
-      case AllReduceAlgo::kPowerSgd: impl_->PowerSgd(data, n, state); break;
-      case AllReduceAlgo::kNative: averaged = impl_->Native(src, data, n, average); break;
-      case AllReduceAlgo::kAuto: break;
+      case AllReduceAlgo::kRecursiveDoubling:
+        impl_->RecursiveDoubling(comm_, data, n);
+        break;
+      case AllReduceAlgo::kHierarchical:
+        impl_->Hierarchical(data, n, state);
+        break;
+      case AllReduceAlgo::kSparse:
+        impl_->Sparse(data, n, state);
+        break;
+      case AllReduceAlgo::kTwoPhaseSign:
+        impl_->TwoPhaseSign(data, n, state);
+        break;
+      case AllReduceAlgo::kPowerSgd:
+        impl_->PowerSgd(data, n, state);
+        break;
+      case AllReduceAlgo::kNative:
+        averaged = impl_->Native(src, data, n, average);
+        break;
+      case AllReduceAlgo::kAuto:
+        break;
     }
     if (average && !averaged && comm_.Size() > 1) {
       trace::Span scale("scale", trace::Category::kCompute);

@@ -41,7 +41,16 @@
 
 namespace ciuic {
 
-enum class AllReduceAlgo { kAuto, kRing, kRecursiveDoubling, kHierarchical, kSparse, kTwoPhaseSign, kPowerSgd, kNative };
+enum class AllReduceAlgo {
+  kAuto,
+  kRing,
+  kRecursiveDoubling,
+  kHierarchical,
+  kSparse,
+  kTwoPhaseSign,
+  kPowerSgd,
+  kNative
+};
 const char* AlgoName(AllReduceAlgo a);
 AllReduceAlgo ParseAlgo(std::string_view text);  // auto ring rd hier sparse sign2 powersgd native
 // The algorithm `auto` picks for a lossy codec (the one that takes it). Uncompressed fp32, auto
@@ -52,14 +61,14 @@ struct Crossover;
 
 struct AlgoConfig {
   AllReduceAlgo algo = AllReduceAlgo::kAuto;
-  CodecSpec codec;             // kind none: uncompressed
+  CodecSpec codec;               // kind none: uncompressed
   size_t piece_bytes = 1 << 20;  // pipelining unit of the ring
   int in_flight = 4;             // pieces in flight per direction (K)
   // Out of place, a ring whose reduce-scatter writes more result bytes than this streams them past
   // the caches (the same bits); 0: the largest cache a core sees.
   size_t uncached_bytes = 0;
-  int ranks_per_node = 0;        // hier: 0 = group by host name
-  int nodes_per_group = 0;       // hier depth 3: nodes per group (e.g. per rail or NVLink domain); 0 = depth 2
+  int ranks_per_node = 0;             // hier: 0 = group by host name
+  int nodes_per_group = 0;            // hier depth 3: nodes per group (e.g. per rail or NVLink domain); 0 = depth 2
   DType precision = DType::kFloat32;  // native: the dtype the transport reduces in (fp32 bf16 fp16)
   // auto, uncompressed fp32: the table it chooses from per message size; null: the built-in one of
   // the transport (BuiltinCrossover).

@@ -96,7 +96,8 @@ void AllReduceEngine::Impl::Exchange(Communicator& c, const void* send, size_t s
     // Posting a send may move the bytes (the local transport copies into the peer's mailbox).
     trace::Span span("send", trace::Category::kComm);
     span.With("bytes", static_cast<int64_t>(len)).With("peer", to);
-    sends.push_back(c.ISend(static_cast<const uint8_t*>(send) + off, len, to, static_cast<int>(static_cast<int64_t>(next_s) % tags)));
+    sends.push_back(c.ISend(static_cast<const uint8_t*>(send) + off, len, to,
+                            static_cast<int>(static_cast<int64_t>(next_s) % tags)));
     ++next_s;
   };
   while (next_r < nr && recvs.size() < window) post_recv();
@@ -134,8 +135,7 @@ void AllReduceEngine::Impl::Exchange(Communicator& c, const void* send, size_t s
   counters.comm_s += NowSeconds() - t0 - reduce_s;
 }
 
-void AllReduceEngine::Impl::RingReduceScatter(Communicator& c, const float* src, float* data, size_t n,
-                                              size_t align) {
+void AllReduceEngine::Impl::RingReduceScatter(Communicator& c, const float* src, float* data, size_t n, size_t align) {
   const int p = c.Size(), r = c.Rank();
   if (p == 1) {
     if (src != data) CopyBytesAsync(data, kind, src, kind, n * 4, c.Stream());
@@ -178,8 +178,7 @@ void AllReduceEngine::Impl::RingAllGather(Communicator& c, float* data, size_t n
   span.With("bytes", static_cast<int64_t>(n * 4)).With("ranks", p);
   for (int s = 0; s < p - 1; ++s) {
     const Range sc = ChunkOf(n, p, (r + 1 - s + p) % p, align), rc = ChunkOf(n, p, (r - s + p) % p, align);
-    Exchange(c, data + sc.begin, sc.size() * 4, (r + 1) % p, data + rc.begin, rc.size() * 4, (r - 1 + p) % p,
-             nullptr);
+    Exchange(c, data + sc.begin, sc.size() * 4, (r + 1) % p, data + rc.begin, rc.size() * 4, (r - 1 + p) % p, nullptr);
   }
 }
 

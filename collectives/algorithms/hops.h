@@ -81,7 +81,9 @@ struct AllReduceEngine::Impl {
   // Out of place when src != data: step 0 sends from src and every reduction writes
   // data = src + received, so src is read once and no copy pass is made (the chunk a rank sends
   // first is written to data only by the allgather).
-  void RingReduceScatter(Communicator& c, float* data, size_t n, size_t align) { RingReduceScatter(c, data, data, n, align); }
+  void RingReduceScatter(Communicator& c, float* data, size_t n, size_t align) {
+    RingReduceScatter(c, data, data, n, align);
+  }
   void RingReduceScatter(Communicator& c, const float* src, float* data, size_t n, size_t align);
   // After RingReduceScatter rank r owns chunk (r + 1) % P; this spreads every chunk to every rank.
   void RingAllGather(Communicator& c, float* data, size_t n, size_t align);
@@ -94,25 +96,25 @@ struct AllReduceEngine::Impl {
 
   // ---- algorithms, one file each ------------------------------------------------------------------
   void Ring(Communicator& c, float* data, size_t n) { Ring(c, data, data, n); }
-  void Ring(Communicator& c, const float* src, float* data, size_t n);                           // ring.cc
+  void Ring(Communicator& c, const float* src, float* data, size_t n);                             // ring.cc
   void CompressedRing(Communicator& c, float* data, size_t n, CodecState* st, bool pre_quantise);  // ring.cc
-  void RecursiveDoubling(Communicator& c, float* data, size_t n);                                 // rd.cc
+  void RecursiveDoubling(Communicator& c, float* data, size_t n);                                  // rd.cc
   void MakeHierarchy();                                                                            // hier.cc
   void HierLevel(size_t level, float* data, size_t n, size_t align, bool lossy);                   // hier.cc
-  float* hier_base = nullptr;       // the tensor a hier call reduces (topk: its chunk's residual offset)
+  float* hier_base = nullptr;  // the tensor a hier call reduces (topk: its chunk's residual offset)
   size_t hier_n = 0;
   CodecState* hier_state = nullptr;
-  void Hierarchical(float* data, size_t n, CodecState* st);                                       // hier.cc
-  void Sparse(float* data, size_t n, CodecState* st);                                             // sparse.cc
+  void Hierarchical(float* data, size_t n, CodecState* st);  // hier.cc
+  void Sparse(float* data, size_t n, CodecState* st);        // sparse.cc
   // Sparse over `c` on data[0, n): a slice at residual_offset of the tensor of tensor_n elements
   // whose state `st` is.
   void SparseOn(Communicator& c, float* data, size_t n, CodecState* st, size_t residual_offset,
-                size_t tensor_n);                                                                 // sparse.cc
-  void RandomK(float* data, size_t n, CodecState* st);                                            // randomk.cc
-  void TwoPhaseSign(float* data, size_t n, CodecState* st);                                       // sign2.cc
-  void PowerSgd(float* data, size_t n, CodecState* st);                                           // powersgd.cc
+                size_t tensor_n);                            // sparse.cc
+  void RandomK(float* data, size_t n, CodecState* st);       // randomk.cc
+  void TwoPhaseSign(float* data, size_t n, CodecState* st);  // sign2.cc
+  void PowerSgd(float* data, size_t n, CodecState* st);      // powersgd.cc
   // Returns true when the result is already averaged.
-  bool Native(const float* src, float* data, size_t n, bool average);  // out of place in fp32 only                                               // native.cc
+  bool Native(const float* src, float* data, size_t n, bool average);  // out of place in fp32 only // native.cc
 };
 
 }  // namespace ciuic

@@ -2,8 +2,8 @@
 // only the k values travel, through the uncompressed ring, and are scattered back. Error feedback in
 // the codec state. Unlike topk, traffic stays O(k) at any P.
 #include "collectives/algorithms/hops.h"
-#include "core/trace.h"
 #include "core/timer.h"
+#include "core/trace.h"
 
 namespace ciuic {
 

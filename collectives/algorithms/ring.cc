@@ -25,9 +25,8 @@ void AllReduceEngine::Impl::CompressedRing(Communicator& c, float* data, size_t 
   if (pre_quantise) QuantiseContribution(data, n, st);
   const int p = c.Size(), r = c.Rank();
   if (p == 1) return;
-  const size_t align = CodecIsBlockScaled(codec.spec().kind) || codec.spec().kind == CodecKind::kSign1
-                           ? codec.spec().block
-                           : 1;
+  const size_t align =
+      CodecIsBlockScaled(codec.spec().kind) || codec.spec().kind == CodecKind::kSign1 ? codec.spec().block : 1;
   std::vector<size_t> off(p), sz(p);
   size_t total = 0, max_wire = 0;
   for (int i = 0; i < p; ++i) {

@@ -11,9 +11,7 @@
 
 namespace ciuic {
 
-void AllReduceEngine::Impl::Sparse(float* data, size_t n, CodecState* st) {
-  SparseOn(comm, data, n, st, 0, n);
-}
+void AllReduceEngine::Impl::Sparse(float* data, size_t n, CodecState* st) { SparseOn(comm, data, n, st, 0, n); }
 
 void AllReduceEngine::Impl::SparseOn(Communicator& c, float* data, size_t n, CodecState* st, size_t residual_offset,
                                      size_t tensor_n) {

@@ -22,9 +22,10 @@ class CallbackStore : public KeyValueStore {
     std::vector<char> value(512);
     size_t size = 0;
     if (get_(user_, key.c_str(), value.data(), value.size(), &size) != 0)
-      throw RuntimeError(fmt::format("the job's store has no key '{}' (a rank did not arrive before the store's "
-                                     "timeout?)",
-                                     PrintableLine(key)));
+      throw RuntimeError(
+          fmt::format("the job's store has no key '{}' (a rank did not arrive before the store's "
+                      "timeout?)",
+                      PrintableLine(key)));
     if (size > value.size()) {
       value.resize(size);
       if (get_(user_, key.c_str(), value.data(), value.size(), &size) != 0 || size != value.size())

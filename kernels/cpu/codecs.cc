@@ -37,9 +37,12 @@ int32_t IntMax(CodecKind k) { return k == CodecKind::kInt4 ? 7 : 127; }
 
 float FormatMax(CodecKind k) {
   switch (k) {
-    case CodecKind::kFp8E4M3: return 448.0f;
-    case CodecKind::kFp8E5M2: return 57344.0f;
-    default: return static_cast<float>(IntMax(k));
+    case CodecKind::kFp8E4M3:
+      return 448.0f;
+    case CodecKind::kFp8E5M2:
+      return 57344.0f;
+    default:
+      return static_cast<float>(IntMax(k));
   }
 }
 
@@ -85,8 +88,8 @@ __attribute__((target("avx512f,avx512dq"))) void PackSignsAvx512(const float* e,
     out[j / 8] = static_cast<uint8_t>(byte);
   }
 }
-__attribute__((target("avx512f,avx512dq"))) void UnpackSignsAvx512(const uint8_t* q, size_t m, float scale,
-                                                                   float* dst, bool acc) {
+__attribute__((target("avx512f,avx512dq"))) void UnpackSignsAvx512(const uint8_t* q, size_t m, float scale, float* dst,
+                                                                   bool acc) {
   const __m512 pos = _mm512_set1_ps(scale), neg = _mm512_set1_ps(-scale);
   size_t j = 0;
   for (; j + 16 <= m; j += 16) {
@@ -167,8 +170,8 @@ CIUIC_ALWAYS_INLINE void DecodeBlockInto(const uint8_t* payload, size_t first, s
 // Quantises e[0, m) (the block at element `first`) into payload and, when residual is set, stores
 // e - decode(e) there. Returns false (writing a NaN scale and zero payload) when e holds NaN/Inf.
 template <CodecKind K, bool sr, bool kResidual>
-CIUIC_ALWAYS_INLINE bool EncodeBlock(const QuantArgs& a, const float* __restrict e, size_t first, size_t m, uint8_t* scale_out,
-                                     uint8_t* payload, float* residual, uint32_t* rnd) {
+CIUIC_ALWAYS_INLINE bool EncodeBlock(const QuantArgs& a, const float* __restrict e, size_t first, size_t m,
+                                     uint8_t* scale_out, uint8_t* payload, float* residual, uint32_t* rnd) {
   uint32_t amax = 0;
   for (size_t j = 0; j < m; ++j) amax = std::max(amax, Bits(e[j]) & kAbsMask);
   if (amax >= kInfBits) {
@@ -324,9 +327,9 @@ CIUIC_ALWAYS_INLINE void DecodeAll(const QuantArgs& a, const uint8_t* wire, size
 #if defined(__x86_64__) && !defined(__clang__)
 // F16C/AVX-512 conversion (round-to-nearest-even, like FloatToHalf; NaN made canonical to match it).
 __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void HalfEncodeAvx512(const float* in, const float* res,
-                                                                         size_t n, float prescale,
-                                                                         uint16_t* out, float* res_out,
-                                                                         float inv_prescale, bool* bad) {
+                                                                                size_t n, float prescale, uint16_t* out,
+                                                                                float* res_out, float inv_prescale,
+                                                                                bool* bad) {
   size_t i = 0;
   __mmask16 any_bad = 0;
   const __m512 ps = _mm512_set1_ps(prescale), ip = _mm512_set1_ps(inv_prescale);
@@ -349,7 +352,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void HalfEncodeAvx512(
       __m512 d = _mm512_cvtph_ps(h);
       if (prescale != 1.0f) d = _mm512_mul_ps(d, ip);
       _mm512_storeu_ps(res_out + i, _mm512_mask_blend_ps(static_cast<__mmask16>(~_mm512_cmpge_epu32_mask(eb, inf)),
-                                                          _mm512_loadu_ps(res_out + i), _mm512_sub_ps(e, d)));
+                                                         _mm512_loadu_ps(res_out + i), _mm512_sub_ps(e, d)));
     }
   }
   bool tail_bad = false;
@@ -383,8 +386,8 @@ __attribute__((target("avx512f,f16c"))) void HalfDecodeAvx512(const uint16_t* in
   }
 }
 bool HaveAvx512F16() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-                         __builtin_cpu_supports("f16c");
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("f16c");
   return ok;
 }
 #endif
@@ -410,7 +413,8 @@ CIUIC_ALWAYS_INLINE bool CastEncodePlain(const float* in, const float* res, size
 }
 
 template <CodecKind K>
-CIUIC_ALWAYS_INLINE void CastDecodePlain(const uint16_t* in, size_t n, float inv_prescale, float* out, bool accumulate) {
+CIUIC_ALWAYS_INLINE void CastDecodePlain(const uint16_t* in, size_t n, float inv_prescale, float* out,
+                                         bool accumulate) {
   for (size_t i = 0; i < n; ++i) {
     float d = K == CodecKind::kFp16 ? HalfToFloat(in[i]) : Bf16ToFloat(in[i]);
     if (inv_prescale != 1.0f) d = d * inv_prescale;
@@ -419,17 +423,17 @@ CIUIC_ALWAYS_INLINE void CastDecodePlain(const uint16_t* in, size_t n, float inv
 }
 
 // Cloned entry points, one per kind (a clone is compiled per ISA; the templates inline into it).
-#define CIUIC_DEFINE_QUANT(K, Name)                                                                           \
-  CIUIC_CPU_CLONES void Encode##Name(const QuantArgs& a, const float* in, float* residual, size_t n,          \
-                                     uint8_t* wire, uint32_t* nonfinite) {                                    \
-    EncodeAll<K, false>(a, in, residual, nullptr, n, wire, nonfinite);                                        \
-  }                                                                                                           \
-  CIUIC_CPU_CLONES void DecodeAddEncode##Name(const QuantArgs& a, const uint8_t* wire_in, const float* local,   \
-                                              size_t n, uint8_t* wire_out, uint32_t* nonfinite) {             \
-    EncodeAll<K, true>(a, local, nullptr, wire_in, n, wire_out, nonfinite);                                   \
-  }                                                                                                           \
-  CIUIC_CPU_CLONES void Decode##Name(const QuantArgs& a, const uint8_t* wire, size_t n, float* out, bool acc) { \
-    DecodeAll<K>(a, wire, n, out, acc);                                                                       \
+#define CIUIC_DEFINE_QUANT(K, Name)                                                                                 \
+  CIUIC_CPU_CLONES void Encode##Name(const QuantArgs& a, const float* in, float* residual, size_t n, uint8_t* wire, \
+                                     uint32_t* nonfinite) {                                                         \
+    EncodeAll<K, false>(a, in, residual, nullptr, n, wire, nonfinite);                                              \
+  }                                                                                                                 \
+  CIUIC_CPU_CLONES void DecodeAddEncode##Name(const QuantArgs& a, const uint8_t* wire_in, const float* local,       \
+                                              size_t n, uint8_t* wire_out, uint32_t* nonfinite) {                   \
+    EncodeAll<K, true>(a, local, nullptr, wire_in, n, wire_out, nonfinite);                                         \
+  }                                                                                                                 \
+  CIUIC_CPU_CLONES void Decode##Name(const QuantArgs& a, const uint8_t* wire, size_t n, float* out, bool acc) {     \
+    DecodeAll<K>(a, wire, n, out, acc);                                                                             \
   }
 CIUIC_DEFINE_QUANT(CodecKind::kInt8, Int8)
 CIUIC_DEFINE_QUANT(CodecKind::kInt4, Int4)
@@ -500,12 +504,23 @@ void QuantEncode(const QuantArgs& a, const float* in, float* residual, size_t n,
       if (!ok && nonfinite) *nonfinite = 1;
       return;
     }
-    case CodecKind::kInt8: CheckBlock(a); return EncodeInt8(a, in, residual, n, wire, nonfinite);
-    case CodecKind::kInt4: CheckBlock(a); return EncodeInt4(a, in, residual, n, wire, nonfinite);
-    case CodecKind::kSign1: CheckBlock(a); return EncodeSign1(a, in, residual, n, wire, nonfinite);
-    case CodecKind::kFp8E4M3: CheckBlock(a); return EncodeE4M3(a, in, residual, n, wire, nonfinite);
-    case CodecKind::kFp8E5M2: CheckBlock(a); return EncodeE5M2(a, in, residual, n, wire, nonfinite);
-    default: throw UsageError("QuantEncode: not an element codec");
+    case CodecKind::kInt8:
+      CheckBlock(a);
+      return EncodeInt8(a, in, residual, n, wire, nonfinite);
+    case CodecKind::kInt4:
+      CheckBlock(a);
+      return EncodeInt4(a, in, residual, n, wire, nonfinite);
+    case CodecKind::kSign1:
+      CheckBlock(a);
+      return EncodeSign1(a, in, residual, n, wire, nonfinite);
+    case CodecKind::kFp8E4M3:
+      CheckBlock(a);
+      return EncodeE4M3(a, in, residual, n, wire, nonfinite);
+    case CodecKind::kFp8E5M2:
+      CheckBlock(a);
+      return EncodeE5M2(a, in, residual, n, wire, nonfinite);
+    default:
+      throw UsageError("QuantEncode: not an element codec");
   }
 }
 
@@ -521,12 +536,23 @@ void QuantDecode(const QuantArgs& a, const uint8_t* wire, size_t n, float* out, 
         return CastDecode(a.kind, tmp.data(), n, a.prescale, out, accumulate);
       }
       return CastDecode(a.kind, reinterpret_cast<const uint16_t*>(wire), n, a.prescale, out, accumulate);
-    case CodecKind::kInt8: CheckBlock(a); return DecodeInt8(a, wire, n, out, accumulate);
-    case CodecKind::kInt4: CheckBlock(a); return DecodeInt4(a, wire, n, out, accumulate);
-    case CodecKind::kSign1: CheckBlock(a); return DecodeSign1(a, wire, n, out, accumulate);
-    case CodecKind::kFp8E4M3: CheckBlock(a); return DecodeE4M3(a, wire, n, out, accumulate);
-    case CodecKind::kFp8E5M2: CheckBlock(a); return DecodeE5M2(a, wire, n, out, accumulate);
-    default: throw UsageError("QuantDecode: not an element codec");
+    case CodecKind::kInt8:
+      CheckBlock(a);
+      return DecodeInt8(a, wire, n, out, accumulate);
+    case CodecKind::kInt4:
+      CheckBlock(a);
+      return DecodeInt4(a, wire, n, out, accumulate);
+    case CodecKind::kSign1:
+      CheckBlock(a);
+      return DecodeSign1(a, wire, n, out, accumulate);
+    case CodecKind::kFp8E4M3:
+      CheckBlock(a);
+      return DecodeE4M3(a, wire, n, out, accumulate);
+    case CodecKind::kFp8E5M2:
+      CheckBlock(a);
+      return DecodeE5M2(a, wire, n, out, accumulate);
+    default:
+      throw UsageError("QuantDecode: not an element codec");
   }
 }
 
@@ -543,12 +569,23 @@ void QuantDecodeAddEncode(const QuantArgs& a, const uint8_t* wire_in, const floa
       QuantArgs plain = a;
       return cpu::QuantEncode(plain, sum.data(), nullptr, n, wire_out, nonfinite, nullptr);
     }
-    case CodecKind::kInt8: CheckBlock(a); return DecodeAddEncodeInt8(a, wire_in, local, n, wire_out, nonfinite);
-    case CodecKind::kInt4: CheckBlock(a); return DecodeAddEncodeInt4(a, wire_in, local, n, wire_out, nonfinite);
-    case CodecKind::kSign1: CheckBlock(a); return DecodeAddEncodeSign1(a, wire_in, local, n, wire_out, nonfinite);
-    case CodecKind::kFp8E4M3: CheckBlock(a); return DecodeAddEncodeE4M3(a, wire_in, local, n, wire_out, nonfinite);
-    case CodecKind::kFp8E5M2: CheckBlock(a); return DecodeAddEncodeE5M2(a, wire_in, local, n, wire_out, nonfinite);
-    default: throw UsageError("QuantDecodeAddEncode: not an element codec");
+    case CodecKind::kInt8:
+      CheckBlock(a);
+      return DecodeAddEncodeInt8(a, wire_in, local, n, wire_out, nonfinite);
+    case CodecKind::kInt4:
+      CheckBlock(a);
+      return DecodeAddEncodeInt4(a, wire_in, local, n, wire_out, nonfinite);
+    case CodecKind::kSign1:
+      CheckBlock(a);
+      return DecodeAddEncodeSign1(a, wire_in, local, n, wire_out, nonfinite);
+    case CodecKind::kFp8E4M3:
+      CheckBlock(a);
+      return DecodeAddEncodeE4M3(a, wire_in, local, n, wire_out, nonfinite);
+    case CodecKind::kFp8E5M2:
+      CheckBlock(a);
+      return DecodeAddEncodeE5M2(a, wire_in, local, n, wire_out, nonfinite);
+    default:
+      throw UsageError("QuantDecodeAddEncode: not an element codec");
   }
 }
 

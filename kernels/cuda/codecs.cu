@@ -5,8 +5,8 @@
 // and vectorised: cast encode takes 8 elements a thread (two 16-byte loads, one 16-byte store), decode
 // a tile per warp whose every store instruction writes 512 contiguous bytes (4 floats a lane), and
 // encode of a 128- or 256-element block holds it in registers (one read: 4 or 8 elements a lane),
-// sign1 packing its bits with a warp ballot. Elsewhere (a piece of a bucket at an odd offset, other block sizes, a short last block) the
-// element-wise kernels run. Both do the same element math, so the bits are the same.
+// sign1 packing its bits with a warp ballot. Elsewhere (a piece of a bucket at an odd offset, other block sizes, a
+// short last block) the element-wise kernels run. Both do the same element math, so the bits are the same.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -29,10 +29,14 @@ constexpr uint32_t kInfBits = 0x7f800000u;
 
 __device__ __forceinline__ float FormatMax(CodecKind k) {
   switch (k) {
-    case CodecKind::kFp8E4M3: return 448.0f;
-    case CodecKind::kFp8E5M2: return 57344.0f;
-    case CodecKind::kInt4: return 7.0f;
-    default: return 127.0f;
+    case CodecKind::kFp8E4M3:
+      return 448.0f;
+    case CodecKind::kFp8E5M2:
+      return 57344.0f;
+    case CodecKind::kInt4:
+      return 7.0f;
+    default:
+      return 127.0f;
   }
 }
 
@@ -77,7 +81,6 @@ __device__ __forceinline__ int32_t QuantInt(float v, int32_t qmax, bool sr, uint
   }
   return q > qmax ? qmax : (q < -qmax ? -qmax : q);
 }
-
 
 // ---- the vectorised paths --------------------------------------------------------------------------
 
@@ -218,7 +221,9 @@ __device__ __forceinline__ float DecodeFromWords(const uint32_t* words, int t, f
 // Payload bits per element, and the 32-bit words a run of `e` elements starting at a multiple of 32
 // (sign1), 8 (int4) or 4 elements occupies.
 template <CodecKind K>
-constexpr int kBitsPer = K == CodecKind::kInt4 ? 4 : K == CodecKind::kSign1 ? 1 : 8;
+constexpr int kBitsPer = K == CodecKind::kInt4    ? 4
+                         : K == CodecKind::kSign1 ? 1
+                                                  : 8;
 
 // Decode, one warp per tile of 512 elements: in each of four steps lane l takes the 4 elements at
 // tile + 128 * step + 4 * l (one scale block holds them: blocks are multiples of 32), so every store
@@ -267,8 +272,7 @@ __global__ void QuantDecodeVec(uint32_t block, const uint8_t* wire, size_t n, fl
 template <CodecKind K, bool kDecodeAdd, int kPer>
 __device__ __forceinline__ void EncodeWholeBlock(const QuantArgs& a, const float* in, float* residual,
                                                  const uint8_t* wire_in, const uint8_t* payload_in, size_t b,
-                                                 uint8_t* wire, uint8_t* payload, uint32_t* nonfinite,
-                                                 unsigned lane) {
+                                                 uint8_t* wire, uint8_t* payload, uint32_t* nonfinite, unsigned lane) {
   constexpr bool kStrided = K == CodecKind::kSign1;
   constexpr size_t kBlock = 32 * kPer;
   const size_t first = b * kBlock;
@@ -560,11 +564,11 @@ void CheckBlock(const QuantArgs& a) {
 
 // int4 packs 8 elements into a word: a lane of a 128-element block (4 elements) has half a word.
 template <CodecKind K, int kPer>
-constexpr int kPerFor = K == CodecKind::kInt4 && kPer == 4 ? 0 : kPer;
+constexpr int kPerFor = K == CodecKind::kInt4&& kPer == 4 ? 0 : kPer;
 
 template <bool kDecodeAdd>
-void LaunchEncode(const QuantArgs& a, const float* in, float* residual, const uint8_t* wire_in, size_t n,
-                  uint8_t* wire, uint32_t* nonfinite, cudaStream_t s) {
+void LaunchEncode(const QuantArgs& a, const float* in, float* residual, const uint8_t* wire_in, size_t n, uint8_t* wire,
+                  uint32_t* nonfinite, cudaStream_t s) {
   CheckBlock(a);
   const size_t nb = (n + a.block - 1) / a.block;
   const unsigned grid = GridFor(nb * 32, kThreads);
@@ -588,7 +592,8 @@ void LaunchEncode(const QuantArgs& a, const float* in, float* residual, const ui
     CIUIC_CASE(CodecKind::kSign1)
     CIUIC_CASE(CodecKind::kFp8E4M3)
     CIUIC_CASE(CodecKind::kFp8E5M2)
-    default: throw UsageError("QuantEncode: not an element codec");
+    default:
+      throw UsageError("QuantEncode: not an element codec");
   }
 #undef CIUIC_CASE
 #undef CIUIC_LAUNCH
@@ -603,13 +608,13 @@ void LaunchCastEncode(const QuantArgs& a, const float* in, float* residual, size
   const bool aligned = Aligned(in, 16) && Aligned(wire, 16) && (residual == nullptr || Aligned(residual, 16));
   const size_t n8 = aligned ? n / 8 : 0;
   if (n8 > 0)
-    CastEncodeVec<K><<<GridFor(n8, kThreads), kThreads, 0, s>>>(in, residual, n8, a.prescale, 1.0f / a.prescale,
-                                                                wire, nonfinite);
+    CastEncodeVec<K>
+        <<<GridFor(n8, kThreads), kThreads, 0, s>>>(in, residual, n8, a.prescale, 1.0f / a.prescale, wire, nonfinite);
   const size_t done = 8 * n8;
   if (done < n)
-    CastEncodeKernel<K><<<GridFor(n - done, kThreads), kThreads, 0, s>>>(
-        in + done, residual ? residual + done : nullptr, n - done, a.prescale, 1.0f / a.prescale, wire + 2 * done,
-        nonfinite);
+    CastEncodeKernel<K>
+        <<<GridFor(n - done, kThreads), kThreads, 0, s>>>(in + done, residual ? residual + done : nullptr, n - done,
+                                                          a.prescale, 1.0f / a.prescale, wire + 2 * done, nonfinite);
   CIUIC_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -621,7 +626,7 @@ void LaunchCastDecode(const QuantArgs& a, const uint8_t* wire, size_t n, float* 
   const size_t done = 256 * tiles;
   if (done < n)
     CastDecodeKernel<K><<<GridFor(n - done, kThreads), kThreads, 0, s>>>(wire + 2 * done, n - done, 1.0f / a.prescale,
-                                                                          out + done, accumulate);
+                                                                         out + done, accumulate);
   CIUIC_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -642,8 +647,7 @@ void LaunchCastDecodeAddEncode(const QuantArgs& a, const uint8_t* wire_in, const
 // Block-scaled decode: tiles of 512 elements where out is 16-byte and wire 4-byte aligned, then the
 // element-wise kernel from where that stopped.
 template <CodecKind K>
-void LaunchQuantDecode(const QuantArgs& a, const uint8_t* wire, size_t n, float* out, bool accumulate,
-                       cudaStream_t s) {
+void LaunchQuantDecode(const QuantArgs& a, const uint8_t* wire, size_t n, float* out, bool accumulate, cudaStream_t s) {
   CheckBlock(a);
   const size_t tiles = Aligned(out, 16) && Aligned(wire, 4) ? n / 512 : 0;
   if (tiles > 0)
@@ -680,14 +684,22 @@ void QuantDecode(const QuantArgs& a, const uint8_t* wire, size_t n, float* out, 
   if (n == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
   switch (a.kind) {
-    case CodecKind::kFp16: return LaunchCastDecode<CodecKind::kFp16>(a, wire, n, out, accumulate, s);
-    case CodecKind::kBf16: return LaunchCastDecode<CodecKind::kBf16>(a, wire, n, out, accumulate, s);
-    case CodecKind::kInt8: return LaunchQuantDecode<CodecKind::kInt8>(a, wire, n, out, accumulate, s);
-    case CodecKind::kInt4: return LaunchQuantDecode<CodecKind::kInt4>(a, wire, n, out, accumulate, s);
-    case CodecKind::kSign1: return LaunchQuantDecode<CodecKind::kSign1>(a, wire, n, out, accumulate, s);
-    case CodecKind::kFp8E4M3: return LaunchQuantDecode<CodecKind::kFp8E4M3>(a, wire, n, out, accumulate, s);
-    case CodecKind::kFp8E5M2: return LaunchQuantDecode<CodecKind::kFp8E5M2>(a, wire, n, out, accumulate, s);
-    default: throw UsageError("QuantDecode: not an element codec");
+    case CodecKind::kFp16:
+      return LaunchCastDecode<CodecKind::kFp16>(a, wire, n, out, accumulate, s);
+    case CodecKind::kBf16:
+      return LaunchCastDecode<CodecKind::kBf16>(a, wire, n, out, accumulate, s);
+    case CodecKind::kInt8:
+      return LaunchQuantDecode<CodecKind::kInt8>(a, wire, n, out, accumulate, s);
+    case CodecKind::kInt4:
+      return LaunchQuantDecode<CodecKind::kInt4>(a, wire, n, out, accumulate, s);
+    case CodecKind::kSign1:
+      return LaunchQuantDecode<CodecKind::kSign1>(a, wire, n, out, accumulate, s);
+    case CodecKind::kFp8E4M3:
+      return LaunchQuantDecode<CodecKind::kFp8E4M3>(a, wire, n, out, accumulate, s);
+    case CodecKind::kFp8E5M2:
+      return LaunchQuantDecode<CodecKind::kFp8E5M2>(a, wire, n, out, accumulate, s);
+    default:
+      throw UsageError("QuantDecode: not an element codec");
   }
 }
 

@@ -74,8 +74,8 @@ __global__ void OrthonormalizeKernel(float* p, size_t rows, int r) {
   }
 }
 
-__global__ void ReconstructKernel(const float* p, const float* q, size_t n, size_t rows, size_t cols, int r,
-                                  float* out, bool accumulate) {
+__global__ void ReconstructKernel(const float* p, const float* q, size_t n, size_t rows, size_t cols, int r, float* out,
+                                  bool accumulate) {
   for (size_t idx = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
        idx += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const size_t i = idx / cols, j = idx % cols;
@@ -90,16 +90,16 @@ __global__ void ReconstructKernel(const float* p, const float* q, size_t n, size
 void PowerSgdMulQ(const float* m, size_t n, const float* q, int r, float* p, void* stream) {
   const MatrixView v = PowerSgdView(n);
   if (n == 0) return;
-  MulQKernel<<<GridFor(v.rows * r * 32, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      m, n, v.rows, v.cols, q, r, p);
+  MulQKernel<<<GridFor(v.rows * r * 32, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(m, n, v.rows,
+                                                                                                     v.cols, q, r, p);
   CIUIC_CUDA_CHECK(cudaGetLastError());
 }
 
 void PowerSgdMulP(const float* m, size_t n, const float* p, int r, float* q, void* stream) {
   const MatrixView v = PowerSgdView(n);
   if (n == 0) return;
-  MulPKernel<<<GridFor(v.cols * r, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(m, n, v.rows, v.cols,
-                                                                                             p, r, q);
+  MulPKernel<<<GridFor(v.cols * r, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(m, n, v.rows, v.cols, p,
+                                                                                                r, q);
   CIUIC_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -109,12 +109,11 @@ void PowerSgdOrthonormalize(float* p, size_t rows, int r, void* stream) {
   CIUIC_CUDA_CHECK(cudaGetLastError());
 }
 
-void PowerSgdReconstruct(const float* p, const float* q, size_t n, int r, float* out, bool accumulate,
-                         void* stream) {
+void PowerSgdReconstruct(const float* p, const float* q, size_t n, int r, float* out, bool accumulate, void* stream) {
   const MatrixView v = PowerSgdView(n);
   if (n == 0) return;
   ReconstructKernel<<<GridFor(n, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p, q, n, v.rows, v.cols,
-                                                                                           r, out, accumulate);
+                                                                                              r, out, accumulate);
   CIUIC_CUDA_CHECK(cudaGetLastError());
 }
 

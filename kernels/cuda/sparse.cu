@@ -7,10 +7,10 @@
 // into 16 consecutive elements a thread) and keep it in registers; the residual goes back the same way.
 #include <cuda_runtime.h>
 
+#include <cstring>
 #include <cub/block/block_load.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cub/block/block_store.cuh>
-#include <cstring>
 
 #include "kernels/codec_kernels.h"
 #include "kernels/cuda/launch.h"
@@ -20,8 +20,8 @@ namespace ciuic::cuda {
 
 namespace {
 
-constexpr unsigned kItems = 16;                    // elements per thread in the selection passes
-constexpr size_t kChunk = kThreads * kItems;       // elements per chunk (one thread block)
+constexpr unsigned kItems = 16;               // elements per thread in the selection passes
+constexpr size_t kChunk = kThreads * kItems;  // elements per chunk (one thread block)
 constexpr uint32_t kAbsMask = 0x7fffffffu;
 
 struct SelectState {
@@ -76,8 +76,8 @@ __global__ void InitState(SelectState* st, uint64_t rank) {
 // Histogram of digit `shift` over keys that match the prefix found so far. With `sample_n` > 0 the
 // keys are the strided sample of `count` elements out of sample_n: the first pass gathers them into
 // `keys` (one scattered read of each), the later passes read them there contiguously.
-__global__ void HistogramPass(const float* in, const float* residual, size_t count, uint64_t sample_n,
-                              SelectState* st, int shift, uint32_t* keys, bool keys_ready) {
+__global__ void HistogramPass(const float* in, const float* residual, size_t count, uint64_t sample_n, SelectState* st,
+                              int shift, uint32_t* keys, bool keys_ready) {
   __shared__ uint32_t hist[256];
   for (int d = threadIdx.x; d < 256; d += blockDim.x) hist[d] = 0;
   __syncthreads();
@@ -136,8 +136,8 @@ __device__ __forceinline__ int LoadChunk(const float* in, const float* residual,
   return valid;
 }
 
-__global__ void CountChunks(const float* in, const float* residual, size_t n, const SelectState* st,
-                            uint32_t* chunk_gt, uint32_t* chunk_eq, uint32_t* nonfinite) {
+__global__ void CountChunks(const float* in, const float* residual, size_t n, const SelectState* st, uint32_t* chunk_gt,
+                            uint32_t* chunk_eq, uint32_t* nonfinite) {
   using Reduce = cub::BlockScan<uint32_t, kThreads>;
   __shared__ union {
     typename ChunkLoad::TempStorage load;
@@ -234,8 +234,10 @@ __global__ void WriteSelected(const float* in, float* residual, size_t n, size_t
     for (unsigned j = 0; j < kItems; ++j) {
       if (static_cast<int>(j) >= mine) break;
       const uint32_t key = qm::Bits(e[j]) & kAbsMask;
-      if (key > t) ++sel;
-      else if (key == t && r++ < take) ++sel;
+      if (key > t)
+        ++sel;
+      else if (key == t && r++ < take)
+        ++sel;
     }
   }
   uint64_t sel_ex;
@@ -332,9 +334,9 @@ void TopKEncode(const float* in, float* residual, size_t n, size_t k, bool sampl
   const size_t select_over = sampled ? sample : n;
   InitState<<<1, 256, 0, s>>>(w.state, rank);
   for (int shift = 24; shift >= 0; shift -= 8) {
-    HistogramPass<<<GridFor(select_over, kThreads), kThreads, 0, s>>>(
-        in, residual, select_over, sampled ? n : 0, w.state, shift, sampled ? w.sample_keys : nullptr,
-        sampled && shift < 24);
+    HistogramPass<<<GridFor(select_over, kThreads), kThreads, 0, s>>>(in, residual, select_over, sampled ? n : 0,
+                                                                      w.state, shift, sampled ? w.sample_keys : nullptr,
+                                                                      sampled && shift < 24);
     PickDigit<<<1, 1, 0, s>>>(w.state, shift);
   }
   SetTakeEqual<<<1, 1, 0, s>>>(w.state, sampled ? n : 0);

@@ -35,10 +35,17 @@ static_assert(kWarp == static_cast<unsigned>(qm::kLanes), "a warp is the 32 lane
 template <class Fn>
 void ByType(DType t, Fn&& fn) {
   switch (t) {
-    case DType::kFloat32: fn(float{}); return;
-    case DType::kFloat16: fn(tm::F16{}); return;
-    case DType::kBFloat16: fn(tm::BF16{}); return;
-    default: break;
+    case DType::kFloat32:
+      fn(float{});
+      return;
+    case DType::kFloat16:
+      fn(tm::F16{});
+      return;
+    case DType::kBFloat16:
+      fn(tm::BF16{});
+      return;
+    default:
+      break;
   }
   throw UsageError(std::string("the training kernels take fp32, fp16 or bf16 tensors, not ") + DTypeName(t));
 }
@@ -46,10 +53,18 @@ void ByType(DType t, Fn&& fn) {
 template <class Fn>
 void ByAct(Act a, Fn&& fn) {
   switch (a) {
-    case Act::kNone: fn(std::integral_constant<Act, Act::kNone>{}); return;
-    case Act::kRelu: fn(std::integral_constant<Act, Act::kRelu>{}); return;
-    case Act::kGeluTanh: fn(std::integral_constant<Act, Act::kGeluTanh>{}); return;
-    case Act::kGeluErf: fn(std::integral_constant<Act, Act::kGeluErf>{}); return;
+    case Act::kNone:
+      fn(std::integral_constant<Act, Act::kNone>{});
+      return;
+    case Act::kRelu:
+      fn(std::integral_constant<Act, Act::kRelu>{});
+      return;
+    case Act::kGeluTanh:
+      fn(std::integral_constant<Act, Act::kGeluTanh>{});
+      return;
+    case Act::kGeluErf:
+      fn(std::integral_constant<Act, Act::kGeluErf>{});
+      return;
   }
   throw UsageError("unknown activation");
 }
@@ -85,9 +100,9 @@ __device__ __forceinline__ uint32_t KeepNibble(const DropoutArgs& d, uint32_t th
   if (threshold == 0u) return 0xfu;
   if (threshold == 0xffffffffu) return 0u;
   const uint64_t seed = d.seed ^ tm::kDropoutSalt;
-  const qm::U32x4 r = qm::Philox(static_cast<uint32_t>(group), static_cast<uint32_t>(group >> 32),
-                                 static_cast<uint32_t>(d.offset), static_cast<uint32_t>(d.offset >> 32),
-                                 static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+  const qm::U32x4 r =
+      qm::Philox(static_cast<uint32_t>(group), static_cast<uint32_t>(group >> 32), static_cast<uint32_t>(d.offset),
+                 static_cast<uint32_t>(d.offset >> 32), static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
   return (r.v[0] >= threshold ? 1u : 0u) | (r.v[1] >= threshold ? 2u : 0u) | (r.v[2] >= threshold ? 4u : 0u) |
          (r.v[3] >= threshold ? 8u : 0u);
 }
@@ -207,8 +222,8 @@ __device__ __forceinline__ float Dz(const T* dy, size_t e, float xh, const float
 // ---- LayerNorm backward, dx: a warp per row, two passes (row sums, then dx) ----------------------------
 template <class T, Act A>
 __global__ void LnBackwardRowsKernel(size_t rows, size_t cols, DropoutArgs d, uint32_t threshold, float scale,
-                                     const T* dy, const T* x, const float* gamma, const float* beta,
-                                     const float* mean, const float* rstd, const T* dsum, T* dx) {
+                                     const T* dy, const T* x, const float* gamma, const float* beta, const float* mean,
+                                     const float* rstd, const T* dsum, T* dx) {
   const unsigned lane = threadIdx.x % kWarp;
   const size_t first = static_cast<size_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
   const size_t stride = static_cast<size_t>(gridDim.x) * kWarpsPerBlock;
@@ -375,8 +390,7 @@ void LnForward(size_t rows, size_t cols, const T* x, const T* add, T* sum, const
                float eps, const DropoutArgs& d, T* y, float* mean, float* rstd, cudaStream_t s) {
   if (rows == 0 || cols == 0) return;
   LnForwardKernel<T, A><<<RowGrid(rows), kThreads, 0, s>>>(rows, cols, x, add, sum, gamma, beta, eps, d,
-                                                           tm::DropThreshold(d.p), tm::KeepScale(d.p), y, mean,
-                                                           rstd);
+                                                           tm::DropThreshold(d.p), tm::KeepScale(d.p), y, mean, rstd);
   CIUIC_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -408,8 +422,8 @@ void LnBackward(size_t rows, size_t cols, const DropoutArgs& d, const T* dy, con
     SumChunks(part_gamma, chunks, cols, dgamma, s);
     SumChunks(part_beta, chunks, cols, dbeta, s);
   }
-  LnBackwardRowsKernel<T, A><<<RowGrid(rows), kThreads, 0, s>>>(rows, cols, d, threshold, scale, dy, x, gamma, beta,
-                                                                mean, rstd, dsum, dx);
+  LnBackwardRowsKernel<T, A>
+      <<<RowGrid(rows), kThreads, 0, s>>>(rows, cols, d, threshold, scale, dy, x, gamma, beta, mean, rstd, dsum, dx);
   CIUIC_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -431,8 +445,8 @@ void LayerNormBackward(DType t, size_t rows, size_t cols, const void* dy, const 
   CheckShape(rows, cols);
   ByType(t, [&](auto tag) {
     using T = decltype(tag);
-    LnBackward<T, Act::kNone>(rows, cols, {}, static_cast<const T*>(dy), static_cast<const T*>(x), gamma, nullptr,
-                              mean, rstd, nullptr, static_cast<T*>(dx), dgamma, dbeta, workspace,
+    LnBackward<T, Act::kNone>(rows, cols, {}, static_cast<const T*>(dy), static_cast<const T*>(x), gamma, nullptr, mean,
+                              rstd, nullptr, static_cast<T*>(dx), dgamma, dbeta, workspace,
                               static_cast<cudaStream_t>(stream));
   });
 }
@@ -445,8 +459,8 @@ void BiasActForward(DType t, size_t rows, size_t cols, Activation act, const voi
     using T = decltype(tag);
     ByAct(act, [&](auto a) {
       if (rows == 0 || cols == 0) return;
-      BiasActForwardKernel<T, decltype(a)::value><<<Grid2d(cols, rows), kThreads, 0, s>>>(
-          rows, cols, static_cast<const T*>(x), bias, static_cast<T*>(y));
+      BiasActForwardKernel<T, decltype(a)::value>
+          <<<Grid2d(cols, rows), kThreads, 0, s>>>(rows, cols, static_cast<const T*>(x), bias, static_cast<T*>(y));
       CIUIC_CUDA_CHECK(cudaGetLastError());
     });
   });
@@ -466,9 +480,9 @@ void BiasActBackward(DType t, size_t rows, size_t cols, Activation act, const vo
         return;
       }
       const size_t chunks = Chunks(rows);
-      BiasActBackwardKernel<T, decltype(a)::value><<<Grid2d(cols, chunks), kThreads, 0, s>>>(
-          rows, cols, static_cast<const T*>(dy), static_cast<const T*>(x), bias, static_cast<T*>(dx),
-          dbias ? workspace : nullptr);
+      BiasActBackwardKernel<T, decltype(a)::value>
+          <<<Grid2d(cols, chunks), kThreads, 0, s>>>(rows, cols, static_cast<const T*>(dy), static_cast<const T*>(x),
+                                                     bias, static_cast<T*>(dx), dbias ? workspace : nullptr);
       CIUIC_CUDA_CHECK(cudaGetLastError());
       if (dbias) SumChunks(workspace, chunks, cols, dbias, s);
     });
@@ -515,8 +529,8 @@ void LnActDropoutBackward(DType t, size_t rows, size_t cols, Activation act, con
   ByType(t, [&](auto tag) {
     using T = decltype(tag);
     ByAct(act, [&](auto a) {
-      LnBackward<T, decltype(a)::value>(rows, cols, d, static_cast<const T*>(dy), static_cast<const T*>(x), gamma,
-                                        beta, mean, rstd, nullptr, static_cast<T*>(dx), dgamma, dbeta, workspace,
+      LnBackward<T, decltype(a)::value>(rows, cols, d, static_cast<const T*>(dy), static_cast<const T*>(x), gamma, beta,
+                                        mean, rstd, nullptr, static_cast<T*>(dx), dgamma, dbeta, workspace,
                                         static_cast<cudaStream_t>(stream));
     });
   });

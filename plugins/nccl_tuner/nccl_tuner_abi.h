@@ -116,9 +116,8 @@ struct TunerV5 {
   const char* name;
   Result (*init)(void** context, uint64_t comm_id, size_t n_ranks, size_t n_nodes, Logger log,
                  NvlDomainInfoV5* nvl_domain_info, TunerConstantsV5* constants);
-  Result (*get_coll_info)(void* context, Func coll_type, size_t n_bytes, int num_pipe_ops,
-                          float** coll_cost_table, int num_algo, int num_proto, int reg_buff,
-                          int* n_channels);
+  Result (*get_coll_info)(void* context, Func coll_type, size_t n_bytes, int num_pipe_ops, float** coll_cost_table,
+                          int num_algo, int num_proto, int reg_buff, int* n_channels);
   Result (*finalize)(void* context);
 };
 
@@ -130,9 +129,8 @@ struct TunerV6 {
   const char* name;
   Result (*init)(void** context, uint64_t comm_id, size_t n_ranks, size_t n_nodes, Logger log,
                  NvlDomainInfoV5* nvl_domain_info, TunerConstantsV5* constants);
-  Result (*get_coll_info)(void* context, Func coll_type, size_t n_bytes, int num_pipe_ops,
-                          float** coll_cost_table, int num_algo, int num_proto, int reg_buff,
-                          int* n_channels);
+  Result (*get_coll_info)(void* context, Func coll_type, size_t n_bytes, int num_pipe_ops, float** coll_cost_table,
+                          int num_algo, int num_proto, int reg_buff, int* n_channels);
   Result (*finalize)(void* context);
   Result (*get_chunk_size)(void* context, Func coll_type, size_t n_bytes, int algo, int proto, int n_channels,
                            size_t* chunk_size);
@@ -142,9 +140,8 @@ struct TunerV6 {
 struct TunerV4 {
   const char* name;
   Result (*init)(size_t n_ranks, size_t n_nodes, Logger log, void** context);
-  Result (*get_coll_info)(void* context, Func coll_type, size_t n_bytes, int num_pipe_ops,
-                          float** coll_cost_table, int num_algo, int num_proto, int reg_buff,
-                          int* n_channels);
+  Result (*get_coll_info)(void* context, Func coll_type, size_t n_bytes, int num_pipe_ops, float** coll_cost_table,
+                          int num_algo, int num_proto, int reg_buff, int* n_channels);
   Result (*destroy)(void* context);
 };
 
@@ -152,8 +149,8 @@ struct TunerV4 {
 struct TunerV3 {
   const char* name;
   Result (*init)(size_t n_ranks, size_t n_nodes, Logger log, void** context);
-  Result (*get_coll_info)(void* context, Func coll_type, size_t n_bytes, int num_pipe_ops,
-                          float** coll_cost_table, int num_algo, int num_proto, int* n_channels);
+  Result (*get_coll_info)(void* context, Func coll_type, size_t n_bytes, int num_pipe_ops, float** coll_cost_table,
+                          int num_algo, int num_proto, int* n_channels);
   Result (*destroy)(void* context);
 };
 
@@ -162,9 +159,8 @@ struct TunerV3 {
 struct TunerV2 {
   const char* name;
   Result (*init)(size_t n_ranks, size_t n_nodes, Logger log, void** context);
-  Result (*get_coll_info)(void* context, Func coll_type, size_t n_bytes, int coll_net_support,
-                          int nvls_support, int num_pipe_ops, int* algorithm, int* protocol,
-                          int* n_channels);
+  Result (*get_coll_info)(void* context, Func coll_type, size_t n_bytes, int coll_net_support, int nvls_support,
+                          int num_pipe_ops, int* algorithm, int* protocol, int* n_channels);
   Result (*destroy)(void* context);
 };
 
@@ -172,8 +168,8 @@ struct TunerV2 {
 struct TunerV1 {
   const char* name;
   Result (*init)(size_t n_ranks, size_t n_nodes, Logger log);
-  Result (*get_coll_info)(Func coll_type, size_t n_bytes, int coll_net_support, int nvls_support,
-                          int num_pipe_ops, int* algorithm, int* protocol, int* n_channels);
+  Result (*get_coll_info)(Func coll_type, size_t n_bytes, int coll_net_support, int nvls_support, int num_pipe_ops,
+                          int* algorithm, int* protocol, int* n_channels);
   Result (*destroy)();
 };
 

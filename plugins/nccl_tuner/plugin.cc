@@ -74,7 +74,9 @@ int ProtoIndex(const std::string& name) {
     if (!name.empty() && ciuic::NcclProtoEnvName(name) == kProtoNames[p]) return p;
   return abi::kProtoUndef;
 }
-std::string AlgoName(int a) { return a >= 0 && a < abi::kNumAlgorithms ? kAlgoNames[a] : fmt::format("algorithm {}", a); }
+std::string AlgoName(int a) {
+  return a >= 0 && a < abi::kNumAlgorithms ? kAlgoNames[a] : fmt::format("algorithm {}", a);
+}
 
 std::string BandText(const ciuic::ProfileRule& r) {
   return fmt::format("{} [{}, {})", r.op, ciuic::FormatSize(r.min_bytes),
@@ -157,15 +159,15 @@ class Tuner {
     const bool first = FirstTime(band_logged_[index]);
     std::string did;
     if (band->algo != abi::kAlgoUndef) {
-      float* row = reinterpret_cast<float*>(cost_table) + static_cast<size_t>(std::min(band->algo, num_algo - 1)) *
-                                                              static_cast<size_t>(num_proto);
+      float* row = reinterpret_cast<float*>(cost_table) +
+                   static_cast<size_t>(std::min(band->algo, num_algo - 1)) * static_cast<size_t>(num_proto);
       int cell = band->proto;
       if (band->algo >= num_algo) {
         did = fmt::format("this NCCL's table has no {}: algorithm left to NCCL", AlgoName(band->algo));
       } else if (cell != abi::kProtoUndef) {
         if (cell >= num_proto || row[cell] < 0.0f) {
-          did = fmt::format("NCCL does not run {}/{} here (unsupported or disabled): left to NCCL", AlgoName(band->algo),
-                            ProtoName(cell));
+          did = fmt::format("NCCL does not run {}/{} here (unsupported or disabled): left to NCCL",
+                            AlgoName(band->algo), ProtoName(cell));
         } else {
           did = fmt::format("{}/{}, NCCL's {:.1f} us -> 0", AlgoName(band->algo), ProtoName(cell), row[cell]);
           row[cell] = 0.0f;
@@ -211,8 +213,8 @@ class Tuner {
 
   // v2 and v1: no table; an algorithm is set only together with a protocol, so a band that measured
   // an algorithm alone is left to NCCL there (its channels still apply).
-  void GetCollInfoLegacy(int coll, size_t n_bytes, int collnet_support, int nvls_support, int* algorithm,
-                         int* protocol, int* n_channels) {
+  void GetCollInfoLegacy(int coll, size_t n_bytes, int collnet_support, int nvls_support, int* algorithm, int* protocol,
+                         int* n_channels) {
     size_t index = 0;
     const Band* band = Find(coll, n_bytes, &index);
     if (band == nullptr) return;
@@ -222,8 +224,9 @@ class Tuner {
       const bool collnet = band->algo == abi::kAlgoCollNetDirect || band->algo == abi::kAlgoCollNetChain;
       const bool nvls = band->algo == abi::kAlgoNvls || band->algo == abi::kAlgoNvlsTree;
       if (band->proto == abi::kProtoUndef) {
-        did = "this NCCL's tuner interface takes an algorithm only with a protocol, and none was measured: left to "
-              "NCCL";
+        did =
+            "this NCCL's tuner interface takes an algorithm only with a protocol, and none was measured: left to "
+            "NCCL";
       } else if ((collnet && !collnet_support) || (nvls && !nvls_support) || band->algo == abi::kAlgoPat) {
         did = fmt::format("NCCL cannot run {} here: left to NCCL", AlgoName(band->algo));
       } else if (algorithm != nullptr && protocol != nullptr) {
@@ -307,8 +310,8 @@ abi::Result Init(void** context, uint64_t comm_id, size_t n_ranks, size_t n_node
   return abi::kSuccess;
 }
 
-abi::Result GetCollInfo(void* context, abi::Func coll, size_t n_bytes, float** cost_table, int num_algo,
-                        int num_proto, int* n_channels) {
+abi::Result GetCollInfo(void* context, abi::Func coll, size_t n_bytes, float** cost_table, int num_algo, int num_proto,
+                        int* n_channels) {
   if (context != nullptr) {
     try {
       static_cast<Tuner*>(context)->GetCollInfo(coll, n_bytes, cost_table, num_algo, num_proto, n_channels);
@@ -356,8 +359,8 @@ abi::Result GetCollInfoV2(void* context, abi::Func coll, size_t n_bytes, int col
                           int* algorithm, int* protocol, int* n_channels) {
   if (context != nullptr) {
     try {
-      static_cast<Tuner*>(context)->GetCollInfoLegacy(coll, n_bytes, collnet_support, nvls_support, algorithm,
-                                                       protocol, n_channels);
+      static_cast<Tuner*>(context)->GetCollInfoLegacy(coll, n_bytes, collnet_support, nvls_support, algorithm, protocol,
+                                                      n_channels);
     } catch (...) {
     }
   }

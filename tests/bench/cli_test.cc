@@ -4,11 +4,11 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <fmt/format.h>
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -67,21 +67,21 @@ TEST_P(BadInput, OneLineAndExitOne) {
 INSTANTIATE_TEST_SUITE_P(
     Cli, BadInput,
     testing::Values("", "allreducex", "allreduce --sizes 0", "allreduce --sizes 1K:1X", "allreduce --sizes 2K:1K",
-                    "allreduce --sizes 1K:1G:x1", "allreduce --sizes=-5", "allreduce --dtype fp4",
-                    "allreduce --op xor", "allreduce --backend tcp", "allreduce --device tpu",
-                    "allreduce --inplace maybe", "allreduce --format xml", "allreduce --iters 0",
-                    "allreduce --iters abc", "allreduce --warmup -1", "allreduce --check -2", "allreduce --ranks 0",
-                    "allreduce --timeout -1", "allreduce --expect 'speed>=3'", "allreduce --expect 'busbw>=x'",
-                    "allreduce --codec int8", "allreduce --algo ring", "allreduce --no-such-flag",
-                    "allreduce extra-arg", "broadcast --root -1", "allreduce --backend local --sizes 1P",
-                    "allreduce --backend local --out /no/such/dir/x.json", "allreduce --backend mpi --device cuda",
-                    "allreduce --backend local --debug-corrupt x", "compress --codec int9", "compress --codec topk",
-                    "compress --codec topk:2", "compress --codec powersgd:0", "compress --block 48",
-                    "compress --rounding up", "compress --select best", "compress --sizes 2", "compress --sizes 0",
-                    "compress --prescale 0", "compress --ef maybe", "compress --data zeros", "compress --iters 0",
-                    "compress --format xml", "compress --device tpu", "compress extra", "kernel", "kernel bogus",
-                    "kernel a --tensors 0", "kernel ef-quantize --codec topk:0.1 --sizes 4K",
-                    "compress --sizes 64K --out /no/such/dir/x.json", "compress --sizes 1P",
+                    "allreduce --sizes 1K:1G:x1", "allreduce --sizes=-5", "allreduce --dtype fp4", "allreduce --op xor",
+                    "allreduce --backend tcp", "allreduce --device tpu", "allreduce --inplace maybe",
+                    "allreduce --format xml", "allreduce --iters 0", "allreduce --iters abc", "allreduce --warmup -1",
+                    "allreduce --check -2", "allreduce --ranks 0", "allreduce --timeout -1",
+                    "allreduce --expect 'speed>=3'", "allreduce --expect 'busbw>=x'", "allreduce --codec int8",
+                    "allreduce --algo ring", "allreduce --no-such-flag", "allreduce extra-arg", "broadcast --root -1",
+                    "allreduce --backend local --sizes 1P", "allreduce --backend local --out /no/such/dir/x.json",
+                    "allreduce --backend mpi --device cuda", "allreduce --backend local --debug-corrupt x",
+                    "compress --codec int9", "compress --codec topk", "compress --codec topk:2",
+                    "compress --codec powersgd:0", "compress --block 48", "compress --rounding up",
+                    "compress --select best", "compress --sizes 2", "compress --sizes 0", "compress --prescale 0",
+                    "compress --ef maybe", "compress --data zeros", "compress --iters 0", "compress --format xml",
+                    "compress --device tpu", "compress extra", "kernel", "kernel bogus", "kernel a --tensors 0",
+                    "kernel ef-quantize --codec topk:0.1 --sizes 4K", "compress --sizes 64K --out /no/such/dir/x.json",
+                    "compress --sizes 1P",
                     // unwritable outputs are refused before the run (nothing on stdout)
                     "allreduce --backend local --out /proc/nonexistent/x.json",
                     "allreduce --backend local --out /proc/ciuic_cli.json", "allreduce --backend local --db /dev/null",
@@ -141,8 +141,9 @@ INSTANTIATE_TEST_SUITE_P(
                      "--ranks-per-node 3: 2 ranks do not split into nodes of 3"},
         BadValueCase{"allreduce --backend ciuic --transport local --ranks 6 --sizes 1K --algo hier --ranks-per-node 4",
                      "--ranks-per-node 4: 6 ranks do not split into nodes of 4"},
-        BadValueCase{"allreduce --backend ciuic --transport local --ranks 6 --sizes 1K --algo hier --ranks-per-node 2,2",
-                     "--ranks-per-node 2,2: 3 nodes do not split into groups of 2"},
+        BadValueCase{
+            "allreduce --backend ciuic --transport local --ranks 6 --sizes 1K --algo hier --ranks-per-node 2,2",
+            "--ranks-per-node 2,2: 3 nodes do not split into groups of 2"},
         BadValueCase{kCiuic + "--ranks-per-node -1", "--ranks-per-node -1: R must be in 0..4096"},
         BadValueCase{kCiuic + "--ranks-per-node 2,x", "--ranks-per-node 2,x: use R or R,G"},
         BadValueCase{"allreduce --iters abc", "--iters abc: not a number"},
@@ -153,12 +154,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadValueCase{"allreduce --ranks 0", "--ranks 0: must be in 1..4096"},
         BadValueCase{"allreduce --ranks 100000", "--ranks 100000: must be in 1..4096"},
         BadValueCase{"broadcast --root -1", "--root -1: must be in 0..4095"},
-        BadValueCase{"broadcast --backend local --ranks 2 --sizes 1K --root 2", "--root 2: must be in 0..1 (a rank of 2)"},
+        BadValueCase{"broadcast --backend local --ranks 2 --sizes 1K --root 2",
+                     "--root 2: must be in 0..1 (a rank of 2)"},
         BadValueCase{"allreduce --seed -1", "--seed -1: out of range for this option"},
         BadValueCase{"allreduce --sizes 0", "--sizes 0: bad size '0': must be positive"},
         BadValueCase{"allreduce --dtype fp4", "--dtype fp4: unknown dtype 'fp4'"},
-        BadValueCase{"allreduce --op xor", "--op xor: "},
-        BadValueCase{"allreduce --average mean", "--average mean: "},
+        BadValueCase{"allreduce --op xor", "--op xor: "}, BadValueCase{"allreduce --average mean", "--average mean: "},
         BadValueCase{"allreduce --no-such-flag", "--no-such-flag: unknown option"},
         BadValueCase{"allreduce --iters", "--iters: needs a value"},
         BadValueCase{"compress --iters abc", "--iters abc: not a number"},
@@ -274,7 +275,8 @@ TEST_F(ProfileCli, BadFieldsAreNamedByTheirJsonPath) {
        "profile.rules[0].streams: 2.5 is not a whole number"},
       {"overlap", [](nlohmann::json& j) { j["rules"][1]["max_bytes"] = 2 << 20; },
        "profile.rules[2]: band [1048576, 16777216) overlaps profile.rules[1]'s [65536, 2097152)"},
-      {"missing", [](nlohmann::json& j) { j["rules"][3].erase("algo"); }, "profile.rules[3].algo: required but missing"},
+      {"missing", [](nlohmann::json& j) { j["rules"][3].erase("algo"); },
+       "profile.rules[3].algo: required but missing"},
       {"type", [](nlohmann::json& j) { j["topology"]["ranks"] = "2"; },
        "profile.topology.ranks: \"2\" is a string, not a whole number"},
   };
@@ -293,7 +295,8 @@ TEST_F(ProfileCli, AProfileOfAnotherTopologyNeedsTheOverride) {
   h100["topology"]["name"] = "dgx_h100";
   h100["topology"]["ranks"] = 8;
   const std::string path = Write(h100, "h100.json");
-  const std::string run = "allreduce --backend ciuic --transport local --ranks 2 --sizes 1K --iters 2 --profile " + path;
+  const std::string run =
+      "allreduce --backend ciuic --transport local --ranks 2 --sizes 1K --iters 2 --profile " + path;
   const Result r = RunBenchCli(run);
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_EQ(r.err, "ciuic-bench: --profile " + path +
@@ -333,8 +336,10 @@ TEST_F(ProfileCli, ALibraryRuleRunsInItsBuckets) {
     const std::string path = Write(j, "nccl.json");
     EXPECT_EQ(ParseProfile(Slurp(path), path).rules[0].baseline_us, 12.5);
     const std::string trace = (dir_ / "t.json").string();
-    const Result r = RunBenchCli("allreduce --backend ciuic --transport local --ranks 2 --sizes 1M --iters 2 -w 1 "
-                                 "--profile " + path + " --trace " + trace);
+    const Result r = RunBenchCli(
+        "allreduce --backend ciuic --transport local --ranks 2 --sizes 1M --iters 2 -w 1 "
+        "--profile " +
+        path + " --trace " + trace);
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
     const auto t = nlohmann::json::parse(Slurp(trace));
@@ -356,16 +361,16 @@ TEST(Cli, CompressJsonCarriesEveryFieldAndSaneNumbers) {
   const auto dir = std::filesystem::temp_directory_path() / ("ciuic_cmp_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const std::string json = (dir / "c.json").string();
-  const Result r = RunBenchCli("compress --device cpu --codec int8 --sizes 64K,1M --iters 3 --format json --out " +
-                               json);
+  const Result r =
+      RunBenchCli("compress --device cpu --codec int8 --sizes 64K,1M --iters 3 --format json --out " + json);
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(Slurp(json));
   EXPECT_EQ(j["schema"], "ciuic.compress/1");
   EXPECT_EQ(j["context"]["codec"], "int8");
   ASSERT_EQ(j["results"].size(), 4u);  // 2 sizes × normal, heavy
   for (const auto& row : j["results"]) {
-    for (const char* k : {"size", "data", "codec", "ratio", "copy_gbps", "enc_us", "enc_gbps", "enc_pct_copy",
-                          "dec_us", "dec_gbps", "acc_us", "acc_gbps", "rel_l2_error", "max_abs_error"})
+    for (const char* k : {"size", "data", "codec", "ratio", "copy_gbps", "enc_us", "enc_gbps", "enc_pct_copy", "dec_us",
+                          "dec_gbps", "acc_us", "acc_gbps", "rel_l2_error", "max_abs_error"})
       EXPECT_TRUE(row.contains(k)) << k;
     EXPECT_NEAR(row["ratio"].get<double>(), 4.0 * 256 / (256 + 4), 0.01);
     EXPECT_GT(row["rel_l2_error"].get<double>(), 0.0);
@@ -426,7 +431,7 @@ TEST(Cli, LocalRunWritesJsonAndDatabase) {
   std::filesystem::create_directories(dir);
   const std::string json = (dir / "run.json").string(), db = (dir / "runs.db").string();
   const Result r = RunBenchCli("allgather --backend local --ranks 3 --sizes 3K:96K --format json --out " + json +
-                       " --db " + db + " --iters 3");
+                               " --db " + db + " --iters 3");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(Slurp(json));
@@ -516,19 +521,21 @@ void CheckTraceRun(const std::string& args, int ranks, const std::set<std::strin
 TEST(Cli, TraceOfTheLibraryAndOfTheRuntime) {
   CheckTraceRun("allreduce --backend local --ranks 2 --sizes 4K,64K --iters 3 --warmup 1", 2,
                 {"row", "warmup", "timed", "check", "barrier", "allreduce"});
-  CheckTraceRun("allreduce --backend ciuic --transport local --ranks 3 --codec int8 --sizes 64K --iters 3 --warmup 1 "
-                "--bucket 16K",
-                3,
-                {"timed", "allreduce", "ciuic allreduce", "bucket", "ring", "encode", "decode-add-encode", "decode",
-                 "send", "recv", "reduce-scatter", "allgather"});
+  CheckTraceRun(
+      "allreduce --backend ciuic --transport local --ranks 3 --codec int8 --sizes 64K --iters 3 --warmup 1 "
+      "--bucket 16K",
+      3,
+      {"timed", "allreduce", "ciuic allreduce", "bucket", "ring", "encode", "decode-add-encode", "decode", "send",
+       "recv", "reduce-scatter", "allgather"});
 }
 
 #if CIUIC_TEST_HAVE_MPI
 TEST(CliMpi, TraceGathersEveryProcess) {
   CheckTraceRun("allreduce --backend mpi --ranks 2 --sizes 4K --iters 3 --warmup 1", 2, {"timed", "allreduce"});
-  CheckTraceRun("allreduce --backend ciuic --transport mpi --ranks 2 --codec topk:0.01 --sizes 64K --iters 3 "
-                "--warmup 1",
-                2, {"ciuic allreduce", "sparse", "encode", "decode", "send", "recv"});
+  CheckTraceRun(
+      "allreduce --backend ciuic --transport mpi --ranks 2 --codec topk:0.01 --sizes 64K --iters 3 "
+      "--warmup 1",
+      2, {"ciuic allreduce", "sparse", "encode", "decode", "send", "recv"});
 }
 
 TEST(CliMpi, RelaunchesUnderMpiexecAndVerifies) {
@@ -561,8 +568,10 @@ TEST(CliMpi, ThreeRanksEveryCollective) {
 #if CIUIC_TEST_HAVE_GLOO
 TEST(CliMpiGloo, EveryCollectiveVerifies) {
   for (const CollSpec* spec : AllCollectives()) {
-    const std::string args = fmt::format("{} --backend gloo --ranks 2 --sizes 1K:256K:x16 --iters 3 --warmup 1 "
-                                         "--dtype fp32,fp16{}", spec->name, spec->reduces ? " --op sum,max,avg" : "");
+    const std::string args = fmt::format(
+        "{} --backend gloo --ranks 2 --sizes 1K:256K:x16 --iters 3 --warmup 1 "
+        "--dtype fp32,fp16{}",
+        spec->name, spec->reduces ? " --op sum,max,avg" : "");
     const Result r = RunBenchCli(args);
     EXPECT_EQ(r.code, 0) << args << "\n" << r.err << r.out;
     EXPECT_NE(r.out.find("backend gloo"), std::string::npos) << r.out;
@@ -573,15 +582,18 @@ TEST(CliMpiGloo, EveryCollectiveVerifies) {
     const bool skips = spec->kind == Collective::kAllToAll || spec->kind == Collective::kSendRecv;
     EXPECT_EQ(r.out.find("not supported by the gloo backend") != std::string::npos, skips) << args << "\n" << r.out;
   }
-  const Result three = RunBenchCli("reducescatter --backend gloo --ranks 3 --sizes 96:96K:x32 --iters 2 --dtype int32,fp64 --op prod,min");
+  const Result three = RunBenchCli(
+      "reducescatter --backend gloo --ranks 3 --sizes 96:96K:x32 --iters 2 --dtype int32,fp64 --op prod,min");
   EXPECT_EQ(three.code, 0) << three.err << three.out;
   EXPECT_NE(three.out.find("# Out of bounds values : 0 OK"), std::string::npos) << three.out;
 }
 
 TEST(CliMpiGloo, EachAllReduceAlgorithmByName) {
   for (const char* algo : {"ring", "ring-chunked", "halving-doubling", "bcube"}) {
-    const Result r = RunBenchCli(fmt::format("allreduce --backend gloo --ranks 2 --algo {} --sizes 1K:4M:x16 --iters 3 "
-                                             "--warmup 1 --format json", algo));
+    const Result r =
+        RunBenchCli(fmt::format("allreduce --backend gloo --ranks 2 --algo {} --sizes 1K:4M:x16 --iters 3 "
+                                "--warmup 1 --format json",
+                                algo));
     ASSERT_EQ(r.code, 0) << algo << "\n" << r.err;
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["context"]["algo"], algo);
@@ -597,15 +609,18 @@ TEST(CliMpiGloo, EachAllReduceAlgorithmByName) {
 
 TEST(CliMpiGloo, RuntimeOverGlooAndFileStore) {
   for (const char* algo : {"ring", "hier --ranks-per-node 1", "rd"}) {
-    const Result r = RunBenchCli(fmt::format("allreduce --backend ciuic --transport gloo --algo {} --ranks 2 "
-                                             "--sizes 4K:1M:x16 --iters 3 --warmup 1", algo));
+    const Result r =
+        RunBenchCli(fmt::format("allreduce --backend ciuic --transport gloo --algo {} --ranks 2 "
+                                "--sizes 4K:1M:x16 --iters 3 --warmup 1",
+                                algo));
     EXPECT_EQ(r.code, 0) << algo << "\n" << r.err << r.out;
     EXPECT_NE(r.out.find("transport gloo"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << algo << "\n" << r.out;
   }
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("ciuic-gloo-cli-{}", getpid());
   std::filesystem::create_directories(dir);
-  const Result f = RunBenchCli(fmt::format("allgather --backend gloo --ranks 2 --sizes 4K --iters 2 --gloo-store {}", dir.string()));
+  const Result f =
+      RunBenchCli(fmt::format("allgather --backend gloo --ranks 2 --sizes 4K --iters 2 --gloo-store {}", dir.string()));
   EXPECT_EQ(f.code, 0) << f.err;
   EXPECT_NE(f.out.find("gloo-store file"), std::string::npos) << f.out;
   EXPECT_TRUE(std::filesystem::is_empty(dir));

@@ -144,8 +144,9 @@ TEST_F(Compare, UnchangedRunPasses) {
   }
 }
 
-// The verdict on rows with their own noise: a recorded H100 NCCL run (tests/data/results, from bench/results/2026-11-22-h100-nccl) whose 128M and
-// 512M out-of-place rows have p99 within 2% of p50, and in-place rows that do not.
+// The verdict on rows with their own noise: a recorded H100 NCCL run (tests/data/results, from
+// bench/results/2026-11-22-h100-nccl) whose 128M and 512M out-of-place rows have p99 within 2% of p50, and in-place
+// rows that do not.
 TEST_F(Compare, NoiseBandDecidesOnARecordedGpuRun) {
   const std::string a = CIUIC_SOURCE_DIR "/tests/data/results/h100-nccl-allreduce-fp32.json";
   const fs::path b = Dir() / "h100_slow.json";
@@ -183,15 +184,17 @@ TEST_F(Compare, RunIdsInTheDatabase) {
       cols += info.ColumnText(1);
     }
     for (int copy = 2; copy <= 3; ++copy) {
-      db.Exec("INSERT INTO bench_runs(start_time, tool_version, git_commit, collective, backend, device, world_size, "
-              "dtype, redop, codec, algo, hostnames, context_json, peak_busbw_gbps, total_wrong) SELECT start_time, "
-              "tool_version, git_commit, collective, backend, device, world_size, dtype, redop, codec, algo, hostnames, "
-              "context_json, peak_busbw_gbps, total_wrong FROM bench_runs WHERE id = 1");
+      db.Exec(
+          "INSERT INTO bench_runs(start_time, tool_version, git_commit, collective, backend, device, world_size, "
+          "dtype, redop, codec, algo, hostnames, context_json, peak_busbw_gbps, total_wrong) SELECT start_time, "
+          "tool_version, git_commit, collective, backend, device, world_size, dtype, redop, codec, algo, hostnames, "
+          "context_json, peak_busbw_gbps, total_wrong FROM bench_runs WHERE id = 1");
       db.Exec("INSERT INTO bench_rows(run_id, " + cols + ") SELECT " + std::to_string(copy) + ", " + cols +
               " FROM bench_rows WHERE run_id = 1");
     }
-    db.Exec("UPDATE bench_rows SET time_us = time_us * 1.25, time_p50_us = time_p50_us * 1.25, time_p99_us = "
-            "time_p99_us * 1.25, busbw_gbps = busbw_gbps / 1.25 WHERE run_id = 3 AND size_bytes = 65536");
+    db.Exec(
+        "UPDATE bench_rows SET time_us = time_us * 1.25, time_p50_us = time_p50_us * 1.25, time_p99_us = "
+        "time_p99_us * 1.25, busbw_gbps = busbw_gbps / 1.25 WHERE run_id = 3 AND size_bytes = 65536");
   }
   const Result same = Bench("compare 1 2 --db " + Db());
   EXPECT_EQ(same.code, 0) << same.err;

@@ -16,9 +16,20 @@
 namespace ciuic {
 namespace {
 
-const char* const kVars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                             "CIUIC_STORE_PORT", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-                             "SLURM_NTASKS_PER_NODE", "SLURM_NODELIST", "SLURM_STEP_NODELIST", "SLURM_JOB_ID"};
+const char* const kVars[] = {"RANK",
+                             "WORLD_SIZE",
+                             "LOCAL_RANK",
+                             "LOCAL_WORLD_SIZE",
+                             "MASTER_ADDR",
+                             "MASTER_PORT",
+                             "CIUIC_STORE_PORT",
+                             "SLURM_PROCID",
+                             "SLURM_NTASKS",
+                             "SLURM_LOCALID",
+                             "SLURM_NTASKS_PER_NODE",
+                             "SLURM_NODELIST",
+                             "SLURM_STEP_NODELIST",
+                             "SLURM_JOB_ID"};
 
 // Clears every launcher variable, sets the given ones, restores on destruction.
 class Env {
@@ -48,12 +59,17 @@ class Env {
 TEST(JobLaunch, NoLauncherVariablesMeansNoJob) {
   Env e({});
   EXPECT_FALSE(JobFromEnvironment().has_value());
-  Env only_rank(std::vector<std::pair<const char*, const char*>>{{"RANK", "0"}});  // RANK alone (another tool's variable) is not a torchrun job
+  Env only_rank(std::vector<std::pair<const char*, const char*>>{
+      {"RANK", "0"}});  // RANK alone (another tool's variable) is not a torchrun job
   EXPECT_FALSE(JobFromEnvironment().has_value());
 }
 
 TEST(JobLaunch, Torchrun) {
-  Env e({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "node7"},
+  Env e({{"RANK", "3"},
+         {"WORLD_SIZE", "8"},
+         {"LOCAL_RANK", "1"},
+         {"LOCAL_WORLD_SIZE", "2"},
+         {"MASTER_ADDR", "node7"},
          {"MASTER_PORT", "29500"}});
   const auto j = JobFromEnvironment();
   ASSERT_TRUE(j.has_value());
@@ -69,8 +85,12 @@ TEST(JobLaunch, Torchrun) {
 }
 
 TEST(JobLaunch, Srun) {
-  Env e({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "16"}, {"SLURM_LOCALID", "1"}, {"SLURM_NTASKS_PER_NODE", "4(x4)"},
-         {"SLURM_NODELIST", "gpu[003-006]"}, {"SLURM_JOB_ID", "123456"}});
+  Env e({{"SLURM_PROCID", "5"},
+         {"SLURM_NTASKS", "16"},
+         {"SLURM_LOCALID", "1"},
+         {"SLURM_NTASKS_PER_NODE", "4(x4)"},
+         {"SLURM_NODELIST", "gpu[003-006]"},
+         {"SLURM_JOB_ID", "123456"}});
   const auto j = JobFromEnvironment();
   ASSERT_TRUE(j.has_value());
   EXPECT_EQ(j->launcher, "srun");

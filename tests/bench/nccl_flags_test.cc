@@ -92,10 +92,10 @@ TEST(NcclFlags, ShortFlagsParseToWhatTheLongOptionsDo) {
 }
 
 TEST(NcclFlags, NcclTestsDatatypeNamesAreAccepted) {
-  const std::map<std::string, std::string> names = {
-      {"float", "fp32"}, {"half", "fp16"},  {"bfloat16", "bf16"}, {"double", "fp64"}, {"int8", "int8"},
-      {"uint8", "uint8"}, {"int32", "int32"}, {"int64", "int64"},   {"char", "int8"},   {"int", "int32"},
-      {"f8e4m3", "fp8e4m3"}, {"f8e5m2", "fp8e5m2"}};
+  const std::map<std::string, std::string> names = {{"float", "fp32"},  {"half", "fp16"},      {"bfloat16", "bf16"},
+                                                    {"double", "fp64"}, {"int8", "int8"},      {"uint8", "uint8"},
+                                                    {"int32", "int32"}, {"int64", "int64"},    {"char", "int8"},
+                                                    {"int", "int32"},   {"f8e4m3", "fp8e4m3"}, {"f8e5m2", "fp8e5m2"}};
   for (const auto& [nccl, ours] : names) EXPECT_EQ(Parse("-d " + nccl).dtypes, std::vector<std::string>{ours}) << nccl;
 }
 
@@ -201,8 +201,8 @@ std::string Slurp(const std::string& path) {
 class NcclRun : public testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("ciuic_nccl_" + std::to_string(getpid()) + "_" + testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = std::filesystem::temp_directory_path() / ("ciuic_nccl_" + std::to_string(getpid()) + "_" +
+                                                     testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -256,10 +256,14 @@ TEST_F(NcclRun, ASweepOfDtypesAndOpsCarriesThemOnEveryRow) {
     f >> size >> count >> type >> redop;
     order.emplace_back(type, redop);
   }
-  EXPECT_EQ(order, (std::vector<std::pair<std::string, std::string>>{{"int32", "sum"}, {"int32", "sum"},
-                                                                      {"int32", "max"}, {"int32", "max"},
-                                                                      {"half", "sum"},  {"half", "sum"},
-                                                                      {"half", "max"},  {"half", "max"}}));
+  EXPECT_EQ(order, (std::vector<std::pair<std::string, std::string>>{{"int32", "sum"},
+                                                                     {"int32", "sum"},
+                                                                     {"int32", "max"},
+                                                                     {"int32", "max"},
+                                                                     {"half", "sum"},
+                                                                     {"half", "sum"},
+                                                                     {"half", "max"},
+                                                                     {"half", "max"}}));
 
   // The database: one run per (dtype, op), each with its own rows and their spread.
   sqlite3* db = nullptr;
@@ -295,10 +299,10 @@ TEST_F(NcclRun, ASweepOfDtypesAndOpsCarriesThemOnEveryRow) {
     for (std::string x; std::getline(c, x, ',');) f.push_back(x);
     combos.insert(f.at(4) + " " + f.at(5));
   }
-  EXPECT_EQ(combos, (std::multiset<std::string>{"int32 sum", "int32 sum", "int32 sum", "int32 sum", "int32 max",
-                                                "int32 max", "int32 max", "int32 max", "fp16 sum", "fp16 sum",
-                                                "fp16 sum", "fp16 sum", "fp16 max", "fp16 max", "fp16 max",
-                                                "fp16 max"}));
+  EXPECT_EQ(combos,
+            (std::multiset<std::string>{"int32 sum", "int32 sum", "int32 sum", "int32 sum", "int32 max", "int32 max",
+                                        "int32 max", "int32 max", "fp16 sum", "fp16 sum", "fp16 sum", "fp16 sum",
+                                        "fp16 max", "fp16 max", "fp16 max", "fp16 max"}));
 }
 
 // nccl-tests' columns first, in its order; ours after; its two closing lines.
@@ -316,7 +320,8 @@ TEST_F(NcclRun, TheTableIsColumnCompatibleWithNcclTests) {
   EXPECT_EQ(find("#       size"),
             "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   "
             "busbw  #wrong      algo");
-  EXPECT_EQ(find("# timing host"), "# timing host: each op alone (barrier, op, wait for it), wall clock (nccl-tests' -z 1)");
+  EXPECT_EQ(find("# timing host"),
+            "# timing host: each op alone (barrier, op, wait for it), wall clock (nccl-tests' -z 1)");
   EXPECT_EQ(find("# Out of bounds values"), "# Out of bounds values : 0 OK");
   const std::string avg = find("# Avg bus bandwidth    : ");
   ASSERT_FALSE(avg.empty()) << r.out;

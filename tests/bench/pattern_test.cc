@@ -17,7 +17,7 @@ TEST(Pattern, ExactInAnyOrder) {
   std::mt19937 rng(3);
   for (DType t : AllDTypes()) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax}) {
-      const PatternKind kind = op == ReduceOp::kProd ? PatternKind::kProd
+      const PatternKind kind = op == ReduceOp::kProd  ? PatternKind::kProd
                                : op == ReduceOp::kSum ? PatternKind::kSum
                                                       : PatternKind::kAny;
       for (int n : {1, 2, 3, 7, 16, 33}) {

@@ -72,22 +72,33 @@ TEST(Reporters, TableGolden) {
   r->End(s);
   const auto lines = Lines(out.str());
   ASSERT_EQ(lines.size(), 16u) << out.str();
-  EXPECT_EQ(lines[0], "# ciuic-bench allreduce  backend mpi  device cpu  ranks 2  dtype fp32  op sum  algo native  codec none");
+  EXPECT_EQ(lines[0],
+            "# ciuic-bench allreduce  backend mpi  device cpu  ranks 2  dtype fp32  op sum  algo native  codec none");
   EXPECT_EQ(lines[1], "# ciuic 0.1.0 (abc123)  started 2026-11-22T12:00:00Z  mpi Open MPI v4.1.4");
   EXPECT_EQ(lines[2], "# hosts: node1 (2 ranks)");
-  EXPECT_EQ(lines[3], "# warmup auto  iters auto  check 1  timing host  average max (max over ranks of each rank's mean)");
-  EXPECT_EQ(lines[5], "#                                                              out-of-place                       in-place");
-  EXPECT_EQ(lines[6], "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong      algo");
-  EXPECT_EQ(lines[7], "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)");
-  EXPECT_EQ(lines[8], "     1048576        262144     float     sum      -1   400.50    2.62    2.62       0      n/a     n/a     n/a     n/a    native");
+  EXPECT_EQ(lines[3],
+            "# warmup auto  iters auto  check 1  timing host  average max (max over ranks of each rank's mean)");
+  EXPECT_EQ(
+      lines[5],
+      "#                                                              out-of-place                       in-place");
+  EXPECT_EQ(lines[6],
+            "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   "
+            "busbw  #wrong      algo");
+  EXPECT_EQ(
+      lines[7],
+      "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)");
+  EXPECT_EQ(lines[8],
+            "     1048576        262144     float     sum      -1   400.50    2.62    2.62       0      n/a     n/a    "
+            " n/a     n/a    native");
   EXPECT_EQ(lines[9], "# n/a 1M in-place: in-place allreduce not supported by the x backend");
   EXPECT_EQ(lines[10], "# Out of bounds values : 0 OK");
   EXPECT_EQ(lines[11], "# Avg bus bandwidth    : 2.61817 ");
   EXPECT_EQ(lines[12], "#");
   EXPECT_EQ(lines[13], "# peak busbw: 2.62 GB/s at 1048576 B (1M, out-of-place)");
   EXPECT_EQ(lines[14], "# peak algbw: 2.62 GB/s at 1048576 B (1M)");
-  EXPECT_EQ(lines[15], "# time: max over ranks of each rank's mean; algbw = size / time (GB = 1e9 B); busbw = algbw x "
-                       "2(n-1)/n = algbw x 1.0000 (n = 2); avg bus bandwidth: mean busbw of every row that moved bytes");
+  EXPECT_EQ(lines[15],
+            "# time: max over ranks of each rank's mean; algbw = size / time (GB = 1e9 B); busbw = algbw x "
+            "2(n-1)/n = algbw x 1.0000 (n = 2); avg bus bandwidth: mean busbw of every row that moved bytes");
 }
 
 // A time too wide for nccl-tests' 7 characters drops decimals, then goes to an exponent, as nccl-tests
@@ -114,8 +125,10 @@ TEST(Reporters, TableCellsKeepNcclTestsWidths) {
   std::string row;
   for (const auto& l : lines)
     if (l.rfind("     1048576", 0) == 0) row = l;
-  EXPECT_EQ(row, "     1048576        262144     float     sum      -1  1.2e+07    2.62    2.62       0   123457    2.62    "
-                 "2.62       0    native  1.250e-02  5.000e-01  50.00") << out.str();
+  EXPECT_EQ(row,
+            "     1048576        262144     float     sum      -1  1.2e+07    2.62    2.62       0   123457    2.62    "
+            "2.62       0    native  1.250e-02  5.000e-01  50.00")
+      << out.str();
 }
 
 // One rank in place: the collective is a no-op, so the row has a time but no bandwidth, and a run
@@ -139,8 +152,11 @@ TEST(Reporters, ARowThatMovesNoBytesHasNoBandwidthAndNoPeak) {
     r->End(BenchSummary{});
   }
   const auto lines = Lines(table.str());
-  EXPECT_EQ(lines[3], "# warmup auto  iters auto  check 1  timing host  average avg (average over ranks of each rank's mean)");
-  EXPECT_EQ(lines[8], "     1048576        262144     float     sum      -1      n/a     n/a     n/a     n/a   400.50     n/a     n/a       0    native");
+  EXPECT_EQ(lines[3],
+            "# warmup auto  iters auto  check 1  timing host  average avg (average over ranks of each rank's mean)");
+  EXPECT_EQ(lines[8],
+            "     1048576        262144     float     sum      -1      n/a     n/a     n/a     n/a   400.50     n/a    "
+            " n/a       0    native");
   EXPECT_EQ(lines[9], "# Out of bounds values : 0 OK");
   EXPECT_EQ(lines[10], "# Avg bus bandwidth    : 0 ");  // no row moved bytes: nccl-tests prints 0 for one GPU
   EXPECT_EQ(lines[12], "# peak busbw: n/a (no row moved bytes between ranks)");
@@ -151,8 +167,9 @@ TEST(Reporters, ARowThatMovesNoBytesHasNoBandwidthAndNoPeak) {
   EXPECT_FALSE(doc["results"][0]["moves_bytes"].get<bool>());
   EXPECT_TRUE(doc["summary"]["peak_busbw_gbps"].is_null());
   EXPECT_EQ(doc["context"]["average"], "avg");
-  EXPECT_EQ(Lines(csv.str())[1], "allreduce,mpi,cpu,1,fp32,sum,native,none,1048576,262144,true,-1,20,400.500,399.250,"
-                                 "450.000,380.000,460.000,12.500,,,0,,");
+  EXPECT_EQ(Lines(csv.str())[1],
+            "allreduce,mpi,cpu,1,fp32,sum,native,none,1048576,262144,true,-1,20,400.500,399.250,"
+            "450.000,380.000,460.000,12.500,,,0,,");
 }
 
 TEST(Reporters, CsvGolden) {
@@ -167,10 +184,12 @@ TEST(Reporters, CsvGolden) {
             "collective,backend,device,world_size,dtype,redop,algo,codec,size_bytes,count,inplace,root,iters,time_us,"
             "time_p50_us,time_p99_us,time_min_us,time_max_us,time_stddev_us,algbw_gbps,busbw_gbps,wrong,"
             "baseline_busbw_gbps,error");
-  EXPECT_EQ(lines[1], "allreduce,mpi,cpu,2,fp32,sum,native,none,1048576,262144,false,-1,20,400.500,399.250,450.000,"
-                      "380.000,460.000,12.500,2.6182,2.6182,0,,");
-  EXPECT_EQ(lines[2], "allreduce,mpi,cpu,2,fp32,sum,native,none,1048576,262144,true,-1,20,,,,,,,,,,,in-place "
-                      "allreduce not supported by the x backend");
+  EXPECT_EQ(lines[1],
+            "allreduce,mpi,cpu,2,fp32,sum,native,none,1048576,262144,false,-1,20,400.500,399.250,450.000,"
+            "380.000,460.000,12.500,2.6182,2.6182,0,,");
+  EXPECT_EQ(lines[2],
+            "allreduce,mpi,cpu,2,fp32,sum,native,none,1048576,262144,true,-1,20,,,,,,,,,,,in-place "
+            "allreduce not supported by the x backend");
 }
 
 TEST(Reporters, JsonSchemaAndFields) {
@@ -184,8 +203,8 @@ TEST(Reporters, JsonSchemaAndFields) {
   r->End(s);
   const auto j = nlohmann::json::parse(out.str());
   EXPECT_EQ(j["schema"], "ciuic.bench/1");
-  for (const char* k : {"tool_version", "git_commit", "backend", "device", "world_size", "dtype", "op", "codec",
-                        "algo", "hostnames", "library_versions", "start_time"}) {
+  for (const char* k : {"tool_version", "git_commit", "backend", "device", "world_size", "dtype", "op", "codec", "algo",
+                        "hostnames", "library_versions", "start_time"}) {
     EXPECT_TRUE(j["context"].contains(k)) << k;
   }
   ASSERT_EQ(j["results"].size(), 2u);
@@ -225,7 +244,8 @@ std::string NcclTestsJson(const std::vector<std::vector<BenchRow>>& sizes, bool 
   c.check = 1;
   c.iters = -1;  // auto: the file's "iterations" is the count the rows share
   std::ostringstream out;
-  auto r = MakeNcclTestsJsonReporter(out, {{"ciuic-bench", "allreduce", "-J", "r.json"}, {"NCCL_DEBUG=WARN"}, per_iter});
+  auto r =
+      MakeNcclTestsJsonReporter(out, {{"ciuic-bench", "allreduce", "-J", "r.json"}, {"NCCL_DEBUG=WARN"}, per_iter});
   r->Begin(c);
   for (const auto& rows : sizes) r->Size(rows);
   s.avg_busbw_gbps = 2.5;
@@ -260,9 +280,9 @@ std::vector<std::vector<BenchRow>> PerIterRows() {
 // text), and with -I 1 the per-iteration records its tools/analyze_perf_json.py reads.
 TEST(Reporters, NcclTestsJsonHasNcclTestsKeysAndNesting) {
   const auto j = nlohmann::ordered_json::parse(NcclTestsJson(PerIterRows(), /*per_iter=*/true));
-  EXPECT_EQ(Keys(j), (std::vector<std::string>{"version", "start_time", "args", "env", "nccl_version", "config",
-                                               "results", "out_of_bounds", "average_bus_bandwidth", "errors",
-                                               "end_time"}));
+  EXPECT_EQ(Keys(j),
+            (std::vector<std::string>{"version", "start_time", "args", "env", "nccl_version", "config", "results",
+                                      "out_of_bounds", "average_bus_bandwidth", "errors", "end_time"}));
   EXPECT_EQ(j["version"], 3);
   EXPECT_EQ(j["start_time"], "2026-11-22 12:00:00");
   EXPECT_EQ(j["end_time"], "2026-11-22 12:00:05");
@@ -270,11 +290,10 @@ TEST(Reporters, NcclTestsJsonHasNcclTestsKeysAndNesting) {
   EXPECT_EQ(j["env"], nlohmann::ordered_json({"NCCL_DEBUG=WARN"}));
   EXPECT_TRUE(j["nccl_version"].is_null());  // an MPI run used no NCCL
   const auto& config = j["config"];
-  EXPECT_EQ(Keys(config), (std::vector<std::string>{"nthreads", "ngpus", "minimum_bytes", "maximum_bytes",
-                                                    "step_factor", "warmup_iters", "iterations",
-                                                    "aggregated_iterations", "validation", "graph",
-                                                    "blocking_collectives", "per_iter_timing", "per_iter_skip",
-                                                    "parallel_init", "devices"}));
+  EXPECT_EQ(Keys(config), (std::vector<std::string>{
+                              "nthreads", "ngpus", "minimum_bytes", "maximum_bytes", "step_factor", "warmup_iters",
+                              "iterations", "aggregated_iterations", "validation", "graph", "blocking_collectives",
+                              "per_iter_timing", "per_iter_skip", "parallel_init", "devices"}));
   EXPECT_EQ(config["minimum_bytes"], 4096);
   EXPECT_EQ(config["maximum_bytes"], 16384);
   EXPECT_EQ(config["step_factor"], 4);
@@ -283,17 +302,17 @@ TEST(Reporters, NcclTestsJsonHasNcclTestsKeysAndNesting) {
   EXPECT_EQ(config["blocking_collectives"], "true");
   EXPECT_EQ(config["parallel_init"], "false");
   ASSERT_EQ(config["devices"].size(), 2u);
-  EXPECT_EQ(Keys(config["devices"][1]), (std::vector<std::string>{"rank", "group", "pid", "hostname", "device",
-                                                                  "device_hex", "device_info"}));
+  EXPECT_EQ(Keys(config["devices"][1]),
+            (std::vector<std::string>{"rank", "group", "pid", "hostname", "device", "device_hex", "device_info"}));
   EXPECT_EQ(config["devices"][1]["rank"], 1);
   EXPECT_EQ(config["devices"][1]["pid"], 4243);
   EXPECT_EQ(config["devices"][1]["hostname"], "node1");
 
   ASSERT_EQ(j["results"].size(), 2u);  // one result per size, both placements in it
   const auto& r = j["results"][1];
-  EXPECT_EQ(Keys(r), (std::vector<std::string>{"size", "count", "type", "redop", "root", "out_of_place",
-                                               "out_of_place_per_iter", "in_place", "in_place_per_iter",
-                                               "actual_iterations", "experiment_name"}));
+  EXPECT_EQ(Keys(r),
+            (std::vector<std::string>{"size", "count", "type", "redop", "root", "out_of_place", "out_of_place_per_iter",
+                                      "in_place", "in_place_per_iter", "actual_iterations", "experiment_name"}));
   EXPECT_EQ(r["size"], 16384);
   EXPECT_EQ(r["count"], 4096);
   EXPECT_EQ(r["type"], "float");
@@ -309,9 +328,9 @@ TEST(Reporters, NcclTestsJsonHasNcclTestsKeysAndNesting) {
   // Each iteration's time is its slowest rank's; the summary is nccl-tests' (p50 the middle sample,
   // p95/p99 nearest-rank, population standard deviation).
   const auto& p = r["out_of_place_per_iter"];
-  EXPECT_EQ(Keys(p), (std::vector<std::string>{"skipped_iterations", "min_us", "max_us", "avg_us", "p50_us",
-                                               "p95_us", "p99_us", "stdev_us", "cv_pct", "times_us",
-                                               "per_process_max_times_us"}));
+  EXPECT_EQ(Keys(p),
+            (std::vector<std::string>{"skipped_iterations", "min_us", "max_us", "avg_us", "p50_us", "p95_us", "p99_us",
+                                      "stdev_us", "cv_pct", "times_us", "per_process_max_times_us"}));
   EXPECT_EQ(p["times_us"], nlohmann::ordered_json({11.0, 12.0, 13.0, 30.0}));
   EXPECT_EQ(p["per_process_max_times_us"], nlohmann::ordered_json({{10.0, 12.0, 11.0, 30.0}, {11.0, 9.0, 13.0, 12.0}}));
   EXPECT_EQ(p["skipped_iterations"], 0);

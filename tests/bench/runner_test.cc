@@ -61,8 +61,7 @@ TEST(Runner, EveryCollectiveDtypeOpVerifies) {
   for (int ranks : SweepRankCounts()) {
     for (const CollSpec* spec : AllCollectives()) {
       for (DType t : AllDTypes()) {
-        const std::vector<ReduceOp> ops =
-            spec->reduces ? AllReduceOps() : std::vector<ReduceOp>{ReduceOp::kSum};
+        const std::vector<ReduceOp> ops = spec->reduces ? AllReduceOps() : std::vector<ReduceOp>{ReduceOp::kSum};
         for (ReduceOp op : ops) {
           BenchOptions o = Small(spec, t, op);
           o.root = ranks - 1;
@@ -81,8 +80,8 @@ TEST(Runner, BusBwIsAlgBwTimesFactor) {
     const CollSpec* spec;
     double factor;  // for n = 4
   };
-  const Want wants[] = {{&kAllReduceSpec, 1.5},     {&kAllGatherSpec, 0.75}, {&kReduceScatterSpec, 0.75},
-                        {&kAllToAllSpec, 0.75},     {&kBroadcastSpec, 1.0},  {&kReduceSpec, 1.0},
+  const Want wants[] = {{&kAllReduceSpec, 1.5}, {&kAllGatherSpec, 0.75}, {&kReduceScatterSpec, 0.75},
+                        {&kAllToAllSpec, 0.75}, {&kBroadcastSpec, 1.0},  {&kReduceSpec, 1.0},
                         {&kSendRecvSpec, 1.0}};
   for (const auto& w : wants) {
     BenchOptions o = Small(w.spec, DType::kFloat32, ReduceOp::kSum);
@@ -166,7 +165,8 @@ TEST(Runner, AverageCombinesTheRanksAsNamed) {
     Average a;
     double value;  // for 4 ranks
   };
-  for (const Want w : {Want{Average::kAvg, 2.5}, Want{Average::kMax, 4}, Want{Average::kMin, 1}, Want{Average::kRank0, 1}}) {
+  for (const Want w :
+       {Want{Average::kAvg, 2.5}, Want{Average::kMax, 4}, Want{Average::kMin, 1}, Want{Average::kRank0, 1}}) {
     RunLocalRanks(4, [&](Communicator& c) {
       double v[2] = {c.Rank() + 1.0, 10.0 * (c.Rank() + 1)};
       CombineRanks(c, w.a, v, 2);
@@ -186,7 +186,7 @@ TEST(Runner, SmallMessagesGetManyTimedIterations) {
   ASSERT_EQ(s.all_rows.size(), 4u);
   EXPECT_GE(s.all_rows[0].iters, 200);  // 64 B: up to 1000 within the budget (a few µs each)
   EXPECT_LE(s.all_rows[0].iters, 1000);
-  EXPECT_LE(s.all_rows[2].iters, 20);   // 4 MiB: nccl-tests' 20 at most
+  EXPECT_LE(s.all_rows[2].iters, 20);  // 4 MiB: nccl-tests' 20 at most
   EXPECT_GE(s.all_rows[2].iters, 3);
 }
 
@@ -204,7 +204,10 @@ TEST(Runner, RanksWithOtherOptionsFailTogetherBeforeTheRow) {
     void (*change)(BenchOptions&);
   };
   const Case cases[] = {
-      {"element count", [](BenchOptions& o) { o.sizes = {128, 1000, 4096, 65536 + 8}; }},
+      {"element count",
+       [](BenchOptions& o) {
+         o.sizes = {128, 1000, 4096, 65536 + 8};
+       }},
       {"number of sizes", [](BenchOptions& o) { o.sizes.push_back(1 << 20); }},
       {"dtype", [](BenchOptions& o) { o.type = DType::kInt32; }},
       {"op", [](BenchOptions& o) { o.op = ReduceOp::kMax; }},

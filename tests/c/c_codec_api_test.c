@@ -267,9 +267,14 @@ static void state_bytes(const char* spec) {
     size_t offset;
     uint8_t value;
     const char* what;
-  } flips[] = {{0, 'X', "magic"},         {8, 0, "version 0"},        {8, 3, "version 3"},
-               {12, 1, "reserved word"},  {24, 'Z', "codec name"},    {at_count, 0xee, "count"},
-               {at_res, 0x01, "residual length"}, {size - 3, 0x5a, "checksum"}};
+  } flips[] = {{0, 'X', "magic"},
+               {8, 0, "version 0"},
+               {8, 3, "version 3"},
+               {12, 1, "reserved word"},
+               {24, 'Z', "codec name"},
+               {at_count, 0xee, "count"},
+               {at_res, 0x01, "residual length"},
+               {size - 3, 0x5a, "checksum"}};
   for (size_t f = 0; f < sizeof flips / sizeof flips[0]; ++f) {
     memcpy(copy, bytes, size);
     copy[flips[f].offset] = flips[f].value;
@@ -326,8 +331,8 @@ static void state_bytes(const char* spec) {
 
 static void profiles(void) {
   ciuic_profile_t* p = NULL;
-  CHECK(ciuic_profile_load(CIUIC_SOURCE_DIR "/tests/data/profiles/dgx_a100_mixed.profile.json", &p) == CIUIC_OK, "load: %s",
-        ciuic_last_error());
+  CHECK(ciuic_profile_load(CIUIC_SOURCE_DIR "/tests/data/profiles/dgx_a100_mixed.profile.json", &p) == CIUIC_OK,
+        "load: %s", ciuic_last_error());
   if (!p) return;
   int nodes = 0, ranks = 0;
   size_t rules = 0;

@@ -24,8 +24,7 @@ static void allreduce_check(ciuic_comm_t* comm, const char* algo, double unit_ro
   }
   static float data[N];
   for (int i = 0; i < N; ++i) data[i] = input(i, rank);
-  CHECK(ciuic_allreduce(rt, data, N, 1, 0) == CIUIC_OK, "rank %d %s: allreduce: %s", rank, algo,
-        ciuic_last_error());
+  CHECK(ciuic_allreduce(rt, data, N, 1, 0) == CIUIC_OK, "rank %d %s: allreduce: %s", rank, algo, ciuic_last_error());
   int bad = 0;
   const double tol = 2.0 * size * size * 8.0 * unit_roundoff;
   for (int i = 0; i < N; ++i) {
@@ -49,8 +48,8 @@ int main(int argc, char** argv) {
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  CHECK(ciuic_comm_rank(comm) == rank && ciuic_comm_size(comm) == size, "rank %d/%d vs %d/%d",
-        ciuic_comm_rank(comm), ciuic_comm_size(comm), rank, size);
+  CHECK(ciuic_comm_rank(comm) == rank && ciuic_comm_size(comm) == size, "rank %d/%d vs %d/%d", ciuic_comm_rank(comm),
+        ciuic_comm_size(comm), rank, size);
   allreduce_check(comm, "ring", 0);
   allreduce_check(comm, "rd", 0);
   allreduce_check(comm, "native", 0);

@@ -66,19 +66,20 @@ static int store_refuses(void* user, const char* key, const void* value, size_t 
 
 static const char* profile_json(int ranks) {
   static char text[2048];
-  snprintf(text, sizeof text,
-           "{\"schema\": \"ciuic.profile/1\", \"topology\": {\"name\": \"cpu_local\", \"fingerprint\": \"0\", "
-           "\"nodes\": 1, \"ranks\": %d, \"device\": \"cpu\"}, \"workload\": \"resnet50\", \"provenance\": "
-           "{\"tool_version\": \"0.1.0\", \"git_commit\": \"0\", \"created\": \"2026-11-26T00:00:00Z\", \"study_id\": 1, "
-           "\"mode\": \"model\", \"strategy\": \"random\", \"seed\": 1, \"budget\": 1}, \"step\": {\"predicted_us\": 1, "
-           "\"baseline_us\": 1}, \"rules\": ["
-           "{\"op\": \"allreduce\", \"min_bytes\": 0, \"max_bytes\": 16384, \"algo\": \"nccl\", \"codec\": \"none\", "
-           "\"precision\": \"fp32\", \"bucket_bytes\": 4096, \"streams\": 1, \"hierarchy_depth\": 1, \"predicted_us\": 1, "
-           "\"measured_us\": null, \"baseline_us\": null, \"gate\": \"n/a\"}, "
-           "{\"op\": \"allreduce\", \"min_bytes\": 16384, \"max_bytes\": 0, \"algo\": \"ring\", \"codec\": \"none\", "
-           "\"precision\": \"fp32\", \"bucket_bytes\": 8192, \"streams\": 2, \"hierarchy_depth\": 1, \"predicted_us\": 1, "
-           "\"measured_us\": null, \"baseline_us\": null, \"gate\": \"n/a\"}]}",
-           ranks);
+  snprintf(
+      text, sizeof text,
+      "{\"schema\": \"ciuic.profile/1\", \"topology\": {\"name\": \"cpu_local\", \"fingerprint\": \"0\", "
+      "\"nodes\": 1, \"ranks\": %d, \"device\": \"cpu\"}, \"workload\": \"resnet50\", \"provenance\": "
+      "{\"tool_version\": \"0.1.0\", \"git_commit\": \"0\", \"created\": \"2026-11-26T00:00:00Z\", \"study_id\": 1, "
+      "\"mode\": \"model\", \"strategy\": \"random\", \"seed\": 1, \"budget\": 1}, \"step\": {\"predicted_us\": 1, "
+      "\"baseline_us\": 1}, \"rules\": ["
+      "{\"op\": \"allreduce\", \"min_bytes\": 0, \"max_bytes\": 16384, \"algo\": \"nccl\", \"codec\": \"none\", "
+      "\"precision\": \"fp32\", \"bucket_bytes\": 4096, \"streams\": 1, \"hierarchy_depth\": 1, \"predicted_us\": 1, "
+      "\"measured_us\": null, \"baseline_us\": null, \"gate\": \"n/a\"}, "
+      "{\"op\": \"allreduce\", \"min_bytes\": 16384, \"max_bytes\": 0, \"algo\": \"ring\", \"codec\": \"none\", "
+      "\"precision\": \"fp32\", \"bucket_bytes\": 8192, \"streams\": 2, \"hierarchy_depth\": 1, \"predicted_us\": 1, "
+      "\"measured_us\": null, \"baseline_us\": null, \"gate\": \"n/a\"}]}",
+      ranks);
   return text;
 }
 
@@ -120,7 +121,8 @@ static void* rank_main(void* arg) {
   ciuic_runtime_t* rt = NULL;
   /* Another world: refused on every rank, naming both. */
   CHECK(ciuic_runtime_create_profile(comm, other, 0, 0, &rt) == CIUIC_ERR_USAGE &&
-            strstr(ciuic_last_error(), "16 cpu ranks on 1 node") && strstr(ciuic_last_error(), "this job has 3 cpu ranks"),
+            strstr(ciuic_last_error(), "16 cpu ranks on 1 node") &&
+            strstr(ciuic_last_error(), "this job has 3 cpu ranks"),
         "rank %d: a 16-rank profile: %s", r, ciuic_last_error());
   CHECK(ciuic_runtime_create_profile(comm, mine, 1u << 7, 0, &rt) == CIUIC_ERR_USAGE, "unknown flags accepted");
   CHECK(ciuic_runtime_create_profile(comm, mine, CIUIC_RUNTIME_PROPAGATE_NONFINITE, 0, &rt) == CIUIC_OK,

@@ -177,16 +177,25 @@ struct LossyCase {
 };
 
 constexpr LossyCase kLossyCases[] = {
-    {AllReduceAlgo::kRing, "fp16"},          {AllReduceAlgo::kRing, "bf16"},
-    {AllReduceAlgo::kRing, "int8"},          {AllReduceAlgo::kRing, "fp8e4m3"},
-    {AllReduceAlgo::kRing, "fp8e5m2"},       {AllReduceAlgo::kRing, "int4"},
-    {AllReduceAlgo::kRing, "sign1"},         {AllReduceAlgo::kHierarchical, "int8"},
-    {AllReduceAlgo::kHierarchical, "fp16"},  {AllReduceAlgo::kHierarchical, "bf16"},
-    {AllReduceAlgo::kHierarchical, "fp8e4m3"}, {AllReduceAlgo::kHierarchical, "fp8e5m2"},
-    {AllReduceAlgo::kHierarchical, "int4"},  {AllReduceAlgo::kHierarchical, "sign1"},
-    {AllReduceAlgo::kSparse, "topk:0.3"},    {AllReduceAlgo::kHierarchical, "topk:0.3"},
+    {AllReduceAlgo::kRing, "fp16"},
+    {AllReduceAlgo::kRing, "bf16"},
+    {AllReduceAlgo::kRing, "int8"},
+    {AllReduceAlgo::kRing, "fp8e4m3"},
+    {AllReduceAlgo::kRing, "fp8e5m2"},
+    {AllReduceAlgo::kRing, "int4"},
+    {AllReduceAlgo::kRing, "sign1"},
+    {AllReduceAlgo::kHierarchical, "int8"},
+    {AllReduceAlgo::kHierarchical, "fp16"},
+    {AllReduceAlgo::kHierarchical, "bf16"},
+    {AllReduceAlgo::kHierarchical, "fp8e4m3"},
+    {AllReduceAlgo::kHierarchical, "fp8e5m2"},
+    {AllReduceAlgo::kHierarchical, "int4"},
+    {AllReduceAlgo::kHierarchical, "sign1"},
+    {AllReduceAlgo::kSparse, "topk:0.3"},
+    {AllReduceAlgo::kHierarchical, "topk:0.3"},
     {AllReduceAlgo::kRing, "randomk:0.5"},
-    {AllReduceAlgo::kTwoPhaseSign, "sign1"}, {AllReduceAlgo::kPowerSgd, "powersgd:4"},
+    {AllReduceAlgo::kTwoPhaseSign, "sign1"},
+    {AllReduceAlgo::kPowerSgd, "powersgd:4"},
 };
 constexpr size_t kLossyN = 4099;
 constexpr size_t kBlock = 64;  // Config()'s codec block
@@ -213,10 +222,10 @@ AlgoConfig LossyConfig(const LossyCase& c, int ranks) {
 }
 
 struct Band {
-  double err_lo, err_hi;  // ||y - s|| / ||s||
-  double cos_lo, cos_hi;  // <y, s> / (||y|| ||s||)
+  double err_lo, err_hi;        // ||y - s|| / ||s||
+  double cos_lo, cos_hi;        // <y, s> / (||y|| ||s||)
   double err_model, cos_model;  // the model's point (consistent: some y has exactly these)
-  std::string model;  // the derivation in one line, printed with every verdict
+  std::string model;            // the derivation in one line, printed with every verdict
 };
 
 double NormalCdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
@@ -231,8 +240,7 @@ double NormalQuantile(double p) {
 double ExpectedMaxSquare(size_t m) {
   double sum = 0;
   const double h = 1e-3;
-  for (double x = h / 2; x < 12; x += h)
-    sum += 2 * x * (1 - std::pow(2 * NormalCdf(x) - 1, double(m))) * h;
+  for (double x = h / 2; x < 12; x += h) sum += 2 * x * (1 - std::pow(2 * NormalCdf(x) - 1, double(m))) * h;
   return sum;
 }
 
@@ -263,13 +271,20 @@ double FloatGridFactor() {
 double OneRounding(CodecKind k) {
   const double grid = FloatGridFactor(), max2 = ExpectedMaxSquare(kBlock), m = kBlock;
   switch (k) {
-    case CodecKind::kFp16: return grid * std::ldexp(1.0, -10);
-    case CodecKind::kBf16: return grid * std::ldexp(1.0, -7);
-    case CodecKind::kFp8E4M3: return grid * std::ldexp(1.0, -3) * std::sqrt(1 - max2 / m);
-    case CodecKind::kFp8E5M2: return grid * std::ldexp(1.0, -2) * std::sqrt(1 - max2 / m);
-    case CodecKind::kInt8: return std::sqrt(max2 / (12.0 * 127 * 127) * (m - 1) / m);
-    case CodecKind::kInt4: return std::sqrt(max2 / (12.0 * 7 * 7) * (m - 1) / m);
-    default: return 0;
+    case CodecKind::kFp16:
+      return grid * std::ldexp(1.0, -10);
+    case CodecKind::kBf16:
+      return grid * std::ldexp(1.0, -7);
+    case CodecKind::kFp8E4M3:
+      return grid * std::ldexp(1.0, -3) * std::sqrt(1 - max2 / m);
+    case CodecKind::kFp8E5M2:
+      return grid * std::ldexp(1.0, -2) * std::sqrt(1 - max2 / m);
+    case CodecKind::kInt8:
+      return std::sqrt(max2 / (12.0 * 127 * 127) * (m - 1) / m);
+    case CodecKind::kInt4:
+      return std::sqrt(max2 / (12.0 * 7 * 7) * (m - 1) / m);
+    default:
+      return 0;
   }
 }
 
@@ -439,19 +454,28 @@ Band NoiseBand(double eps, std::string model) {
   // hop adds values already on the grid, so its rounding error is not uniform; int4: the partial
   // sums of coarse values are not Gaussian).
   const double lo = 0.85 * eps, hi = 1.15 * eps;
-  return {lo, hi, 1 / std::sqrt(1 + hi * hi), 1.0, eps, 1 / std::sqrt(1 + eps * eps),
-          std::move(model)};
+  return {lo, hi, 1 / std::sqrt(1 + hi * hi), 1.0, eps, 1 / std::sqrt(1 + eps * eps), std::move(model)};
 }
 Band ProjectionBand(double lo, double hi, double model_err, std::string model) {
-  return {lo,        hi, std::sqrt(1 - hi * hi), std::sqrt(1 - lo * lo),
-          model_err, std::sqrt(1 - model_err * model_err), std::move(model)};
+  return {lo,
+          hi,
+          std::sqrt(1 - hi * hi),
+          std::sqrt(1 - lo * lo),
+          model_err,
+          std::sqrt(1 - model_err * model_err),
+          std::move(model)};
 }
 Band SignBand(double c_lo, double c_hi, std::string model) {
   // Slack ±0.05 on c and on e: their spread over seeds is 0.005-0.013; the hier and tie models are
   // off by up to 0.015; ||y|| / ||s|| deviates from 1 by up to 3%, which moves e by up to 0.015.
   const double c = 0.5 * (c_lo + c_hi);
-  return {std::sqrt(2 - 2 * c_hi) - 0.05, std::sqrt(2 - 2 * c_lo) + 0.05, c_lo - 0.05, c_hi + 0.05,
-          std::sqrt(2 - 2 * c), c, std::move(model)};
+  return {std::sqrt(2 - 2 * c_hi) - 0.05,
+          std::sqrt(2 - 2 * c_lo) + 0.05,
+          c_lo - 0.05,
+          c_hi + 0.05,
+          std::sqrt(2 - 2 * c),
+          c,
+          std::move(model)};
 }
 
 Band LossyBand(const LossyCase& c, int ranks, const std::vector<double>& exact) {
@@ -464,23 +488,21 @@ Band LossyBand(const LossyCase& c, int ranks, const std::vector<double>& exact) 
         return SignBand(lo, hi, fmt::format("sign2: c = √P·a·M_P in [{:.3f}, {:.3f}]", lo, hi));
       }
       const double cm = RingSignCosine(sched);
-      return SignBand(cm, cm, fmt::format("sign1, ring of {} member(s) of {} rank(s): c = {:.3f}",
-                                          sched.top, sched.group, cm));
+      return SignBand(cm, cm,
+                      fmt::format("sign1, ring of {} member(s) of {} rank(s): c = {:.3f}", sched.top, sched.group, cm));
     }
     case CodecKind::kTopK: {
       const double r = double(SparseCount(exact.size(), spec.ratio)) / double(exact.size());
       const double e = TopKError(r);
       // Slack ±0.03: the spread of e is 0.005-0.0075.
-      return ProjectionBand(e - 0.03, e + 0.03, e,
-                            fmt::format("topk: e = sqrt(1 - R - 2tφ(t)) = {:.4f}", e));
+      return ProjectionBand(e - 0.03, e + 0.03, e, fmt::format("topk: e = sqrt(1 - R - 2tφ(t)) = {:.4f}", e));
     }
     case CodecKind::kRandomK: {
       // Shared indices, values not rescaled (RandomKDecode writes them as they are): y is s on the
       // k chosen elements, 0 elsewhere: e = sqrt(1 - k/n). Slack ±0.04: the spread of e is 0.008.
       const double k = double(SparseCount(exact.size(), spec.ratio));
       const double e = std::sqrt(1 - k / double(exact.size()));
-      return ProjectionBand(e - 0.04, e + 0.04, e,
-                            fmt::format("randomk: e = sqrt(1 - k/n) = {:.4f}", e));
+      return ProjectionBand(e - 0.04, e + 0.04, e, fmt::format("randomk: e = sqrt(1 - k/n) = {:.4f}", e));
     }
     case CodecKind::kPowerSgd: {
       const auto [lo, hi] = PowerSgdBounds(spec, exact);
@@ -496,28 +518,26 @@ Band LossyBand(const LossyCase& c, int ranks, const std::vector<double>& exact) 
       // e = 3.07 ε1; hier: W = P + g(1 + 2 + … + top) when top > 1.
       const double w = RoundingWeight(sched), e1 = OneRounding(spec.kind);
       const double eps = e1 * std::sqrt(w / ranks);
-      return NoiseBand(eps, fmt::format("{}: e = ε1·sqrt(W/P) = {:.4g}·sqrt({}/{}) = {:.4g}",
-                                        CodecName(spec), e1, w, ranks, eps));
+      return NoiseBand(
+          eps, fmt::format("{}: e = ε1·sqrt(W/P) = {:.4g}·sqrt({}/{}) = {:.4g}", CodecName(spec), e1, w, ranks, eps));
     }
   }
 }
 
-::testing::AssertionResult CheckLossy(const std::vector<float>& y, const std::vector<double>& s,
-                                      const Band& band) {
+::testing::AssertionResult CheckLossy(const std::vector<float>& y, const std::vector<double>& s, const Band& band) {
   double num = 0, den = 0, dot = 0, yy = 0;
   for (size_t i = 0; i < s.size(); ++i) {
-    if (!std::isfinite(y[i]))
-      return ::testing::AssertionFailure() << "element " << i << " is " << y[i];
+    if (!std::isfinite(y[i])) return ::testing::AssertionFailure() << "element " << i << " is " << y[i];
     num += (y[i] - s[i]) * (y[i] - s[i]);
     den += s[i] * s[i];
     dot += y[i] * s[i];
     yy += double(y[i]) * y[i];
   }
   const double err = std::sqrt(num / den), cos = yy > 0 ? dot / std::sqrt(yy * den) : 0.0;
-  const std::string text =
-      fmt::format("rel. L2 error {:.5g} in [{:.5g}, {:.5g}]? cosine {:.4f} in [{:.4f}, {:.4f}]? "
-                  "({})",
-                  err, band.err_lo, band.err_hi, cos, band.cos_lo, band.cos_hi, band.model);
+  const std::string text = fmt::format(
+      "rel. L2 error {:.5g} in [{:.5g}, {:.5g}]? cosine {:.4f} in [{:.4f}, {:.4f}]? "
+      "({})",
+      err, band.err_lo, band.err_hi, cos, band.cos_lo, band.cos_hi, band.model);
   if (err < band.err_lo || err > band.err_hi || cos < band.cos_lo || cos > band.cos_hi)
     return ::testing::AssertionFailure() << text;
   return ::testing::AssertionSuccess() << text;
@@ -569,8 +589,7 @@ TEST(LossyCheck, RejectsZerosGarbageAndUncompressedResultsForEveryCase) {
         u[i] -= us * want[i] / norm;
         uu += u[i] * u[i];
       }
-      std::vector<float> zeros(kLossyN, 0.0f), noise(kLossyN), tenfold(kLossyN), exact(kLossyN),
-          model(kLossyN);
+      std::vector<float> zeros(kLossyN, 0.0f), noise(kLossyN), tenfold(kLossyN), exact(kLossyN), model(kLossyN);
       // The model point: y = r (c ŝ + sqrt(1 - c²) u) ||s||, r from e² = r² + 1 - 2rc.
       const double c0 = band.cos_model, e0 = band.err_model;
       const double r0 = c0 + std::sqrt(std::max(0.0, c0 * c0 - 1 + e0 * e0));
@@ -654,7 +673,8 @@ FeedbackBand FeedbackBandOf(const FeedbackCase& c, size_t n, int steps) {
       return {0.9 * b_lo, 1.1 * b_hi, 0.0, 1.1 * b_hi / std::sqrt(t),
               fmt::format("powersgd: B in [{:.2f}, {:.2f}]", b_lo, b_hi)};
     }
-    default: return {0, 0, 0, 0, "no error feedback"};
+    default:
+      return {0, 0, 0, 0, "no error feedback"};
   }
 }
 
@@ -677,8 +697,7 @@ TEST_P(FeedbackInvariant, HoldsEveryStepAndTheAccumulatedSumConverges) {
   // after (spread over the full length, zero outside the rank's chunk).
   using PerRank = std::vector<std::vector<float>>;
   std::vector<std::vector<float>> result(steps);
-  std::vector<PerRank> grad(steps, PerRank(ranks)), res(steps, PerRank(ranks)),
-      sres(steps, PerRank(ranks));
+  std::vector<PerRank> grad(steps, PerRank(ranks)), res(steps, PerRank(ranks)), sres(steps, PerRank(ranks));
   RunLocalRanks(ranks, [&](Communicator& comm) {
     const int me = comm.Rank();
     AllReduceEngine engine(comm, Config(c.algo, c.codec));
@@ -713,27 +732,31 @@ TEST_P(FeedbackInvariant, HoldsEveryStepAndTheAccumulatedSumConverges) {
         delta[i] += res[t][r][i] + sres[t][r][i] - g - prev - sprev;
         switch (spec.kind) {
           case CodecKind::kSign1:
-            m[i] += std::fabs(g) + std::fabs(prev) + std::fabs(res[t][r][i]) + std::fabs(sprev) +
-                    std::fabs(sres[t][r][i]);
+            m[i] +=
+                std::fabs(g) + std::fabs(prev) + std::fabs(res[t][r][i]) + std::fabs(sprev) + std::fabs(sres[t][r][i]);
             break;
           case CodecKind::kPowerSgd:
             m[i] += std::fabs(g + prev);
             col[r][i % view.cols] += (g + prev) * (g + prev);
             break;
-          default: m[i] += std::fabs(g + prev);
+          default:
+            m[i] += std::fabs(g + prev);
         }
       }
     for (size_t i = 0; i < n; ++i) {
       double bound;
       switch (spec.kind) {
-        case CodecKind::kSign1: bound = u * (ranks + 1) * m[i]; break;
+        case CodecKind::kSign1:
+          bound = u * (ranks + 1) * m[i];
+          break;
         case CodecKind::kPowerSgd: {
           double cols = 0;
           for (int r = 0; r < ranks; ++r) cols += std::sqrt(col[r][i % view.cols]);
           bound = u * (4 * spec.rank + ranks + 2) * (m[i] + cols);
           break;
         }
-        default: bound = u * ranks * m[i];
+        default:
+          bound = u * ranks * m[i];
       }
       delta[i] += result[t][i];
       worst = std::max(worst, std::fabs(delta[i]) / bound);
@@ -743,8 +766,9 @@ TEST_P(FeedbackInvariant, HoldsEveryStepAndTheAccumulatedSumConverges) {
     }
   }
   const std::string what = fmt::format("{} {}", AlgoName(c.algo), c.codec);
-  EXPECT_LE(worst, 1.0) << what << ": a step's result + residuals differ from its inputs by more "
-                                   "than rounding";
+  EXPECT_LE(worst, 1.0) << what
+                        << ": a step's result + residuals differ from its inputs by more "
+                           "than rounding";
   // The invariant over all steps, as the runtime documents it.
   double err = 0, tot = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -791,7 +815,8 @@ TEST(AllReduceAlgo, NativeInFp32IsTheTransportsExactAllreduce) {
     const Outcome o = RunOnce(ranks, Config(AllReduceAlgo::kNative, "none"), n, true);
     const auto want = ExactSum(ranks, n, true);
     ExpectIdenticalOnAllRanks(o, "native fp32");
-    for (size_t i = 0; i < n; ++i) ASSERT_EQ(o.results[0][i], static_cast<float>(want[i])) << "ranks=" << ranks << " i=" << i;
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_EQ(o.results[0][i], static_cast<float>(want[i])) << "ranks=" << ranks << " i=" << i;
   }
 }
 
@@ -811,7 +836,7 @@ TEST(AllReduceAlgo, NativeIn16BitsRoundsLikeTheFormatAndCannotOverflow) {
         RunLocalRanks(ranks, [&](Communicator& comm) {
           AllReduceEngine engine(comm, cfg);
           std::vector<float> data = Gradient(comm.Rank(), n, 0, true);  // |x| <= 1000
-          for (float& x : data) x *= 50.0f;                               // up to 50000: sums pass 65504
+          for (float& x : data) x *= 50.0f;                             // up to 50000: sums pass 65504
           engine.Run(data.data(), n, nullptr, average);
           o.results[comm.Rank()] = data;
         });
@@ -855,11 +880,12 @@ TEST(AllReduceAlgo, A16BitPrecisionIsTheNativeAlgorithmsOnly) {
 }
 
 TEST(AllReduceAlgo, UnequalNodesAreRefused) {
-  EXPECT_THROW(RunLocalRanks(3, [](Communicator& comm) {
-                 AllReduceEngine e(comm, Config(AllReduceAlgo::kHierarchical, "none", 4096, 2));
-                 std::vector<float> d(10, 1.0f);
-                 e.Run(d.data(), d.size(), nullptr, false);
-               }),
+  EXPECT_THROW(RunLocalRanks(3,
+                             [](Communicator& comm) {
+                               AllReduceEngine e(comm, Config(AllReduceAlgo::kHierarchical, "none", 4096, 2));
+                               std::vector<float> d(10, 1.0f);
+                               e.Run(d.data(), d.size(), nullptr, false);
+                             }),
                UsageError);
 }
 

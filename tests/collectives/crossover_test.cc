@@ -45,9 +45,14 @@ CrossoverPoint Point(uint64_t bytes, double native, double rd, double ring, doub
 // A planted calibration that makes each algorithm best in turn: native at 1-4 KiB, rd at 16 KiB, ring
 // at 64 KiB-1 MiB, hier from 4 MiB.
 std::vector<CrossoverPoint> Planted() {
-  return {Point(1024, 1, 2, 3, 4),           Point(4096, 2, 3, 4, 5),          Point(16384, 10, 5, 8, 9),
-          Point(65536, 40, 30, 20, 25),      Point(262144, 100, 90, 60, 70),   Point(1048576, 400, 380, 200, 260),
-          Point(4194304, 1600, 1500, 900, 500), Point(16777216, 6000, 6000, 3500, 2000)};
+  return {Point(1024, 1, 2, 3, 4),
+          Point(4096, 2, 3, 4, 5),
+          Point(16384, 10, 5, 8, 9),
+          Point(65536, 40, 30, 20, 25),
+          Point(262144, 100, 90, 60, 70),
+          Point(1048576, 400, 380, 200, 260),
+          Point(4194304, 1600, 1500, 900, 500),
+          Point(16777216, 6000, 6000, 3500, 2000)};
 }
 
 TEST(Crossover, TableFollowsAPlantedCalibrationEachAlgorithmBestInTurn) {
@@ -68,7 +73,7 @@ TEST(Crossover, TableFollowsAPlantedCalibrationEachAlgorithmBestInTurn) {
       if (us < p.us.at(best)) best = a;
     EXPECT_EQ(c.Choose(p.bytes), best) << p.bytes;
   }
-  EXPECT_EQ(c.Choose(4), A::kNative);              // below the first point: its choice
+  EXPECT_EQ(c.Choose(4), A::kNative);                 // below the first point: its choice
   EXPECT_EQ(c.Choose(1ull << 30), A::kHierarchical);  // above the last: the last's
   EXPECT_EQ(c.Choose(8191), A::kNative);
   EXPECT_EQ(c.Choose(8192), A::kRecursiveDoubling);
@@ -96,7 +101,8 @@ std::string AlgoSpans(const trace::Recorder& r) {
   const std::string ev = r.RenderEvents(0);
   std::string seen;
   for (const char* name : {"native", "rd", "ring", "hier"})
-    if (ev.find(std::string("\"name\":\"") + name + "\"") != std::string::npos) seen += std::string(seen.empty() ? "" : ",") + name;
+    if (ev.find(std::string("\"name\":\"") + name + "\"") != std::string::npos)
+      seen += std::string(seen.empty() ? "" : ",") + name;
   return seen;
 }
 
@@ -114,7 +120,8 @@ TEST(Crossover, EngineRunsWhatThePlantedTableNamesAndStaysExact) {
       EXPECT_EQ(engine.algo(), A::kAuto);
       EXPECT_EQ(engine.AlgoFor(n), table->Choose(bytes));
       std::vector<float> data(n);
-      for (size_t i = 0; i < n; ++i) data[i] = static_cast<float>((i * 7 + static_cast<size_t>(comm.Rank()) * 13) % 101);
+      for (size_t i = 0; i < n; ++i)
+        data[i] = static_cast<float>((i * 7 + static_cast<size_t>(comm.Rank()) * 13) % 101);
       trace::Recorder rec(comm.Rank(), "test");
       {
         const trace::Bind bind(&rec);
@@ -171,7 +178,8 @@ TEST(Crossover, RanksRunningDifferentTablesFailTogether) {
       errors[comm.Rank()] = e.what();
     }
   });
-  for (const auto& e : errors) EXPECT_NE(e.find("rank 1 run another codec, algorithm or bucket size"), std::string::npos) << e;
+  for (const auto& e : errors)
+    EXPECT_NE(e.find("rank 1 run another codec, algorithm or bucket size"), std::string::npos) << e;
 }
 
 TEST(Crossover, FileRoundTripAndRefusals) {
@@ -191,9 +199,11 @@ TEST(Crossover, FileRoundTripAndRefusals) {
       {head + R"("bands":[{"below_bytes":null,"algo":"sparse"}]})", "bands[0].algo"},
       {head + R"("bands":[{"below_bytes":null,"algo":"ringg"}]})", "unknown algorithm"},
       {head + R"("bands":[{"below_bytes":100,"algo":"ring"}]})", "the last band is null"},
-      {head + R"("bands":[{"below_bytes":100,"algo":"ring"},{"below_bytes":50,"algo":"rd"},{"below_bytes":null,"algo":"native"}]})",
+      {head +
+           R"("bands":[{"below_bytes":100,"algo":"ring"},{"below_bytes":50,"algo":"rd"},{"below_bytes":null,"algo":"native"}]})",
        "bands[1].below_bytes"},
-      {head + R"("bands":[{"below_bytes":-1,"algo":"ring"},{"below_bytes":null,"algo":"native"}]})", "bands[0].below_bytes"},
+      {head + R"("bands":[{"below_bytes":-1,"algo":"ring"},{"below_bytes":null,"algo":"native"}]})",
+       "bands[0].below_bytes"},
       {head + R"("bands":[{"algo":"ring"}]})", "bands[0]"},
   };
   for (const auto& [text, want] : bad) {
@@ -257,7 +267,8 @@ TEST(Crossover, CalibrationDatabaseGivesTheNewestCalibrationOfThisWorld) {
   EXPECT_THROW(LoadCrossoverPoints(dir + "/junk.db", "cpu:x", "mpi", 4), InputError);
 
   // Newer: native everywhere, at three sizes only (an older calibration's other sizes must not leak in).
-  const std::vector<CrossoverPoint> newer = {Point(1024, 1, 9, 9), Point(65536, 10, 90, 90), Point(4194304, 100, 900, 900)};
+  const std::vector<CrossoverPoint> newer = {Point(1024, 1, 9, 9), Point(65536, 10, 90, 90),
+                                             Point(4194304, 100, 900, 900)};
   StoreCrossoverPoints(db, "cpu:x", "mpi", 4, Planted());
   std::this_thread::sleep_for(std::chrono::milliseconds(3));
   StoreCrossoverPoints(db, "cpu:x", "mpi", 4, newer);
@@ -457,8 +468,8 @@ TEST(OutOfPlace, MatchesInPlaceBitForBitAndLeavesTheSourceAlone) {
     const char* algo;
     const char* codec;
   };
-  const Case cases[] = {{"ring", "none"}, {"native", "none"}, {"rd", "none"}, {"auto", "none"}, {"ring", "int8"},
-                        {"hier", "none"}};
+  const Case cases[] = {{"ring", "none"}, {"native", "none"}, {"rd", "none"},
+                        {"auto", "none"}, {"ring", "int8"},   {"hier", "none"}};
   for (int ranks : {1, 2, 3, 4}) {
     for (const Case& c : cases) {
       if (std::string(c.algo) == "hier" && ranks % 2) continue;

@@ -61,9 +61,7 @@ BenchSummary Sweep(int ranks, const GlooOptions& options, const BenchOptions& o)
   return out;
 }
 
-bool GlooReduces(DType t) {
-  return t != DType::kBFloat16 && t != DType::kFloat8E4M3 && t != DType::kFloat8E5M2;
-}
+bool GlooReduces(DType t) { return t != DType::kBFloat16 && t != DType::kFloat8E4M3 && t != DType::kFloat8E5M2; }
 
 BenchOptions Small(const CollSpec* spec) {
   BenchOptions o;
@@ -138,8 +136,8 @@ TEST_P(GlooRanks, RandomIntegerSumsEveryAlgorithm) {
   SKIP_WITHOUT_GLOO();
   const int n = GetParam();
   const uint64_t seed = std::random_device{}();
-  for (GlooAlgo algo : {GlooAlgo::kAuto, GlooAlgo::kRing, GlooAlgo::kRingChunked, GlooAlgo::kHalvingDoubling,
-                        GlooAlgo::kBcube}) {
+  for (GlooAlgo algo :
+       {GlooAlgo::kAuto, GlooAlgo::kRing, GlooAlgo::kRingChunked, GlooAlgo::kHalvingDoubling, GlooAlgo::kBcube}) {
     RunGloo(n, Loopback(algo), [&](Communicator& c) {
       for (size_t count : {1ul, 7ul, 1001ul, 300001ul}) {
         std::vector<std::vector<float>> in(n);
@@ -155,7 +153,8 @@ TEST_P(GlooRanks, RandomIntegerSumsEveryAlgorithm) {
         std::vector<float> out(count, -1);
         c.AllReduce(in[c.Rank()].data(), out.data(), count, DType::kFloat32, ReduceOp::kSum);
         for (size_t i = 0; i < count; ++i)
-          ASSERT_EQ(out[i], want[i]) << GlooAlgoName(algo) << " count " << count << " element " << i << " seed " << seed;
+          ASSERT_EQ(out[i], want[i]) << GlooAlgoName(algo) << " count " << count << " element " << i << " seed "
+                                     << seed;
         std::vector<float> buf = in[c.Rank()];
         c.AllReduce(buf.data(), buf.data(), count, DType::kFloat32, ReduceOp::kSum);
         ASSERT_EQ(buf, want) << GlooAlgoName(algo) << " in place, count " << count << " seed " << seed;
@@ -193,7 +192,8 @@ TEST_P(GlooRanks, RuntimeRingAndHierOverGlooPointToPoint) {
         }
         engine.Run(mine.data(), count, nullptr, false);
         for (size_t i = 0; i < count; ++i)
-          ASSERT_EQ(mine[i], static_cast<float>(want[i])) << AlgoName(cfg.algo) << " count " << count << " element " << i;
+          ASSERT_EQ(mine[i], static_cast<float>(want[i]))
+              << AlgoName(cfg.algo) << " count " << count << " element " << i;
       }
     });
   }

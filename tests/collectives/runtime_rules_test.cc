@@ -3,8 +3,8 @@
 // their own width, NaN/Inf summed uncompressed without touching error feedback, the state of several
 // configurations saved and loaded as one, residuals moved between tensor ids, the world check, and
 // the asynchronous queue giving the synchronous bits.
-#include <condition_variable>
 #include <cmath>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <map>

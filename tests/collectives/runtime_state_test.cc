@@ -8,8 +8,8 @@
 // that throws poisons its peers; a watchdog aborts a case that stalls). CIUIC_FUZZ_SEED replays a run.
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -72,7 +72,8 @@ RuntimeConfig ConfigOf(const Shape& s) {
 uint64_t Seed() {
   static const uint64_t seed = []() -> uint64_t {
     if (const char* s = std::getenv("CIUIC_FUZZ_SEED")) return static_cast<uint64_t>(std::strtoull(s, nullptr, 0));
-    return static_cast<uint64_t>(std::random_device{}()) * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(std::random_device{}());
+    return static_cast<uint64_t>(std::random_device{}()) * 0x9e3779b97f4a7c15ull ^
+           static_cast<uint64_t>(std::random_device{}());
   }();
   return seed;
 }
@@ -633,8 +634,7 @@ TEST(RuntimeState, ANanResidualIsRefusedNamingTheFieldAndTheRank) {
     EXPECT_FALSE(r.loaded);
     EXPECT_TRUE(r.kept);
     EXPECT_NE(r.load_error.find("failed on rank 2 of 3"), std::string::npos) << r.load_error;
-    EXPECT_NE(r.load_error.find("record 0 (tensor 7, bucket 0) residual[5] is nan"), std::string::npos)
-        << r.load_error;
+    EXPECT_NE(r.load_error.find("record 0 (tensor 7, bucket 0) residual[5] is nan"), std::string::npos) << r.load_error;
     EXPECT_TRUE(r.reduced) << r.reduce_error;
   }
 }

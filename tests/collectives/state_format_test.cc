@@ -31,9 +31,7 @@ bool SameFloats(const Buffer& a, const Buffer& b) {
 // The shapes this test's "runtime" keeps: a residual of every element, a server residual of half, Q of 3.
 StateBufferShape Shape(uint64_t count) { return {count, count / 2, 3}; }
 
-StateFileExpect Expect() {
-  return {{2, 1, "int8"}, "ring", 64, Shape, MemoryKind::kHost};
-}
+StateFileExpect Expect() { return {{2, 1, "int8"}, "ring", 64, Shape, MemoryKind::kHost}; }
 
 StateMap States(std::mt19937& rng) {
   StateMap m;

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include "collectives/backends/local/communicator.h"
 #include "collectives/ciuic.h"
@@ -88,9 +88,9 @@ TEST(RuntimeTrace, LossyRingWritesOneValidFileWithATrackPerRank) {
   EXPECT_EQ(t["otherData"]["schema"], "ciuic.trace/1");
   EXPECT_EQ(t["otherData"]["world_size"], kRanks);
   EXPECT_EQ(t["otherData"]["codec"], "int8");
-  const std::set<std::string> expected = {"allreduce", "bucket", "finite check", "agree", "ring", "encode",
-                                          "decode", "reduce-scatter", "decode-add-encode", "allgather",
-                                          "send", "recv", "synchronize"};
+  const std::set<std::string> expected = {
+      "allreduce",         "bucket",    "finite check", "agree", "ring",       "encode", "decode", "reduce-scatter",
+      "decode-add-encode", "allgather", "send",         "recv",  "synchronize"};
   std::set<int> pids;
   for (const auto& e : t["traceEvents"]) pids.insert(e["pid"].get<int>());
   EXPECT_EQ(pids, (std::set<int>{0, 1, 2}));

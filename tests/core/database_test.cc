@@ -19,8 +19,8 @@ namespace {
 class DatabaseTest : public testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("ciuic_db_" + std::to_string(::getpid()) + "_" + testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = std::filesystem::temp_directory_path() / ("ciuic_db_" + std::to_string(::getpid()) + "_" +
+                                                     testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -54,9 +54,10 @@ TEST_F(DatabaseTest, CreatesVersionedSchemaAndReopens) {
       EXPECT_EQ(j.ColumnText(0), "wal");
     }
     Database::Transaction tx(db);
-    db.Exec("INSERT INTO bench_runs(start_time, tool_version, git_commit, collective, backend, device, world_size, "
-            "dtype, redop, codec, algo, hostnames, context_json) VALUES('t','v','c','allreduce','mpi','cpu',2,"
-            "'fp32','sum','none','native','h','{}')");
+    db.Exec(
+        "INSERT INTO bench_runs(start_time, tool_version, git_commit, collective, backend, device, world_size, "
+        "dtype, redop, codec, algo, hostnames, context_json) VALUES('t','v','c','allreduce','mpi','cpu',2,"
+        "'fp32','sum','none','native','h','{}')");
     tx.Commit();
   }
   Database again(p);
@@ -70,9 +71,10 @@ TEST_F(DatabaseTest, UncommittedTransactionRollsBack) {
   Database db(p);
   {
     Database::Transaction tx(db);
-    db.Exec("INSERT INTO bench_runs(start_time, tool_version, git_commit, collective, backend, device, world_size, "
-            "dtype, redop, codec, algo, hostnames, context_json) VALUES('t','v','c','x','mpi','cpu',2,'fp32','sum',"
-            "'none','native','h','{}')");
+    db.Exec(
+        "INSERT INTO bench_runs(start_time, tool_version, git_commit, collective, backend, device, world_size, "
+        "dtype, redop, codec, algo, hostnames, context_json) VALUES('t','v','c','x','mpi','cpu',2,'fp32','sum',"
+        "'none','native','h','{}')");
   }
   Statement n(db.handle(), "SELECT count(*) FROM bench_runs");
   ASSERT_TRUE(n.Step());
@@ -332,12 +334,14 @@ TEST(DatabaseMigrationTest, VersionFourBenchRowsGainTheTimeSpreadColumnsEmpty) {
   {
     Database db(path);  // today's schema, turned back into version 4 with one run and one row
     db.Exec(std::string(kDropV5Columns) + "PRAGMA user_version=4;");
-    db.Exec("INSERT INTO bench_runs (start_time, tool_version, git_commit, collective, backend, device, world_size, "
-            "dtype, redop, codec, algo, hostnames, context_json) VALUES ('t', 'v', 'c', 'allreduce', 'mpi', 'cpu', 2, "
-            "'fp32', 'sum', 'none', 'native', 'h', '{}')");
-    db.Exec("INSERT INTO bench_rows (run_id, size_bytes, count, inplace, root, iters, time_us, time_p50_us, "
-            "time_p99_us, algbw_gbps, busbw_gbps, wrong) VALUES (1, 1024, 256, 0, -1, 20, 12.5, 12.0, 14.0, 0.08, "
-            "0.08, 0)");
+    db.Exec(
+        "INSERT INTO bench_runs (start_time, tool_version, git_commit, collective, backend, device, world_size, "
+        "dtype, redop, codec, algo, hostnames, context_json) VALUES ('t', 'v', 'c', 'allreduce', 'mpi', 'cpu', 2, "
+        "'fp32', 'sum', 'none', 'native', 'h', '{}')");
+    db.Exec(
+        "INSERT INTO bench_rows (run_id, size_bytes, count, inplace, root, iters, time_us, time_p50_us, "
+        "time_p99_us, algbw_gbps, busbw_gbps, wrong) VALUES (1, 1024, 256, 0, -1, 20, 12.5, 12.0, 14.0, 0.08, "
+        "0.08, 0)");
   }
   Database db(path);
   EXPECT_EQ(db.SchemaVersion(), kDatabaseSchemaVersion);
@@ -359,11 +363,14 @@ TEST(DatabaseMigrationTest, VersionOneIsMigratedAfterABackupAndKeepsItsRuns) {
   const std::string path = (dir / "old.db").string();
   {
     Database db(path);  // today's schema; turn it back into a version-1 file holding one run
-    db.Exec("DROP TABLE studies; DROP TABLE trials; DROP TABLE best_configs; DROP TABLE calibrations; "
-            "DROP TABLE gate_results; DROP TABLE validations; " + std::string(kDropV5Columns) + "PRAGMA user_version=1;");
-    db.Exec("INSERT INTO bench_runs (start_time, tool_version, git_commit, collective, backend, device, world_size, "
-            "dtype, redop, codec, algo, hostnames, context_json) VALUES ('t', 'v', 'c', 'allreduce', 'mpi', 'cpu', 2, "
-            "'fp32', 'sum', 'none', 'native', 'h', '{}')");
+    db.Exec(
+        "DROP TABLE studies; DROP TABLE trials; DROP TABLE best_configs; DROP TABLE calibrations; "
+        "DROP TABLE gate_results; DROP TABLE validations; " +
+        std::string(kDropV5Columns) + "PRAGMA user_version=1;");
+    db.Exec(
+        "INSERT INTO bench_runs (start_time, tool_version, git_commit, collective, backend, device, world_size, "
+        "dtype, redop, codec, algo, hostnames, context_json) VALUES ('t', 'v', 'c', 'allreduce', 'mpi', 'cpu', 2, "
+        "'fp32', 'sum', 'none', 'native', 'h', '{}')");
   }
   Database db(path);
   EXPECT_EQ(db.SchemaVersion(), kDatabaseSchemaVersion);
@@ -383,12 +390,15 @@ TEST(DatabaseMigrationTest, VersionTwoCalibrationsKeepTheirValuesAsSizeFreeRows)
   const std::string path = (dir / "v2.db").string();
   {
     Database db(path);  // today's schema, turned back into version 2 with one calibration row
-    db.Exec("DROP TABLE validations; DROP TABLE calibrations; ALTER TABLE studies DROP COLUMN constraints; "
-            "ALTER TABLE trials DROP COLUMN reason; " + std::string(kDropV5Columns) +
-            "CREATE TABLE calibrations (id INTEGER PRIMARY KEY, created TEXT NOT NULL, device TEXT NOT NULL, "
-            "kernel TEXT NOT NULL, codec TEXT NOT NULL, gbps REAL NOT NULL); "
-            "INSERT INTO calibrations (created, device, kernel, codec, gbps) VALUES ('t', 'cpu:x', 'encode', 'int8', 12.5); "
-            "PRAGMA user_version=2;");
+    db.Exec(
+        "DROP TABLE validations; DROP TABLE calibrations; ALTER TABLE studies DROP COLUMN constraints; "
+        "ALTER TABLE trials DROP COLUMN reason; " +
+        std::string(kDropV5Columns) +
+        "CREATE TABLE calibrations (id INTEGER PRIMARY KEY, created TEXT NOT NULL, device TEXT NOT NULL, "
+        "kernel TEXT NOT NULL, codec TEXT NOT NULL, gbps REAL NOT NULL); "
+        "INSERT INTO calibrations (created, device, kernel, codec, gbps) VALUES ('t', 'cpu:x', 'encode', 'int8', "
+        "12.5); "
+        "PRAGMA user_version=2;");
   }
   Database db(path);
   EXPECT_EQ(db.SchemaVersion(), kDatabaseSchemaVersion);

@@ -58,8 +58,7 @@ int EnvInt(const char* name, int fallback) {
 // The run's identity is (hostnames, start_time): writer w's host and the k-th second of its day.
 std::string Host(int w) { return w < 0 ? "earlier-node" : fmt::format("node{:02}", w); }
 std::string StartTime(int k) {
-  return fmt::format("2025-06-{:02}T{:02}:{:02}:{:02}Z", 1 + k / 86400, k / 3600 % 24, k / 60 % 60,
-                     k % 60);
+  return fmt::format("2025-06-{:02}T{:02}:{:02}:{:02}Z", 1 + k / 86400, k / 3600 % 24, k / 60 % 60, k % 60);
 }
 
 BenchContext Context(int w, int k) {
@@ -76,8 +75,7 @@ BenchContext Context(int w, int k) {
   c.hostnames = {Host(w)};
   c.library_versions = {{"mpi", "Open MPI v4.1.4"}};
   c.start_time = StartTime(k);
-  c.command_line = fmt::format(
-      "ciuic-bench allreduce --sizes 1K:32M:x32 --db results/ciuic.db  # w{} r{}", w, k);
+  c.command_line = fmt::format("ciuic-bench allreduce --sizes 1K:32M:x32 --db results/ciuic.db  # w{} r{}", w, k);
   c.warmup = 5;
   c.iters = 20;
   return c;
@@ -90,8 +88,7 @@ BenchRow Row(int w, int k, uint64_t size, bool inplace) {
   r.count = size / 4;
   r.inplace = inplace;
   r.iters = 20;
-  r.time_us =
-      10.0 + static_cast<double>(size) / 1e4 + w * 0.125 + k * 0.001 + (inplace ? 0.5 : 0.0);
+  r.time_us = 10.0 + static_cast<double>(size) / 1e4 + w * 0.125 + k * 0.001 + (inplace ? 0.5 : 0.0);
   r.time_p50_us = r.time_us * 0.98;
   r.time_p99_us = r.time_us * 1.3;
   r.algbw_gbps = static_cast<double>(size) / r.time_us / 1e3;
@@ -108,8 +105,7 @@ void StoreRun(const std::string& db, int w, int k) {
   for (uint64_t size : kSizes) {
     std::vector<BenchRow> rows = {Row(w, k, size, false), Row(w, k, size, true)};
     for (const auto& r : rows) {
-      if (r.busbw_gbps > s.peak_busbw_gbps)
-        s.peak_busbw_gbps = r.busbw_gbps, s.peak_size_bytes = r.size_bytes;
+      if (r.busbw_gbps > s.peak_busbw_gbps) s.peak_busbw_gbps = r.busbw_gbps, s.peak_size_bytes = r.size_bytes;
     }
     reporter->Size(rows);
   }
@@ -168,9 +164,8 @@ class DatabaseWritersTest : public testing::Test {
   void SetUp() override {
     runs_ = EnvInt("CIUIC_DB_WRITERS_RUNS", 1000);
     seed_ = static_cast<uint32_t>(EnvInt("CIUIC_DB_WRITERS_SEED", 13));
-    dir_ = std::filesystem::temp_directory_path() /
-           ("ciuic_dbw_" + std::to_string(::getpid()) + "_" +
-            testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = std::filesystem::temp_directory_path() / ("ciuic_dbw_" + std::to_string(::getpid()) + "_" +
+                                                     testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
@@ -205,13 +200,11 @@ class DatabaseWritersTest : public testing::Test {
     std::vector<Victim> victims;
     for (int i = 0; i < kKilledPerCase - (creator ? 1 : 0); ++i) {
       const bool in_transaction = i % 2 == 0;
-      victims.push_back({order[i], std::uniform_int_distribution<int>(0, runs_ - 1)(rng),
-                         in_transaction,
-                         std::chrono::microseconds(std::uniform_int_distribution<int>(
-                             0, in_transaction ? 1000 : 3000)(rng))});
+      victims.push_back(
+          {order[i], std::uniform_int_distribution<int>(0, runs_ - 1)(rng), in_transaction,
+           std::chrono::microseconds(std::uniform_int_distribution<int>(0, in_transaction ? 1000 : 3000)(rng))});
     }
-    const auto creator_delay =
-        std::chrono::microseconds(std::uniform_int_distribution<int>(0, 1000)(rng));
+    const auto creator_delay = std::chrono::microseconds(std::uniform_int_distribution<int>(0, 1000)(rng));
     int go[2];
     EXPECT_EQ(::pipe(go), 0);
     std::vector<pid_t> pids(kWriters);
@@ -254,8 +247,7 @@ class DatabaseWritersTest : public testing::Test {
           out.was_killed[w] = true;
           ++out.killed;
         } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-          out.failures.push_back(
-              fmt::format("writer {} (status {:#x}): {}", w, status, Slurp(Err(w))));
+          out.failures.push_back(fmt::format("writer {} (status {:#x}): {}", w, status, Slurp(Err(w))));
         }
         continue;
       }
@@ -288,8 +280,7 @@ class DatabaseWritersTest : public testing::Test {
   // Waits for the fresh file to have pages while its -journal exists, then after `delay` SIGKILLs
   // the writer holding the RESERVED lock (fcntl F_GETLK names it). Returns that writer, or -1 once
   // the file is in WAL (or after 3 s) without having seen the moment.
-  static int KillCreator(const std::string& db, const std::vector<pid_t>& pids,
-                         std::chrono::microseconds delay) {
+  static int KillCreator(const std::string& db, const std::vector<pid_t>& pids, std::chrono::microseconds delay) {
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(3);
     while (std::chrono::steady_clock::now() < give_up && !std::filesystem::exists(db + "-wal")) {
       if (FileSize(db) == 0 || !std::filesystem::exists(db + "-journal")) continue;
@@ -308,8 +299,7 @@ class DatabaseWritersTest : public testing::Test {
   std::string Err(int w) const { return Path(fmt::format("w{}.err", w)); }
 
   // What the store promises, checked on the file as the writers left it.
-  void Verify(const std::string& db, const Outcome& out, bool with_earlier, const char* name,
-              int writers = kWriters) {
+  void Verify(const std::string& db, const Outcome& out, bool with_earlier, const char* name, int writers = kWriters) {
     for (const auto& f : out.failures) ADD_FAILURE() << f;
     EXPECT_GE(out.killed, 1) << "no writer was killed: the case tested nothing";
     // First SQLite itself, before ciuic's open path (which would checkpoint) touches the file.
@@ -320,8 +310,8 @@ class DatabaseWritersTest : public testing::Test {
       sqlite3_stmt* st = nullptr;
       ASSERT_EQ(sqlite3_prepare_v2(raw, "PRAGMA integrity_check", -1, &st, nullptr), SQLITE_OK);
       while (sqlite3_step(st) == SQLITE_ROW) {
-        integrity += (integrity.empty() ? "" : "; ") +
-                     std::string(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)));
+        integrity +=
+            (integrity.empty() ? "" : "; ") + std::string(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)));
       }
       sqlite3_finalize(st);
       sqlite3_close(raw);
@@ -342,30 +332,25 @@ class DatabaseWritersTest : public testing::Test {
       Statement mode(d.handle(), "PRAGMA journal_mode");
       ASSERT_TRUE(mode.Step());
       EXPECT_EQ(mode.ColumnText(0), "wal");
-      Statement orphans(
-          d.handle(),
-          "SELECT count(*) FROM bench_rows WHERE run_id NOT IN (SELECT id FROM bench_runs)");
+      Statement orphans(d.handle(), "SELECT count(*) FROM bench_rows WHERE run_id NOT IN (SELECT id FROM bench_runs)");
       ASSERT_TRUE(orphans.Step());
       EXPECT_EQ(orphans.ColumnInt(0), 0) << "rows without their run";
     }
     // Every stored run with its rows, checked against the values its writer stored.
     std::map<std::pair<std::string, std::string>, int64_t> run_ids;
-    std::map<int64_t, std::vector<std::tuple<int64_t, int64_t, int64_t, double, double, double>>>
-        rows;
+    std::map<int64_t, std::vector<std::tuple<int64_t, int64_t, int64_t, double, double, double>>> rows;
     {
       Statement q(d.handle(), "SELECT id, hostnames, start_time FROM bench_runs");
       while (q.Step()) {
-        const bool fresh =
-            run_ids.emplace(std::make_pair(q.ColumnText(1), q.ColumnText(2)), q.ColumnInt(0))
-                .second;
+        const bool fresh = run_ids.emplace(std::make_pair(q.ColumnText(1), q.ColumnText(2)), q.ColumnInt(0)).second;
         EXPECT_TRUE(fresh) << "stored twice: " << q.ColumnText(1) << " " << q.ColumnText(2);
       }
       Statement r(d.handle(),
                   "SELECT run_id, size_bytes, inplace, count, time_us, time_p99_us, busbw_gbps "
                   "FROM bench_rows ORDER BY run_id, size_bytes, inplace");
       while (r.Step()) {
-        rows[r.ColumnInt(0)].emplace_back(r.ColumnInt(1), r.ColumnInt(2), r.ColumnInt(3),
-                                          r.ColumnDouble(4), r.ColumnDouble(5), r.ColumnDouble(6));
+        rows[r.ColumnInt(0)].emplace_back(r.ColumnInt(1), r.ColumnInt(2), r.ColumnInt(3), r.ColumnDouble(4),
+                                          r.ColumnDouble(5), r.ColumnDouble(6));
       }
     }
     auto intact = [&](int w, int k) {
@@ -375,8 +360,7 @@ class DatabaseWritersTest : public testing::Test {
       for (uint64_t size : kSizes) {
         for (bool inplace : {false, true}) {
           const BenchRow b = Row(w, k, size, inplace);
-          want.emplace_back(b.size_bytes, b.inplace, b.count, b.time_us, b.time_p99_us,
-                            b.busbw_gbps);
+          want.emplace_back(b.size_bytes, b.inplace, b.count, b.time_us, b.time_p99_us, b.busbw_gbps);
         }
       }
       EXPECT_EQ(rows[it->second], want) << "run " << w << "/" << k << " is not whole";
@@ -404,14 +388,12 @@ class DatabaseWritersTest : public testing::Test {
       while ((out.was_killed[w] || m < runs_) && intact(w, m)) ++m;
       expected_total += m;
       const int n = static_cast<int>(rep.size());
-      EXPECT_TRUE(rep.empty() || *rep.rbegin() == n - 1)
-          << "writer " << w << " reported out of order";
+      EXPECT_TRUE(rep.empty() || *rep.rbegin() == n - 1) << "writer " << w << " reported out of order";
       if (!out.was_killed[w]) {
         EXPECT_EQ(n, runs_) << "writer " << w << " finished but reported " << n;
         EXPECT_EQ(m, runs_) << "writer " << w << " finished but stored " << m;
       } else {
-        EXPECT_TRUE(m == n || m == n + 1)
-            << "writer " << w << " reported " << n << " runs, stored " << m;
+        EXPECT_TRUE(m == n || m == n + 1) << "writer " << w << " reported " << n << " runs, stored " << m;
         unreported += m - n;
       }
     }
@@ -421,12 +403,10 @@ class DatabaseWritersTest : public testing::Test {
         "reported, %zu found (+%zu stored "
         "but killed before reporting), %d/%d earlier runs, integrity_check %s, %zu failed "
         "writers%s\n",
-        name, writers, runs_, out.seconds, out.killed, out.killed_writing, reported, found,
-        unreported, earlier_found, with_earlier ? kEarlierRuns : 0, integrity.c_str(),
-        out.failures.size(),
-        out.creator_killed >= 0
-            ? fmt::format(", writer {} killed while creating the file", out.creator_killed).c_str()
-            : "");
+        name, writers, runs_, out.seconds, out.killed, out.killed_writing, reported, found, unreported, earlier_found,
+        with_earlier ? kEarlierRuns : 0, integrity.c_str(), out.failures.size(),
+        out.creator_killed >= 0 ? fmt::format(", writer {} killed while creating the file", out.creator_killed).c_str()
+                                : "");
     std::fflush(stdout);
   }
 
@@ -553,11 +533,11 @@ TEST_F(DatabaseWritersTest, AWriterStoppedHoldingTheLockMakesOthersWaitAndKilled
   Statement q(d.handle(), "SELECT count(*) FROM bench_runs WHERE hostnames = ? AND start_time = ?");
   q.Bind(1, Host(0)).Bind(2, StartTime(stored_before));
   ASSERT_TRUE(q.Step());
-  std::printf("stopped writer 0 holding the write lock after %d runs (%s); 3 writers waited, then stored %d runs "
-              "each\n",
-              stored_before,
-              q.ColumnInt(0) ? "its run committed: stopped in the commit's sync" : "its open run rolled back",
-              kRuns);
+  std::printf(
+      "stopped writer 0 holding the write lock after %d runs (%s); 3 writers waited, then stored %d runs "
+      "each\n",
+      stored_before, q.ColumnInt(0) ? "its run committed: stopped in the commit's sync" : "its open run rolled back",
+      kRuns);
 }
 
 // ciuic writes outside WAL only while it gives a new file its schema and switches it to WAL. A
@@ -586,8 +566,7 @@ TEST_F(DatabaseWritersTest, WriterKilledWhileCreatingTheFileLeavesItOpenable) {
     try {
       StoreRun(db, 1, 0);
     } catch (const std::exception& e) {
-      FAIL() << "after a writer was killed while creating it (attempt " << attempt
-             << "): " << e.what();
+      FAIL() << "after a writer was killed while creating it (attempt " << attempt << "): " << e.what();
     }
     Database d(db);
     EXPECT_EQ(d.SchemaVersion(), kDatabaseSchemaVersion);

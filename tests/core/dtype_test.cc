@@ -4,10 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <bit>
 #include <random>
 
 #include "core/dtype.h"
@@ -24,10 +24,8 @@ struct Format {
   const MiniFloatFormat* f;
   int bits;
 };
-const Format kFormats[] = {{"fp16", &kHalfFormat, 16},
-                           {"bf16", &kBFloat16Format, 16},
-                           {"e4m3", &kE4M3Format, 8},
-                           {"e5m2", &kE5M2Format, 8}};
+const Format kFormats[] = {
+    {"fp16", &kHalfFormat, 16}, {"bf16", &kBFloat16Format, 16}, {"e4m3", &kE4M3Format, 8}, {"e5m2", &kE5M2Format, 8}};
 
 // Reference: every non-negative finite value of the format with its code, sorted.
 struct Reference {
@@ -45,8 +43,9 @@ struct Reference {
       const uint32_t ones = (1u << fmt.exp_bits) - 1;
       if (fmt.ieee_specials && e == ones) continue;
       if (!fmt.ieee_specials && e == ones && m == (1u << fmt.man_bits) - 1) continue;
-      const double v = e == 0 ? std::ldexp(static_cast<double>(m), 1 - fmt.bias - fmt.man_bits)
-                              : std::ldexp(1.0 + m / static_cast<double>(1u << fmt.man_bits), static_cast<int>(e) - fmt.bias);
+      const double v =
+          e == 0 ? std::ldexp(static_cast<double>(m), 1 - fmt.bias - fmt.man_bits)
+                 : std::ldexp(1.0 + m / static_cast<double>(1u << fmt.man_bits), static_cast<int>(e) - fmt.bias);
       values.push_back({v, c});
     }
     std::sort(values.begin(), values.end());
@@ -122,7 +121,8 @@ TEST(DType, BoundariesAndTiesMatchReference) {
     std::vector<float> probes;
     for (size_t i = 0; i < ref.values.size(); ++i) {
       probes.push_back(static_cast<float>(ref.values[i].first));
-      const double next = i + 1 < ref.values.size() ? ref.values[i + 1].first : ref.overflow_midpoint * 2 - ref.max_finite;
+      const double next =
+          i + 1 < ref.values.size() ? ref.values[i + 1].first : ref.overflow_midpoint * 2 - ref.max_finite;
       const float mid = static_cast<float>((ref.values[i].first + next) / 2);
       probes.push_back(mid);
       probes.push_back(std::nextafter(mid, 0.0f));
@@ -236,8 +236,9 @@ TEST(DType, NamesParseAndRoundTrip) {
 TEST(DType, UlpDistance) {
   EXPECT_EQ(UlpDistance(DType::kFloat32, FloatToBits(1.0f), FloatToBits(std::nextafter(1.0f, 2.0f))), 1u);
   EXPECT_EQ(UlpDistance(DType::kFloat32, FloatToBits(0.0f), FloatToBits(-0.0f)), 0u);
-  EXPECT_EQ(UlpDistance(DType::kFloat32, FloatToBits(std::nextafter(0.0f, 1.0f)),
-                        FloatToBits(std::nextafter(0.0f, -1.0f))), 2u);
+  EXPECT_EQ(
+      UlpDistance(DType::kFloat32, FloatToBits(std::nextafter(0.0f, 1.0f)), FloatToBits(std::nextafter(0.0f, -1.0f))),
+      2u);
   EXPECT_EQ(UlpDistance(DType::kFloat16, 0x3C00, 0x3C02), 2u);
   EXPECT_EQ(UlpDistance(DType::kFloat16, 0x7E00, 0x3C00), UINT64_MAX);
   EXPECT_EQ(UlpDistance(DType::kInt8, 0xFF, 0x01), 2u);  // -1 vs 1

@@ -23,9 +23,8 @@ namespace {
 class FilesTest : public testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("ciuic_files_" + std::to_string(::getpid()) + "_" +
-            testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = std::filesystem::temp_directory_path() / ("ciuic_files_" + std::to_string(::getpid()) + "_" +
+                                                     testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
@@ -282,7 +281,8 @@ TEST_F(FilesTest, DataHomeFollowsTheEnvironmentNotTheCurrentDirectory) {
 }
 
 TEST(FileNameTest, NamesFromFilesAreSingleSafeComponents) {
-  for (const std::string& bad : std::vector<std::string>{"../x", "../../x", "..", ".", ".hidden", "a/b", "/abs", "", "x\ny", "a b", "x\\y",
+  for (const std::string& bad :
+       std::vector<std::string>{"../x", "../../x", "..", ".", ".hidden", "a/b", "/abs", "", "x\ny", "a b", "x\\y",
                                 std::string(129, 'a'), std::string("nul\0l", 5)}) {
     try {
       CheckFileNameComponent(bad, "topology name");
@@ -293,7 +293,8 @@ TEST(FileNameTest, NamesFromFilesAreSingleSafeComponents) {
       EXPECT_EQ(what.find('\n'), std::string::npos) << what;
     }
   }
-  for (const std::string& good : std::vector<std::string>{"dgx_a100", "cpu_local", "my-topo.v2", "A", std::string(128, 'z')})
+  for (const std::string& good :
+       std::vector<std::string>{"dgx_a100", "cpu_local", "my-topo.v2", "A", std::string(128, 'z')})
     EXPECT_NO_THROW(CheckFileNameComponent(good, "topology name")) << good;
 }
 

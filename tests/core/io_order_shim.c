@@ -1,5 +1,6 @@
 /* An LD_PRELOAD shim for save_order_test: logs, in call order, every write (write, writev, pwrite,
- * pwritev: libstdc++'s filebuf sends large writes through writev), fsync, fdatasync and rename that touches a path containing $CIUIC_IO_TRACE_MATCH, one line each to $CIUIC_IO_TRACE
+ * pwritev: libstdc++'s filebuf sends large writes through writev), fsync, fdatasync and rename that touches a path
+ * containing $CIUIC_IO_TRACE_MATCH, one line each to $CIUIC_IO_TRACE
  * ("write PATH", "fsync PATH", "rename FROM TO"; a descriptor's path from /proc/self/fd), then makes
  * the real call. The log is written with the raw system call, so it never logs itself. */
 #define _GNU_SOURCE

@@ -97,8 +97,8 @@ TEST(JsonReaderTest, IntegerRangesAreExactAtTheLimitsOf64Bits) {
   EXPECT_EQ(integer_of("-9223372036854775808"), INT64_MIN);
   EXPECT_EQ(integer_of("-9223372036854775808.0"), INT64_MIN);
   EXPECT_EQ(integer_of("9223372036854774784.0"), 9223372036854774784);  // the largest double below 2^63
-  for (const char* text : {"9223372036854775808", "9223372036854775808.0", "18446744073709551616",
-                           "-9223372036854777856.0", "1e19"}) {
+  for (const char* text :
+       {"9223372036854775808", "9223372036854775808.0", "18446744073709551616", "-9223372036854777856.0", "1e19"}) {
     SCOPED_TRACE(text);
     EXPECT_NE(Refusal([&] { integer_of(text); }).find("n.json: profile.v: "), std::string::npos);
   }
@@ -129,9 +129,8 @@ TEST(JsonReaderTest, SizesPastUint64AreRefusedNotClamped) {
 class JsonReaderFileTest : public testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("ciuic_json_" + std::to_string(::getpid()) + "_" +
-            testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = std::filesystem::temp_directory_path() / ("ciuic_json_" + std::to_string(::getpid()) + "_" +
+                                                     testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }

@@ -79,7 +79,8 @@ int main(int argc, char** argv) {
     int bad = 0;
     for (const std::string& target : {out, state}) {
       const std::string why = CheckOrder(log, target, folder);
-      std::printf("%-40s %s\n", target.substr(folder.size() + 1).c_str(), why.empty() ? "write, fsync, rename, fsync folder" : why.c_str());
+      std::printf("%-40s %s\n", target.substr(folder.size() + 1).c_str(),
+                  why.empty() ? "write, fsync, rename, fsync folder" : why.c_str());
       bad += !why.empty();
     }
     if (bad) {

@@ -60,16 +60,16 @@ TEST_P(SizeRejects, RejectedWithMessage) {
 }
 
 // Zero, negative, overflow, MIN > MAX, non-advancing steps, junk, empty items, unknown units.
-INSTANTIATE_TEST_SUITE_P(
-    Bad, SizeRejects,
-    testing::Values("", "0", "0K", "0:1K", "1K:0", "-1", "-1K", "-1:1K", "1K:-1", "18446744073709551616",
-                    "99999999999999999999", "16385P", "17179869184G", "16777216T", "2K:1K", "1G:1M", "8:4",
-                    "1K:1G:x1", "1K:1G:x0", "1K:1G:+0", "1K:1G:x", "1K:1G:+", "1K:1G:2", "1K:1G:*2",
-                    "1K:1G:x-2", "1K:1G:+-1K", "1K:1G:xfoo", "1K:1G:x2.5", "1K:1G:+1Q", "1K:1G:x2:3", "1K::1G",
-                    ":1G", "1K:", ":", "::", "1K,", ",1K", "1K,,2K", ",", "1K,2K:4K", "abc", "K", "1X", "1 K",
-                    " 1K", "1K ", "1.5K", "1e3", "0x10", "1KK", "1Kb2", "1KBB", "1Mi", "1Gi", "1kibi",
-                    "1K:1G:x2x", "+1K", "1K;2K", "1_000", "1,000,", "1K\t", "1:1:1:1", "12ab", "1PB",
-                    "1:1:+1:1"));
+INSTANTIATE_TEST_SUITE_P(Bad, SizeRejects,
+                         testing::Values("", "0", "0K", "0:1K", "1K:0", "-1", "-1K", "-1:1K", "1K:-1",
+                                         "18446744073709551616", "99999999999999999999", "16385P", "17179869184G",
+                                         "16777216T", "2K:1K", "1G:1M", "8:4", "1K:1G:x1", "1K:1G:x0", "1K:1G:+0",
+                                         "1K:1G:x", "1K:1G:+", "1K:1G:2", "1K:1G:*2", "1K:1G:x-2", "1K:1G:+-1K",
+                                         "1K:1G:xfoo", "1K:1G:x2.5", "1K:1G:+1Q", "1K:1G:x2:3", "1K::1G", ":1G",
+                                         "1K:", ":", "::", "1K,", ",1K", "1K,,2K", ",", "1K,2K:4K", "abc", "K", "1X",
+                                         "1 K", " 1K", "1K ", "1.5K", "1e3", "0x10", "1KK", "1Kb2", "1KBB", "1Mi",
+                                         "1Gi", "1kibi", "1K:1G:x2x", "+1K", "1K;2K", "1_000", "1,000,", "1K\t",
+                                         "1:1:1:1", "12ab", "1PB", "1:1:+1:1"));
 
 }  // namespace
 }  // namespace ciuic

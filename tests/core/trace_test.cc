@@ -109,9 +109,8 @@ TEST(Trace, SummaryCountsEachMomentForTheInnermostSpan) {
   // rank 0, 100 us: a bucket (phase) holding encode 0-20, recv 20-50 (a nested reduce 30-40), wait
   // 60-80; 50-60 and 80-100 are the bucket's own time (other).
   nlohmann::json t = {{"traceEvents",
-                       {X("bucket", "phase", 0, 0, 100), X("encode", "compute", 0, 0, 20),
-                        X("recv", "comm", 0, 20, 30), X("reduce", "compute", 0, 30, 10),
-                        X("agree", "wait", 0, 60, 20), X("timed", "phase", 1, 0, 10),
+                       {X("bucket", "phase", 0, 0, 100), X("encode", "compute", 0, 0, 20), X("recv", "comm", 0, 20, 30),
+                        X("reduce", "compute", 0, 30, 10), X("agree", "wait", 0, 60, 20), X("timed", "phase", 1, 0, 10),
                         X("allreduce", "comm", 1, 2, 4), X("allreduce", "comm", 1, 20, 4)}}};
   const auto shares = Summarize(t);
   ASSERT_EQ(shares.size(), 2u);

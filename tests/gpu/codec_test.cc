@@ -106,30 +106,30 @@ TEST_P(CodecTwin, CudaEqualsCpuBitForBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Codecs, CodecTwin,
-    ::testing::Values(Case{"fp16", Rounding::kNearest, TopKSelect::kExact},
-                      Case{"bf16", Rounding::kNearest, TopKSelect::kExact},
-                      Case{"int8", Rounding::kNearest, TopKSelect::kExact},
-                      Case{"int8", Rounding::kStochastic, TopKSelect::kExact},
-                      Case{"int4", Rounding::kNearest, TopKSelect::kExact},
-                      Case{"int4", Rounding::kStochastic, TopKSelect::kExact},
-                      Case{"fp8e4m3", Rounding::kNearest, TopKSelect::kExact},
-                      Case{"fp8e4m3", Rounding::kStochastic, TopKSelect::kExact},
-                      Case{"fp8e5m2", Rounding::kNearest, TopKSelect::kExact},
-                      Case{"fp8e5m2", Rounding::kStochastic, TopKSelect::kExact},
-                      Case{"sign1", Rounding::kNearest, TopKSelect::kExact},
-                      Case{"topk:0.01", Rounding::kNearest, TopKSelect::kExact},
-                      Case{"topk:0.01", Rounding::kNearest, TopKSelect::kSampled},
-                      Case{"randomk:0.01", Rounding::kNearest, TopKSelect::kExact},
-                      Case{"powersgd:4", Rounding::kNearest, TopKSelect::kExact}),
-    [](const auto& info) {
-      std::string s = std::string(info.param.codec) + (info.param.rounding == Rounding::kStochastic ? "_sr" : "") +
-                      (info.param.select == TopKSelect::kSampled ? "_sampled" : "");
-      for (char& ch : s)
-        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      return s;
-    });
+INSTANTIATE_TEST_SUITE_P(Codecs, CodecTwin,
+                         ::testing::Values(Case{"fp16", Rounding::kNearest, TopKSelect::kExact},
+                                           Case{"bf16", Rounding::kNearest, TopKSelect::kExact},
+                                           Case{"int8", Rounding::kNearest, TopKSelect::kExact},
+                                           Case{"int8", Rounding::kStochastic, TopKSelect::kExact},
+                                           Case{"int4", Rounding::kNearest, TopKSelect::kExact},
+                                           Case{"int4", Rounding::kStochastic, TopKSelect::kExact},
+                                           Case{"fp8e4m3", Rounding::kNearest, TopKSelect::kExact},
+                                           Case{"fp8e4m3", Rounding::kStochastic, TopKSelect::kExact},
+                                           Case{"fp8e5m2", Rounding::kNearest, TopKSelect::kExact},
+                                           Case{"fp8e5m2", Rounding::kStochastic, TopKSelect::kExact},
+                                           Case{"sign1", Rounding::kNearest, TopKSelect::kExact},
+                                           Case{"topk:0.01", Rounding::kNearest, TopKSelect::kExact},
+                                           Case{"topk:0.01", Rounding::kNearest, TopKSelect::kSampled},
+                                           Case{"randomk:0.01", Rounding::kNearest, TopKSelect::kExact},
+                                           Case{"powersgd:4", Rounding::kNearest, TopKSelect::kExact}),
+                         [](const auto& info) {
+                           std::string s = std::string(info.param.codec) +
+                                           (info.param.rounding == Rounding::kStochastic ? "_sr" : "") +
+                                           (info.param.select == TopKSelect::kSampled ? "_sampled" : "");
+                           for (char& ch : s)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return s;
+                         });
 
 TEST(FusedTwin, FlattenUnscaleAndNormMatchTheCpu) {
   if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";

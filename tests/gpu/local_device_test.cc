@@ -89,7 +89,8 @@ TEST(LocalDevice, EveryAlgorithmAndCodecEqualsTheHostRunBitForBit) {
   int runs = 0;
   for (int ranks : {2, 3, 4, 8}) {
     for (const Combo& c : Combos()) {
-      const std::string what = fmt::format("{} {} {} ranks={}", AlgoName(c.algo), c.codec, DTypeName(c.precision), ranks);
+      const std::string what =
+          fmt::format("{} {} {} ranks={}", AlgoName(c.algo), c.codec, DTypeName(c.precision), ranks);
       const auto host = RunSteps(ranks, c, n, 3, DeviceKind::kCpu);
       const auto dev = RunSteps(ranks, c, n, 3, DeviceKind::kCuda);
       for (int r = 0; r < ranks; ++r) {
@@ -97,8 +98,8 @@ TEST(LocalDevice, EveryAlgorithmAndCodecEqualsTheHostRunBitForBit) {
         size_t first = host[r].size();
         for (size_t i = 0; i < host[r].size() && first == host[r].size(); ++i)
           if (std::memcmp(&host[r][i], &dev[r][i], 4) != 0) first = i;
-        ASSERT_EQ(first, host[r].size()) << what << ": rank " << r << " element " << first << " host "
-                                         << host[r][first] << " device " << dev[r][first];
+        ASSERT_EQ(first, host[r].size()) << what << ": rank " << r << " element " << first << " host " << host[r][first]
+                                         << " device " << dev[r][first];
       }
       ++runs;
     }

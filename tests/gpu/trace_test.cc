@@ -10,8 +10,8 @@
 #include <sstream>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include "collectives/backends/local/communicator.h"
 #include "collectives/runtime.h"

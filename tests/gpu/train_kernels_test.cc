@@ -134,8 +134,8 @@ TEST(TrainTwin, LayerNormForwardBackward) {
 
       Buffer dev_x = Up(in.x), dev_dy = Up(in.dy), dev_gamma = Up(in.gamma), dev_beta = Up(in.beta);
       Buffer dev_y = Nans(bytes), dev_mean = Nans(s.rows * 4), dev_rstd = Nans(s.rows * 4);
-      LayerNormForward(t, s.rows, s.cols, dev_x.data(), dev_gamma.as<float>(), dev_beta.as<float>(), kEps,
-                       dev_y.data(), dev_mean.as<float>(), dev_rstd.as<float>(), nullptr);
+      LayerNormForward(t, s.rows, s.cols, dev_x.data(), dev_gamma.as<float>(), dev_beta.as<float>(), kEps, dev_y.data(),
+                       dev_mean.as<float>(), dev_rstd.as<float>(), nullptr);
       EXPECT_TRUE(SameBits(dev_y, y, t, "y"));
       EXPECT_TRUE(SameBits(dev_mean, mean, "mean"));
       EXPECT_TRUE(SameBits(dev_rstd, rstd, "rstd"));
@@ -247,9 +247,9 @@ TEST(TrainTwin, LnActDropoutForwardBackward) {
           std::vector<float> ws(TrainWorkspaceBytes(s.rows, s.cols) / 4);
           cpu::LnActDropoutForward(t, s.rows, s.cols, a, d, in.x.data(), in.gamma.data(), in.beta.data(), kEps,
                                    y.data(), mean.data(), rstd.data(), nullptr);
-          cpu::LnActDropoutBackward(t, s.rows, s.cols, a, d, in.dy.data(), in.x.data(), in.gamma.data(),
-                                    in.beta.data(), mean.data(), rstd.data(), dx.data(), dgamma.data(), dbeta.data(),
-                                    ws.data(), nullptr);
+          cpu::LnActDropoutBackward(t, s.rows, s.cols, a, d, in.dy.data(), in.x.data(), in.gamma.data(), in.beta.data(),
+                                    mean.data(), rstd.data(), dx.data(), dgamma.data(), dbeta.data(), ws.data(),
+                                    nullptr);
 
           Buffer dev_y = Nans(bytes), dev_mean = Nans(s.rows * 4), dev_rstd = Nans(s.rows * 4);
           LnActDropoutForward(t, s.rows, s.cols, a, d, dev_x.data(), dev_gamma.as<float>(), dev_beta.as<float>(), kEps,
@@ -296,16 +296,15 @@ TEST(TrainTwin, AddLayerNormForwardBackward) {
       std::vector<float> ws(TrainWorkspaceBytes(s.rows, s.cols) / 4);
       cpu::AddLayerNormForward(t, s.rows, s.cols, in.x.data(), in.other.data(), in.gamma.data(), in.beta.data(), kEps,
                                sum.data(), y.data(), mean.data(), rstd.data(), nullptr);
-      cpu::AddLayerNormBackward(t, s.rows, s.cols, in.dy.data(), dsum.data(), sum.data(), in.gamma.data(),
-                                mean.data(), rstd.data(), dx.data(), dgamma.data(), dbeta.data(), ws.data(), nullptr);
+      cpu::AddLayerNormBackward(t, s.rows, s.cols, in.dy.data(), dsum.data(), sum.data(), in.gamma.data(), mean.data(),
+                                rstd.data(), dx.data(), dgamma.data(), dbeta.data(), ws.data(), nullptr);
       cpu::AddLayerNormBackward(t, s.rows, s.cols, in.dy.data(), nullptr, sum.data(), in.gamma.data(), mean.data(),
                                 rstd.data(), dx_no_dsum.data(), nullptr, nullptr, nullptr, nullptr);
 
       Buffer dev_x = Up(in.x), dev_res = Up(in.other), dev_gamma = Up(in.gamma), dev_beta = Up(in.beta);
       Buffer dev_sum = Nans(bytes), dev_y = Nans(bytes), dev_mean = Nans(s.rows * 4), dev_rstd = Nans(s.rows * 4);
-      AddLayerNormForward(t, s.rows, s.cols, dev_x.data(), dev_res.data(), dev_gamma.as<float>(),
-                          dev_beta.as<float>(), kEps, dev_sum.data(), dev_y.data(), dev_mean.as<float>(),
-                          dev_rstd.as<float>(), nullptr);
+      AddLayerNormForward(t, s.rows, s.cols, dev_x.data(), dev_res.data(), dev_gamma.as<float>(), dev_beta.as<float>(),
+                          kEps, dev_sum.data(), dev_y.data(), dev_mean.as<float>(), dev_rstd.as<float>(), nullptr);
       EXPECT_TRUE(SameBits(dev_sum, sum, t, "sum"));
       EXPECT_TRUE(SameBits(dev_y, y, t, "y"));
       EXPECT_TRUE(SameBits(dev_mean, mean, "mean"));
@@ -367,8 +366,8 @@ TEST(TrainTwin, EmptyShapes) {
 TEST(TrainTwin, RefusesOtherDtypes) {
   if (!cuda::Available()) GTEST_SKIP() << "no CUDA device";
   Buffer x = Nans(256), y = Nans(256), stats = Nans(64), gamma = Nans(64);
-  EXPECT_THROW(LayerNormForward(DType::kFloat64, 2, 8, x.data(), gamma.as<float>(), gamma.as<float>(), kEps,
-                                y.data(), stats.as<float>(), stats.as<float>(), nullptr),
+  EXPECT_THROW(LayerNormForward(DType::kFloat64, 2, 8, x.data(), gamma.as<float>(), gamma.as<float>(), kEps, y.data(),
+                                stats.as<float>(), stats.as<float>(), nullptr),
                UsageError);
   EXPECT_THROW(AddTensors(DType::kInt8, 8, x.data(), x.data(), y.data(), nullptr), UsageError);
   EXPECT_THROW(Dropout(DType::kFloat8E4M3, 8, DropoutArgs{0.1f, 1, 2}, x.data(), y.data(), nullptr), UsageError);

@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <limits>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <set>
@@ -73,17 +73,43 @@ TEST(QuantMath, HalfAndBf16DecodeAgreeWithCoreForAllPatterns) {
 TEST(QuantMath, Fp8DecodeAgreesWithCoreForAll256Codes) {
   for (uint32_t c = 0; c < 256; ++c) {
     const float a = qm::Fp8ToFloat(static_cast<uint8_t>(c), qm::Fp8::kE4M3), b = E4M3ToFloat(static_cast<uint8_t>(c));
-    if (std::isnan(b)) EXPECT_TRUE(std::isnan(a)); else EXPECT_EQ(Bits(a), Bits(b)) << "e4m3 " << c;
+    if (std::isnan(b))
+      EXPECT_TRUE(std::isnan(a));
+    else
+      EXPECT_EQ(Bits(a), Bits(b)) << "e4m3 " << c;
     const float d = qm::Fp8ToFloat(static_cast<uint8_t>(c), qm::Fp8::kE5M2), e = E5M2ToFloat(static_cast<uint8_t>(c));
-    if (std::isnan(e)) EXPECT_TRUE(std::isnan(d)); else EXPECT_EQ(Bits(d), Bits(e)) << "e5m2 " << c;
+    if (std::isnan(e))
+      EXPECT_TRUE(std::isnan(d));
+    else
+      EXPECT_EQ(Bits(d), Bits(e)) << "e5m2 " << c;
   }
 }
 
 TEST(QuantMath, EncodersMatchCoreOnRandomAndBoundaryValues) {
-  std::vector<float> xs = {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, 448.0f, 464.0f, 57344.0f, 61440.0f,
-                           1e-8f, 5.96e-8f, 2.98e-8f, 2.9802322e-8f, 1.5258789e-5f, 1.953125e-3f, 9.765625e-4f,
-                           std::ldexp(1.0f, -10) * 1.5f, std::ldexp(1.0f, -17), std::ldexp(1.0f, -16) * 3,
-                           1e-45f, 1.1754942e-38f, 3.4028235e38f, INFINITY, -INFINITY};
+  std::vector<float> xs = {0.0f,
+                           -0.0f,
+                           65504.0f,
+                           65519.99f,
+                           65520.0f,
+                           448.0f,
+                           464.0f,
+                           57344.0f,
+                           61440.0f,
+                           1e-8f,
+                           5.96e-8f,
+                           2.98e-8f,
+                           2.9802322e-8f,
+                           1.5258789e-5f,
+                           1.953125e-3f,
+                           9.765625e-4f,
+                           std::ldexp(1.0f, -10) * 1.5f,
+                           std::ldexp(1.0f, -17),
+                           std::ldexp(1.0f, -16) * 3,
+                           1e-45f,
+                           1.1754942e-38f,
+                           3.4028235e38f,
+                           INFINITY,
+                           -INFINITY};
   std::mt19937 rng(11);
   for (int i = 0; i < 1000000; ++i) {
     uint32_t u = rng();
@@ -168,8 +194,8 @@ TEST_P(BlockCodec, StochasticRoundingIsUnbiased) {
   s.error_feedback = false;
   const Codec c(s);
   std::vector<float> x(32, 0.0f);
-  x[0] = 1.0f;                // fixes the block scale
-  x[5] = 0.3337f;             // lies between grid points of every format
+  x[0] = 1.0f;     // fixes the block scale
+  x[5] = 0.3337f;  // lies between grid points of every format
   x[9] = -0.01234f;
   CodecState st;
   std::vector<double> sum(32, 0.0), sum_sq(32, 0.0);
@@ -240,8 +266,10 @@ TEST_P(BlockCodec, NanOrInfIsReportedAndNeverEncodedAsFiniteGarbage) {
     EXPECT_THROW(c.Encode(x.data(), 300, wire.data(), &st), InputError);
     const std::vector<float> y = Decode(c, wire, 300);
     for (size_t i = 0; i < 300; ++i) {
-      if (i / 64 == 2) EXPECT_TRUE(std::isnan(y[i])) << i;
-      else EXPECT_TRUE(std::isfinite(y[i])) << i;
+      if (i / 64 == 2)
+        EXPECT_TRUE(std::isnan(y[i])) << i;
+      else
+        EXPECT_TRUE(std::isfinite(y[i])) << i;
     }
     // The residual of the bad block was left as it was (zero: first step).
     for (size_t i = 128; i < 192; ++i) ASSERT_EQ(st.residual.as<float>()[i], 0.0f);
@@ -267,8 +295,8 @@ TEST(Codec, WireBytesFollowTheDocumentedLayouts) {
 }
 
 TEST(Codec, BadSpecsAreUsageErrors) {
-  for (const char* bad : {"int9", "topk", "topk:0", "topk:1.5", "topk:x", "powersgd:0", "powersgd:1.5", "int8:3",
-                          "", "randomk:", "sign1:2"})
+  for (const char* bad : {"int9", "topk", "topk:0", "topk:1.5", "topk:x", "powersgd:0", "powersgd:1.5", "int8:3", "",
+                          "randomk:", "sign1:2"})
     EXPECT_THROW(ParseCodec(bad), UsageError) << bad;
   EXPECT_THROW(Codec(Spec("int8", 48)), UsageError);
   EXPECT_THROW(Codec(Spec("sign1", 16)), UsageError);
@@ -294,8 +322,8 @@ TEST(CastCodec, EveryElementIsTheRoundedValueAndPrescaleIsUndone) {
         const std::vector<float> y = Decode(c, w, n);
         for (size_t i = 0; i < n; ++i) {
           const float v = x[i] * prescale;
-          const float r = std::string(name) == "fp16" ? qm::HalfToFloat(qm::FloatToHalf(v))
-                                                      : qm::Bf16ToFloat(qm::FloatToBf16(v));
+          const float r =
+              std::string(name) == "fp16" ? qm::HalfToFloat(qm::FloatToHalf(v)) : qm::Bf16ToFloat(qm::FloatToBf16(v));
           ASSERT_EQ(Bits(y[i]), Bits(prescale == 1.0f ? r : r * (1.0f / prescale))) << name << " " << i;
         }
       }
@@ -518,8 +546,8 @@ TEST(Fused, FlattenUnflattenRoundTripsManyTensors) {
   }
   for (float& x : bucket) x = x * 2;
   UnflattenTensors(bucket.data(), refs.data(), static_cast<int>(refs.size()), nullptr);
-  EXPECT_EQ(tensors[5][0], bucket[tensors[0].size() + tensors[1].size() + tensors[2].size() + tensors[3].size() +
-                                  tensors[4].size()]);
+  EXPECT_EQ(tensors[5][0],
+            bucket[tensors[0].size() + tensors[1].size() + tensors[2].size() + tensors[3].size() + tensors[4].size()]);
 }
 
 TEST(Fused, UnscaleChecksAndNorms) {

@@ -31,10 +31,18 @@ void CheckType(DType t, double lo, double hi) {
         double want = 0;
         switch (op) {
           case ReduceOp::kSum:
-          case ReduceOp::kAvg: want = x + y; break;
-          case ReduceOp::kProd: want = x * y; break;
-          case ReduceOp::kMin: want = std::min(x, y); break;
-          case ReduceOp::kMax: want = std::max(x, y); break;
+          case ReduceOp::kAvg:
+            want = x + y;
+            break;
+          case ReduceOp::kProd:
+            want = x * y;
+            break;
+          case ReduceOp::kMin:
+            want = std::min(x, y);
+            break;
+          case ReduceOp::kMax:
+            want = std::max(x, y);
+            break;
         }
         // One rounding of the exact result into T.
         ASSERT_EQ(ElementBits(acc[i]), ElementBits(ElementFromDouble<T>(want)))

@@ -248,17 +248,17 @@ INSTANTIATE_TEST_SUITE_P(Shapes, LnActDropoutTest,
                                            Case{DType::kFloat16, Activation::kRelu, 0.0f, 9, 1601},
                                            Case{DType::kBFloat16, Activation::kGeluTanh, 0.1f, 65, 768},
                                            Case{DType::kBFloat16, Activation::kNone, 0.0f, 3, 4096},
-                      // Rows shorter than a 32-lane pass and than a Philox group of 4.
-                      Case{DType::kFloat32, Activation::kGeluErf, 0.3f, 5, 3},
-                      Case{DType::kFloat16, Activation::kGeluTanh, 0.1f, 2, 31},
-                      Case{DType::kBFloat16, Activation::kRelu, 0.25f, 9, 2}));
+                                           // Rows shorter than a 32-lane pass and than a Philox group of 4.
+                                           Case{DType::kFloat32, Activation::kGeluErf, 0.3f, 5, 3},
+                                           Case{DType::kFloat16, Activation::kGeluTanh, 0.1f, 2, 31},
+                                           Case{DType::kBFloat16, Activation::kRelu, 0.25f, 9, 2}));
 
 TEST(TrainKernels, EmptyShapesWriteNothingButZeroColumnGradients) {
   std::vector<float> x(8, 1.0f), y(8, 7.0f), mean(4, 7.0f), rstd(4, 7.0f), gamma(4, 1.0f), beta(4, 0.0f);
   std::vector<float> dg(4, 7.0f), db(4, 7.0f), ws(64);
   // cols 0: no element, no statistic written.
-  cpu::LnActDropoutForward(DType::kFloat32, 4, 0, Activation::kRelu, {0.1f, 1, 0}, x.data(), gamma.data(),
-                           beta.data(), 1e-5f, y.data(), mean.data(), rstd.data(), nullptr);
+  cpu::LnActDropoutForward(DType::kFloat32, 4, 0, Activation::kRelu, {0.1f, 1, 0}, x.data(), gamma.data(), beta.data(),
+                           1e-5f, y.data(), mean.data(), rstd.data(), nullptr);
   EXPECT_EQ(mean, std::vector<float>(4, 7.0f));
   EXPECT_EQ(rstd, std::vector<float>(4, 7.0f));
   // rows 0: the column gradients are sums over no rows.

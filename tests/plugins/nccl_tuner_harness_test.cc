@@ -28,9 +28,9 @@
 #include <vector>
 
 #include "collectives/profile.h"
-#include "tuner/exports/exports.h"
 #include "core/sizes.h"
 #include "plugins/nccl_tuner/nccl_tuner_abi.h"
+#include "tuner/exports/exports.h"
 
 namespace ciuic {
 namespace {
@@ -522,7 +522,7 @@ TEST_F(NcclTunerPlugin, V6SetsTheMeasuredChunkSizeAndNothingElse) {
       {abi::kFuncAllReduce, 64 * kMiB, abi::kAlgoRing, abi::kProtoSimple, 131072},        // NCCL chose another
       {abi::kFuncAllReduce, 256 * kKiB, abi::kAlgoRing, abi::kProtoLl128, 131072},        // no chunk measured
       {abi::kFuncAllReduce, 1 * kGiB, abi::kAlgoRing, abi::kProtoSimple, 131072},         // NCCL's own band
-      {abi::kFuncAllGather, 64 * kMiB, abi::kAlgoNvlsTree, abi::kProtoSimple, 131072},   // no rule
+      {abi::kFuncAllGather, 64 * kMiB, abi::kAlgoNvlsTree, abi::kProtoSimple, 131072},    // no rule
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(fmt::format("{} bytes algo {} proto {}", c.bytes, c.algo, c.proto));
@@ -728,7 +728,8 @@ TEST_F(NcclTunerPlugin, ExportSetsUpThePluginAndDescribesWhatItDoes) {
   for (const ProfileRule& r : p.rules) {
     const uint64_t bytes = std::max<uint64_t>(r.min_bytes, 8);
     Table before = NcclLikeTable(bytes);
-    const auto changed = Changed(before, Call(ctx, abi::kFuncAllReduce, bytes, before, r.nccl.measured ? r.nccl.channels : 0));
+    const auto changed =
+        Changed(before, Call(ctx, abi::kFuncAllReduce, bytes, before, r.nccl.measured ? r.nccl.channels : 0));
     const std::string band = fmt::format("#   allreduce [{}, {}) {}, codec {}, {} -> ", FormatSize(r.min_bytes),
                                          r.max_bytes ? FormatSize(r.max_bytes) : "inf", r.algo, r.codec, r.precision);
     const size_t at = out.find(band);

@@ -34,8 +34,9 @@ struct Bands : ::testing::Test {
   PlanChoice lossy_best{"int8", 25.0 * (1 << 20), 1, "ring"};
   std::ostringstream log;
 
-  std::vector<ProfileRule> Pick(const std::map<std::string, bool>& gate, const PlanChoice& best, double min_gain,
-                                std::function<bool(const PlanChoice&)> fits = [](const PlanChoice&) { return true; }) {
+  std::vector<ProfileRule> Pick(
+      const std::map<std::string, bool>& gate, const PlanChoice& best, double min_gain,
+      std::function<bool(const PlanChoice&)> fits = [](const PlanChoice&) { return true; }) {
     const BandInputs in{topo, space, gate, nullptr, target, min_gain, 3, fits, nullptr};
     return PickBandRules(in, best, log);
   }

@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/tuner/replace_once.h"
 #include <sys/wait.h>
+#include "tests/tuner/replace_once.h"
 
 #include <algorithm>
 #include <cmath>
@@ -41,9 +41,7 @@ std::string ReadText(const std::string& path) {
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return v.empty()      ? 0.0
-         : v.size() % 2 ? v[v.size() / 2]
-                        : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
 // ---- published figures, fit and held-out -----------------------------------------------------
@@ -58,8 +56,7 @@ TEST(Published, TheFileLoadsWithEveryConstantFittedAndMostFiguresHeldOut) {
     if (f.metric == FigureMetric::kTimeUs) ++times;
     EXPECT_EQ(f.source.rfind("https://", 0), 0u) << f.id;
   }
-  EXPECT_EQ(fitted,
-            (std::set<std::string>{"nvlink_efficiency", "nvls_efficiency", "nccl_launch_us"}));
+  EXPECT_EQ(fitted, (std::set<std::string>{"nvlink_efficiency", "nvls_efficiency", "nccl_launch_us"}));
   EXPECT_EQ(fit, 4);
   EXPECT_GE(held, 20);
   EXPECT_GE(times, 3);  // latency at small sizes is checked, not only bandwidth
@@ -69,8 +66,8 @@ TEST(Published, TheFileLoadsWithEveryConstantFittedAndMostFiguresHeldOut) {
   for (const char* other : {"hgx_b300", "hgx_h200", "hgx_h800", "hgx_a100_4nic", "h100_roce"})
     EXPECT_TRUE(systems.count(other)) << other;
   // An override changes the system's topology, not the built-in's.
-  const PublishedFigure& b300 = *std::find_if(set.figures.begin(), set.figures.end(),
-                                              [](const auto& f) { return f.system == "hgx_b300"; });
+  const PublishedFigure& b300 =
+      *std::find_if(set.figures.begin(), set.figures.end(), [](const auto& f) { return f.system == "hgx_b300"; });
   EXPECT_EQ(FigureTopology(set, b300).intra.bw_gbps, 900.0);
   EXPECT_EQ(LoadTopology("dgx_h100").intra.bw_gbps, 450.0);
 }
@@ -86,12 +83,10 @@ TEST(Published, StrictLoaderRefusesBadFiles) {
       replace("\"ciuic.published/1\"", "\"ciuic.topology/1\""),
       replace("\"systems\": {", "\"extra\": 1, \"systems\": {"),
       replace("\"role\": \"fit\", \"fits\": \"nvls_efficiency\"", "\"role\": \"fit\""),
-      replace("\"role\": \"fit\", \"fits\": \"nvls_efficiency\"",
-              "\"role\": \"fit\", \"fits\": \"magic\""),
+      replace("\"role\": \"fit\", \"fits\": \"nvls_efficiency\"", "\"role\": \"fit\", \"fits\": \"magic\""),
       replace("\"value\": 232.54, \"role\": \"held_out\"",
               "\"value\": 232.54, \"role\": \"held_out\", \"fits\": \"nvlink_efficiency\""),
-      replace("\"value\": 232.54, \"role\": \"held_out\"",
-              "\"value\": 232.54, \"role\": \"maybe\""),
+      replace("\"value\": 232.54, \"role\": \"held_out\"", "\"value\": 232.54, \"role\": \"maybe\""),
       replace("\"algo\": \"nccl-ring\"", "\"algo\": \"ring\""),
       replace("\"metric\": \"busbw_gbps\"", "\"metric\": \"algbw\""),
       replace("\"system\": \"dgx_a100\"", "\"system\": \"dgx_z100\""),
@@ -99,13 +94,10 @@ TEST(Published, StrictLoaderRefusesBadFiles) {
       replace("\"value\": 230,", "\"value\": -230,"),
       replace("\"gpus_per_node\": 8", "\"gpus_per_node\": 8.5"),
       replace("\"id\": \"hgx_h100.4gpu.ring\"", "\"id\": \"hgx_h100.2gpu.ring\""),  // duplicate id
-      replace("\"overrides\": {\"nics.count\": 4},",
-              "\"overrides\": {\"nics.count\": 4, \"nics.gbps\": 100},"),
-      replace("\"overrides\": {\"nics.count\": 4},",
-              "\"overrides\": {\"device.memory_bw_gbps\": 4},"),
+      replace("\"overrides\": {\"nics.count\": 4},", "\"overrides\": {\"nics.count\": 4, \"nics.gbps\": 100},"),
+      replace("\"overrides\": {\"nics.count\": 4},", "\"overrides\": {\"device.memory_bw_gbps\": 4},"),
   };
-  for (const auto& text : bad)
-    EXPECT_THROW(ParsePublished(text, "p.json"), InputError) << text.substr(0, 120);
+  for (const auto& text : bad) EXPECT_THROW(ParsePublished(text, "p.json"), InputError) << text.substr(0, 120);
   EXPECT_THROW(LoadPublished("/no/such/published.json"), InputError);
   // A constant no fit figure names would not be fitted: refused rather than kept at its old value.
   PublishedSet no_nvls = ParsePublished(ok, "p.json");
@@ -120,12 +112,9 @@ TEST(Published, StrictLoaderRefusesBadFiles) {
 TEST(CostModel, TheFittedConstantsAreTheFitOfTheFitFiguresAlone) {
   const PublishedSet set = LoadPublished();
   const ModelConstants fit = FitModelConstants(set);
-  EXPECT_NEAR(fit.nvlink_efficiency, kFittedConstants.nvlink_efficiency,
-              1e-3 * kFittedConstants.nvlink_efficiency);
-  EXPECT_NEAR(fit.nvls_efficiency, kFittedConstants.nvls_efficiency,
-              1e-3 * kFittedConstants.nvls_efficiency);
-  EXPECT_NEAR(fit.nccl_launch_us, kFittedConstants.nccl_launch_us,
-              1e-3 * kFittedConstants.nccl_launch_us);
+  EXPECT_NEAR(fit.nvlink_efficiency, kFittedConstants.nvlink_efficiency, 1e-3 * kFittedConstants.nvlink_efficiency);
+  EXPECT_NEAR(fit.nvls_efficiency, kFittedConstants.nvls_efficiency, 1e-3 * kFittedConstants.nvls_efficiency);
+  EXPECT_NEAR(fit.nccl_launch_us, kFittedConstants.nccl_launch_us, 1e-3 * kFittedConstants.nccl_launch_us);
   // Held-out figures do not move the fit; a fit figure does.
   PublishedSet moved = set;
   for (auto& f : moved.figures)
@@ -145,16 +134,14 @@ TEST(CostModel, PublishedFiguresFittedAndHeldOutApart) {
   const PublishedSet set = LoadPublished();
   const auto rows = ComparePublished(set, kFittedConstants);
   std::vector<double> held_busbw, held_time;
-  std::printf("%-28s %-9s %-14s %10s %10s %8s\n", "figure", "role", "model algo", "published",
-              "predicted", "error");
+  std::printf("%-28s %-9s %-14s %10s %10s %8s\n", "figure", "role", "model algo", "published", "predicted", "error");
   for (const auto& row : rows) {
     const PublishedFigure& f = *row.figure;
     std::printf("%-28s %-9s %-14s %10.1f %10.1f %+7.1f%%\n", f.id.c_str(),
-                f.role == FigureRole::kFit ? "fit" : "held-out", row.nccl_algo.c_str(), f.value,
-                row.predicted, 100 * row.error);
+                f.role == FigureRole::kFit ? "fit" : "held-out", row.nccl_algo.c_str(), f.value, row.predicted,
+                100 * row.error);
     if (f.role == FigureRole::kFit) {
-      EXPECT_LT(std::fabs(row.error), 0.05)
-          << f.id;  // one constant over two figures: within 5% each
+      EXPECT_LT(std::fabs(row.error), 0.05) << f.id;  // one constant over two figures: within 5% each
     } else {
       (f.metric == FigureMetric::kTimeUs ? held_time : held_busbw).push_back(std::fabs(row.error));
       if (f.metric == FigureMetric::kBusBwGbps) {
@@ -165,9 +152,8 @@ TEST(CostModel, PublishedFiguresFittedAndHeldOutApart) {
   std::printf(
       "median |error|: fit %.1f%%, held-out %.1f%% (busbw %.1f%% over %zu, small-message time "
       "%.1f%% over %zu)\n",
-      100 * MedianAbsError(rows, FigureRole::kFit),
-      100 * MedianAbsError(rows, FigureRole::kHeldOut), 100 * Median(held_busbw), held_busbw.size(),
-      100 * Median(held_time), held_time.size());
+      100 * MedianAbsError(rows, FigureRole::kFit), 100 * MedianAbsError(rows, FigureRole::kHeldOut),
+      100 * Median(held_busbw), held_busbw.size(), 100 * Median(held_time), held_time.size());
   EXPECT_LT(Median(held_busbw), 0.05);
   EXPECT_LT(MedianAbsError(rows, FigureRole::kFit), 0.05);
   // Small-message times are the weak side (one-process-many-GPU harnesses, forced NVLSTree): within
@@ -178,8 +164,7 @@ TEST(CostModel, PublishedFiguresFittedAndHeldOutApart) {
 // ---- NVLS, trees, node counts ----------------------------------------------------------------
 
 double NcclBusbw(const Topology& t, double bytes) {
-  return BusBwGbps(bytes, t.ranks(),
-                   PredictAllReduceUs(EffectiveFabric(t), ModelAlgo::kNcclBest, bytes));
+  return BusBwGbps(bytes, t.ranks(), PredictAllReduceUs(EffectiveFabric(t), ModelAlgo::kNcclBest, bytes));
 }
 
 TEST(CostModel, DgxH100AllreduceIsNvlsAtLargeSizesAndLlAtSmallOnes) {
@@ -196,8 +181,7 @@ TEST(CostModel, DgxH100AllreduceIsNvlsAtLargeSizesAndLlAtSmallOnes) {
   EXPECT_NEAR(nvls, 480, 5);
   EXPECT_GT(nvls / BusBwGbps(big, 8, PredictAllReduceUs(h100, ModelAlgo::kNcclRing, big)), 1.25);
   // Two nodes: NVLS inside each node and the tree across; no NVLS on A100 or PCIe.
-  EXPECT_EQ(NcclChoice(EffectiveFabric(LoadTopology("dgx_h100", 2)), big),
-            ModelAlgo::kNcclNvlsTree);
+  EXPECT_EQ(NcclChoice(EffectiveFabric(LoadTopology("dgx_h100", 2)), big), ModelAlgo::kNcclNvlsTree);
   for (const char* name : {"dgx_a100", "pcie_8gpu"}) {
     const Fabric f = EffectiveFabric(LoadTopology(name));
     EXPECT_FALSE(Offers(f, ModelAlgo::kNcclNvls)) << name;
@@ -219,18 +203,16 @@ TEST(CostModel, TwoNodesAreNotFourNodes) {
     const Topology two = LoadTopology(name, 2), four = LoadTopology(name, 4);
     EXPECT_GT(NcclBusbw(two, big), 1.1 * NcclBusbw(four, big)) << name;
     // The ring is bound by the node's NICs (or NVLink) at any node count.
-    const double r2 = BusBwGbps(
-        big, two.ranks(), PredictAllReduceUs(EffectiveFabric(two), ModelAlgo::kNcclRing, big));
-    const double r4 = BusBwGbps(
-        big, four.ranks(), PredictAllReduceUs(EffectiveFabric(four), ModelAlgo::kNcclRing, big));
+    const double r2 = BusBwGbps(big, two.ranks(), PredictAllReduceUs(EffectiveFabric(two), ModelAlgo::kNcclRing, big));
+    const double r4 =
+        BusBwGbps(big, four.ranks(), PredictAllReduceUs(EffectiveFabric(four), ModelAlgo::kNcclRing, big));
     EXPECT_NEAR(r2, r4, 0.01 * r2) << name;
     // Latency grows with the node count: 2(N-1) network steps in the ring, log2 N in the tree.
     EXPECT_LT(PredictAllReduceUs(EffectiveFabric(two), ModelAlgo::kNcclRing, 8),
               PredictAllReduceUs(EffectiveFabric(four), ModelAlgo::kNcclRing, 8))
         << name;
   }
-  const Fabric a2 = EffectiveFabric(LoadTopology("dgx_a100", 2)),
-               a4 = EffectiveFabric(LoadTopology("dgx_a100", 4));
+  const Fabric a2 = EffectiveFabric(LoadTopology("dgx_a100", 2)), a4 = EffectiveFabric(LoadTopology("dgx_a100", 4));
   EXPECT_EQ(NcclChoice(a2, big), ModelAlgo::kNcclTree);
   EXPECT_EQ(NcclChoice(a4, big), ModelAlgo::kNcclRing);
 }
@@ -247,10 +229,8 @@ TEST(CostModel, SmallMessagesCostNcclsLatencyStructure) {
   const Topology two = LoadTopology("dgx_a100", 2);
   const Fabric f2 = EffectiveFabric(two);
   const double net_hop = two.nics.latency_us;
-  EXPECT_NEAR(PredictAllReduceUs(f2, ModelAlgo::kNcclRing, 0),
-              launch + 28 * nvlink_hop + 2 * net_hop, 1e-9);
-  EXPECT_NEAR(PredictAllReduceUs(f2, ModelAlgo::kNcclTree, 0),
-              launch + 2 * (7 * nvlink_hop + net_hop), 1e-9);
+  EXPECT_NEAR(PredictAllReduceUs(f2, ModelAlgo::kNcclRing, 0), launch + 28 * nvlink_hop + 2 * net_hop, 1e-9);
+  EXPECT_NEAR(PredictAllReduceUs(f2, ModelAlgo::kNcclTree, 0), launch + 2 * (7 * nvlink_hop + net_hop), 1e-9);
   // The fit figure (2 nodes x 1 GPU, 8 B) is met: launch + 2 network hops.
   Topology one_each = LoadTopology("dgx_a100", 2);
   one_each.devices_per_node = 1;
@@ -258,18 +238,15 @@ TEST(CostModel, SmallMessagesCostNcclsLatencyStructure) {
   // The runtime's own ring pays a grouped send/receive per step (measured on an H100), so at 4 KiB
   // the library's allreduce wins by far; cpu_local has no such step cost.
   EXPECT_GT(PredictAllReduceUs(f, ModelAlgo::kRing, 4096), 14 * kGpuRuntimeStepUs);
-  EXPECT_GT(PredictAllReduceUs(f, ModelAlgo::kRing, 4096),
-            5 * PredictAllReduceUs(f, ModelAlgo::kNcclBest, 4096));
+  EXPECT_GT(PredictAllReduceUs(f, ModelAlgo::kRing, 4096), 5 * PredictAllReduceUs(f, ModelAlgo::kNcclBest, 4096));
   EXPECT_EQ(EffectiveFabric(LoadTopology("cpu_local")).step_us, 0.0);
 }
 
 TEST(CostModel, LatencyAndCompressionBehaveAsAlphaBetaSays) {
   const Fabric f = EffectiveFabric(LoadTopology("dgx_a100", 4));
   // Small messages: log-depth algorithms beat the 2(P-1)-step ring.
-  EXPECT_LT(PredictAllReduceUs(f, ModelAlgo::kRecursiveDoubling, 1024),
-            PredictAllReduceUs(f, ModelAlgo::kRing, 1024));
-  EXPECT_LT(PredictAllReduceUs(f, ModelAlgo::kNcclBest, 1024),
-            PredictAllReduceUs(f, ModelAlgo::kNcclRing, 1024));
+  EXPECT_LT(PredictAllReduceUs(f, ModelAlgo::kRecursiveDoubling, 1024), PredictAllReduceUs(f, ModelAlgo::kRing, 1024));
+  EXPECT_LT(PredictAllReduceUs(f, ModelAlgo::kNcclBest, 1024), PredictAllReduceUs(f, ModelAlgo::kNcclRing, 1024));
   // Large messages: a 4x smaller wire makes the transfer 4x shorter; the steps' fixed costs stay.
   const double big = 1 << 30;
   const double plain = PredictAllReduceUs(f, ModelAlgo::kRing, big),
@@ -295,8 +272,7 @@ TEST(BucketTime, TheNcclPathAddsCodecAndTransferAndIgnoresStreams) {
   const CommPlan one = PlanOf({"int8", b, 1, "ring"}, t, &feasible);
   ASSERT_TRUE(feasible);
   const double comm = PredictAllReduceUs(f, ModelAlgo::kRing, b, one.wire_ratio);
-  const double codec =
-      one.codec_launches * kGpuKernelLaunchUs + one.codec_passes * b / (CodecKernelGbps(t) * 1e3);
+  const double codec = one.codec_launches * kGpuKernelLaunchUs + one.codec_passes * b / (CodecKernelGbps(t) * 1e3);
   EXPECT_GT(codec, 0.1 * comm);  // both terms matter here
   EXPECT_NEAR(BucketUs(f, t, one, b), comm + codec, 1e-6);
   // More streams: the runtime over NCCL exchanges one grouped send/receive per step whatever the
@@ -314,10 +290,10 @@ TEST(BucketTime, TheNcclPathAddsCodecAndTransferAndIgnoresStreams) {
 
 // ---- the codec kernels' estimate against the H100 calibration ---------------------------------
 
-// The H100 calibration (tests/data/results, a copy of bench/results/2026-11-22-h100-codecs'), read from a copy (opening a database may write beside it).
+// The H100 calibration (tests/data/results, a copy of bench/results/2026-11-22-h100-codecs'), read from a copy (opening
+// a database may write beside it).
 Calibration H100Calibration() {
-  const auto src = std::filesystem::path(CIUIC_SOURCE_DIR) /
-                   "tests/data/results/h100-cuda-calibration.db";
+  const auto src = std::filesystem::path(CIUIC_SOURCE_DIR) / "tests/data/results/h100-cuda-calibration.db";
   const auto copy = std::filesystem::path(::testing::TempDir()) / "h100-calibration-copy.db";
   std::filesystem::copy_file(src, copy, std::filesystem::copy_options::overwrite_existing);
   return LoadGpuCalibrationFor(copy.string(), LoadTopology("dgx_h100").device.name);
@@ -330,10 +306,8 @@ struct KernelCase {
 // The uncalibrated estimate of a training bucket's codec kernels on dgx_h100 (8 ranks).
 double EstimateUs(const Topology& t, const KernelCase& k, double bytes, double fraction) {
   const CodecSpec spec = ParseCodec(k.codec);
-  const KernelWork w =
-      CodecKernelWork({k.codec, k.algo, bytes, t.ranks(), spec.error_feedback, k.precision});
-  return w.launches * kGpuKernelLaunchUs +
-         w.passes * bytes / (fraction * t.device.memory_bw_gbps * 1e3);
+  const KernelWork w = CodecKernelWork({k.codec, k.algo, bytes, t.ranks(), spec.error_feedback, k.precision});
+  return w.launches * kGpuKernelLaunchUs + w.passes * bytes / (fraction * t.device.memory_bw_gbps * 1e3);
 }
 double MeasuredUs(const Calibration& cal, const Topology& t, const KernelCase& k, double bytes) {
   const CodecSpec spec = ParseCodec(k.codec);
@@ -351,36 +325,32 @@ TEST(CodecKernels, TheEstimateIsFittedOnTheH100CalibrationAndHeldOutOnOtherCodec
   auto gap = [&](double fraction) {
     double sum = 0;
     for (const auto& k : fit)
-      for (double b : sizes)
-        sum += std::log(EstimateUs(t, k, b, fraction) / MeasuredUs(cal, t, k, b));
+      for (double b : sizes) sum += std::log(EstimateUs(t, k, b, fraction) / MeasuredUs(cal, t, k, b));
     return sum;
   };
   double lo = 0.05, hi = 1.0;
   for (int i = 0; i < 60; ++i) (gap(0.5 * (lo + hi)) > 0 ? lo : hi) = 0.5 * (lo + hi);
   const double fitted = 0.5 * (lo + hi);
-  std::printf("codec kernel rate fitted on int8 and fp16: %.4f of %.0f GB/s (cost_model.h: %.4f)\n",
-              fitted, t.device.memory_bw_gbps, kGpuCodecKernelBwFraction);
+  std::printf("codec kernel rate fitted on int8 and fp16: %.4f of %.0f GB/s (cost_model.h: %.4f)\n", fitted,
+              t.device.memory_bw_gbps, kGpuCodecKernelBwFraction);
   EXPECT_NEAR(fitted, kGpuCodecKernelBwFraction, 0.01 * kGpuCodecKernelBwFraction);
 
-  const std::vector<KernelCase> element = {
-      {"bf16", "ring", "fp32"},   {"fp8e4m3", "ring", "fp32"}, {"int4", "ring", "fp32"},
-      {"sign1", "sign2", "fp32"}, {"none", "native", "bf16"},  {"randomk:0.01", "ring", "fp32"}};
+  const std::vector<KernelCase> element = {{"bf16", "ring", "fp32"},   {"fp8e4m3", "ring", "fp32"},
+                                           {"int4", "ring", "fp32"},   {"sign1", "sign2", "fp32"},
+                                           {"none", "native", "bf16"}, {"randomk:0.01", "ring", "fp32"}};
   // Top-k selection and PowerSGD's products are not streaming kernels: their work factors are the
   // 64 MiB measurement (fit); other sizes and topk:0.001 are held out.
-  const double rate = kGpuCodecKernelBwFraction * t.device.memory_bw_gbps * 1e3,
-               b64 = 64.0 * (1 << 20);
-  for (const auto& [codec, kernel] :
-       std::vector<std::pair<std::string, std::string>>{{"topk:0.01", "encode_ef"},
-                                                        {"topk:0.01", "encode"},
-                                                        {"powersgd:1", "encode"},
-                                                        {"powersgd:4", "encode"},
-                                                        {"powersgd:16", "encode"},
-                                                        {"powersgd:16", "decode"}}) {
+  const double rate = kGpuCodecKernelBwFraction * t.device.memory_bw_gbps * 1e3, b64 = 64.0 * (1 << 20);
+  for (const auto& [codec, kernel] : std::vector<std::pair<std::string, std::string>>{{"topk:0.01", "encode_ef"},
+                                                                                      {"topk:0.01", "encode"},
+                                                                                      {"powersgd:1", "encode"},
+                                                                                      {"powersgd:4", "encode"},
+                                                                                      {"powersgd:16", "encode"},
+                                                                                      {"powersgd:16", "decode"}}) {
     const double derived = (cal.KernelUs(kernel, codec, b64) - kGpuKernelLaunchUs) * rate / b64;
-    std::printf("work factor %-12s %-9s derived %.2f, local_model.cc %.2f\n", codec.c_str(),
-                kernel.c_str(), derived, KernelWorkFactor(kernel, ParseCodec(codec)));
-    EXPECT_NEAR(KernelWorkFactor(kernel, ParseCodec(codec)), derived, 0.02 * derived)
-        << codec << " " << kernel;
+    std::printf("work factor %-12s %-9s derived %.2f, local_model.cc %.2f\n", codec.c_str(), kernel.c_str(), derived,
+                KernelWorkFactor(kernel, ParseCodec(codec)));
+    EXPECT_NEAR(KernelWorkFactor(kernel, ParseCodec(codec)), derived, 0.02 * derived) << codec << " " << kernel;
   }
   const std::vector<KernelCase> other = {{"topk:0.01", "sparse", "fp32"},
                                          {"topk:0.001", "sparse", "fp32"},
@@ -388,13 +358,12 @@ TEST(CodecKernels, TheEstimateIsFittedOnTheH100CalibrationAndHeldOutOnOtherCodec
                                          {"powersgd:4", "powersgd", "fp32"},
                                          {"powersgd:16", "powersgd", "fp32"}};
   std::vector<double> held;
-  std::printf("%-14s %-9s %10s %12s %12s %8s\n", "codec", "role", "bucket", "measured_us",
-              "estimate_us", "error");
+  std::printf("%-14s %-9s %10s %12s %12s %8s\n", "codec", "role", "bucket", "measured_us", "estimate_us", "error");
   auto row = [&](const KernelCase& k, const char* role, double b) {
     const double m = MeasuredUs(cal, t, k, b), e = EstimateUs(t, k, b, kGpuCodecKernelBwFraction);
     std::printf("%-14s %-9s %9.0fM %12.1f %12.1f %+7.1f%%\n",
-                (k.codec + (k.precision != "fp32" ? "@" + k.precision : "")).c_str(), role,
-                b / (1 << 20), m, e, 100 * (e / m - 1));
+                (k.codec + (k.precision != "fp32" ? "@" + k.precision : "")).c_str(), role, b / (1 << 20), m, e,
+                100 * (e / m - 1));
     return e / m - 1;
   };
   for (const auto& k : fit)
@@ -408,20 +377,18 @@ TEST(CodecKernels, TheEstimateIsFittedOnTheH100CalibrationAndHeldOutOnOtherCodec
       const double e = row(k, fit_size ? "fit" : "held-out", b);
       if (!fit_size) held_other.push_back(std::fabs(e));
     }
-  std::printf("held-out: element codecs median |error| %.1f%%, top-k and PowerSGD %.1f%%\n",
-              100 * Median(held), 100 * Median(held_other));
+  std::printf("held-out: element codecs median |error| %.1f%%, top-k and PowerSGD %.1f%%\n", 100 * Median(held),
+              100 * Median(held_other));
   EXPECT_LT(Median(held), 0.25);
   EXPECT_LT(Median(held_other), 0.30);
 
   // The estimate this replaces: 85% of the datasheet bandwidth over the old pass counts (int4: 3.5
   // passes, P + 1 launches, no error feedback) came out 2.2x faster than the calibration.
   const double b = 64.0 * (1 << 20);
-  const double old =
-      (t.ranks() + 1) * kGpuKernelLaunchUs + 3.5 * b / (0.85 * t.device.memory_bw_gbps * 1e3);
+  const double old = (t.ranks() + 1) * kGpuKernelLaunchUs + 3.5 * b / (0.85 * t.device.memory_bw_gbps * 1e3);
   const double measured = MeasuredUs(cal, t, {"int4", "ring", "fp32"}, b);
   EXPECT_GT(measured / old, 2.0);
-  EXPECT_NEAR(EstimateUs(t, {"int4", "ring", "fp32"}, b, kGpuCodecKernelBwFraction) / measured, 1.0,
-              0.25);
+  EXPECT_NEAR(EstimateUs(t, {"int4", "ring", "fp32"}, b, kGpuCodecKernelBwFraction) / measured, 1.0, 0.25);
 }
 
 // ---- topologies and the command line ----------------------------------------------------------
@@ -463,11 +430,9 @@ TEST(Topology, StrictLoaderRefusesBadFiles) {
       replace("\"intra.latency_us\": ", "\"intra.other\": "),
       replace("\"count\": 8", "\"count\": 8.5e9"),
       // Validation figures live apart from model inputs now.
-      replace("\"nodes\": 1,",
-              "\"nodes\": 1, \"published\": {\"allreduce_busbw_intra_gbps\": 230},"),
+      replace("\"nodes\": 1,", "\"nodes\": 1, \"published\": {\"allreduce_busbw_intra_gbps\": 230},"),
   };
-  for (const auto& text : bad)
-    EXPECT_THROW(ParseTopology(text, "t.json"), InputError) << text.substr(0, 200);
+  for (const auto& text : bad) EXPECT_THROW(ParseTopology(text, "t.json"), InputError) << text.substr(0, 200);
   // NVLS changes the model: with it on, its source is required like every other input's.
   std::string nvls = replace("\"nvls\": false", "\"nvls\": true");
   EXPECT_NO_THROW(ParseTopology(nvls, "t.json"));
@@ -561,8 +526,8 @@ TEST(CostModel, ASlowSpineMakesDepthThreeWinForLargeMessagesAndTheFlatRingPaysIt
 int RunTune(const std::string& args, std::string* out, std::string* err) {
   // Per process: ctest runs the tests of this binary as parallel processes.
   const std::string base = ::testing::TempDir() + "/ciuic_tune_" + std::to_string(getpid());
-  const int status = std::system(
-      (std::string(CIUIC_TUNE_EXE) + " " + args + " >" + base + "_out 2>" + base + "_err").c_str());
+  const int status =
+      std::system((std::string(CIUIC_TUNE_EXE) + " " + args + " >" + base + "_out 2>" + base + "_err").c_str());
   *out = ReadText(base + "_out");
   *err = ReadText(base + "_err");
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
@@ -570,10 +535,9 @@ int RunTune(const std::string& args, std::string* out, std::string* err) {
 
 TEST(TuneCli, BadInputIsOneLineAndExitOne) {
   std::string out, err;
-  for (const char* args :
-       {"", "frobnicate", "model", "model --topology nope", "model --topology dgx_a100 --sizes 0",
-        "topologies --nodes -1", "model --topology dgx_a100 --bogus",
-        "model --topology cpu_local --nodes 3", "topologies --published /no/such.json"}) {
+  for (const char* args : {"", "frobnicate", "model", "model --topology nope", "model --topology dgx_a100 --sizes 0",
+                           "topologies --nodes -1", "model --topology dgx_a100 --bogus",
+                           "model --topology cpu_local --nodes 3", "topologies --published /no/such.json"}) {
     EXPECT_EQ(RunTune(args, &out, &err), 1) << args << ": " << err;
     EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << args << ": " << err;
   }

@@ -34,7 +34,7 @@ TEST(Fusion, TimesTheTransformerShapeAndSubtracts) {
   const double fused = std::stod(m[1]), unfused = std::stod(m[2]), saved = std::stod(m[3]);
   EXPECT_GT(fused, 0.0);
   EXPECT_GT(unfused, 0.0);
-  EXPECT_NEAR(saved, unfused - fused, 0.11);  // one decimal each
+  EXPECT_NEAR(saved, unfused - fused, 0.11);                  // one decimal each
   EXPECT_EQ(line.find("scaled"), std::string::npos) << line;  // 64 tokens: timed as they are
 }
 

@@ -14,7 +14,8 @@ namespace ciuic::testing_gate_cache {
 inline std::string CachePath() {
   std::error_code ec;
   const auto stamp = std::filesystem::last_write_time("/proc/self/exe", ec).time_since_epoch().count();
-  return std::string(CIUIC_TEST_BINARY_DIR) + "/gate_cache-" + std::to_string(static_cast<unsigned long long>(ec ? 0 : stamp)) + ".db";
+  return std::string(CIUIC_TEST_BINARY_DIR) + "/gate_cache-" +
+         std::to_string(static_cast<unsigned long long>(ec ? 0 : stamp)) + ".db";
 }
 
 // Copies the cached verdicts into the (new) study database `db_path`.

@@ -28,11 +28,11 @@ TEST(TimeCurve, InterpolatesLogLogAndScalesLinearlyOutside) {
   EXPECT_NEAR(c.Us(2000), 40, 1e-9);
   EXPECT_DOUBLE_EQ(c.Us(500), 5);     // constant rate below the first point
   EXPECT_DOUBLE_EQ(c.Us(8000), 320);  // and above the last
-  TimeCurve launch;  // a launch-bound GPU kernel: its fixed cost stays below the smallest point
+  TimeCurve launch;                   // a launch-bound GPU kernel: its fixed cost stays below the smallest point
   launch.Add(1 << 20, 7.0);
   launch.Add(4 << 20, 7.0);
   EXPECT_DOUBLE_EQ(launch.Us(64 << 10), 7.0);
-  c.Add(1000, 20);                    // a newer value of a point replaces it
+  c.Add(1000, 20);  // a newer value of a point replaces it
   EXPECT_DOUBLE_EQ(c.Us(1000), 20);
   EXPECT_EQ(c.points().size(), 2u);
 }
@@ -231,8 +231,9 @@ TEST(ReductionPrecision, OnlyTheLibrarysUncompressedAllreduceReducesIn16Bits) {
   EXPECT_GT(comm16, comm32 / 2);  // the latency terms stay
   EXPECT_LT(comm16, comm32 * 0.55);
   EXPECT_NEAR(BucketUs(f, t, bf16, b), comm16 + casts, 1e-6);
-  for (const PlanChoice& c : {PlanChoice{"none", 64 << 20, 1, "ring", "bf16"}, PlanChoice{"none", 64 << 20, 1, "hier", "fp16"},
-                              PlanChoice{"int8", 64 << 20, 1, "ring", "bf16"}, PlanChoice{"none", 64 << 20, 1, "rd", "fp16"}}) {
+  for (const PlanChoice& c :
+       {PlanChoice{"none", 64 << 20, 1, "ring", "bf16"}, PlanChoice{"none", 64 << 20, 1, "hier", "fp16"},
+        PlanChoice{"int8", 64 << 20, 1, "ring", "bf16"}, PlanChoice{"none", 64 << 20, 1, "rd", "fp16"}}) {
     PlanOf(c, t, &feasible);
     EXPECT_FALSE(feasible) << c.codec << " " << c.algo << " " << c.precision;
   }

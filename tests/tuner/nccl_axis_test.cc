@@ -70,9 +70,9 @@ struct FakeNccl {
       *failure = "NCCL: no algorithm available";
       return std::numeric_limits<double>::infinity();
     }
-    if (bytes == 32 * kKiB) return key == "tree/ll" ? 80 : 100;       // tree/ll wins clearly
-    if (bytes == 256 * kKiB) return key == "ring/ll128" ? 98 : 100;   // within 5%: NCCL's own stays
-    if (bytes == 4 * kMiB) return 100;                                // nothing better
+    if (bytes == 32 * kKiB) return key == "tree/ll" ? 80 : 100;      // tree/ll wins clearly
+    if (bytes == 256 * kKiB) return key == "ring/ll128" ? 98 : 100;  // within 5%: NCCL's own stays
+    if (bytes == 4 * kMiB) return 100;                               // nothing better
     // Large: ring/simple is best, and more so with 16 channels.
     if (key == "ring/simple, 16 channels") return 70;
     if (key == "ring/simple") return 90;
@@ -182,8 +182,8 @@ TEST(NcclAxis, WhereNcclDoesNotRunNothingIsWrittenAndTheProfileStays) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);
     const fs::path err = dir / "err.txt";
-    const int status = std::system(
-        (std::string(CIUIC_TUNE_EXE) + " nccl-axis " + c.args + " >/dev/null 2>" + err.string()).c_str());
+    const int status =
+        std::system((std::string(CIUIC_TUNE_EXE) + " nccl-axis " + c.args + " >/dev/null 2>" + err.string()).c_str());
     ASSERT_TRUE(WIFEXITED(status));
     EXPECT_EQ(WEXITSTATUS(status), 1);
     const std::string text = ReadTextFile(err.string(), "stderr");

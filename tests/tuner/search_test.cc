@@ -99,7 +99,8 @@ TEST(Search, AConditionalSpaceNeverProposesAnInvalidPoint) {
     if (strategy == "grid") {
       EXPECT_EQ(r.trials.size(), s.ValidSize());
     }
-    for (const auto& trial : r.trials) EXPECT_TRUE(std::isfinite(trial.score)) << strategy << " " << s.Describe(trial.point);
+    for (const auto& trial : r.trials)
+      EXPECT_TRUE(std::isfinite(trial.score)) << strategy << " " << s.Describe(trial.point);
   }
   SearchSpace none = s;
   none.valid = [](const Point&) { return false; };
@@ -109,11 +110,12 @@ TEST(Search, AConditionalSpaceNeverProposesAnInvalidPoint) {
 // The codec's parameter and hier's depth are axes of their own, each where it applies: exactly the
 // documented values, no configuration twice, nothing the runtime does not offer.
 TEST(PlanSpace, OffersExactlyTheDocumentedRatiosRanksAndDepthsAndEachConfigurationOnce) {
-  EXPECT_EQ(PlanSpaceCodecs(),
-            (std::vector<std::string>{"none", "bf16", "fp16", "fp8e4m3", "int8", "int4", "sign1", "randomk:0.1",
-                                      "randomk:0.05", "randomk:0.01", "randomk:0.001", "topk:0.1", "topk:0.05",
-                                      "topk:0.01", "topk:0.001", "powersgd:1", "powersgd:2", "powersgd:4",
-                                      "powersgd:8", "powersgd:16", "powersgd:32"}));
+  EXPECT_EQ(
+      PlanSpaceCodecs(),
+      (std::vector<std::string>{
+          "none",        "bf16",         "fp16",         "fp8e4m3",       "int8",       "int4",        "sign1",
+          "randomk:0.1", "randomk:0.05", "randomk:0.01", "randomk:0.001", "topk:0.1",   "topk:0.05",   "topk:0.01",
+          "topk:0.001",  "powersgd:1",   "powersgd:2",   "powersgd:4",    "powersgd:8", "powersgd:16", "powersgd:32"}));
   for (const auto& [name, nodes, spine] :
        {std::tuple{"cluster_lab_racks", 0, true}, std::tuple{"cluster_lab_racks", 2, false},
         std::tuple{"dgx_a100", 4, false}}) {
@@ -142,7 +144,9 @@ TEST(PlanSpace, OffersExactlyTheDocumentedRatiosRanksAndDepthsAndEachConfigurati
       }
       const std::string d = s.Describe(p);
       // Describe names the parameter and the depth only where they apply.
-      EXPECT_EQ(d.find("ratio=") != std::string::npos, c.codec.rfind("topk", 0) == 0 || c.codec.rfind("randomk", 0) == 0) << d;
+      EXPECT_EQ(d.find("ratio=") != std::string::npos,
+                c.codec.rfind("topk", 0) == 0 || c.codec.rfind("randomk", 0) == 0)
+          << d;
       EXPECT_EQ(d.find("rank=") != std::string::npos, c.codec.rfind("powersgd", 0) == 0) << d;
       EXPECT_EQ(d.find("depth=") != std::string::npos, spine && c.algo == "hier") << d;
     }
@@ -162,7 +166,8 @@ TEST(PlanSpace, OffersExactlyTheDocumentedRatiosRanksAndDepthsAndEachConfigurati
     EXPECT_EQ(TargetRuns(target, {"none", 1 << 20, 1, "hier", "fp32", 3, 2}), target == "ciuic") << target;
   // PowerSGD's warm-start Q grows with the rank; the ratio leaves top-k's state alone.
   const Workload w = LoadWorkload("resnet50");
-  EXPECT_LT(CommStateBytes({"powersgd:1", 1 << 25, 1, "ring"}, w, 8), CommStateBytes({"powersgd:32", 1 << 25, 1, "ring"}, w, 8));
+  EXPECT_LT(CommStateBytes({"powersgd:1", 1 << 25, 1, "ring"}, w, 8),
+            CommStateBytes({"powersgd:32", 1 << 25, 1, "ring"}, w, 8));
   EXPECT_EQ(CommStateBytes({"none", 1 << 25, 1, "hier", "fp32", 3, 2}, w, 8),
             CommStateBytes({"none", 1 << 25, 1, "hier", "fp32", 2}, w, 8));
 }
@@ -194,7 +199,8 @@ TEST(Search, EveryStrategyStaysInTheSpaceOfAThreeLevelTopology) {
       EXPECT_EQ(r.trials.size(), 100u) << strategy;
     }
     EXPECT_GT(deep, 0) << strategy << " never tried depth 3";
-    for (const auto& trial : r.trials) EXPECT_TRUE(std::isfinite(trial.score)) << strategy << " " << s.Describe(trial.point);
+    for (const auto& trial : r.trials)
+      EXPECT_TRUE(std::isfinite(trial.score)) << strategy << " " << s.Describe(trial.point);
   }
 }
 

@@ -24,12 +24,12 @@
 #include "core/error.h"
 #include "core/sizes.h"
 #include "kernels/codec_spec.h"
+#include "tests/tuner/gate_cache.h"
 #include "tuner/calibrate.h"
+#include "tuner/exports/exports.h"
 #include "tuner/gate.h"
 #include "tuner/plan_space.h"
-#include "tuner/exports/exports.h"
 #include "tuner/study.h"
-#include "tests/tuner/gate_cache.h"
 #include "tuner/workload.h"
 
 namespace ciuic {
@@ -139,7 +139,10 @@ TEST_F(Study, AccumulationIsPricedGatedAndSuggestedOnlyWhereTheGatePassed) {
     g.tolerance = o.gate_tolerance;
     g.accumulation_steps = k;
     Statement(db.handle(), "UPDATE gate_results SET passed = ? WHERE codec = ? AND config = ?")
-        .Bind(1, int64_t{passed}).Bind(2, a.codec).Bind(3, GateConfigKey(g)).Step();
+        .Bind(1, int64_t{passed})
+        .Bind(2, a.codec)
+        .Bind(3, GateConfigKey(g))
+        .Step();
   };
   // Planted verdicts: only k = 2 passes, then both; a failed k is never suggested.
   const auto suggested = [&](bool two, bool four) {
@@ -150,8 +153,8 @@ TEST_F(Study, AccumulationIsPricedGatedAndSuggestedOnlyWhereTheGatePassed) {
   EXPECT_EQ(suggested(false, false).accumulation.steps, 1);
   const Profile only2 = suggested(true, false);
   EXPECT_EQ(only2.accumulation.steps, 2);
-  EXPECT_DOUBLE_EQ(only2.accumulation.Gain(), only2.accumulation.candidates[0].step_us /
-                                                  only2.accumulation.candidates[1].step_us);
+  EXPECT_DOUBLE_EQ(only2.accumulation.Gain(),
+                   only2.accumulation.candidates[0].step_us / only2.accumulation.candidates[1].step_us);
   const Profile both = suggested(true, true);
   EXPECT_EQ(both.accumulation.steps, 4);
   const std::string ds = ExportProfile(both, "deepspeed"), ddp = ExportProfile(both, "ddp");
@@ -241,7 +244,7 @@ TEST_F(Study, AClusterTopologyTakesItsLinksFromACalibrationUnderItsLauncher) {
   const double big = 64.0 * (1 << 20);
   LinkSamples s;
   s[{2, 4096}] = {5.0};
-  s[{2, 64u << 20}] = {5.0 + big / 8e3};   // 8 GB/s within a host
+  s[{2, 64u << 20}] = {5.0 + big / 8e3};  // 8 GB/s within a host
   s[{4, 4096}] = {80.0};
   s[{4, 64u << 20}] = {80.0 + big / 10.0};  // 0.01 GB/s between hosts
   StoreLinkMedians(cal_db, s);
@@ -251,7 +254,8 @@ TEST_F(Study, AClusterTopologyTakesItsLinksFromACalibrationUnderItsLauncher) {
   o.calibration_db = cal_db;
   const TuneResult r = RunStudy(o, log_);
   const std::string log = log_.str();
-  EXPECT_NE(log.find("links: calibrated in " + cal_db + ": within a host 8.00 GB/s, 5.0 us; between hosts 0.010 GB/s "
+  EXPECT_NE(log.find("links: calibrated in " + cal_db +
+                     ": within a host 8.00 GB/s, 5.0 us; between hosts 0.010 GB/s "
                      "per host (0.08 Gb/s), 80.0 us"),
             std::string::npos)
       << log;
@@ -356,11 +360,19 @@ TEST_F(Study, ProfilesAreReadStrictly) {
   const std::string ok = s.str();
   EXPECT_NO_THROW(ParseProfile(ok, "p.json"));
   auto swap = [&](const std::string& from, const std::string& to) { return ReplaceOnce(ok, from, to); };
-  for (const std::string& bad : {swap("ciuic.profile/1", "ciuic.profile/2"), swap("\"op\": \"allreduce\"", "\"op\": \"alltoall\""),
-                                 swap("\"precision\": \"fp32\"", "\"precision\": \"fp64\""),
-                                 swap("\"workload\":", "\"extra\": 1, \"workload\":"), std::string("{}"), std::string("")})
+  for (const std::string& bad :
+       {swap("ciuic.profile/1", "ciuic.profile/2"), swap("\"op\": \"allreduce\"", "\"op\": \"alltoall\""),
+        swap("\"precision\": \"fp32\"", "\"precision\": \"fp64\""),
+        swap("\"workload\":", "\"extra\": 1, \"workload\":"), std::string("{}"), std::string("")})
     EXPECT_THROW(ParseProfile(bad, "p.json"), InputError);
-  EXPECT_THROW(RunStudy([&] { auto o = Options("dgx_a100", 1); o.mode = "measure"; return o; }(), log_), UsageError);
+  EXPECT_THROW(RunStudy(
+                   [&] {
+                     auto o = Options("dgx_a100", 1);
+                     o.mode = "measure";
+                     return o;
+                   }(),
+                   log_),
+               UsageError);
 }
 
 }  // namespace
@@ -380,13 +392,16 @@ TEST_F(Study, AnOlderCalibrationDatabaseIsReadWithoutBeingMigrated) {
   const std::string db = (dir_ / "old_cal.db").string();
   {
     Database d(db);  // today's schema, turned back into version 2 with two calibration rows
-    d.Exec("DROP TABLE validations; DROP TABLE calibrations; ALTER TABLE studies DROP COLUMN constraints; "
-           "ALTER TABLE trials DROP COLUMN reason; "
-           "CREATE TABLE calibrations (id INTEGER PRIMARY KEY, created TEXT NOT NULL, device TEXT NOT NULL, "
-           "kernel TEXT NOT NULL, codec TEXT NOT NULL, gbps REAL NOT NULL); "
-           "INSERT INTO calibrations (created, device, kernel, codec, gbps) VALUES ('t', 'cuda:NVIDIA H100', 'encode', 'int8', 400); "
-           "INSERT INTO calibrations (created, device, kernel, codec, gbps) VALUES ('t', 'cpu:x', 'encode', 'int8', 12.5); "
-           "PRAGMA user_version=2; PRAGMA wal_checkpoint(TRUNCATE);");
+    d.Exec(
+        "DROP TABLE validations; DROP TABLE calibrations; ALTER TABLE studies DROP COLUMN constraints; "
+        "ALTER TABLE trials DROP COLUMN reason; "
+        "CREATE TABLE calibrations (id INTEGER PRIMARY KEY, created TEXT NOT NULL, device TEXT NOT NULL, "
+        "kernel TEXT NOT NULL, codec TEXT NOT NULL, gbps REAL NOT NULL); "
+        "INSERT INTO calibrations (created, device, kernel, codec, gbps) VALUES ('t', 'cuda:NVIDIA H100', 'encode', "
+        "'int8', 400); "
+        "INSERT INTO calibrations (created, device, kernel, codec, gbps) VALUES ('t', 'cpu:x', 'encode', 'int8', "
+        "12.5); "
+        "PRAGMA user_version=2; PRAGMA wal_checkpoint(TRUNCATE);");
   }
   const std::string before = FileBytes(db);
   const Calibration cpu = LoadCalibration(db, "cpu:x");
@@ -417,7 +432,8 @@ TEST_F(Study, CalibrateStoresKernelCurvesPerSizeAndAStudyWithoutALinkSaysSo) {
   StoreCrossoverPoints(db, CalibrationDevice(false), "mpi", 8, {x});
   const Calibration cal = LoadCalibration(db, CalibrationDevice(false));
   EXPECT_EQ(cal.concurrency, 2);
-  for (const auto& [key, curve] : cal.kernels) EXPECT_EQ(key.first.rfind("crossover", 0), std::string::npos) << key.first;
+  for (const auto& [key, curve] : cal.kernels)
+    EXPECT_EQ(key.first.rfind("crossover", 0), std::string::npos) << key.first;
   EXPECT_TRUE(cal.Has("int8"));
   for (const char* k : {"encode", "encode_ef", "decode", "decode_acc", "hop"}) {
     ASSERT_TRUE(cal.kernels.count({k, "int8"})) << k;
@@ -720,7 +736,8 @@ void ExpectExportAgrees(const Profile& p, const std::string& format) {
       if (&r == &big || (r.algo == big.algo && r.codec == big.codec && r.precision == big.precision)) continue;
       EXPECT_TRUE(Listed(lost, fmt::format("band [{}, {}): {} codec {} in {}", FormatSize(r.min_bytes),
                                            FormatSize(r.max_bytes), r.algo, r.codec, r.precision)))
-          << r.min_bytes << "\n" << text;
+          << r.min_bytes << "\n"
+          << text;
     }
   };
   for (const auto& l : lost) EXPECT_NE(text.find(l), std::string::npos) << l;
@@ -771,21 +788,22 @@ void ExpectExportAgrees(const Profile& p, const std::string& format) {
       EXPECT_EQ(text.find("\nexport "), std::string::npos) << text;  // no line sets a variable
     }
     for (const auto& r : p.rules) {
-      const std::string band = fmt::format("band [{}, {})", FormatSize(r.min_bytes),
-                                           r.max_bytes ? FormatSize(r.max_bytes) : "inf");
+      const std::string band =
+          fmt::format("band [{}, {})", FormatSize(r.min_bytes), r.max_bytes ? FormatSize(r.max_bytes) : "inf");
       const bool own = r.algo == "nccl" && r.codec == "none" && r.precision == "fp32";
       EXPECT_NE(text.find(fmt::format("{}: {} codec {} in {}: {}", band, r.algo, r.codec, r.precision,
                                       r.nccl.measured ? "NCCL " + DescribeNcclSettings(r.nccl)
                                       : own           ? std::string("NCCL's own allreduce, left alone")
                                                       : std::string("not NCCL's to run"))),
                 std::string::npos)
-          << band << "\n" << text;
+          << band << "\n"
+          << text;
       EXPECT_EQ(Listed(lost, band + ": codec " + r.codec), r.codec != "none") << band;
       EXPECT_EQ(Listed(lost, band + ": reduction in " + r.precision), r.precision != "fp32") << band;
       EXPECT_EQ(Listed(lost, band + ": algorithm " + r.algo), r.algo != "nccl") << band;
-      const bool per_size = r.nccl.measured && ((!r.nccl.algo.empty() && algo.empty()) ||
-                                                (!r.nccl.proto.empty() && proto.empty()) ||
-                                                (r.nccl.channels && ctas.empty()) || r.nccl.chunk_bytes);
+      const bool per_size =
+          r.nccl.measured && ((!r.nccl.algo.empty() && algo.empty()) || (!r.nccl.proto.empty() && proto.empty()) ||
+                              (r.nccl.channels && ctas.empty()) || r.nccl.chunk_bytes);
       EXPECT_EQ(Listed(lost, band + ": measured NCCL"), per_size) << band;
     }
     EXPECT_EQ(Listed(lost, "rules for communicators of"), !p.communicators.empty());
@@ -801,12 +819,13 @@ void ExpectExportAgrees(const Profile& p, const std::string& format) {
       for (const auto& r : *rules) {
         // Applied exactly where NCCL measured it, with the measured settings.
         const std::string says = r.nccl.measured ? "NCCL " + DescribeNcclSettings(r.nccl) : "left to NCCL";
-        EXPECT_NE(text.find(fmt::format("{} [{}, {}) {}, codec {}, {} -> {}", r.op, FormatSize(r.min_bytes),
-                                        r.max_bytes ? FormatSize(r.max_bytes) : "inf", r.algo, r.codec, r.precision,
-                                        says),
-                            at),
-                  std::string::npos)
-            << r.min_bytes << "\n" << text;
+        EXPECT_NE(
+            text.find(fmt::format("{} [{}, {}) {}, codec {}, {} -> {}", r.op, FormatSize(r.min_bytes),
+                                  r.max_bytes ? FormatSize(r.max_bytes) : "inf", r.algo, r.codec, r.precision, says),
+                      at),
+            std::string::npos)
+            << r.min_bytes << "\n"
+            << text;
       }
     }
     for (const auto& r : p.rules) {
@@ -817,14 +836,14 @@ void ExpectExportAgrees(const Profile& p, const std::string& format) {
           << r.min_bytes;
     }
   } else if (format == "ddp") {
-    const bool builtin = k == CodecKind::kNone || k == CodecKind::kFp16 || k == CodecKind::kBf16 ||
-                         k == CodecKind::kPowerSgd;
+    const bool builtin =
+        k == CodecKind::kNone || k == CodecKind::kFp16 || k == CodecKind::kBf16 || k == CodecKind::kPowerSgd;
     if (!builtin) {  // ciuic's hook: every band, per bucket
       EXPECT_NE(text.find("ciuic.torch.comm_hook(CIUIC_PROFILE"), std::string::npos);
       for (const auto& r : p.rules)
-        EXPECT_NE(text.find(fmt::format("{} codec {} in {}, pieces of {} B", r.algo, r.codec, r.precision,
-                                        r.bucket_bytes)),
-                  std::string::npos)
+        EXPECT_NE(
+            text.find(fmt::format("{} codec {} in {}, pieces of {} B", r.algo, r.codec, r.precision, r.bucket_bytes)),
+            std::string::npos)
             << r.min_bytes;
     } else {
       EXPECT_EQ(ExportValue(text, "bucket_cap_mb").substr(0, ExportValue(text, "bucket_cap_mb").find(')')),
@@ -832,8 +851,9 @@ void ExpectExportAgrees(const Profile& p, const std::string& format) {
       const std::string hook = big.precision == "fp16" || (big.precision == "fp32" && k == CodecKind::kFp16)
                                    ? "default_hooks.fp16_compress_hook"
                                : big.precision == "bf16" || k == CodecKind::kBf16 ? "default_hooks.bf16_compress_hook"
-                               : k == CodecKind::kPowerSgd ? fmt::format("matrix_approximation_rank={}", ParseCodec(big.codec).rank)
-                                                           : "DDP's default hook";
+                               : k == CodecKind::kPowerSgd
+                                   ? fmt::format("matrix_approximation_rank={}", ParseCodec(big.codec).rank)
+                                   : "DDP's default hook";
       EXPECT_NE(text.find(hook), std::string::npos) << hook << "\n" << text;
       bands_beside_largest_listed();
     }
@@ -884,8 +904,9 @@ TEST_F(Study, StudyRowsProfileAndEveryExportAgreeFieldByField) {
   EXPECT_EQ(p.study_id, r.study_id);
   bool lossy = false;
   Database db(o.db);
-  Statement rows(db.handle(), "SELECT op, min_bytes, max_bytes, config, predicted_us FROM best_configs WHERE "
-                              "study_id = ? AND topology_fingerprint = ? ORDER BY min_bytes");
+  Statement rows(db.handle(),
+                 "SELECT op, min_bytes, max_bytes, config, predicted_us FROM best_configs WHERE "
+                 "study_id = ? AND topology_fingerprint = ? ORDER BY min_bytes");
   rows.Bind(1, r.study_id).Bind(2, p.fingerprint);
   for (const ProfileRule& rule : p.rules) {
     SCOPED_TRACE(rule.min_bytes);
@@ -909,10 +930,10 @@ TEST_F(Study, StudyRowsProfileAndEveryExportAgreeFieldByField) {
   // The shipped profiles and a mixed fixture (bf16 band, sign1 above 256M) too.
   // NCCL's own settings measured per band (and a tensor-parallel communicator's rules) in fixtures:
   // there is no GPU here to measure them.
-  for (const char* file : {"/profiles/dgx_a100.profile.json", "/profiles/dgx_h100.profile.json",
-                           "/tests/data/profiles/dgx_a100_mixed.profile.json",
-                           "/tests/data/profiles/dgx_h100_nccl_measured.profile.json",
-                           "/tests/data/profiles/dgx_h100_nccl_ring_everywhere.profile.json"}) {
+  for (const char* file :
+       {"/profiles/dgx_a100.profile.json", "/profiles/dgx_h100.profile.json",
+        "/tests/data/profiles/dgx_a100_mixed.profile.json", "/tests/data/profiles/dgx_h100_nccl_measured.profile.json",
+        "/tests/data/profiles/dgx_h100_nccl_ring_everywhere.profile.json"}) {
     SCOPED_TRACE(file);
     const Profile shipped = LoadProfile(std::string(CIUIC_SOURCE_DIR) + file);
     for (const auto& format : ExportFormats()) ExpectExportAgrees(shipped, format);

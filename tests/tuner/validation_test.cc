@@ -17,9 +17,9 @@
 #include "collectives/profile.h"
 #include "core/database.h"
 #include "core/error.h"
+#include "tests/tuner/gate_cache.h"
 #include "tuner/bench_runner.h"
 #include "tuner/study.h"
-#include "tests/tuner/gate_cache.h"
 #include "tuner/topology.h"
 #include "tuner/workload.h"
 
@@ -67,18 +67,15 @@ TEST(Validation, ProfileValuesAreRefusedWithTheirJsonPath) {
        "profile.rules[0].bucket_bytes: 1 is below the smallest allowed size, 4096 (4K)"},
       {"float streams", [](json& j) { j["rules"][1]["streams"] = 2.5; },
        "profile.rules[1].streams: 2.5 is not a whole number"},
-      {"streams range", [](json& j) { j["rules"][1]["streams"] = 65; },
-       "profile.rules[1].streams: 65 is not in 1..64"},
+      {"streams range", [](json& j) { j["rules"][1]["streams"] = 65; }, "profile.rules[1].streams: 65 is not in 1..64"},
       {"string streams", [](json& j) { j["rules"][1]["streams"] = "4"; },
        "profile.rules[1].streams: \"4\" is a string, not a whole number"},
       {"overlapping bands", [](json& j) { j["rules"][2]["min_bytes"] = 512 * 1024; },
        "profile.rules[2]: band [524288, 16777216) overlaps profile.rules[1]'s [65536, 1048576)"},
       {"duplicate band", [](json& j) { j["rules"].push_back(j["rules"][0]); },
        "profile.rules[5]: band [0, 65536) overlaps profile.rules[0]'s [0, 65536)"},
-      {"missing field", [](json& j) { j["rules"][0].erase("gate"); },
-       "profile.rules[0].gate: required but missing"},
-      {"missing section", [](json& j) { j.erase("topology"); },
-       "profile.topology: required but missing"},
+      {"missing field", [](json& j) { j["rules"][0].erase("gate"); }, "profile.rules[0].gate: required but missing"},
+      {"missing section", [](json& j) { j.erase("topology"); }, "profile.topology: required but missing"},
       {"unknown key", [](json& j) { j["rules"][3]["speed"] = 1; },
        "profile.rules[3].speed: unknown key (known: op min_bytes max_bytes algo codec streams "
        "bucket_bytes "
@@ -99,8 +96,7 @@ TEST(Validation, ProfileValuesAreRefusedWithTheirJsonPath) {
        "profile.rules[0].min_bytes: -1 is not a size (a byte count >= 0)"},
       {"rules not a list", [](json& j) { j["rules"] = json::object(); },
        "profile.rules: {} is an object, not an array"},
-      {"no rules", [](json& j) { j["rules"] = json::array(); },
-       "profile.rules: a profile needs at least one rule"},
+      {"no rules", [](json& j) { j["rules"] = json::array(); }, "profile.rules: a profile needs at least one rule"},
       {"depth without hier", [](json& j) { j["rules"][0]["hierarchy_depth"] = 2; },
        "profile.rules[0].hierarchy_depth: 2 does not fit algo nccl (depth 2 or 3 is hier's, 1 "
        "every other's)"},
@@ -112,29 +108,22 @@ TEST(Validation, ProfileValuesAreRefusedWithTheirJsonPath) {
   for (const auto& c : cases) {
     json j = good;
     c.edit(j);
-    EXPECT_EQ(Refusal([&] { ParseProfile(j.dump(), "p.json"); }),
-              std::string("p.json: ") + c.message)
-        << c.name;
+    EXPECT_EQ(Refusal([&] { ParseProfile(j.dump(), "p.json"); }), std::string("p.json: ") + c.message) << c.name;
   }
   // Not JSON at all: where, never the library's text.
   EXPECT_EQ(Refusal([&] { ParseProfile("{\"schema\": ", "p.json"); }),
             "p.json: not valid JSON (syntax error at byte 12)");
-  EXPECT_EQ(Refusal([&] { ParseProfile("", "p.json"); }),
-            "p.json: not valid JSON (the file is empty)");
-  EXPECT_EQ(Refusal([&] { ParseProfile("[1]", "p.json"); }),
-            "p.json: profile: [1] is an array, not an object");
+  EXPECT_EQ(Refusal([&] { ParseProfile("", "p.json"); }), "p.json: not valid JSON (the file is empty)");
+  EXPECT_EQ(Refusal([&] { ParseProfile("[1]", "p.json"); }), "p.json: profile: [1] is an array, not an object");
 }
 
 TEST(Validation, TopologyValuesAreRefusedWithTheirJsonPath) {
   const json good = Builtin("topologies/dgx_h100.json");
   ASSERT_NO_THROW(ParseTopology(good.dump(), "t.json"));
   const JsonCase cases[] = {
-      {"float nodes", [](json& j) { j["nodes"] = 1.5; },
-       "topology.nodes: 1.5 is not a whole number"},
-      {"huge nodes", [](json& j) { j["nodes"] = 100000000; },
-       "topology.nodes: 100000000 is not in 1..100000"},
-      {"missing nic field", [](json& j) { j["nics"].erase("gbps"); },
-       "topology.nics.gbps: required but missing"},
+      {"float nodes", [](json& j) { j["nodes"] = 1.5; }, "topology.nodes: 1.5 is not a whole number"},
+      {"huge nodes", [](json& j) { j["nodes"] = 100000000; }, "topology.nodes: 100000000 is not in 1..100000"},
+      {"missing nic field", [](json& j) { j["nics"].erase("gbps"); }, "topology.nics.gbps: required but missing"},
       {"bad fabric", [](json& j) { j["intra"]["fabric"] = "warp"; },
        "topology.intra.fabric: \"warp\" is not one of nvswitch nvlink pcie shm"},
       {"bool as number", [](json& j) { j["intra"]["nvls"] = 1; },
@@ -155,9 +144,7 @@ TEST(Validation, TopologyValuesAreRefusedWithTheirJsonPath) {
   for (const auto& c : cases) {
     json j = good;
     c.edit(j);
-    EXPECT_EQ(Refusal([&] { ParseTopology(j.dump(), "t.json"); }),
-              std::string("t.json: ") + c.message)
-        << c.name;
+    EXPECT_EQ(Refusal([&] { ParseTopology(j.dump(), "t.json"); }), std::string("t.json: ") + c.message) << c.name;
   }
   EXPECT_THROW(LoadTopology("dgx_h100", 100000000), UsageError);
 }
@@ -182,15 +169,12 @@ TEST(Validation, WorkloadValuesAreRefusedWithTheirJsonPath) {
        "workload.tensors[0].dtype: unknown key (known: name shape forward_flops)"},
       {"no tensors", [](json& j) { j["tensors"] = json::array(); },
        "workload.tensors: a workload needs at least one tensor"},
-      {"order", [](json& j) { j["order"] = "forward"; },
-       "workload.order: \"forward\" is not one of backward"},
+      {"order", [](json& j) { j["order"] = "forward"; }, "workload.order: \"forward\" is not one of backward"},
   };
   for (const auto& c : cases) {
     json j = good;
     c.edit(j);
-    EXPECT_EQ(Refusal([&] { ParseWorkload(j.dump(), "w.json"); }),
-              std::string("w.json: ") + c.message)
-        << c.name;
+    EXPECT_EQ(Refusal([&] { ParseWorkload(j.dump(), "w.json"); }), std::string("w.json: ") + c.message) << c.name;
   }
 }
 
@@ -284,8 +268,7 @@ TEST_F(Resume, AnInterruptedCpuLocalStudyResumes) {
   const TuneResult b = RunStudy(Options(), again);
   EXPECT_EQ(b.study_id, a.study_id) << again.str();
   EXPECT_EQ(b.reused, 6);
-  EXPECT_NE(again.str().find(fmt::format("study {}: resuming, 6 trial(s) stored", a.study_id)),
-            std::string::npos)
+  EXPECT_NE(again.str().find(fmt::format("study {}: resuming, 6 trial(s) stored", a.study_id)), std::string::npos)
       << again.str();
   EXPECT_EQ(Count("1", a.study_id), stored);  // the rest appended again, none written over a stored one
   Database db(Options().db);
@@ -307,14 +290,13 @@ printf '{"results": [{"size_bytes": %s, "time_p50_us": 100}]}' "$size" > "$out"
   o.mode = "measure";
   o.budget = 40;  // random: every streams value is drawn
   const TuneResult r = RunStudy(o, log_);
-  const int64_t failed = Count(
-      "status = 'failed' AND reason LIKE '%--streams 2: killed by signal 9 (Killed)%'", r.study_id);
+  const int64_t failed =
+      Count("status = 'failed' AND reason LIKE '%--streams 2: killed by signal 9 (Killed)%'", r.study_id);
   EXPECT_GT(failed, 0) << log_.str();
   EXPECT_EQ(Count("status = 'failed'", r.study_id), failed);
   EXPECT_EQ(Count("status = 'infeasible' AND config LIKE '%streams=2%'", r.study_id), 0);
   EXPECT_GT(Count("status = 'ok'", r.study_id), 0);
-  EXPECT_NE(log_.str().find("stored as a failed trial; the study goes on"), std::string::npos)
-      << log_.str();
+  EXPECT_NE(log_.str().find("stored as a failed trial; the study goes on"), std::string::npos) << log_.str();
   EXPECT_EQ(DescribeExit(9), "killed by signal 9 (Killed)");
   EXPECT_EQ(DescribeExit(2 << 8), "exit 2");
 }
@@ -370,8 +352,7 @@ printf '{"results": [{"size_bytes": %s, "time_p50_us": %s}]}' "$size" "$t" > "$o
 // ciuic-tune: a bad option value is one line naming the option and the value, exit 1.
 int RunTune(const std::string& args, std::string* err) {
   const std::string base = ::testing::TempDir() + "/ciuic_tune_v" + std::to_string(getpid());
-  const int status = std::system(
-      (std::string(CIUIC_TUNE_EXE) + " " + args + " >/dev/null 2>" + base + "_err").c_str());
+  const int status = std::system((std::string(CIUIC_TUNE_EXE) + " " + args + " >/dev/null 2>" + base + "_err").c_str());
   *err = Slurp(base + "_err");
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }

@@ -1,6 +1,7 @@
 // ddp: PyTorch DistributedDataParallel. When the largest band's codec has a PyTorch built-in hook
 // (none, fp16, bf16, powersgd), PyTorch's own hook stays, with ciuic's per-band hook (the ciuic
-// runtime on CPU or CUDA buckets) as a commented alternative when the bands differ. Otherwise python/ciuic's comm hook is the export: it applies each band's rule per bucket.
+// runtime on CPU or CUDA buckets) as a commented alternative when the bands differ. Otherwise python/ciuic's comm hook
+// is the export: it applies each band's rule per bucket.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -27,7 +28,8 @@ std::string BuiltinBody(const Profile& p, const std::string& head) {
   out += "from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook\n";
   out += "from torch.nn.parallel import DistributedDataParallel as DDP\n\n";
   out += fmt::format("model = DDP(model, bucket_cap_mb={})\n", std::max<uint64_t>(1, big.bucket_bytes >> 20));
-  const char* bf16_note = "# bf16_compress_hook: PyTorch requires CUDA 11+ and NCCL 2.10+ for it (refused on CPU/gloo)\n";
+  const char* bf16_note =
+      "# bf16_compress_hook: PyTorch requires CUDA 11+ and NCCL 2.10+ for it (refused on CPU/gloo)\n";
   if (big.precision == "fp16") {  // the hook is exactly this: ÷ world size, cast, NCCL fp16 allreduce, cast back
     out += "model.register_comm_hook(None, default_hooks.fp16_compress_hook)\n";
   } else if (big.precision == "bf16") {
@@ -35,11 +37,14 @@ std::string BuiltinBody(const Profile& p, const std::string& head) {
     out += "model.register_comm_hook(None, default_hooks.bf16_compress_hook)\n";
   } else {
     if (codec.kind == CodecKind::kFp16 || codec.kind == CodecKind::kBf16)
-      out += fmt::format("# closest built-in to codec {}: the hook sums in {} inside NCCL where the ciuic ring "
-                         "accumulates each hop in fp32\n",
-                         big.codec, big.codec);
+      out += fmt::format(
+          "# closest built-in to codec {}: the hook sums in {} inside NCCL where the ciuic ring "
+          "accumulates each hop in fp32\n",
+          big.codec, big.codec);
     switch (codec.kind) {
-      case CodecKind::kFp16: out += "model.register_comm_hook(None, default_hooks.fp16_compress_hook)\n"; break;
+      case CodecKind::kFp16:
+        out += "model.register_comm_hook(None, default_hooks.fp16_compress_hook)\n";
+        break;
       case CodecKind::kBf16:
         out += bf16_note;
         out += "model.register_comm_hook(None, default_hooks.bf16_compress_hook)\n";
@@ -51,11 +56,14 @@ std::string BuiltinBody(const Profile& p, const std::string& head) {
             "model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)\n",
             codec.rank);
         break;
-      case CodecKind::kNone: out += "# uncompressed allreduce: DDP's default hook\n"; break;
+      case CodecKind::kNone:
+        out += "# uncompressed allreduce: DDP's default hook\n";
+        break;
       default:
-        out += fmt::format("# codec {} has no PyTorch built-in hook: the uncompressed default stays; "
-                           "the ciuic runtime (C API) applies it\n",
-                           big.codec);
+        out += fmt::format(
+            "# codec {} has no PyTorch built-in hook: the uncompressed default stays; "
+            "the ciuic runtime (C API) applies it\n",
+            big.codec);
     }
   }
   bool uniform = true;
@@ -63,11 +71,16 @@ std::string BuiltinBody(const Profile& p, const std::string& head) {
     uniform = uniform && r.algo == big.algo && r.codec == big.codec && r.precision == big.precision;
   if (!uniform) {
     const std::string path = Quoted(ProfilePathForExport(p));
-    out += "# Every size band per bucket instead (the ciuic runtime: CPU buckets over gloo, CUDA buckets over NCCL):\n"
-           "#   import ciuic.torch  # PYTHONPATH=<ciuic>/python\n"
-           "#   model = DDP(module, **ciuic.torch.ddp_kwargs(" + path + "))\n"
-           "#   state, hook = ciuic.torch.comm_hook(" + path + ", module=module)\n"
-           "#   model.register_comm_hook(state, hook)\n";
+    out +=
+        "# Every size band per bucket instead (the ciuic runtime: CPU buckets over gloo, CUDA buckets over NCCL):\n"
+        "#   import ciuic.torch  # PYTHONPATH=<ciuic>/python\n"
+        "#   model = DDP(module, **ciuic.torch.ddp_kwargs(" +
+        path +
+        "))\n"
+        "#   state, hook = ciuic.torch.comm_hook(" +
+        path +
+        ", module=module)\n"
+        "#   model.register_comm_hook(state, hook)\n";
   }
   return out;
 }
@@ -77,9 +90,10 @@ std::vector<std::string> BuiltinLost(const Profile& p) {
   const std::string band = BandName(big);
   std::vector<std::string> out;
   if (!HasBuiltinHook(ParseCodec(big.codec).kind))
-    out.push_back(fmt::format("{}: codec {}: PyTorch has no built-in hook for it (python/ciuic's comm_hook runs "
-                              "it: ciuic.torch.comm_hook(profile))",
-                              band, big.codec));
+    out.push_back(
+        fmt::format("{}: codec {}: PyTorch has no built-in hook for it (python/ciuic's comm_hook runs "
+                    "it: ciuic.torch.comm_hook(profile))",
+                    band, big.codec));
   if (big.algo == "rd" || big.algo == "hier")
     out.push_back(fmt::format("{}: algorithm {}: DDP's process group runs its own allreduce", band, big.algo));
   return out;
@@ -89,12 +103,13 @@ std::vector<std::string> BuiltinLost(const Profile& p) {
 std::string CiuicHookBody(const Profile& p, const std::string& head) {
   const ProfileRule& big = LargestBand(p);
   std::string out = "# " + head + "\n";
-  out += "# Every size band of the profile, per DDP bucket, with ciuic's codecs: python/ciuic on libciuic\n"
-         "# (PYTHONPATH=<ciuic>/python; CIUIC_LIBRARY=<ciuic>/build/lib/libciuic.so). The ciuic runtime reduces\n"
-         "# every bucket on its own thread (CPU buckets over gloo, CUDA buckets over NCCL, meeting through the\n"
-         "# job's torch.distributed store); the profile must be tuned for this job's world. Save\n"
-         "# state.state_dict() with each rank's checkpoint and load it back after register_comm_hook to resume\n"
-         "# bit for bit.\n";
+  out +=
+      "# Every size band of the profile, per DDP bucket, with ciuic's codecs: python/ciuic on libciuic\n"
+      "# (PYTHONPATH=<ciuic>/python; CIUIC_LIBRARY=<ciuic>/build/lib/libciuic.so). The ciuic runtime reduces\n"
+      "# every bucket on its own thread (CPU buckets over gloo, CUDA buckets over NCCL, meeting through the\n"
+      "# job's torch.distributed store); the profile must be tuned for this job's world. Save\n"
+      "# state.state_dict() with each rank's checkpoint and load it back after register_comm_hook to resume\n"
+      "# bit for bit.\n";
   out += "import ciuic.torch\n";
   out += "from torch.nn.parallel import DistributedDataParallel as DDP\n\n";
   out += "CIUIC_PROFILE = " + Quoted(ProfilePathForExport(p)) + "\n";

@@ -52,20 +52,23 @@ std::string Body(const Profile& p, const std::string& head, const ExportOptions&
   nlohmann::json suggest = nlohmann::json::array();
   if (k == CodecKind::kInt4)
     suggest.push_back({{"what", "zero_optimization.zero_quantized_gradients: true (needs ZeRO stage 3)"},
-                       {"why", "the profile chose int4 for the largest band; ZeRO++'s 4-bit gradients are the nearest "
-                               "DeepSpeed has (all-to-all reduce-scatter, no error feedback)"},
+                       {"why",
+                        "the profile chose int4 for the largest band; ZeRO++'s 4-bit gradients are the nearest "
+                        "DeepSpeed has (all-to-all reduce-scatter, no error feedback)"},
                        {"gain", Gain(p, big)}});
   if (k == CodecKind::kSign1)
     suggest.push_back({{"what", "optimizer OneBitAdam (replaces Adam; runs at ZeRO stage 0)"},
-                       {"why", "the profile chose sign1 with error feedback for the largest band; 1-bit Adam is "
-                               "DeepSpeed's nearest, and it changes the optimizer"},
+                       {"why",
+                        "the profile chose sign1 with error feedback for the largest band; 1-bit Adam is "
+                        "DeepSpeed's nearest, and it changes the optimizer"},
                        {"gain", Gain(p, big)}});
   if (const std::string what = AccumulationSuggestion(p); !what.empty())
     suggest.push_back({{"what", fmt::format("gradient_accumulation_steps: {} (train_batch_size grows {}-fold; keep "
                                             "train_micro_batch_size_per_gpu)",
                                             p.accumulation.steps, p.accumulation.steps)},
-                       {"why", "DeepSpeed reduces gradients once per accumulation boundary: fewer synchronisations per "
-                               "sample. It changes the effective batch, a training hyperparameter: not set here"},
+                       {"why",
+                        "DeepSpeed reduces gradients once per accumulation boundary: fewer synchronisations per "
+                        "sample. It changes the effective batch, a training hyperparameter: not set here"},
                        {"gain", what},
                        {"gate", "passed"}});
   if (!suggest.empty()) j["_ciuic_suggest"] = suggest;
@@ -75,7 +78,7 @@ std::string Body(const Profile& p, const std::string& head, const ExportOptions&
       "and optimizer included). Bucket sizes are in elements of {} gradients ({} B buckets); ZeRO stages 1-3 read "
       "them. communication_data_type is {}.",
       grad, big.bucket_bytes,
-      reduced.empty() ? "left to DeepSpeed (the profile reduces at the gradients' own width)"
+      reduced.empty()   ? "left to DeepSpeed (the profile reduces at the gradients' own width)"
       : reduced == grad ? fmt::format("left to DeepSpeed ({} already, as the profile chose)", grad)
                         : fmt::format("{}, the profile's reduction", reduced));
   return j.dump(2) + "\n";
@@ -87,9 +90,10 @@ std::vector<std::string> Lost(const Profile& p) {
   const std::string band = BandName(big);
   std::vector<std::string> out;
   if (k == CodecKind::kInt4 || k == CodecKind::kSign1)
-    out.push_back(fmt::format("{}: codec {}: DeepSpeed's nearest changes the ZeRO stage or the optimizer, which an "
-                              "export does not: see _ciuic_suggest",
-                              band, big.codec));
+    out.push_back(
+        fmt::format("{}: codec {}: DeepSpeed's nearest changes the ZeRO stage or the optimizer, which an "
+                    "export does not: see _ciuic_suggest",
+                    band, big.codec));
   else if (k != CodecKind::kNone && k != CodecKind::kFp16 && k != CodecKind::kBf16)
     out.push_back(fmt::format("{}: codec {}: DeepSpeed has no such gradient compression", band, big.codec));
   if (big.algo == "rd" || big.algo == "hier" || big.algo == "sparse" || big.algo == "powersgd")

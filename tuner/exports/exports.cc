@@ -66,17 +66,18 @@ std::vector<std::string> UnexpressedChoices(const Profile& p, const std::string&
     // One setting for every size: each band whose choice differs from the largest band's is lost.
     for (const auto& r : p.rules) {
       if (&r == &big || (r.algo == big.algo && r.codec == big.codec && r.precision == big.precision)) continue;
-      out.push_back(fmt::format("{}: {} codec {} in {}: {} settings are global; the largest band's choice ({} codec {} "
-                                "in {}) applies to every size",
-                                exports::BandName(r), r.algo, r.codec, r.precision, format, big.algo, big.codec,
-                                big.precision));
+      out.push_back(
+          fmt::format("{}: {} codec {} in {}: {} settings are global; the largest band's choice ({} codec {} "
+                      "in {}) applies to every size",
+                      exports::BandName(r), r.algo, r.codec, r.precision, format, big.algo, big.codec, big.precision));
     }
   }
   for (auto& l : c.lost(p)) out.push_back(std::move(l));
   if (c.global_settings && !out.empty() && ParseCodec(big.codec).kind != CodecKind::kNone)
-    out.push_back(fmt::format("{}: the bucket size was tuned with codec {}: ciuic-tune run "
-                              "--target {} tunes them for what {} can run",
-                              exports::BandName(big), big.codec, format == "nccl-env" ? "nccl" : format, format));
+    out.push_back(
+        fmt::format("{}: the bucket size was tuned with codec {}: ciuic-tune run "
+                    "--target {} tunes them for what {} can run",
+                    exports::BandName(big), big.codec, format == "nccl-env" ? "nccl" : format, format));
   return out;
 }
 

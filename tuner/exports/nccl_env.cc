@@ -47,21 +47,25 @@ std::string Body(const Profile& p, const std::string& head) {
   std::string out = "# " + head + "\n";
   const EnvVars v = Settable(p);
   if (v.algo.empty() && v.proto.empty() && v.channels.empty()) {
-    out += "# NCCL_ALGO, NCCL_PROTO, NCCL_MIN_CTAS/NCCL_MAX_CTAS, NCCL_NTHREADS and NCCL_BUFFSIZE are left to NCCL:\n"
-           "# they act on every collective at every size, and no setting was measured with NCCL in every band.\n";
+    out +=
+        "# NCCL_ALGO, NCCL_PROTO, NCCL_MIN_CTAS/NCCL_MAX_CTAS, NCCL_NTHREADS and NCCL_BUFFSIZE are left to NCCL:\n"
+        "# they act on every collective at every size, and no setting was measured with NCCL in every band.\n";
   } else {
-    out += "# Measured with NCCL in every allreduce band of the profile. These variables act on every collective\n"
-           "# (allgather, reducescatter, broadcast too), which the profile did not time: prefer the tuner plugin.\n";
+    out +=
+        "# Measured with NCCL in every allreduce band of the profile. These variables act on every collective\n"
+        "# (allgather, reducescatter, broadcast too), which the profile did not time: prefer the tuner plugin.\n";
     if (!v.algo.empty()) out += "export NCCL_ALGO=" + v.algo + "\n";
     if (!v.proto.empty()) out += "export NCCL_PROTO=" + v.proto + "\n";
-    if (!v.channels.empty()) out += "export NCCL_MIN_CTAS=" + v.channels + "\nexport NCCL_MAX_CTAS=" + v.channels + "\n";
+    if (!v.channels.empty())
+      out += "export NCCL_MIN_CTAS=" + v.channels + "\nexport NCCL_MAX_CTAS=" + v.channels + "\n";
   }
   for (const auto& r : p.rules) {
     const NcclTunerChoice c = NcclTunerChoiceFor(r);
     out += fmt::format("#   {}: {} codec {} in {}: {}\n", BandName(r), r.algo, r.codec, r.precision,
-                       c.apply       ? "NCCL " + DescribeNcclSettings(c.choice) + ", " + c.why
-                       : NcclsOwn(r) ? "NCCL's own allreduce, left alone" + std::string(r.nccl.Empty() ? "" : " (" + c.why + ")")
-                                     : "not NCCL's to run (listed below)");
+                       c.apply ? "NCCL " + DescribeNcclSettings(c.choice) + ", " + c.why
+                       : NcclsOwn(r)
+                           ? "NCCL's own allreduce, left alone" + std::string(r.nccl.Empty() ? "" : " (" + c.why + ")")
+                           : "not NCCL's to run (listed below)");
   }
   out += fmt::format("# per message size: the tuner plugin (ciuic-tune export --profile {} --format nccl-tuner)\n",
                      ProfilePathForExport(p));
@@ -74,11 +78,11 @@ std::vector<std::string> Lost(const Profile& p) {
   for (const auto& r : p.rules) {
     const std::string band = BandName(r);
     if (ParseCodec(r.codec).kind != CodecKind::kNone)
-      out.push_back(fmt::format("{}: codec {}: NCCL cannot compress (the ciuic runtime or its DDP hook runs it)", band,
-                                r.codec));
+      out.push_back(
+          fmt::format("{}: codec {}: NCCL cannot compress (the ciuic runtime or its DDP hook runs it)", band, r.codec));
     if (r.precision != "fp32")
-      out.push_back(fmt::format("{}: reduction in {}: NCCL has no variable for it (the framework casts)", band,
-                                r.precision));
+      out.push_back(
+          fmt::format("{}: reduction in {}: NCCL has no variable for it (the framework casts)", band, r.precision));
     if (r.algo != "nccl")
       out.push_back(fmt::format("{}: algorithm {} is ciuic's runtime, not an NCCL algorithm", band, r.algo));
     const NcclTunerChoice c = NcclTunerChoiceFor(r);
@@ -89,14 +93,16 @@ std::vector<std::string> Lost(const Profile& p) {
     if (c.choice.channels && v.channels.empty()) per_size.push_back(fmt::format("{} channels", c.choice.channels));
     if (c.choice.chunk_bytes) per_size.push_back("chunk " + FormatSize(c.choice.chunk_bytes));
     if (!per_size.empty())
-      out.push_back(fmt::format("{}: measured NCCL {}: not the same in every band, or no variable sets it per size "
-                                "(the tuner plugin applies it)",
-                                band, fmt::join(per_size, ", ")));
+      out.push_back(
+          fmt::format("{}: measured NCCL {}: not the same in every band, or no variable sets it per size "
+                      "(the tuner plugin applies it)",
+                      band, fmt::join(per_size, ", ")));
   }
   for (const CommunicatorRules& cr : p.communicators)
-    out.push_back(fmt::format("rules for communicators of {} ranks on {} node(s): environment variables cannot tell "
-                              "communicators apart (the tuner plugin applies them)",
-                              cr.ranks, cr.nodes));
+    out.push_back(
+        fmt::format("rules for communicators of {} ranks on {} node(s): environment variables cannot tell "
+                    "communicators apart (the tuner plugin applies them)",
+                    cr.ranks, cr.nodes));
   return out;
 }
 

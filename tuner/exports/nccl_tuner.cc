@@ -14,9 +14,8 @@ namespace ciuic::exports {
 namespace {
 
 std::string ShellWord(const std::string& s) {
-  if (!s.empty() &&
-      s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./+,:@%=-") ==
-          std::string::npos)
+  if (!s.empty() && s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./+,:@%=-") ==
+                        std::string::npos)
     return s;
   std::string q = "'";
   for (const char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -34,9 +33,10 @@ std::string Body(const Profile& p, const std::string& head) {
   out += "export NCCL_TUNER_PLUGIN=" + ShellWord(lib.string()) + "\n";
   if (!fs::exists(lib, ec)) out += "#   (not built yet: cmake --build build --target nccl-tuner-ciuic)\n";
   out += "export CIUIC_PROFILE=" + ShellWord(ProfilePathForExport(p)) + "\n";
-  out += "# It needs NCCL 2.22 or later (its cost table; 2.30's v6 interface also takes a measured chunk size;\n"
-         "# 2.19-2.21 take an algorithm only with a protocol). It applies only choices measured with NCCL, per\n"
-         "# size band; NCCL keeps its own choice everywhere else. Communicators of other sizes are NCCL's.\n";
+  out +=
+      "# It needs NCCL 2.22 or later (its cost table; 2.30's v6 interface also takes a measured chunk size;\n"
+      "# 2.19-2.21 take an algorithm only with a protocol). It applies only choices measured with NCCL, per\n"
+      "# size band; NCCL keeps its own choice everywhere else. Communicators of other sizes are NCCL's.\n";
   auto bands = [&out](const std::vector<ProfileRule>& rules, int ranks, int nodes) {
     out += fmt::format("# communicators of {} ranks on {} node(s):\n", ranks, nodes);
     for (const auto& r : rules) {

@@ -48,16 +48,16 @@
 
 // Gloo reports a dead peer, a timeout or a misuse by exception (IoException, EnforceNotMet, ...):
 // inside the communicator each becomes a RuntimeError naming the call, the rank and file:line.
-#define CIUIC_GLOO_CHECK(call)                                                                           \
-  do {                                                                                                   \
-    try {                                                                                                \
-      call;                                                                                              \
-    } catch (const ::ciuic::Error&) {                                                                    \
-      throw;                                                                                             \
-    } catch (const std::exception& ciuic_gloo_e_) {                                                      \
-      throw ::ciuic::RuntimeError(                                                                       \
-          ::ciuic::FormatCallFailure(#call, ciuic_gloo_e_.what(), __FILE__, __LINE__, Rank()));          \
-    }                                                                                                    \
+#define CIUIC_GLOO_CHECK(call)                                                                  \
+  do {                                                                                          \
+    try {                                                                                       \
+      call;                                                                                     \
+    } catch (const ::ciuic::Error&) {                                                           \
+      throw;                                                                                    \
+    } catch (const std::exception& ciuic_gloo_e_) {                                             \
+      throw ::ciuic::RuntimeError(                                                              \
+          ::ciuic::FormatCallFailure(#call, ciuic_gloo_e_.what(), __FILE__, __LINE__, Rank())); \
+    }                                                                                           \
   } while (0)
 #endif
 
@@ -78,9 +78,10 @@ constexpr AlgoName kAlgoNames[] = {{GlooAlgo::kAuto, "auto"},
 GlooAlgo ParseGlooAlgo(std::string_view name) {
   for (const auto& a : kAlgoNames)
     if (name == a.name) return a.algo;
-  throw UsageError(fmt::format("unknown gloo allreduce algorithm '{}' (known: ring, ring-chunked, "
-                               "halving-doubling, bcube, auto)",
-                               PrintableLine(name)));
+  throw UsageError(
+      fmt::format("unknown gloo allreduce algorithm '{}' (known: ring, ring-chunked, "
+                  "halving-doubling, bcube, auto)",
+                  PrintableLine(name)));
 }
 
 const char* GlooAlgoName(GlooAlgo a) {
@@ -97,8 +98,8 @@ void CheckGlooInterface(const std::string& iface, const std::string& option) {
     for (auto* p = list; p->if_index != 0; ++p) known += fmt::format("{}{}", known.empty() ? "" : ", ", p->if_name);
     if_freenameindex(list);
   }
-  throw UsageError(fmt::format("{} {}: no such network interface on this host (it has: {})", option,
-                               PrintableLine(iface), known));
+  throw UsageError(
+      fmt::format("{} {}: no such network interface on this host (it has: {})", option, PrintableLine(iface), known));
 }
 
 #if CIUIC_HAVE_GLOO
@@ -128,8 +129,10 @@ bool GlooReduces(DType t) {
     case DType::kInt8:
     case DType::kUInt8:
     case DType::kInt32:
-    case DType::kInt64: return true;
-    default: return false;
+    case DType::kInt64:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -137,14 +140,22 @@ bool GlooReduces(DType t) {
 template <class F>
 void WithGlooType(DType t, F&& f) {
   switch (t) {
-    case DType::kFloat32: return f(float{});
-    case DType::kFloat64: return f(double{});
-    case DType::kFloat16: return f(gloo::float16{});
-    case DType::kInt8: return f(int8_t{});
-    case DType::kUInt8: return f(uint8_t{});
-    case DType::kInt32: return f(int32_t{});
-    case DType::kInt64: return f(int64_t{});
-    default: throw UsageError(fmt::format("gloo backend: gloo does not reduce {}", DTypeName(t)));
+    case DType::kFloat32:
+      return f(float{});
+    case DType::kFloat64:
+      return f(double{});
+    case DType::kFloat16:
+      return f(gloo::float16{});
+    case DType::kInt8:
+      return f(int8_t{});
+    case DType::kUInt8:
+      return f(uint8_t{});
+    case DType::kInt32:
+      return f(int32_t{});
+    case DType::kInt64:
+      return f(int64_t{});
+    default:
+      throw UsageError(fmt::format("gloo backend: gloo does not reduce {}", DTypeName(t)));
   }
 }
 
@@ -153,10 +164,14 @@ void WithGlooType(DType t, F&& f) {
 template <class F>
 void WithElementType(size_t size, F&& f) {
   switch (size) {
-    case 1: return f(uint8_t{});
-    case 2: return f(uint16_t{});
-    case 4: return f(uint32_t{});
-    default: return f(uint64_t{});
+    case 1:
+      return f(uint8_t{});
+    case 2:
+      return f(uint16_t{});
+    case 4:
+      return f(uint32_t{});
+    default:
+      return f(uint64_t{});
   }
 }
 
@@ -164,10 +179,14 @@ template <class T>
 void (*GlooFunction(ReduceOp op))(void*, const void*, const void*, size_t) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: return &gloo::sum<T>;
-    case ReduceOp::kProd: return &gloo::product<T>;
-    case ReduceOp::kMin: return &gloo::min<T>;
-    case ReduceOp::kMax: return &gloo::max<T>;
+    case ReduceOp::kAvg:
+      return &gloo::sum<T>;
+    case ReduceOp::kProd:
+      return &gloo::product<T>;
+    case ReduceOp::kMin:
+      return &gloo::min<T>;
+    case ReduceOp::kMax:
+      return &gloo::max<T>;
   }
   return &gloo::sum<T>;
 }
@@ -176,10 +195,14 @@ template <class T>
 const gloo::ReductionFunction<T>* GlooReduction(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: return gloo::ReductionFunction<T>::sum;
-    case ReduceOp::kProd: return gloo::ReductionFunction<T>::product;
-    case ReduceOp::kMin: return gloo::ReductionFunction<T>::min;
-    case ReduceOp::kMax: return gloo::ReductionFunction<T>::max;
+    case ReduceOp::kAvg:
+      return gloo::ReductionFunction<T>::sum;
+    case ReduceOp::kProd:
+      return gloo::ReductionFunction<T>::product;
+    case ReduceOp::kMin:
+      return gloo::ReductionFunction<T>::min;
+    case ReduceOp::kMax:
+      return gloo::ReductionFunction<T>::max;
   }
   return gloo::ReductionFunction<T>::sum;
 }
@@ -335,7 +358,8 @@ class GlooCommunicator : public Communicator {
           const int n = CheckedCount(count, "allreduce");
           std::unique_ptr<gloo::Algorithm> made;
           if (algo == GlooAlgo::kRingChunked)
-            made = std::make_unique<gloo::AllreduceRingChunked<T>>(context_, std::vector<T*>{ptr}, n, GlooReduction<T>(op));
+            made = std::make_unique<gloo::AllreduceRingChunked<T>>(context_, std::vector<T*>{ptr}, n,
+                                                                   GlooReduction<T>(op));
           else
             made = std::make_unique<gloo::AllreduceHalvingDoubling<T>>(context_, std::vector<T*>{ptr}, n,
                                                                        GlooReduction<T>(op));
@@ -382,14 +406,17 @@ class GlooCommunicator : public Communicator {
       const int n = CheckedCount(count, "reducescatter");
       std::vector<char>* scratch = nullptr;
       T* base = inplace ? static_cast<T*>(const_cast<void*>(send)) : nullptr;
-      gloo::Algorithm& a = Legacy(kReduceScatterKind, base, count, t, op, [&] {
-        Kept& k = kept_.back();
-        if (!base) k.scratch.resize(count * sizeof(T));
-        T* ptr = base ? base : reinterpret_cast<T*>(k.scratch.data());
-        return std::make_unique<gloo::ReduceScatterHalvingDoubling<T>>(
-            context_, std::vector<T*>{ptr}, n, std::vector<int>(Size(), static_cast<int>(recv_count)),
-            GlooReduction<T>(op));
-      }, &scratch);
+      gloo::Algorithm& a = Legacy(
+          kReduceScatterKind, base, count, t, op,
+          [&] {
+            Kept& k = kept_.back();
+            if (!base) k.scratch.resize(count * sizeof(T));
+            T* ptr = base ? base : reinterpret_cast<T*>(k.scratch.data());
+            return std::make_unique<gloo::ReduceScatterHalvingDoubling<T>>(
+                context_, std::vector<T*>{ptr}, n, std::vector<int>(Size(), static_cast<int>(recv_count)),
+                GlooReduction<T>(op));
+          },
+          &scratch);
       if (!inplace) std::memcpy(scratch->data(), send, count * es);
       CIUIC_GLOO_CHECK(a.run());
       const void* block = inplace ? static_cast<const void*>(send) : scratch->data();
@@ -509,8 +536,8 @@ class GlooCommunicator : public Communicator {
     }
     if (it != kept_.end()) kept_.erase(it);
     if (kept_.size() >= kMaxKept) {
-      kept_.erase(std::min_element(kept_.begin(), kept_.end(),
-                                   [](const Kept& a, const Kept& b) { return a.used < b.used; }));
+      kept_.erase(
+          std::min_element(kept_.begin(), kept_.end(), [](const Kept& a, const Kept& b) { return a.used < b.used; }));
     }
     kept_.push_back(Kept{kind, ptr, count, t, op, uses_, {}, nullptr});
     try {
@@ -530,7 +557,8 @@ class GlooCommunicator : public Communicator {
     if (!waiting.empty()) {
       const auto p = waiting.front();
       waiting.pop_front();
-      if (p.bytes != bytes) throw RuntimeError(fmt::format("rank {}: a message to itself of {} B into {} B", Rank(), bytes, p.bytes));
+      if (p.bytes != bytes)
+        throw RuntimeError(fmt::format("rank {}: a message to itself of {} B into {} B", Rank(), bytes, p.bytes));
       if (bytes) std::memcpy(p.buf, buf, bytes);
       p.request->done = true;
       return;
@@ -544,7 +572,8 @@ class GlooCommunicator : public Communicator {
     if (!sent.empty()) {
       const auto msg = std::move(sent.front());
       sent.pop_front();
-      if (msg.size() != bytes) throw RuntimeError(fmt::format("rank {}: a message to itself of {} B into {} B", Rank(), msg.size(), bytes));
+      if (msg.size() != bytes)
+        throw RuntimeError(fmt::format("rank {}: a message to itself of {} B into {} B", Rank(), msg.size(), bytes));
       if (bytes) std::memcpy(buf, msg.data(), bytes);
       r.done = true;
       return;
@@ -670,8 +699,7 @@ std::string NumericHost(const sockaddr_storage& addr, socklen_t len) {
 }
 
 bool IsLoopback(const sockaddr* a) {
-  if (a->sa_family == AF_INET)
-    return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
+  if (a->sa_family == AF_INET) return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
   if (a->sa_family == AF_INET6) return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
   return false;
 }
@@ -696,7 +724,8 @@ std::string BindableAddress(const std::string& name, bool* loopback, std::string
       found = NumericHost(s, a->ai_addrlen);
       *loopback = IsLoopback(a->ai_addr);
     } else {
-      *why = fmt::format("{} is not an address of this host", NumericHost(*reinterpret_cast<sockaddr_storage*>(a->ai_addr), a->ai_addrlen));
+      *why = fmt::format("{} is not an address of this host",
+                         NumericHost(*reinterpret_cast<sockaddr_storage*>(a->ai_addr), a->ai_addrlen));
     }
     close(fd);
   }
@@ -734,11 +763,12 @@ gloo::transport::tcp::attr DeviceAttr(const GlooOptions& options, const std::vec
     attr.hostname = "127.0.0.1";
     return attr;
   }
-  throw RuntimeError(fmt::format(
-      "gloo backend: the host name '{}' {} and the ranks are on several hosts: set --gloo-iface IFACE or "
-      "GLOO_SOCKET_IFNAME to the interface the hosts reach each other on",
-      name, address.empty() ? fmt::format("does not resolve to an address of this host ({})", why)
-                            : fmt::format("resolves to the loopback address {}", address)));
+  throw RuntimeError(
+      fmt::format("gloo backend: the host name '{}' {} and the ranks are on several hosts: set --gloo-iface IFACE or "
+                  "GLOO_SOCKET_IFNAME to the interface the hosts reach each other on",
+                  name,
+                  address.empty() ? fmt::format("does not resolve to an address of this host ({})", why)
+                                  : fmt::format("resolves to the loopback address {}", address)));
 }
 
 // Raises on every rank when any rank failed: its own message there, the failing rank named elsewhere.
@@ -747,7 +777,9 @@ void AgreeOrThrow(Communicator& control, const std::string& why, const char* wha
   std::vector<double> all(1, failed);
   control.HostAllReduce(all.data(), 1, ReduceOp::kMax);
   if (!why.empty()) throw RuntimeError(fmt::format("rank {}: {}", control.Rank(), PrintableLine(why, 1000)));
-  if (all[0] > 0) throw RuntimeError(fmt::format("rank {}: {} failed on rank {}", control.Rank(), what, static_cast<int>(all[0]) - 1));
+  if (all[0] > 0)
+    throw RuntimeError(
+        fmt::format("rank {}: {} failed on rank {}", control.Rank(), what, static_cast<int>(all[0]) - 1));
 }
 
 }  // namespace
@@ -839,8 +871,8 @@ std::unique_ptr<Communicator> MakeGlooStoreWorld(std::shared_ptr<KeyValueStore> 
   }
   auto control = std::make_unique<GlooControl>(shared, std::move(control_context), prefix + "/control");
   auto context = Rendezvous(*control, *shared, prefix + "/data");
-  auto comm = std::make_unique<GlooCommunicator>(std::move(control), std::move(shared), std::move(context),
-                                                 prefix + "/data");
+  auto comm =
+      std::make_unique<GlooCommunicator>(std::move(control), std::move(shared), std::move(context), prefix + "/data");
   SetErrorRank(rank);
   return comm;
 }
@@ -889,15 +921,15 @@ std::unique_ptr<Communicator> MakeGlooTcpJobWorld(int rank, int size, const std:
     const bool v6 = address.front() == '[';
     server = std::make_unique<TcpStoreServer>(v6 ? "::" : "0.0.0.0", port);
   }
-  const auto timeout = std::chrono::milliseconds(
-      options.timeout_s > 0 ? static_cast<int64_t>(options.timeout_s * 1000) : int64_t{3600} * 1000);
+  const auto timeout = std::chrono::milliseconds(options.timeout_s > 0 ? static_cast<int64_t>(options.timeout_s * 1000)
+                                                                       : int64_t{3600} * 1000);
   auto store = std::make_unique<TcpStore>(fmt::format("{}:{}", address, port), timeout, /*wait_for_server=*/true);
   return MakeGlooStoreWorld(std::make_shared<TcpKeyValueStore>(std::move(store)), rank, size, "ciuic-job", options);
 }
 
 JobRollCall MakeJobRollCall(const std::string& host, int port, int rank, int size, const std::string& point) {
-  auto store = std::make_shared<TcpStore>(fmt::format("{}:{}", NumericAddress(host), port),
-                                          std::chrono::milliseconds(10000));
+  auto store =
+      std::make_shared<TcpStore>(fmt::format("{}:{}", NumericAddress(host), port), std::chrono::milliseconds(10000));
   auto key = [point](int r) { return fmt::format("ciuic-roll/{}/{}", point, r); };
   JobRollCall roll;
   roll.arrive = [store, key, rank] { store->set(key(rank), {'1'}); };

@@ -7,8 +7,8 @@
 // Types gloo reduces: fp32, fp64, fp16 (gloo::float16), int8, uint8, int32, int64 with sum, prod,
 // min, max (avg = sum, then a division, as the MPI backend); bf16 and fp8 only where nothing is
 // reduced. In-place alltoall and sendrecv are not offered (gloo sends and receives distinct buffers).
-#include <memory>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 

@@ -214,8 +214,7 @@ void TcpStore::RecvAll(void* data, size_t bytes) {
   while (bytes > 0) {
     const ssize_t n = recv(fd_, p, bytes, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      throw RuntimeError(fmt::format("gloo store: rank 0's store at {} closed the connection", endpoint_));
+    if (n <= 0) throw RuntimeError(fmt::format("gloo store: rank 0's store at {} closed the connection", endpoint_));
     p += n;
     bytes -= static_cast<size_t>(n);
   }

@@ -208,8 +208,7 @@ class RankStream {
 
 class LocalCommunicator : public Communicator {
  public:
-  LocalCommunicator(std::shared_ptr<LocalWorld> world, int rank, DeviceKind device,
-                    std::shared_ptr<RankStream> stream)
+  LocalCommunicator(std::shared_ptr<LocalWorld> world, int rank, DeviceKind device, std::shared_ptr<RankStream> stream)
       : world_(std::move(world)), rank_(rank), device_(device), stream_(std::move(stream)) {}
 
   int Rank() const override { return rank_; }
@@ -265,8 +264,8 @@ class LocalCommunicator : public Communicator {
     r.done = true;
     if (msg.bytes != r.bytes) {
       ReleaseMessage(msg);
-      throw RuntimeError(fmt::format("local backend: rank {} expected {} bytes from rank {}, got {}", rank_,
-                                     r.bytes, r.src, msg.bytes));
+      throw RuntimeError(fmt::format("local backend: rank {} expected {} bytes from rank {}, got {}", rank_, r.bytes,
+                                     r.src, msg.bytes));
     }
     if (!msg.device) {
       if (msg.bytes) std::memcpy(r.recv, msg.host.data(), msg.bytes);
@@ -313,8 +312,7 @@ class LocalCommunicator : public Communicator {
     CheckPeer(send_peer);
     CheckPeer(recv_peer);
     const size_t b = count * DTypeSize(t);
-    Staged(send, b, recv, b,
-           [&](const void* s, void* r) { HostSendRecvImpl(s, send_peer, r, recv_peer, count, t); });
+    Staged(send, b, recv, b, [&](const void* s, void* r) { HostSendRecvImpl(s, send_peer, r, recv_peer, count, t); });
   }
 
   void Barrier() override { world_->Barrier(); }

@@ -10,16 +10,16 @@
 #include "core/error.h"
 #include "kernels/reduce.h"
 
-#define CIUIC_MPI_CHECK(call)                                                                         \
-  do {                                                                                                \
-    int ciuic_mpi_rc_ = (call);                                                                       \
-    if (ciuic_mpi_rc_ != MPI_SUCCESS) {                                                               \
-      char ciuic_mpi_msg_[MPI_MAX_ERROR_STRING];                                                      \
-      int ciuic_mpi_len_ = 0;                                                                         \
-      MPI_Error_string(ciuic_mpi_rc_, ciuic_mpi_msg_, &ciuic_mpi_len_);                               \
-      throw ::ciuic::RuntimeError(::ciuic::FormatCallFailure(#call, std::string(ciuic_mpi_msg_, ciuic_mpi_len_), \
-                                                             __FILE__, __LINE__));                    \
-    }                                                                                                 \
+#define CIUIC_MPI_CHECK(call)                                                                                  \
+  do {                                                                                                         \
+    int ciuic_mpi_rc_ = (call);                                                                                \
+    if (ciuic_mpi_rc_ != MPI_SUCCESS) {                                                                        \
+      char ciuic_mpi_msg_[MPI_MAX_ERROR_STRING];                                                               \
+      int ciuic_mpi_len_ = 0;                                                                                  \
+      MPI_Error_string(ciuic_mpi_rc_, ciuic_mpi_msg_, &ciuic_mpi_len_);                                        \
+      throw ::ciuic::RuntimeError(                                                                             \
+          ::ciuic::FormatCallFailure(#call, std::string(ciuic_mpi_msg_, ciuic_mpi_len_), __FILE__, __LINE__)); \
+    }                                                                                                          \
   } while (0)
 
 namespace ciuic {
@@ -61,13 +61,20 @@ void RegisterCustom(CustomTypes& c) {
 
 MPI_Datatype MpiType(DType t) {
   switch (t) {
-    case DType::kFloat32: return MPI_FLOAT;
-    case DType::kFloat64: return MPI_DOUBLE;
-    case DType::kInt8: return MPI_INT8_T;
-    case DType::kUInt8: return MPI_UINT8_T;
-    case DType::kInt32: return MPI_INT32_T;
-    case DType::kInt64: return MPI_INT64_T;
-    default: return g_custom->types.at(t);
+    case DType::kFloat32:
+      return MPI_FLOAT;
+    case DType::kFloat64:
+      return MPI_DOUBLE;
+    case DType::kInt8:
+      return MPI_INT8_T;
+    case DType::kUInt8:
+      return MPI_UINT8_T;
+    case DType::kInt32:
+      return MPI_INT32_T;
+    case DType::kInt64:
+      return MPI_INT64_T;
+    default:
+      return g_custom->types.at(t);
   }
 }
 
@@ -79,10 +86,14 @@ MPI_Op MpiOp(DType t, ReduceOp op) {
   if (IsCustom(t)) return g_custom->ops.at({t, op});
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: return MPI_SUM;
-    case ReduceOp::kProd: return MPI_PROD;
-    case ReduceOp::kMin: return MPI_MIN;
-    case ReduceOp::kMax: return MPI_MAX;
+    case ReduceOp::kAvg:
+      return MPI_SUM;
+    case ReduceOp::kProd:
+      return MPI_PROD;
+    case ReduceOp::kMin:
+      return MPI_MIN;
+    case ReduceOp::kMax:
+      return MPI_MAX;
   }
   return MPI_SUM;
 }
@@ -213,8 +224,8 @@ class MpiCommunicator : public Communicator {
     if (send == recv) {
       CIUIC_MPI_CHECK(MPI_Sendrecv_replace(recv, n, MpiType(t), send_peer, 7, recv_peer, 7, comm_, MPI_STATUS_IGNORE));
     } else {
-      CIUIC_MPI_CHECK(MPI_Sendrecv(send, n, MpiType(t), send_peer, 7, recv, n, MpiType(t), recv_peer, 7, comm_,
-                                   MPI_STATUS_IGNORE));
+      CIUIC_MPI_CHECK(
+          MPI_Sendrecv(send, n, MpiType(t), send_peer, 7, recv, n, MpiType(t), recv_peer, 7, comm_, MPI_STATUS_IGNORE));
     }
   }
 

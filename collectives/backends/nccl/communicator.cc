@@ -18,13 +18,13 @@
 #include "core/fault.h"
 #include "core/watchdog.h"
 
-#define CIUIC_NCCL_CHECK(call)                                                                          \
-  do {                                                                                                  \
-    ncclResult_t ciuic_nccl_rc_ = (call);                                                               \
-    if (ciuic_nccl_rc_ != ncclSuccess) {                                                                \
-      throw ::ciuic::RuntimeError(::ciuic::FormatCallFailure(#call, ncclGetErrorString(ciuic_nccl_rc_), \
-                                                             __FILE__, __LINE__));                      \
-    }                                                                                                   \
+#define CIUIC_NCCL_CHECK(call)                                                                        \
+  do {                                                                                                \
+    ncclResult_t ciuic_nccl_rc_ = (call);                                                             \
+    if (ciuic_nccl_rc_ != ncclSuccess) {                                                              \
+      throw ::ciuic::RuntimeError(                                                                    \
+          ::ciuic::FormatCallFailure(#call, ncclGetErrorString(ciuic_nccl_rc_), __FILE__, __LINE__)); \
+    }                                                                                                 \
   } while (0)
 // Inside the communicator (non-blocking, see MakeNcclWorld): a call that returns ncclInProgress is
 // waited for before the next one; a failed call also marks the communicator failed, so it is aborted
@@ -36,8 +36,8 @@
       Await(comm_, #call);                                                                            \
     } else if (ciuic_nccl_rc_ != ncclSuccess) {                                                       \
       failed_ = true;                                                                                 \
-      throw ::ciuic::RuntimeError(::ciuic::FormatCallFailure(#call, ncclGetErrorString(ciuic_nccl_rc_), \
-                                                             __FILE__, __LINE__));                    \
+      throw ::ciuic::RuntimeError(                                                                    \
+          ::ciuic::FormatCallFailure(#call, ncclGetErrorString(ciuic_nccl_rc_), __FILE__, __LINE__)); \
     }                                                                                                 \
   } while (0)
 #define CIUIC_CUDA_COMM_CHECK(call) \
@@ -58,27 +58,42 @@ namespace {
 
 ncclDataType_t NcclType(DType t) {
   switch (t) {
-    case DType::kFloat32: return ncclFloat32;
-    case DType::kFloat64: return ncclFloat64;
-    case DType::kFloat16: return ncclFloat16;
-    case DType::kBFloat16: return ncclBfloat16;
-    case DType::kFloat8E4M3: return ncclFloat8e4m3;
-    case DType::kFloat8E5M2: return ncclFloat8e5m2;
-    case DType::kInt8: return ncclInt8;
-    case DType::kUInt8: return ncclUint8;
-    case DType::kInt32: return ncclInt32;
-    case DType::kInt64: return ncclInt64;
+    case DType::kFloat32:
+      return ncclFloat32;
+    case DType::kFloat64:
+      return ncclFloat64;
+    case DType::kFloat16:
+      return ncclFloat16;
+    case DType::kBFloat16:
+      return ncclBfloat16;
+    case DType::kFloat8E4M3:
+      return ncclFloat8e4m3;
+    case DType::kFloat8E5M2:
+      return ncclFloat8e5m2;
+    case DType::kInt8:
+      return ncclInt8;
+    case DType::kUInt8:
+      return ncclUint8;
+    case DType::kInt32:
+      return ncclInt32;
+    case DType::kInt64:
+      return ncclInt64;
   }
   return ncclFloat32;
 }
 
 ncclRedOp_t NcclOp(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return ncclSum;
-    case ReduceOp::kAvg: return ncclAvg;
-    case ReduceOp::kMin: return ncclMin;
-    case ReduceOp::kMax: return ncclMax;
-    case ReduceOp::kProd: return ncclProd;
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kAvg:
+      return ncclAvg;
+    case ReduceOp::kMin:
+      return ncclMin;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kProd:
+      return ncclProd;
   }
   return ncclSum;
 }
@@ -108,7 +123,8 @@ ncclResult_t PollUntilDone(ncclComm_t comm, double limit_s) {
     const ncclResult_t rc = ncclCommGetAsyncError(comm, &state);
     if (rc != ncclSuccess) return rc;
     if (state != ncclInProgress) return state;
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limit_s) return ncclInProgress;
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limit_s)
+      return ncclInProgress;
     std::this_thread::yield();
   }
 }
@@ -220,10 +236,10 @@ class NcclCommunicator : public Communicator {
     const size_t bytes = count_per_peer * DTypeSize(t);
     CIUIC_NCCL_COMM_CHECK(ncclGroupStart());
     for (int peer = 0; peer < Size(); ++peer) {
-      CIUIC_NCCL_COMM_CHECK(ncclSend(static_cast<const uint8_t*>(send) + peer * bytes, count_per_peer, NcclType(t), peer,
-                                comm_, stream_));
-      CIUIC_NCCL_COMM_CHECK(ncclRecv(static_cast<uint8_t*>(recv) + peer * bytes, count_per_peer, NcclType(t), peer, comm_,
-                                stream_));
+      CIUIC_NCCL_COMM_CHECK(ncclSend(static_cast<const uint8_t*>(send) + peer * bytes, count_per_peer, NcclType(t),
+                                     peer, comm_, stream_));
+      CIUIC_NCCL_COMM_CHECK(
+          ncclRecv(static_cast<uint8_t*>(recv) + peer * bytes, count_per_peer, NcclType(t), peer, comm_, stream_));
     }
     CIUIC_NCCL_COMM_CHECK(ncclGroupEnd());
   }
@@ -272,9 +288,9 @@ class NcclCommunicator : public Communicator {
         ncclCommAbort(out);
         failed_ = true;
         throw RuntimeError(fmt::format("rank {}: ncclCommSplit: {}", Rank(),
-                                       state == ncclInProgress ? fmt::format("not done within {:.0f} s",
-                                                                             InProgressLimitS())
-                                                               : std::string(ncclGetErrorString(state))));
+                                       state == ncclInProgress
+                                           ? fmt::format("not done within {:.0f} s", InProgressLimitS())
+                                           : std::string(ncclGetErrorString(state))));
       }
     }
     Await(comm_, "ncclCommSplit");
@@ -320,10 +336,11 @@ std::unique_ptr<Communicator> MakeNcclWorld(std::unique_ptr<Communicator> contro
     throw RuntimeError("nccl backend: no CUDA device is visible on this machine");
   }
   int local_rank = control->Rank();
-  if (const char* lr = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) local_rank = std::atoi(lr);
-  else if (const char* tr = std::getenv("LOCAL_RANK")) local_rank = std::atoi(tr);  // torchrun, Slurm wrappers
-  if (chosen >= devices)
-    throw RuntimeError(fmt::format("nccl backend: device {} asked, {} visible", chosen, devices));
+  if (const char* lr = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK"))
+    local_rank = std::atoi(lr);
+  else if (const char* tr = std::getenv("LOCAL_RANK"))
+    local_rank = std::atoi(tr);  // torchrun, Slurm wrappers
+  if (chosen >= devices) throw RuntimeError(fmt::format("nccl backend: device {} asked, {} visible", chosen, devices));
   const int device = chosen >= 0 ? chosen : local_rank % devices;
   CIUIC_CUDA_CHECK(cudaSetDevice(device));
   ncclUniqueId id;
@@ -342,8 +359,8 @@ std::unique_ptr<Communicator> MakeNcclWorld(std::unique_ptr<Communicator> contro
   const ncclResult_t rc = ncclCommInitRankConfig(&comm, control->Size(), id, control->Rank(), &config);
   if (rc != ncclSuccess && rc != ncclInProgress) {
     if (comm) ncclCommAbort(comm);
-    throw RuntimeError(FormatCallFailure("ncclCommInitRankConfig(&comm, size, id, rank, &config)", ncclGetErrorString(rc),
-                                         __FILE__, __LINE__));
+    throw RuntimeError(FormatCallFailure("ncclCommInitRankConfig(&comm, size, id, rank, &config)",
+                                         ncclGetErrorString(rc), __FILE__, __LINE__));
   }
   const double limit = InProgressLimitS();
   const ncclResult_t state = PollUntilDone(comm, limit);
@@ -357,8 +374,8 @@ std::unique_ptr<Communicator> MakeNcclWorld(std::unique_ptr<Communicator> contro
         absent = std::string("the roll call failed: ") + e.what();
       }
     }
-    const std::string why = !absent.empty() ? absent + " never arrived"
-                                            : "a peer did not arrive, or NCCL's own start-up did not finish?";
+    const std::string why =
+        !absent.empty() ? absent + " never arrived" : "a peer did not arrive, or NCCL's own start-up did not finish?";
     throw RuntimeError(fmt::format("rank {}: NCCL start-up: {}", control->Rank(),
                                    state == ncclInProgress
                                        ? fmt::format("not done within {:.0f} s, aborted ({})", limit, why)
