@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The multi-host lab in CI: 2 hosts x 2 ranks behind a 1 Gbit/s link. Every backend this build has
 # runs its collectives at small sizes with exact verification across the two hosts (ciuic's ring and
-# hier, hier with a codec on the inter-host step, Gloo when built); the hosts are found by name; then
+# hier, hier with a codec on the inter-host step, Gloo when built); the hosts are found by name; the
+# same ranks started as a torchrun job's (gloo and ciuic over the job's store, no mpiexec); then
 # the lab's failure paths (a failing command, an interrupted lab, bad options). After each lab: no
 # namespace, /etc/netns entry, interface or process of it is left. And the tuner refuses to measure
 # the lab's topology (cluster_lab) from outside it.
@@ -71,6 +72,32 @@ hosts_lines=$(grep -c '^# hosts: labhost0 (2 ranks) labhost1 (2 ranks)' "$work/o
 grep -q '      hier' "$work/out" || fail "no hier row"
 echo "lab run: $runs runs, $ok verified exactly, each on labhost0 and labhost1 ($backends)"
 check_clean "after the run"
+
+# 1b. ciuic-bench as the ranks of a torchrun job across the hosts (cluster-lab.sh --torch: one process
+#     per rank with torchrun's variables, MASTER_ADDR on labhost0): one 4-rank world over the job's
+#     TCP store, no mpiexec, every row exact, both hosts named.
+case "$backends" in *gloo*)
+  torch_runs=0
+  for args in "allreduce --backend gloo" "allgather --backend gloo" "allreduce --backend ciuic --algo hier" \
+              "allreduce --backend ciuic --algo ring --codec int8"; do
+    # shellcheck disable=SC2086
+    "$lab" --hosts 2 --ranks-per-host 2 --rate 1gbit --torch -- "$bench" $args --sizes 4K:256K:x8 -c 1 -w 1 -n 3 \
+      >"$work/torch.out" 2>&1
+    rc=$?
+    torch_runs=$((torch_runs + 1))
+    if [ "$rc" -ne 0 ]; then
+      fail "under --torch, $args: exit $rc: $(tail -n 5 "$work/torch.out")"
+    elif [ "$(grep -c '^# Out of bounds values : 0 OK' "$work/torch.out")" -ne 1 ] ||
+         ! grep -q '^# hosts: labhost0 (2 ranks) labhost1 (2 ranks)' "$work/torch.out" ||
+         ! grep -q '  ranks 4 ' "$work/torch.out"; then
+      fail "under --torch, $args: not one exact 4-rank report naming both hosts: $(head -n 12 "$work/torch.out")"
+    fi
+    grep -q 'mpiexec' "$work/torch.out" && fail "under --torch, $args: mpiexec was started"
+    check_clean "after --torch $args"
+  done
+  echo "lab torch-launched runs: $torch_runs, each one 4-rank world on labhost0 and labhost1"
+  ;;
+esac
 
 # 2. A failing command: its exit code, and the lab removed.
 "$lab" --hosts 2 --ranks-per-host 1 --run -- sh -c 'exit 7' >/dev/null 2>&1
