@@ -218,11 +218,17 @@ fi
 # (kill, a CI timeout) ends the lab at once: the traps run, and the cleanup ends what the command left.
 # Its standard input stays the script's.
 if [ "$torch" -eq 1 ]; then
-  # torchrun's variables from Open MPI's, per rank; the rendezvous on labhost0.
+  # torchrun's variables from Open MPI's, per rank; the rendezvous on labhost0. Open MPI's own
+  # variables are then removed, as a torchrun job has none: a rank that saw them would take itself
+  # for an MPI rank (and the programs it starts would try to join the MPI job).
   ip netns exec "$(ns_of 0)" unshare --uts /bin/sh -c 'hostname labhost0 && exec "$@"' sh \
-    mpiexec -n $((hosts * rph)) --map-by slot --bind-to none /bin/sh -c 'RANK=$OMPI_COMM_WORLD_RANK \
+    mpiexec -n $((hosts * rph)) --map-by slot --bind-to none /bin/sh -c 'export RANK=$OMPI_COMM_WORLD_RANK \
       WORLD_SIZE=$OMPI_COMM_WORLD_SIZE LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK \
-      LOCAL_WORLD_SIZE=$OMPI_COMM_WORLD_LOCAL_SIZE MASTER_ADDR=10.213.0.1 MASTER_PORT=29400 exec "$@"' sh "$@" <&0 &
+      LOCAL_WORLD_SIZE=$OMPI_COMM_WORLD_LOCAL_SIZE MASTER_ADDR=10.213.0.1 MASTER_PORT=29400
+      for v in $(env | sed -n "s/^\(OMPI_[A-Za-z0-9_]*\|PMIX_[A-Za-z0-9_]*\|OPAL_[A-Za-z0-9_]*\|ORTE_[A-Za-z0-9_]*\)=.*/\1/p"); do
+        unset "$v"
+      done
+      exec "$@"' sh "$@" <&0 &
 elif [ "$run_plain" -eq 1 ]; then
   ip netns exec "$(ns_of 0)" unshare --uts /bin/sh -c 'hostname labhost0 && exec "$@"' sh "$@" <&0 &
 else

@@ -95,7 +95,14 @@ case "$backends" in *gloo*)
     grep -q 'mpiexec' "$work/torch.out" && fail "under --torch, $args: mpiexec was started"
     check_clean "after --torch $args"
   done
-  echo "lab torch-launched runs: $torch_runs, each one 4-rank world on labhost0 and labhost1"
+  # The ranks took the job's path, not MPI's: a wrong --ranks is refused in the job's words.
+  "$lab" --hosts 2 --ranks-per-host 2 --torch -- "$bench" allreduce --backend gloo --ranks 3 --sizes 4K \
+    >"$work/torch.out" 2>&1
+  rc=$?
+  [ "$rc" -eq 1 ] && grep -q -- "--ranks 3 but torchrun started 4 rank(s)" "$work/torch.out" ||
+    fail "under --torch, --ranks 3: exit $rc, not refused as a torchrun job: $(tail -n 3 "$work/torch.out")"
+  check_clean "after --torch --ranks 3"
+  echo "lab torch-launched runs: $torch_runs, each one 4-rank world on labhost0 and labhost1 (torchrun's path)"
   ;;
 esac
 
