@@ -115,6 +115,12 @@ void MarkExited() {
 
 std::string RankFile(const std::string& dir, int rank) { return dir + "/rank-" + std::to_string(rank); }
 
+// Rank r's record as it stands; false when its file is gone (a clean end) or short.
+bool ReadBeat(const std::string& dir, int r, BeatRecord& out) {
+  std::ifstream in(RankFile(dir, r), std::ios::binary);
+  return static_cast<bool>(in.read(reinterpret_cast<char*>(&out), sizeof(BeatRecord)));
+}
+
 // 'R', 'S', 'T' (stopped), 'Z' (zombie)... from /proc/<pid>/stat; 0 when the process is gone.
 char ProcessState(int64_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
@@ -194,8 +200,7 @@ std::string Heartbeats::Describe(bool failed_only) const {
   std::vector<bool> have(size_, false);
   uint64_t most = 0;
   for (int r = 0; r < size_; ++r) {
-    std::ifstream in(RankFile(dir_, r), std::ios::binary);
-    if (in.read(reinterpret_cast<char*>(&beats[r]), sizeof(BeatRecord))) {
+    if (ReadBeat(dir_, r, beats[r])) {
       have[r] = true;
       most = std::max(most, beats[r].progress);
     }
@@ -213,9 +218,8 @@ std::string Heartbeats::Describe(bool failed_only) const {
     if (state == 0 || state == 'Z' || state == 'X') {
       // Gone now, so its record is final: it may have marked it and ended after the read above (a
       // peer that gave up a moment before this rank looked).
-      std::ifstream again(RankFile(dir_, r), std::ios::binary);
       BeatRecord last{};
-      if (again.read(reinterpret_cast<char*>(&last), sizeof(BeatRecord))) beats[r].exited = last.exited;
+      if (ReadBeat(dir_, r, last)) beats[r].exited = last.exited;
     }
     // A peer that gave up waiting, or that its launcher is ending, is not why this rank is stuck.
     if (beats[r].exited == kGaveUp || beats[r].exited == kEndedByLauncher) continue;
@@ -250,10 +254,10 @@ std::string Heartbeats::FirstSilent(const std::string& dir, int size) {
   // A rank that called exit() mid-run is the culprit whatever the clocks say.
   for (int r = 0; r < size; ++r) {
     BeatRecord e{};
-    std::ifstream in(RankFile(dir, r), std::ios::binary);
-    if (in.read(reinterpret_cast<char*>(&e), sizeof(e)) && e.exited == kCalledExit)
+    const bool read = ReadBeat(dir, r, e);
+    if (read && e.exited == kCalledExit)
       return fmt::format("rank {} (pid {}) exited in the middle of the run", r, e.pid);
-    if (in && e.exited == kEndedByError)
+    if (read && e.exited == kEndedByError)
       return fmt::format("rank {} (pid {}) ended with an error in the middle of the run", r, e.pid);
   }
   int first = -1, unmarked = -1, unmarked_count = 0;
@@ -261,8 +265,7 @@ std::string Heartbeats::FirstSilent(const std::string& dir, int size) {
   double next = 0;  // the second-oldest last beat
   int seen = 0;
   for (int r = 0; r < size; ++r) {
-    std::ifstream in(RankFile(dir, r), std::ios::binary);
-    if (!in.read(reinterpret_cast<char*>(&b), sizeof(b))) continue;  // ended cleanly (file removed)
+    if (!ReadBeat(dir, r, b)) continue;  // ended cleanly (file removed)
     if (b.exited == kGaveUp) continue;  // its deadline ended it: it waited on a peer, it went silent last
     ++seen;
     if (b.exited == kRunning) {
