@@ -266,7 +266,7 @@ std::string Heartbeats::FirstSilent(const std::string& dir, int size) {
   int seen = 0;
   for (int r = 0; r < size; ++r) {
     if (!ReadBeat(dir, r, b)) continue;  // ended cleanly (file removed)
-    if (b.exited == kGaveUp) continue;  // its deadline ended it: it waited on a peer, it went silent last
+    if (b.exited == kGaveUp) continue;   // its deadline ended it: it waited on a peer, it went silent last
     ++seen;
     if (b.exited == kRunning) {
       unmarked = r;
