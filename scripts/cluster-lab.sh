@@ -220,7 +220,10 @@ fi
 if [ "$torch" -eq 1 ]; then
   # torchrun's variables from Open MPI's, per rank; the rendezvous on labhost0. Open MPI's own
   # variables are then removed, as a torchrun job has none: a rank that saw them would take itself
-  # for an MPI rank (and the programs it starts would try to join the MPI job).
+  # for an MPI rank (and the programs it starts would try to join the MPI job). A rank that fails is
+  # reported to mpiexec 2 s later, which then ends the others at once: torchrun's agent sees a failed
+  # worker only at its next check (every 5 s by default), so the others have that long to say what
+  # they saw.
   ip netns exec "$(ns_of 0)" unshare --uts /bin/sh -c 'hostname labhost0 && exec "$@"' sh \
     mpiexec -n $((hosts * rph)) --map-by slot --bind-to none /bin/sh -c 'export RANK=$OMPI_COMM_WORLD_RANK \
       WORLD_SIZE=$OMPI_COMM_WORLD_SIZE LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK \
@@ -228,7 +231,10 @@ if [ "$torch" -eq 1 ]; then
       for v in $(env | sed -n "s/^\(OMPI_[A-Za-z0-9_]*\|PMIX_[A-Za-z0-9_]*\|OPAL_[A-Za-z0-9_]*\|ORTE_[A-Za-z0-9_]*\)=.*/\1/p"); do
         unset "$v"
       done
-      exec "$@"' sh "$@" <&0 &
+      "$@"
+      rc=$?
+      [ "$rc" -eq 0 ] || sleep 2
+      exit "$rc"' sh "$@" <&0 &
 elif [ "$run_plain" -eq 1 ]; then
   ip netns exec "$(ns_of 0)" unshare --uts /bin/sh -c 'hostname labhost0 && exec "$@"' sh "$@" <&0 &
 else

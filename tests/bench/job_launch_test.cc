@@ -2,9 +2,15 @@
 // local rank and the store's address from each launcher, Slurm's node-list grammar, and a one-line
 // refusal naming the variable when the environment is half set or out of range.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collectives/backends/gloo/communicator.h"
@@ -160,5 +166,106 @@ TEST(JobLaunch, RollCallNamesTheRanksThatNeverArrived) {
   EXPECT_EQ(calls[3].absent(), "");
   // Another point of start-up is its own roll.
   EXPECT_EQ(ciuic::MakeJobRollCall("127.0.0.1", port, 0, 2, "other").absent(), "rank 0, rank 1");
+}
+#endif
+
+#if CIUIC_HAVE_GLOO
+namespace {
+
+int PortOf(const std::string& endpoint) { return std::stoi(endpoint.substr(endpoint.rfind(':') + 1)); }
+
+int ConnectTo(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  return fd;
+}
+
+// One request in the store's wire format (tcp_store.h), its one-byte answer read.
+void Say(int fd, char op, const std::string& key) {
+  std::string msg(1, op);
+  for (int i = 0; i < 4; ++i) msg.push_back(static_cast<char>((key.size() >> (8 * i)) & 0xff));
+  msg += key;
+  ASSERT_EQ(write(fd, msg.data(), msg.size()), static_cast<ssize_t>(msg.size()));
+  char ok = 0;
+  ASSERT_EQ(read(fd, &ok, 1), 1);
+  EXPECT_EQ(ok, 1);
+}
+
+// What the ranks still there hear: the first answer that lists someone (the server sees a close a
+// moment after it happens), or the last.
+std::optional<std::vector<int>> Gone(ciuic::TcpStore& s, size_t at_least) {
+  std::optional<std::vector<int>> gone;
+  for (int i = 0; i < 100; ++i) {
+    gone = s.ErredAndDeparted(std::chrono::seconds(2));
+    if (!gone || gone->size() >= at_least) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return gone;
+}
+
+}  // namespace
+
+// A connection that named its rank and closed without a word is a rank gone (killed, crashed); one
+// that said bye (a clean end) or that it saw an error (a survivor ending over it) is not. The list
+// keeps the order of the closes.
+TEST(TcpStore, NamesTheRanksWhoseConnectionsClosedWithoutAWord) {
+  ciuic::TcpStoreServer server("127.0.0.1");
+  const int port = PortOf(server.Endpoint());
+  ciuic::TcpStore watcher(server.Endpoint(), std::chrono::seconds(5));
+  watcher.Identify(0);
+  EXPECT_EQ(Gone(watcher, 0), std::vector<int>{});
+  {
+    ciuic::TcpStore clean(server.Endpoint(), std::chrono::seconds(5));
+    clean.Identify(1);
+  }  // bye
+  const int erred = ConnectTo(port);
+  Say(erred, 'I', "3");
+  Say(erred, 'W', "error");
+  close(erred);
+  const int anonymous = ConnectTo(port);  // never identified (a roll call's, a tool's)
+  close(anonymous);
+  const int dead = ConnectTo(port);
+  Say(dead, 'I', "2");
+  close(dead);
+  EXPECT_EQ(Gone(watcher, 1), std::vector<int>{2});
+  const int second = ConnectTo(port);
+  Say(second, 'I', "4");
+  close(second);
+  EXPECT_EQ(Gone(watcher, 2), (std::vector<int>{2, 4}));
+  // Asking said "error" for the watcher: its own close is not a death either.
+  EXPECT_EQ(Gone(watcher, 2), (std::vector<int>{2, 4}));
+}
+
+// A store that does not answer (rank 0 stopped: the kernel still accepts its connections) is
+// nullopt within the timeout, and at once after that; a store that is gone (rank 0 ended) throws.
+TEST(TcpStore, ASilentStoreIsNoAnswerAndAGoneOneAnError) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(listener, 4), 0);
+  socklen_t len = sizeof(a);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+  {
+    ciuic::TcpStore silent(fmt::format("127.0.0.1:{}", ntohs(a.sin_port)), std::chrono::seconds(5));
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_FALSE(silent.ErredAndDeparted(std::chrono::milliseconds(200)).has_value());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_GE(s, 0.15);
+    EXPECT_LT(s, 2.0);
+    EXPECT_FALSE(silent.ErredAndDeparted(std::chrono::seconds(60)).has_value());  // not waited again
+  }
+  close(listener);
+
+  auto server = std::make_unique<ciuic::TcpStoreServer>("127.0.0.1");
+  ciuic::TcpStore orphan(server->Endpoint(), std::chrono::seconds(5));
+  orphan.Identify(1);
+  server.reset();
+  EXPECT_THROW(orphan.ErredAndDeparted(std::chrono::seconds(2)), ciuic::RuntimeError);
 }
 #endif

@@ -2,7 +2,8 @@
 # The multi-host lab in CI: 2 hosts x 2 ranks behind a 1 Gbit/s link. Every backend this build has
 # runs its collectives at small sizes with exact verification across the two hosts (ciuic's ring and
 # hier, hier with a codec on the inter-host step, Gloo when built); the hosts are found by name; the
-# same ranks started as a torchrun job's (gloo and ciuic over the job's store, no mpiexec); then
+# same ranks started as a torchrun job's (gloo and ciuic over the job's store, no mpiexec; a rank
+# killed on one host named by the survivors on both); then
 # the lab's failure paths (a failing command, an interrupted lab, bad options). After each lab: no
 # namespace, /etc/netns entry, interface or process of it is left. And the tuner refuses to measure
 # the lab's topology (cluster_lab) from outside it.
@@ -102,6 +103,16 @@ case "$backends" in *gloo*)
   [ "$rc" -eq 1 ] && grep -q -- "--ranks 3 but torchrun started 4 rank(s)" "$work/torch.out" ||
     fail "under --torch, --ranks 3: exit $rc, not refused as a torchrun job: $(tail -n 3 "$work/torch.out")"
   check_clean "after --torch --ranks 3"
+  # A rank killed mid-run on the other host: each survivor, on either host, names it (the job's store
+  # on labhost0 saw its connection close; gloo itself gives only a socket's address).
+  "$lab" --hosts 2 --ranks-per-host 2 --torch -- env CIUIC_FAULT=collective:3:kill:3 "$bench" allreduce \
+    --backend gloo --sizes 256K -n 20 -w 1 --timeout 10 >"$work/torch.out" 2>&1
+  rc=$?
+  named=$(grep -c "rank 3 is gone: its connection to the job's store closed" "$work/torch.out")
+  if [ "$rc" -eq 0 ] || [ "$named" -ne 3 ] || grep -v "rank 3 is gone" "$work/torch.out" | grep -q "is gone"; then
+    fail "under --torch, rank 3 killed: exit $rc, $named of 3 survivors named it: $(grep -v '^#' "$work/torch.out" | tail -n 4)"
+  fi
+  check_clean "after --torch with rank 3 killed"
   echo "lab torch-launched runs: $torch_runs, each one 4-rank world on labhost0 and labhost1 (torchrun's path)"
   ;;
 esac

@@ -6,7 +6,13 @@
 #      mpiexec started;
 #   2. two processes given Slurm's variables by hand (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
 #      SLURM_NODELIST=localhost, CIUIC_STORE_PORT): the same;
-#   3. refusals: --backend mpi under a job launcher, --ranks 3 in a 2-rank job, a half-set environment.
+#   3. refusals: --backend mpi under a job launcher, --ranks 3 in a 2-rank job, a half-set environment;
+#   4. a rank that dies mid-run (CIUIC_FAULT kill or exit in a timed iteration) in a 3-rank job on
+#      torchrun's variables, victims rank 0, 1 and 2, over gloo's own allreduce and the runtime's ring
+#      over gloo: every survivor exits 2 within the deadline and names the victim (the job's store
+#      saw its connection close without a word; rank 0's death ends the store itself), never another
+#      rank; a stopped rank: the survivors end at their deadline (or gloo's timeout) with exit 2 and
+#      name no one gone.
 # Usage: launch_test.sh CIUIC_BENCH
 set -u
 bench=$1
@@ -84,6 +90,48 @@ refused "--ranks 3 but torchrun started 2" "${job[@]}" -- allreduce --backend gl
 refused "MASTER_ADDR" RANK=0 WORLD_SIZE=2 MASTER_PORT=29500 -- allreduce --backend gloo --sizes 4K
 refused "RANK='2'" RANK=2 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 -- allreduce --sizes 4K
 refused "SLURM_NTASKS" SLURM_PROCID=0 SLURM_NTASKS=x SLURM_NODELIST=n1 -- allreduce --sizes 4K
+# died ACTION VICTIM BACKEND...: 3 ranks on torchrun's variables, the victim failing at its 3rd timed
+# iteration; each survivor's exit and its line about the victim.
+died() {
+  local action=$1 victim=$2
+  shift 2
+  local port pids=() r
+  port=$(free_port)
+  for r in 0 1 2; do
+    env RANK=$r WORLD_SIZE=3 LOCAL_RANK=$r LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+      CIUIC_FAULT="collective:$victim:$action:3" "$bench" allreduce --sizes 1M --iters 20 --warmup 1 --timeout 3 "$@" \
+      > "$work/died-$r.log" 2>&1 &
+    pids+=($!)
+  done
+  local start=$SECONDS want
+  if [ "$action" = stop ]; then
+    want="no progress in 3 s\|Timed out"  # the deadline or gloo's own timeout, whichever is first
+  elif [ "$victim" -eq 0 ]; then
+    want="rank 0, which served the job's store, has ended"
+  else
+    want="rank $victim is gone: its connection to the job's store closed"
+  fi
+  for r in 0 1 2; do
+    [ "$r" -eq "$victim" ] && continue
+    wait "${pids[$r]}"
+    local code=$?
+    if [ "$code" -ne 2 ] || ! grep -q "$want" "$work/died-$r.log" ||
+       grep -v "rank $victim is gone" "$work/died-$r.log" | grep -q "is gone"; then
+      echo "launch_test: $action rank $victim ($*): survivor rank $r exit $code, expected 2 and '$want':"
+      grep -v '^#' "$work/died-$r.log" | sed 's/^/    /'; fail=1
+    fi
+  done
+  kill -KILL "${pids[$victim]}" 2>/dev/null
+  wait "${pids[$victim]}" 2>/dev/null
+  local took=$((SECONDS - start))
+  if [ "$took" -gt 8 ]; then echo "launch_test: $action rank $victim ($*): the survivors took $took s"; fail=1; fi
+  echo "launch_test: $action rank $victim ($*), survivors after ${took} s: $(grep -h -o "$want[^;]*" "$work"/died-*.log | sort -u | head -n 1)"
+}
+died kill 1 --backend gloo 2>/dev/null
+died exit 2 --backend ciuic --transport gloo --algo ring 2>/dev/null
+died kill 0 --backend gloo 2>/dev/null
+died stop 1 --backend gloo 2>/dev/null
+
 [ "$fail" -eq 0 ] || exit 1
 [ "${skipped:-0}" -eq 0 ] || exit 77
 echo "launch_test: every check passed"

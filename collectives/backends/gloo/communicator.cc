@@ -47,17 +47,17 @@
 #include "kernels/reduce.h"
 
 // Gloo reports a dead peer, a timeout or a misuse by exception (IoException, EnforceNotMet, ...):
-// inside the communicator each becomes a RuntimeError naming the call, the rank and file:line.
-#define CIUIC_GLOO_CHECK(call)                                                                  \
-  do {                                                                                          \
-    try {                                                                                       \
-      call;                                                                                     \
-    } catch (const ::ciuic::Error&) {                                                           \
-      throw;                                                                                    \
-    } catch (const std::exception& ciuic_gloo_e_) {                                             \
-      throw ::ciuic::RuntimeError(                                                              \
-          ::ciuic::FormatCallFailure(#call, ciuic_gloo_e_.what(), __FILE__, __LINE__, Rank())); \
-    }                                                                                           \
+// inside the communicator each becomes a RuntimeError naming the call, the rank and file:line, and
+// the rank that is gone where the job's store knows (GoneNote: gloo itself names only a socket).
+#define CIUIC_GLOO_CHECK(call)                                                       \
+  do {                                                                               \
+    try {                                                                            \
+      call;                                                                          \
+    } catch (const ::ciuic::Error&) {                                                \
+      throw;                                                                         \
+    } catch (const std::exception& ciuic_gloo_e_) {                                  \
+      throw GlooFailure(#call, ciuic_gloo_e_, __FILE__, __LINE__, Rank(), *shared_); \
+    }                                                                                \
   } while (0)
 #endif
 
@@ -241,9 +241,46 @@ struct Shared {
   std::shared_ptr<TcpStoreServer> server;
   std::shared_ptr<gloo::rendezvous::Store> store;
   gloo::rendezvous::FileStore* file_store = nullptr;  // inside `store` with --gloo-store
+  // This rank's connection to rank 0's TCP store, identified as this rank: who is gone after a
+  // failure (null with --gloo-store or a store of the user's).
+  std::shared_ptr<TcpStore> presence;
   GlooOptions options;
   std::string device_text;
 };
+
+// For the error of a failed gloo call: "; rank 2 is gone: ..." naming the first rank whose
+// connection to the job's store closed without a word (killed, crashed), "" when none did (a rank
+// stopped or stuck: gloo's timeout says the rest) or the world has no such store; what became of
+// rank 0 when its store is gone or silent. This rank says first that it saw an error, so that when
+// it ends over it the others do not take it for the one gone. A dead peer's connections all close
+// at once, but the store may see it a moment after this rank's gloo did: asked again for up to 0.3 s.
+std::string GoneNote(Shared& shared) {
+  if (!shared.presence) return "";
+  try {
+    std::optional<std::vector<int>> gone;
+    for (int i = 0; i < 10; ++i) {
+      if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      gone = shared.presence->ErredAndDeparted(std::chrono::seconds(1));
+      if (!gone) return "; rank 0's store did not answer within 1 s (rank 0 stopped or stuck?)";
+      if (!gone->empty()) break;
+    }
+    if (gone->empty()) return "";
+    std::string then;
+    for (size_t i = 1; i < gone->size() && i < 4; ++i) then += fmt::format(", then rank {}", (*gone)[i]);
+    return fmt::format(
+        "; rank {} is gone: its connection to the job's store closed without a word (killed, crashed "
+        "or exited mid-run){}",
+        gone->front(), then);
+  } catch (const std::exception&) {
+    return "; rank 0, which served the job's store, has ended (killed, crashed, or over an error or a deadline of its "
+           "own)";
+  }
+}
+
+RuntimeError GlooFailure(const char* call, const std::exception& e, const char* file, int line, int rank,
+                         Shared& shared) {
+  return RuntimeError(FormatCallFailure(call, e.what(), file, line, rank) + GoneNote(shared));
+}
 
 // Connects a full mesh of `control`'s ranks under `prefix` of the store; a control-plane barrier
 // after it, so no rank leaves (and rank 0 stops serving) while another still reads the store.
@@ -820,7 +857,10 @@ std::unique_ptr<Communicator> MakeGlooWorld(std::unique_ptr<Communicator> contro
   const std::string endpoint = root_text.substr(root_text.find(' ') + 1);
   try {
     if (options.store_dir.empty()) {
-      shared->store = std::make_shared<TcpStore>(endpoint, TimeoutOf(options.timeout_s));
+      auto tcp = std::make_shared<TcpStore>(endpoint, TimeoutOf(options.timeout_s));
+      tcp->Identify(rank);
+      shared->presence = tcp;
+      shared->store = tcp;
     } else {
       auto file = std::make_shared<gloo::rendezvous::FileStore>(options.store_dir);
       shared->file_store = file.get();
@@ -838,14 +878,19 @@ std::unique_ptr<Communicator> MakeGlooWorld(std::unique_ptr<Communicator> contro
   return comm;
 }
 
-std::unique_ptr<Communicator> MakeGlooStoreWorld(std::shared_ptr<KeyValueStore> kv, int rank, int size,
-                                                 const std::string& prefix, const GlooOptions& options) {
+namespace {
+
+// MakeGlooStoreWorld; `presence`: this rank's identified connection to the job's TCP store, if any.
+std::unique_ptr<Communicator> StoreWorld(std::shared_ptr<KeyValueStore> kv, int rank, int size,
+                                         const std::string& prefix, const GlooOptions& options,
+                                         std::shared_ptr<TcpStore> presence) {
   if (!kv) throw UsageError("gloo store world: no store");
   if (size < 1 || rank < 0 || rank >= size)
     throw UsageError(fmt::format("gloo store world: rank {} of {} is not a rank of the world", rank, size));
   auto shared = std::make_shared<Shared>();
   shared->options = options;
   shared->store = std::make_shared<StoreAdapter>(kv);
+  shared->presence = std::move(presence);
   // Host names first: the device binds the address the others can reach (DeviceAttr).
   char host[256] = {};
   gethostname(host, sizeof host - 1);
@@ -877,20 +922,23 @@ std::unique_ptr<Communicator> MakeGlooStoreWorld(std::shared_ptr<KeyValueStore> 
   return comm;
 }
 
-namespace {
-
 // The job's TCP store as a KeyValueStore (Get waits for its key: TcpStore::get).
 class TcpKeyValueStore : public KeyValueStore {
  public:
-  explicit TcpKeyValueStore(std::unique_ptr<TcpStore> s) : s_(std::move(s)) {}
+  explicit TcpKeyValueStore(std::shared_ptr<TcpStore> s) : s_(std::move(s)) {}
   void Set(const std::string& key, const std::vector<char>& value) override { s_->set(key, value); }
   std::vector<char> Get(const std::string& key) override { return s_->get(key); }
 
  private:
-  std::unique_ptr<TcpStore> s_;
+  std::shared_ptr<TcpStore> s_;
 };
 
 }  // namespace
+
+std::unique_ptr<Communicator> MakeGlooStoreWorld(std::shared_ptr<KeyValueStore> kv, int rank, int size,
+                                                 const std::string& prefix, const GlooOptions& options) {
+  return StoreWorld(std::move(kv), rank, size, prefix, options, nullptr);
+}
 
 std::string NumericAddress(const std::string& host) {
   addrinfo hints{};
@@ -923,8 +971,9 @@ std::unique_ptr<Communicator> MakeGlooTcpJobWorld(int rank, int size, const std:
   }
   const auto timeout = std::chrono::milliseconds(options.timeout_s > 0 ? static_cast<int64_t>(options.timeout_s * 1000)
                                                                        : int64_t{3600} * 1000);
-  auto store = std::make_unique<TcpStore>(fmt::format("{}:{}", address, port), timeout, /*wait_for_server=*/true);
-  return MakeGlooStoreWorld(std::make_shared<TcpKeyValueStore>(std::move(store)), rank, size, "ciuic-job", options);
+  auto store = std::make_shared<TcpStore>(fmt::format("{}:{}", address, port), timeout, /*wait_for_server=*/true);
+  store->Identify(rank);
+  return StoreWorld(std::make_shared<TcpKeyValueStore>(store), rank, size, "ciuic-job", options, store);
 }
 
 JobRollCall MakeJobRollCall(const std::string& host, int port, int rank, int size, const std::string& point) {

@@ -108,6 +108,8 @@ void TcpStoreServer::Serve() {
   struct Client {
     int fd;
     std::string in;
+    int64_t rank = -1;       // 'I': the rank this connection speaks for
+    bool said_word = false;  // 'W': a clean end or an error of its own, not a death
   };
   std::vector<Client> clients;
   // Answers every whole request in c.in; false when the client must be dropped.
@@ -115,7 +117,7 @@ void TcpStoreServer::Serve() {
     while (c.in.size() >= 5) {
       const char op = c.in[0];
       const uint32_t klen = GetU32(c.in.data() + 1);
-      if (klen > kMaxField || (op != 'S' && op != 'G' && op != 'C')) return false;
+      if (klen > kMaxField || std::strchr("SGCIWD", op) == nullptr || op == 0) return false;
       size_t need = 5 + klen;
       if (c.in.size() < need) return true;
       const std::string key = c.in.substr(5, klen);
@@ -128,6 +130,16 @@ void TcpStoreServer::Serve() {
         data_[key].assign(c.in.data() + need + 4, c.in.data() + need + 4 + vlen);
         need += 4 + vlen;
         reply.push_back(1);
+      } else if (op == 'I') {
+        if (key.empty() || key.size() > 9 || key.find_first_not_of("0123456789") != std::string::npos) return false;
+        c.rank = std::stoll(key);
+        reply.push_back(1);
+      } else if (op == 'W') {
+        c.said_word = true;
+        reply.push_back(1);
+      } else if (op == 'D') {
+        PutU32(reply, static_cast<uint32_t>(departed_.size()));
+        for (const uint32_t r : departed_) PutU32(reply, r);
       } else {
         const auto it = data_.find(key);
         reply.push_back(it == data_.end() ? 0 : 1);
@@ -163,6 +175,7 @@ void TcpStoreServer::Serve() {
       if (n <= 0 || !handle(c)) {
         close(c.fd);
         c.fd = -1;
+        if (c.rank >= 0 && !c.said_word) departed_.push_back(static_cast<uint32_t>(c.rank));
       }
     }
     clients.erase(std::remove_if(clients.begin(), clients.end(), [](const Client& c) { return c.fd < 0; }),
@@ -201,23 +214,43 @@ TcpStore::TcpStore(const std::string& endpoint, std::chrono::milliseconds timeou
 }
 
 TcpStore::~TcpStore() {
-  if (fd_ >= 0) close(fd_);
+  if (fd_ < 0) return;
+  // "bye" without waiting for its answer: the server reads it before it sees the close.
+  std::string msg(1, 'W');
+  PutU32(msg, 3);
+  msg += "bye";
+  WriteAll(fd_, msg.data(), msg.size());
+  close(fd_);
 }
 
 void TcpStore::SendAll(const void* data, size_t bytes) {
+  if (fd_ < 0) throw RuntimeError(fmt::format("gloo store: rank 0's store at {} stopped answering", endpoint_));
   if (!WriteAll(fd_, static_cast<const char*>(data), bytes))
     throw RuntimeError(fmt::format("gloo store: rank 0's store at {} is gone: {}", endpoint_, Errno()));
 }
 
-void TcpStore::RecvAll(void* data, size_t bytes) {
+bool TcpStore::RecvAll(void* data, size_t bytes, std::chrono::steady_clock::time_point deadline) {
   char* p = static_cast<char*>(data);
   while (bytes > 0) {
+    if (deadline != std::chrono::steady_clock::time_point{}) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+      pollfd pfd{fd_, POLLIN, 0};
+      const int ready = left > 0 ? poll(&pfd, 1, static_cast<int>(left)) : 0;
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) {
+        close(fd_);
+        fd_ = -1;
+        return false;
+      }
+    }
     const ssize_t n = recv(fd_, p, bytes, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) throw RuntimeError(fmt::format("gloo store: rank 0's store at {} closed the connection", endpoint_));
     p += n;
     bytes -= static_cast<size_t>(n);
   }
+  return true;
 }
 
 void TcpStore::Request(char op, const std::string& key, const std::vector<char>* value) {
@@ -234,12 +267,14 @@ void TcpStore::Request(char op, const std::string& key, const std::vector<char>*
 }
 
 void TcpStore::set(const std::string& key, const std::vector<char>& data) {
+  std::lock_guard lock(mu_);
   Request('S', key, &data);
   char ok = 0;
   RecvAll(&ok, 1);
 }
 
 bool TcpStore::Check(const std::string& key) {
+  std::lock_guard lock(mu_);
   Request('C', key, nullptr);
   char found = 0;
   RecvAll(&found, 1);
@@ -248,6 +283,7 @@ bool TcpStore::Check(const std::string& key) {
 
 std::vector<char> TcpStore::get(const std::string& key) {
   wait({key}, timeout_);
+  std::lock_guard lock(mu_);
   Request('G', key, nullptr);
   char found = 0;
   RecvAll(&found, 1);
@@ -256,6 +292,32 @@ std::vector<char> TcpStore::get(const std::string& key) {
   RecvAll(len, 4);
   std::vector<char> out(GetU32(len));
   if (!out.empty()) RecvAll(out.data(), out.size());
+  return out;
+}
+
+void TcpStore::Identify(int rank) {
+  std::lock_guard lock(mu_);
+  Request('I', std::to_string(rank), nullptr);
+  char ok = 0;
+  RecvAll(&ok, 1);
+}
+
+std::optional<std::vector<int>> TcpStore::ErredAndDeparted(std::chrono::milliseconds timeout) {
+  std::lock_guard lock(mu_);
+  if (fd_ < 0) return std::nullopt;  // it did not answer before
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  Request('W', "error", nullptr);
+  char ok = 0;
+  if (!RecvAll(&ok, 1, deadline)) return std::nullopt;
+  Request('D', "", nullptr);
+  char count[4];
+  if (!RecvAll(count, 4, deadline)) return std::nullopt;
+  std::vector<int> out;
+  for (uint32_t i = 0, n = GetU32(count); i < n; ++i) {
+    char rank[4];
+    if (!RecvAll(rank, 4, deadline)) return std::nullopt;
+    out.push_back(static_cast<int>(GetU32(rank)));
+  }
   return out;
 }
 

@@ -2,17 +2,25 @@
 // The key-value store gloo's rendezvous reads the ranks' addresses from, over TCP: rank 0 serves it
 // on an ephemeral port of the address its gloo device uses, the others reach it there, so ranks on
 // different hosts meet without a shared file system (--gloo-store DIR uses gloo's FileStore
-// instead). Small and short-lived: a few keys per communicator, read once each at start-up.
-// Wire format, one request at a time per connection: op (1 byte: 'S'et, 'G'et, 'C'heck), key
-// length (u32, little-endian), key, and for set a value length (u32) and the value; the reply to a
-// set is one byte, to a check one byte (1: present), to a get a byte (1: present) then the value's
-// length and bytes.
+// instead). Small: a few keys per communicator, read once each at start-up.
+// It also tells who is gone: a connection that names its rank ('I') and later closes without a word
+// ('W': a clean end, or an error this rank saw and is ending over) is a rank that was killed or
+// crashed; the ranks still there ask for that list ('D') after a failed call, so a job started by
+// torchrun or srun, on one host or many, names the rank that died instead of a socket address.
+// Wire format, one request at a time per connection: op (1 byte: 'S'et, 'G'et, 'C'heck, 'I'dentify,
+// 'W'ord, 'D'eparted), key length (u32, little-endian), key, and for set a value length (u32) and
+// the value. Replies: to a set, identify or word one byte; to a check one byte (1: present); to a
+// get a byte (1: present) then the value's length and bytes; to departed a count (u32) then that
+// many ranks (u32), in the order their connections closed. Identify's key is the rank in decimal,
+// word's is "bye" or "error", departed's is empty.
 #include <sys/socket.h>
 
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,7 +48,8 @@ class TcpStoreServer {
   void Serve();
 
   int listen_fd_ = -1;
-  int wake_[2] = {-1, -1};  // a byte written here ends Serve()
+  std::vector<uint32_t> departed_;  // the server thread's: ranks gone without a word, in order
+  int wake_[2] = {-1, -1};          // a byte written here ends Serve()
   std::string endpoint_;
   std::map<std::string, std::vector<char>> data_;
   std::thread thread_;
@@ -54,7 +63,16 @@ class TcpStore : public gloo::rendezvous::Store {
   // listens before its endpoint is shared), or, with wait_for_server (a known port the server may not
   // listen on yet), until the timeout. Throws RuntimeError.
   TcpStore(const std::string& endpoint, std::chrono::milliseconds timeout, bool wait_for_server = false);
-  ~TcpStore() override;
+  ~TcpStore() override;  // says "bye" first: a clean end is not a rank gone
+
+  // This connection speaks for `rank` of the job: if it closes without Bye() or Erred() (the process
+  // was killed or crashed), Departed() lists the rank.
+  void Identify(int rank);
+  // After an error this rank saw and may end over: says so (it is not the one gone), then returns
+  // the identified ranks whose connections closed without a word, first first; nullopt when the
+  // store does not answer within `timeout` (rank 0 stopped or stuck; this connection is then closed,
+  // as a late answer would be read as the next one's). Throws RuntimeError when the store is gone.
+  std::optional<std::vector<int>> ErredAndDeparted(std::chrono::milliseconds timeout);
 
   void set(const std::string& key, const std::vector<char>& data) override;
   std::vector<char> get(const std::string& key) override;
@@ -63,10 +81,14 @@ class TcpStore : public gloo::rendezvous::Store {
 
  private:
   bool Check(const std::string& key);
+  // A request and its reply are one exchange under mu_ (the failure path of one thread may ask who
+  // is gone while another waits on a key).
   void Request(char op, const std::string& key, const std::vector<char>* value);
   void SendAll(const void* data, size_t bytes);
-  void RecvAll(void* data, size_t bytes);
+  // With a deadline (not zero): false when it passes first (the connection is then closed).
+  bool RecvAll(void* data, size_t bytes, std::chrono::steady_clock::time_point deadline = {});
 
+  std::mutex mu_;
   int fd_ = -1;
   std::string endpoint_;
   std::chrono::milliseconds timeout_;
