@@ -880,7 +880,37 @@ std::unique_ptr<Communicator> MakeGlooWorld(std::unique_ptr<Communicator> contro
 
 namespace {
 
-// MakeGlooStoreWorld; `presence`: this rank's identified connection to the job's TCP store, if any.
+// For a world made through a store of the user's (torch.distributed's, which cannot tell who is
+// gone): rank 0 serves a TCP store of its own on its gloo address for that alone, its endpoint
+// passed through the user's store, and every rank's identified connection to it. A help for error
+// messages, never a reason to fail: no presence where rank 0 cannot serve or a rank cannot connect.
+std::shared_ptr<TcpStore> ServePresence(KeyValueStore& kv, int rank, const std::string& prefix,
+                                        const gloo::transport::tcp::attr& attr, Shared& shared) {
+  const std::string key = prefix + "/presence";
+  if (rank == 0) {
+    std::string endpoint;
+    try {
+      const auto resolved = gloo::transport::tcp::CreateDeviceAttr(attr);
+      shared.server = std::make_shared<TcpStoreServer>(NumericHost(resolved.ai_addr, resolved.ai_addrlen));
+      endpoint = shared.server->Endpoint();
+    } catch (const std::exception&) {
+      shared.server.reset();
+    }
+    kv.Set(key, std::vector<char>(endpoint.begin(), endpoint.end()));  // "" when it cannot serve
+  }
+  const auto v = kv.Get(key);
+  if (v.empty()) return nullptr;
+  try {
+    auto presence = std::make_shared<TcpStore>(std::string(v.begin(), v.end()), std::chrono::seconds(10));
+    presence->Identify(rank);
+    return presence;
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
+// MakeGlooStoreWorld; `presence`: this rank's identified connection to the job's TCP store, if any
+// (none: one of its own, ServePresence).
 std::unique_ptr<Communicator> StoreWorld(std::shared_ptr<KeyValueStore> kv, int rank, int size,
                                          const std::string& prefix, const GlooOptions& options,
                                          std::shared_ptr<TcpStore> presence) {
@@ -903,6 +933,7 @@ std::unique_ptr<Communicator> StoreWorld(std::shared_ptr<KeyValueStore> kv, int 
   const auto attr = DeviceAttr(options, hosts, rank);
   shared->device = gloo::transport::tcp::CreateDevice(attr);
   shared->device_text = shared->device->str();
+  if (!shared->presence) shared->presence = ServePresence(*kv, rank, prefix, attr, *shared);
   std::shared_ptr<gloo::Context> control_context;
   try {
     auto c = std::make_shared<gloo::rendezvous::Context>(rank, size);
