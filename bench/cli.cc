@@ -419,6 +419,12 @@ int RunAsJobRank(const Cli& cli, const JobRank& job) {
                            job.store_port, job.launcher));
   GlooOptions gloo = cli.gloo;
   std::unique_ptr<Communicator> comm = MakeGlooTcpJobWorld(job.rank, job.size, job.store_host, job.store_port, gloo);
+  // No heartbeat files under a job launcher (nor shared across hosts): the job's store tells the
+  // deadline which rank went silent.
+  if (StoreLiveness live = GlooStoreLiveness(*comm); live.beat) {
+    watchdog.SetBeat(std::move(live.beat));
+    watchdog.SetPeerReport(std::move(live.report));
+  }
   if (cli.backend == "nccl" || (cli.backend == "ciuic" && cli.transport == "nccl")) {
     // NCCL's start-up is non-blocking and ends itself after the same limit, naming the ranks that
     // never reached it (a roll call in the job's store): the watchdog would only say "start-up".

@@ -304,6 +304,11 @@ void Watchdog::SetPeerReport(std::function<std::string()> report) {
   peer_report_ = std::move(report);
 }
 
+void Watchdog::SetBeat(std::function<void()> beat) {
+  std::lock_guard lock(mu_);
+  beat_ = std::move(beat);
+}
+
 void Watchdog::SetHeartbeats(std::unique_ptr<Heartbeats> hb) {
   std::lock_guard lock(mu_);
   heartbeats_ = std::move(hb);
@@ -323,6 +328,8 @@ Watchdog::~Watchdog() {
     // between the two finds no record to leave unmarked.
     heartbeats_.reset();
     UnhookLauncherSignal();
+    beat_ = nullptr;
+    peer_report_ = nullptr;
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -375,6 +382,7 @@ void Watchdog::Loop() {
       deadline_ = NowSeconds() + timeout_s_;
     }
     if (heartbeats_ && now - resumed_at_ > 1.0) heartbeats_->Beat(seen_progress_);
+    if (beat_ && now - resumed_at_ > 1.0) beat_();
     if (const int sig = g_launcher_signal.load(); sig != 0 && heartbeats_ && !stop_) ReportLauncherSignal(lock, sig);
     if (stop_ || !armed_.load(std::memory_order_acquire)) continue;
     // Read after `armed_` (acquire): an arming this poll sees has its count here too, so a deadline

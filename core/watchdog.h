@@ -90,8 +90,13 @@ class Watchdog {
   // The peers whose records show they failed on their own (Heartbeats::Describe(true)); "" without
   // heartbeats or when none did.
   std::string FailedPeers();
-  // Appended to the expiry message when not empty (ranks as threads: which rank the others wait on).
+  // Appended to the expiry message when not empty (ranks as threads: which rank the others wait on;
+  // a job's ranks: which of them went silent in the job's store).
   void SetPeerReport(std::function<std::string()> report);
+  // Called from the watchdog's thread on every poll (0.1 s), armed or not, as the heartbeat file is
+  // written: a sign of life for peers on other hosts (a beat in the job's store). Not while this
+  // process has just been resumed from a stop (as the file). Must not block.
+  void SetBeat(std::function<void()> beat);
   // For a rank of a launcher that ends a job with SIGTERM when one rank fails (mpiexec does, a
   // second after a rank died or exited non-zero): SIGTERM from the parent process (the launcher; from
   // anyone else it is this rank's own end, by the default action) is caught, and the watchdog's thread prints
@@ -123,6 +128,7 @@ class Watchdog {
   std::atomic<const std::function<std::string()>*> describe_{nullptr};  // set: what_ is formatted by it
   std::unique_ptr<Heartbeats> heartbeats_;
   std::function<std::string()> peer_report_;  // under mu_
+  std::function<void()> beat_;                // under mu_
   std::thread thread_;
 };
 

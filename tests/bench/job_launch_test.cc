@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -200,7 +201,7 @@ void Say(int fd, char op, const std::string& key) {
 std::optional<std::vector<int>> Gone(ciuic::TcpStore& s, size_t at_least) {
   std::optional<std::vector<int>> gone;
   for (int i = 0; i < 100; ++i) {
-    gone = s.ErredAndDeparted(std::chrono::seconds(2));
+    gone = s.Departed(std::chrono::seconds(2));
     if (!gone || gone->size() >= at_least) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -236,8 +237,39 @@ TEST(TcpStore, NamesTheRanksWhoseConnectionsClosedWithoutAWord) {
   Say(second, 'I', "4");
   close(second);
   EXPECT_EQ(Gone(watcher, 2), (std::vector<int>{2, 4}));
-  // Asking said "error" for the watcher: its own close is not a death either.
-  EXPECT_EQ(Gone(watcher, 2), (std::vector<int>{2, 4}));
+  // Asking says nothing: the watcher is still a rank whose silent close would be a death.
+  ciuic::TcpStore asker(server.Endpoint(), std::chrono::seconds(5));
+  asker.Identify(5);
+  EXPECT_EQ(Gone(asker, 2), (std::vector<int>{2, 4}));
+  EXPECT_TRUE(asker.Erred(std::chrono::seconds(2)));
+}
+
+// A rank's silence counts from its last pulse (or its identify): one that pulses stays near zero,
+// one that stopped grows; a rank that said a word or closed is not listed.
+TEST(TcpStore, SilenceCountsFromTheLastPulse) {
+  ciuic::TcpStoreServer server("127.0.0.1");
+  ciuic::TcpStore watcher(server.Endpoint(), std::chrono::seconds(5));
+  watcher.Identify(0);
+  ciuic::TcpStore beating(server.Endpoint(), std::chrono::seconds(5));
+  beating.Identify(1);
+  ciuic::TcpStore stopped(server.Endpoint(), std::chrono::seconds(5));
+  stopped.Identify(2);
+  ciuic::TcpStore said(server.Endpoint(), std::chrono::seconds(5));
+  said.Identify(3);
+  ASSERT_TRUE(said.Erred(std::chrono::seconds(2)));
+  for (int i = 0; i < 12; ++i) {
+    beating.Pulse();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  beating.Pulse();
+  const auto silences = watcher.Silences(std::chrono::seconds(2));
+  ASSERT_TRUE(silences.has_value());
+  std::map<int, double> by_rank(silences->begin(), silences->end());
+  EXPECT_EQ(by_rank.size(), 3u);  // 0, 1 and 2: rank 3 said a word
+  EXPECT_EQ(by_rank.count(3), 0u);
+  EXPECT_LT(by_rank[1], 0.5);
+  EXPECT_GE(by_rank[2], 1.1);
+  EXPECT_LT(by_rank[2], 10.0);
 }
 
 // A store that does not answer (rank 0 stopped: the kernel still accepts its connections) is
@@ -254,11 +286,11 @@ TEST(TcpStore, ASilentStoreIsNoAnswerAndAGoneOneAnError) {
   {
     ciuic::TcpStore silent(fmt::format("127.0.0.1:{}", ntohs(a.sin_port)), std::chrono::seconds(5));
     const auto start = std::chrono::steady_clock::now();
-    EXPECT_FALSE(silent.ErredAndDeparted(std::chrono::milliseconds(200)).has_value());
+    EXPECT_FALSE(silent.Departed(std::chrono::milliseconds(200)).has_value());
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_GE(s, 0.15);
     EXPECT_LT(s, 2.0);
-    EXPECT_FALSE(silent.ErredAndDeparted(std::chrono::seconds(60)).has_value());  // not waited again
+    EXPECT_FALSE(silent.Departed(std::chrono::seconds(60)).has_value());  // not waited again
   }
   close(listener);
 
@@ -266,6 +298,6 @@ TEST(TcpStore, ASilentStoreIsNoAnswerAndAGoneOneAnError) {
   ciuic::TcpStore orphan(server->Endpoint(), std::chrono::seconds(5));
   orphan.Identify(1);
   server.reset();
-  EXPECT_THROW(orphan.ErredAndDeparted(std::chrono::seconds(2)), ciuic::RuntimeError);
+  EXPECT_THROW(orphan.Departed(std::chrono::seconds(2)), ciuic::RuntimeError);
 }
 #endif

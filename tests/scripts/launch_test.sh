@@ -11,8 +11,8 @@
 #      torchrun's variables, victims rank 0, 1 and 2, over gloo's own allreduce and the runtime's ring
 #      over gloo: every survivor exits 2 within the deadline and names the victim (the job's store
 #      saw its connection close without a word; rank 0's death ends the store itself), never another
-#      rank; a stopped rank: the survivors end at their deadline (or gloo's timeout) with exit 2 and
-#      name no one gone.
+#      rank; a stopped rank: the survivors end at their deadline with exit 2 and name it (its beats in
+#      the job's store stopped), or, rank 0 stopped, say that its store did not answer.
 # Usage: launch_test.sh CIUIC_BENCH
 set -u
 bench=$1
@@ -104,8 +104,10 @@ died() {
     pids+=($!)
   done
   local start=$SECONDS want
-  if [ "$action" = stop ]; then
-    want="no progress in 3 s\|Timed out"  # the deadline or gloo's own timeout, whichever is first
+  if [ "$action" = stop ] && [ "$victim" -eq 0 ]; then
+    want="rank 0's store did not answer"  # the store lives in the stopped rank 0
+  elif [ "$action" = stop ]; then
+    want="rank $victim silent for [0-9.]* s (stopped or stuck"  # its beats in the job's store stopped
   elif [ "$victim" -eq 0 ]; then
     want="rank 0, which served the job's store, has ended"
   else
@@ -131,6 +133,7 @@ died kill 1 --backend gloo 2>/dev/null
 died exit 2 --backend ciuic --transport gloo --algo ring 2>/dev/null
 died kill 0 --backend gloo 2>/dev/null
 died stop 1 --backend gloo 2>/dev/null
+died stop 0 --backend ciuic --transport gloo --algo ring 2>/dev/null
 
 [ "$fail" -eq 0 ] || exit 1
 [ "${skipped:-0}" -eq 0 ] || exit 77

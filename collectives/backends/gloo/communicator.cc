@@ -244,42 +244,68 @@ struct Shared {
   // This rank's connection to rank 0's TCP store, identified as this rank: who is gone after a
   // failure (null with --gloo-store or a store of the user's).
   std::shared_ptr<TcpStore> presence;
+  int world_rank = 0;  // this rank in the world (rank 0 serves the store), whatever sub-world fails
   GlooOptions options;
   std::string device_text;
 };
 
+// On rank 0, which serves the store, before it ends over a failure (its error or its deadline): the
+// others ask the store about the failure when their own calls fail or their deadlines pass, a moment
+// later. It waits, up to 2 s, while a rank that still beats (its watchdog's pulses, under a job
+// launcher) has not said that it saw the failure too.
+void LingerForPeers(TcpStore& presence, int rank) {
+  if (rank != 0) return;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < end) {
+    const auto silent = presence.Silences(std::chrono::seconds(1));
+    if (!silent) return;
+    bool waiting = false;
+    for (const auto& entry : *silent) waiting |= entry.first != rank && entry.second < 1.0;
+    if (!waiting) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 // For the error of a failed gloo call: "; rank 2 is gone: ..." naming the first rank whose
 // connection to the job's store closed without a word (killed, crashed), "" when none did (a rank
 // stopped or stuck: gloo's timeout says the rest) or the world has no such store; what became of
-// rank 0 when its store is gone or silent. This rank says first that it saw an error, so that when
-// it ends over it the others do not take it for the one gone. A dead peer's connections all close
-// at once, but the store may see it a moment after this rank's gloo did: asked again for up to 0.3 s.
-std::string GoneNote(Shared& shared) {
+// rank 0 when its store is gone or silent. A dead peer's connections all close at once, but the
+// store may see it a moment after this rank's gloo did: asked again for up to 0.3 s. Then this rank
+// says that it saw an error, so that when it ends over it the others do not take it for the one
+// gone (and rank 0 lingers for the others to ask).
+std::string GoneNote(Shared& shared, int rank) {
   if (!shared.presence) return "";
+  TcpStore& presence = *shared.presence;
+  std::string note;
   try {
     std::optional<std::vector<int>> gone;
     for (int i = 0; i < 10; ++i) {
       if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(30));
-      gone = shared.presence->ErredAndDeparted(std::chrono::seconds(1));
-      if (!gone) return "; rank 0's store did not answer within 1 s (rank 0 stopped or stuck?)";
-      if (!gone->empty()) break;
+      gone = presence.Departed(std::chrono::milliseconds(500));
+      if (!gone || !gone->empty()) break;
     }
-    if (gone->empty()) return "";
-    std::string then;
-    for (size_t i = 1; i < gone->size() && i < 4; ++i) then += fmt::format(", then rank {}", (*gone)[i]);
-    return fmt::format(
-        "; rank {} is gone: its connection to the job's store closed without a word (killed, crashed "
-        "or exited mid-run){}",
-        gone->front(), then);
+    if (!gone) return "; rank 0's store did not answer within 0.5 s (rank 0 stopped or stuck?)";
+    if (!gone->empty()) {
+      std::string then;
+      for (size_t i = 1; i < gone->size() && i < 4; ++i) then += fmt::format(", then rank {}", (*gone)[i]);
+      note = fmt::format(
+          "; rank {} is gone: its connection to the job's store closed without a word (killed, crashed or exited "
+          "mid-run){}",
+          gone->front(), then);
+    }
+    if (presence.Erred(std::chrono::milliseconds(500))) LingerForPeers(presence, rank);
   } catch (const std::exception&) {
-    return "; rank 0, which served the job's store, has ended (killed, crashed, or over an error or a deadline of its "
-           "own)";
+    if (note.empty())
+      note =
+          "; rank 0, which served the job's store, has ended (killed, crashed, or over an error or a deadline of its "
+          "own)";
   }
+  return note;
 }
 
 RuntimeError GlooFailure(const char* call, const std::exception& e, const char* file, int line, int rank,
                          Shared& shared) {
-  return RuntimeError(FormatCallFailure(call, e.what(), file, line, rank) + GoneNote(shared));
+  return RuntimeError(FormatCallFailure(call, e.what(), file, line, rank) + GoneNote(shared, shared.world_rank));
 }
 
 // Connects a full mesh of `control`'s ranks under `prefix` of the store; a control-plane barrier
@@ -326,6 +352,7 @@ class GlooCommunicator : public Communicator {
   std::string BackendName() const override { return "gloo"; }
   std::string LibraryVersion() const override { return GlooVersion(); }
   int MaxTag() const override { return INT_MAX; }
+  const std::shared_ptr<TcpStore>& Presence() const { return shared_->presence; }
 
   bool Supports(Collective c, DType t, ReduceOp, bool inplace) const override {
     if (inplace && (c == Collective::kAllToAll || c == Collective::kSendRecv)) return false;
@@ -826,6 +853,7 @@ std::unique_ptr<Communicator> MakeGlooWorld(std::unique_ptr<Communicator> contro
   const auto hosts = GatherHostnames(*control);
   auto shared = std::make_shared<Shared>();
   shared->options = options;
+  shared->world_rank = rank;
   // Rank 0's store endpoint (or nothing with --gloo-store) and a run id naming this world's keys,
   // so files a killed run left in a --gloo-store folder are never read.
   constexpr size_t kLen = 256;
@@ -858,8 +886,15 @@ std::unique_ptr<Communicator> MakeGlooWorld(std::unique_ptr<Communicator> contro
   try {
     if (options.store_dir.empty()) {
       auto tcp = std::make_shared<TcpStore>(endpoint, TimeoutOf(options.timeout_s));
-      tcp->Identify(rank);
-      shared->presence = tcp;
+      // Across hosts the store tells who is gone. On one host the launcher's heartbeat files do
+      // (core/watchdog.h), and read at once: mpiexec ends the job a moment after a rank fails, and
+      // a stopped rank it has killed since would be named as dead.
+      const bool one_host =
+          std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
+      if (!one_host) {
+        tcp->Identify(rank);
+        shared->presence = tcp;
+      }
       shared->store = tcp;
     } else {
       auto file = std::make_shared<gloo::rendezvous::FileStore>(options.store_dir);
@@ -919,6 +954,7 @@ std::unique_ptr<Communicator> StoreWorld(std::shared_ptr<KeyValueStore> kv, int 
     throw UsageError(fmt::format("gloo store world: rank {} of {} is not a rank of the world", rank, size));
   auto shared = std::make_shared<Shared>();
   shared->options = options;
+  shared->world_rank = rank;
   shared->store = std::make_shared<StoreAdapter>(kv);
   shared->presence = std::move(presence);
   // Host names first: the device binds the address the others can reach (DeviceAttr).
@@ -1027,6 +1063,39 @@ JobRollCall MakeJobRollCall(const std::string& host, int port, int rank, int siz
   return roll;
 }
 
+StoreLiveness GlooStoreLiveness(Communicator& world) {
+  auto* gloo = dynamic_cast<GlooCommunicator*>(&world);
+  if (!gloo || !gloo->Presence()) return {};
+  std::shared_ptr<TcpStore> presence = gloo->Presence();
+  const int rank = world.Rank();
+  StoreLiveness live;
+  live.beat = [presence] { presence->Pulse(); };
+  // At this rank's deadline: names the ranks gone and those silent for a second or more (their beats
+  // come every 0.1 s), then says that it is about to end over its deadline (Erred).
+  live.report = [presence, rank]() -> std::string {
+    try {
+      const auto gone = presence->Departed(std::chrono::seconds(1));
+      const auto silent = gone ? presence->Silences(std::chrono::seconds(1)) : std::nullopt;
+      if (!gone || !silent) return "rank 0's store did not answer within 1 s (rank 0 stopped or stuck?)";
+      std::string out;
+      for (const int r : *gone) out += fmt::format("{}rank {} is gone", out.empty() ? "" : "; ", r);
+      std::vector<std::pair<double, int>> quiet;
+      for (const auto& entry : *silent)
+        if (entry.first != rank && entry.second >= 1.0) quiet.emplace_back(entry.second, entry.first);
+      std::sort(quiet.rbegin(), quiet.rend());
+      for (const auto& q : quiet)
+        out += fmt::format("{}rank {} silent for {:.1f} s", out.empty() ? "" : "; ", q.second, q.first);
+      if (!quiet.empty()) out += " (stopped or stuck: its connection to the job's store is open)";
+      if (presence->Erred(std::chrono::seconds(1))) LingerForPeers(*presence, rank);
+      return out;
+    } catch (const std::exception&) {
+      return "rank 0, which served the job's store, has ended (killed, crashed, or over an error or a deadline of its "
+             "own)";
+    }
+  };
+  return live;
+}
+
 std::string GlooVersion() {
   return fmt::format("Gloo {}.{}.{}", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH);
 }
@@ -1045,6 +1114,7 @@ std::unique_ptr<Communicator> MakeGlooStoreWorld(std::shared_ptr<KeyValueStore>,
 JobRollCall MakeJobRollCall(const std::string&, int, int, int, const std::string&) {
   throw RuntimeError("gloo backend: this build has no Gloo (install libgloo-dev and configure again)");
 }
+StoreLiveness GlooStoreLiveness(Communicator&) { return {}; }
 std::string GlooVersion() { return ""; }
 #endif
 

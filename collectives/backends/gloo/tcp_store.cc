@@ -108,8 +108,9 @@ void TcpStoreServer::Serve() {
   struct Client {
     int fd;
     std::string in;
-    int64_t rank = -1;       // 'I': the rank this connection speaks for
-    bool said_word = false;  // 'W': a clean end or an error of its own, not a death
+    int64_t rank = -1;                              // 'I': the rank this connection speaks for
+    bool said_word = false;                         // 'W': a clean end or an error of its own, not a death
+    std::chrono::steady_clock::time_point pulse{};  // 'I' or 'P': its last sign of life
   };
   std::vector<Client> clients;
   // Answers every whole request in c.in; false when the client must be dropped.
@@ -117,7 +118,7 @@ void TcpStoreServer::Serve() {
     while (c.in.size() >= 5) {
       const char op = c.in[0];
       const uint32_t klen = GetU32(c.in.data() + 1);
-      if (klen > kMaxField || std::strchr("SGCIWD", op) == nullptr || op == 0) return false;
+      if (klen > kMaxField || std::strchr("SGCIWDPL", op) == nullptr || op == 0) return false;
       size_t need = 5 + klen;
       if (c.in.size() < need) return true;
       const std::string key = c.in.substr(5, klen);
@@ -133,7 +134,23 @@ void TcpStoreServer::Serve() {
       } else if (op == 'I') {
         if (key.empty() || key.size() > 9 || key.find_first_not_of("0123456789") != std::string::npos) return false;
         c.rank = std::stoll(key);
+        c.pulse = std::chrono::steady_clock::now();
         reply.push_back(1);
+      } else if (op == 'P') {
+        c.pulse = std::chrono::steady_clock::now();  // no reply: a pulse must never wait
+      } else if (op == 'L') {
+        const auto now = std::chrono::steady_clock::now();
+        std::string list;
+        uint32_t n = 0;
+        for (const Client& o : clients) {
+          if (o.fd < 0 || o.rank < 0 || o.said_word) continue;
+          PutU32(list, static_cast<uint32_t>(o.rank));
+          const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - o.pulse).count();
+          PutU32(list, static_cast<uint32_t>(std::clamp<int64_t>(ms, 0, UINT32_MAX)));
+          ++n;
+        }
+        PutU32(reply, n);
+        reply += list;
       } else if (op == 'W') {
         c.said_word = true;
         reply.push_back(1);
@@ -302,13 +319,10 @@ void TcpStore::Identify(int rank) {
   RecvAll(&ok, 1);
 }
 
-std::optional<std::vector<int>> TcpStore::ErredAndDeparted(std::chrono::milliseconds timeout) {
+std::optional<std::vector<int>> TcpStore::Departed(std::chrono::milliseconds timeout) {
   std::lock_guard lock(mu_);
   if (fd_ < 0) return std::nullopt;  // it did not answer before
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  Request('W', "error", nullptr);
-  char ok = 0;
-  if (!RecvAll(&ok, 1, deadline)) return std::nullopt;
   Request('D', "", nullptr);
   char count[4];
   if (!RecvAll(count, 4, deadline)) return std::nullopt;
@@ -317,6 +331,42 @@ std::optional<std::vector<int>> TcpStore::ErredAndDeparted(std::chrono::millisec
     char rank[4];
     if (!RecvAll(rank, 4, deadline)) return std::nullopt;
     out.push_back(static_cast<int>(GetU32(rank)));
+  }
+  return out;
+}
+
+bool TcpStore::Erred(std::chrono::milliseconds timeout) {
+  std::lock_guard lock(mu_);
+  if (fd_ < 0) return false;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  Request('W', "error", nullptr);
+  char ok = 0;
+  return RecvAll(&ok, 1, deadline);
+}
+
+void TcpStore::Pulse() {
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock() || fd_ < 0) return;
+  char msg[5] = {'P', 0, 0, 0, 0};
+  const ssize_t w = send(fd_, msg, sizeof(msg), MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (w > 0 && w < static_cast<ssize_t>(sizeof(msg))) {
+    close(fd_);  // half a request would be read as the start of the next: no more requests
+    fd_ = -1;
+  }
+}
+
+std::optional<std::vector<std::pair<int, double>>> TcpStore::Silences(std::chrono::milliseconds timeout) {
+  std::lock_guard lock(mu_);
+  if (fd_ < 0) return std::nullopt;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  Request('L', "", nullptr);
+  char count[4];
+  if (!RecvAll(count, 4, deadline)) return std::nullopt;
+  std::vector<std::pair<int, double>> out;
+  for (uint32_t i = 0, n = GetU32(count); i < n; ++i) {
+    char entry[8];
+    if (!RecvAll(entry, 8, deadline)) return std::nullopt;
+    out.emplace_back(static_cast<int>(GetU32(entry)), GetU32(entry + 4) / 1000.0);
   }
   return out;
 }

@@ -7,12 +7,16 @@
 // ('W': a clean end, or an error this rank saw and is ending over) is a rank that was killed or
 // crashed; the ranks still there ask for that list ('D') after a failed call, so a job started by
 // torchrun or srun, on one host or many, names the rank that died instead of a socket address.
+// And who went silent: an identified connection's beats ('P', every 0.1 s from the rank's watchdog)
+// stop when its process is stopped or stuck; 'L' lists how long each rank has been silent.
 // Wire format, one request at a time per connection: op (1 byte: 'S'et, 'G'et, 'C'heck, 'I'dentify,
-// 'W'ord, 'D'eparted), key length (u32, little-endian), key, and for set a value length (u32) and
-// the value. Replies: to a set, identify or word one byte; to a check one byte (1: present); to a
-// get a byte (1: present) then the value's length and bytes; to departed a count (u32) then that
-// many ranks (u32), in the order their connections closed. Identify's key is the rank in decimal,
-// word's is "bye" or "error", departed's is empty.
+// 'W'ord, 'D'eparted, 'P'ulse, 'L'isten), key length (u32, little-endian), key, and for set a value
+// length (u32) and the value. Replies: to a set, identify or word one byte; to a check one byte (1:
+// present); to a get a byte (1: present) then the value's length and bytes; to departed a count
+// (u32) then that many ranks (u32), in the order their connections closed; to a pulse nothing; to
+// listen a count (u32) then per connected, identified rank that has not said a word its rank (u32)
+// and milliseconds since its last pulse or identify (u32). Identify's key is the rank in decimal,
+// word's is "bye" or "error", the others' are empty.
 #include <sys/socket.h>
 
 #include <chrono>
@@ -68,11 +72,21 @@ class TcpStore : public gloo::rendezvous::Store {
   // This connection speaks for `rank` of the job: if it closes without Bye() or Erred() (the process
   // was killed or crashed), Departed() lists the rank.
   void Identify(int rank);
-  // After an error this rank saw and may end over: says so (it is not the one gone), then returns
-  // the identified ranks whose connections closed without a word, first first; nullopt when the
+  // The identified ranks whose connections closed without a word, first first; nullopt when the
   // store does not answer within `timeout` (rank 0 stopped or stuck; this connection is then closed,
   // as a late answer would be read as the next one's). Throws RuntimeError when the store is gone.
-  std::optional<std::vector<int>> ErredAndDeparted(std::chrono::milliseconds timeout);
+  std::optional<std::vector<int>> Departed(std::chrono::milliseconds timeout);
+  // After an error this rank saw and may end over, once it asked what it wanted to ask (rank 0 may
+  // end as soon as every rank said so): says so, so that its end is not taken for a death. False
+  // when the store does not answer within `timeout`; throws RuntimeError when it is gone.
+  bool Erred(std::chrono::milliseconds timeout);
+  // A sign of life, from the watchdog's thread: never blocks (skipped while another request is in
+  // flight or the socket's buffer is full).
+  void Pulse();
+  // (rank, seconds since its last pulse) of every connected, identified rank that has not said a
+  // word; nullopt when the store does not answer within `timeout` (as Departed). Throws
+  // RuntimeError when the store is gone.
+  std::optional<std::vector<std::pair<int, double>>> Silences(std::chrono::milliseconds timeout);
 
   void set(const std::string& key, const std::vector<char>& data) override;
   std::vector<char> get(const std::string& key) override;
