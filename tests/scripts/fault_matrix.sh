@@ -13,7 +13,9 @@
 #     which is what the user's shell sees (marked "m" in the table; mpiexec's line must name the rank);
 #   - have the culprit named by a *surviving* rank, with how it failed: a survivor's timeout line or
 #     its "ended by its launcher" line (mpiexec SIGTERMs the others a second after a rank died or
-#     exited non-zero) names the victim's rank and pid as "is stopped", "is dead" or "called exit()";
+#     exited non-zero) names the victim's rank and pid as "is stopped", "is dead" or "called exit()"
+#     (a stopped victim also as "is dead" by a survivor that looked after mpiexec killed it, once
+#     another survivor named it stopped);
 #     no survivor names any other rank. The victim's own lines do not count;
 #   - leave no process of the case running (checked per case, 3 s after the end);
 #   - leave --out and --db as they were: both exist before the run (the JSON of an earlier run and a
@@ -118,6 +120,11 @@ run_case() {
     grep -Ev "^ciuic-bench: rank $victim( ended by its launcher|: )" |
     grep -oE 'rank [0-9]+ \(pid [0-9]+\) (is stopped|is dead|called exit\(\)|ended with an error)' | sort -u)
   if [ -n "$claims" ] && [ -n "$vpid" ]; then
+    # A stopped victim is killed by mpiexec as soon as the first survivor exits: a survivor that
+    # looks after that finds it dead, which is then true. Once another survivor said "is stopped".
+    if [ "$action" = stop ] && grep -qxF "rank $victim (pid $vpid) is stopped" <<<"$claims"; then
+      claims=$(grep -vxF "rank $victim (pid $vpid) is dead" <<<"$claims")
+    fi
     wrong_claims=$(grep -vxF "rank $victim (pid $vpid) $how" <<<"$claims")
     if [ -z "$wrong_claims" ]; then survivors=${how##* }; else survivors=wrong; fi
   fi
