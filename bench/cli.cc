@@ -421,7 +421,7 @@ int RunAsJobRank(const Cli& cli, const JobRank& job) {
   std::unique_ptr<Communicator> comm = MakeGlooTcpJobWorld(job.rank, job.size, job.store_host, job.store_port, gloo);
   // No heartbeat files under a job launcher (nor shared across hosts): the job's store tells the
   // deadline which rank went silent.
-  if (StoreLiveness live = GlooStoreLiveness(*comm); live.beat) {
+  if (Liveness live = comm->PeerLiveness(); live.beat) {
     watchdog.SetBeat(std::move(live.beat));
     watchdog.SetPeerReport(std::move(live.report));
   }

@@ -6,6 +6,7 @@
 // Buffer layout follows NCCL: counts are elements per rank buffer; in-place AllGather passes
 // send == recv + rank * count, in-place ReduceScatter passes recv == send + rank * recv_count.
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,17 @@ enum class DeviceKind { kCpu, kCuda };
 const char* DeviceKindName(DeviceKind d);
 
 enum class Collective { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kReduce, kAllToAll, kSendRecv };
+
+// What a transport knows of its ranks' signs of life (a gloo world whose ranks share a TCP store:
+// MakeGlooTcpJobWorld's, a store world's, MakeGlooWorld's across hosts): `beat` for a watchdog's
+// thread (Watchdog::SetBeat: this rank's sign of life, never blocks) and `report` for its expiry
+// (Watchdog::SetPeerReport): "rank 1 silent for 3.1 s (stopped or stuck ...)", the ranks gone, or what
+// became of rank 0's store. Both empty where the transport has no such store. They keep the store's
+// connection, not the communicator.
+struct Liveness {
+  std::function<void()> beat;
+  std::function<std::string()> report;
+};
 
 class Request {
  public:
@@ -76,6 +88,9 @@ class Communicator {
   // Control plane on host memory (small messages, blocking).
   virtual void HostAllReduce(double* values, size_t n, ReduceOp op) = 0;
   virtual void HostAllGather(const void* send, void* recv, size_t bytes) = 0;
+
+  // See Liveness; a communicator over another transport forwards that transport's.
+  virtual Liveness PeerLiveness() { return {}; }
 };
 
 // All ranks' host names, gathered over the control plane.

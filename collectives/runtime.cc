@@ -143,6 +143,12 @@ void Runtime::SetTimeout(double seconds) {
   });
   // Ranks of one host launched by mpiexec name a silent peer in that line (core/watchdog.h).
   watchdog_->SetHeartbeats(Heartbeats::FromEnvironment());
+  // Elsewhere the job's store does, where the transport has one (ciuic.torch, launchers): this
+  // rank beats there, and its deadline names the ranks gone or silent.
+  if (Liveness live = comm_.PeerLiveness(); live.beat) {
+    watchdog_->SetBeat(std::move(live.beat));
+    watchdog_->SetPeerReport(std::move(live.report));
+  }
 }
 
 void Runtime::Reduce(float* data, size_t n, uint64_t key_id, uint64_t key_bucket, bool average) {

@@ -103,6 +103,7 @@ class RuntimeCommunicator : public Communicator {
   }
   void HostAllReduce(double* v, size_t n, ReduceOp op) override { t_->HostAllReduce(v, n, op); }
   void HostAllGather(const void* s, void* r, size_t bytes) override { t_->HostAllGather(s, r, bytes); }
+  Liveness PeerLiveness() override { return t_->PeerLiveness(); }
 
  private:
   std::unique_ptr<Communicator> t_;

@@ -307,6 +307,10 @@ void RuleRuntime::Load(const std::string& path) {
       std::_Exit(2);
     });
     watchdog.SetHeartbeats(Heartbeats::FromEnvironment());
+    if (Liveness live = comm_.PeerLiveness(); live.beat) {
+      watchdog.SetBeat(std::move(live.beat));
+      watchdog.SetPeerReport(std::move(live.report));
+    }
     watchdog.Arm(fmt::format("loading state file '{}' (the ranks' agreement)", shown));
     AgreeOnLoad(comm_, status, digest, error, path);
     watchdog.Disarm();

@@ -109,6 +109,7 @@ class StagingCommunicator : public Communicator {
   }
   void HostAllReduce(double* v, size_t n, ReduceOp op) override { host_->HostAllReduce(v, n, op); }
   void HostAllGather(const void* s, void* r, size_t bytes) override { host_->HostAllGather(s, r, bytes); }
+  Liveness PeerLiveness() override { return host_->PeerLiveness(); }
 
  private:
   // Device bytes to host, after the work queued on the stream (CopyBytes waits for it).

@@ -48,6 +48,7 @@ class ForwardingComm : public Communicator {
   std::unique_ptr<Communicator> Split(int color, int key) override { return c_.Split(color, key); }
   void HostAllReduce(double* v, size_t n, ReduceOp op) override { c_.HostAllReduce(v, n, op); }
   void HostAllGather(const void* s, void* r, size_t bytes) override { c_.HostAllGather(s, r, bytes); }
+  Liveness PeerLiveness() override { return c_.PeerLiveness(); }
 
  private:
   Communicator& c_;

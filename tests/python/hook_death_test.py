@@ -8,7 +8,11 @@ each a fresh job of 3 ranks training a small MLP with the ring (int8) under a on
   - rank 2 SIGKILLs itself at step 3: ranks 0 and 1 each raise, within the deadline, an error that
     says "rank 2 is gone" and names no other rank as gone;
   - rank 1 calls os._exit(1) at step 3 (a crash without clean-up): ranks 0 and 2 name rank 1;
-  - rank 0 SIGKILLs itself at step 3: ranks 1 and 2 say that rank 0, which served that store, ended.
+  - rank 0 SIGKILLs itself at step 3: ranks 1 and 2 say that rank 0, which served that store, ended;
+  - rank 1 SIGSTOPs itself at step 3 (its connections stay open): at gloo's timeout ranks 0 and 2
+    raise an error that says "rank 1 silent for" (the runtime's watchdog beats in that store);
+  - rank 2 SIGSTOPs itself, the runtime's deadline (CIUIC_TIMEOUT=4) before gloo's: ranks 0 and 1
+    end with exit 2 and a line naming rank 2 silent.
 
 Needs Debian's python3-torch (/usr/bin/python3); exits 77 (skipped) without it.
     hook_death_test.py            (CIUIC_LIBRARY names libciuic.so; PYTHONPATH holds python/)
@@ -49,7 +53,12 @@ def profile():
     return d
 
 
+RUNTIME_DEADLINE = 4  # seconds: CIUIC_TIMEOUT in the "stop-deadline" case
+
+
 def worker(rank, victim, how, tmp, init_file):
+    if how == "stop-deadline":
+        os.environ["CIUIC_TIMEOUT"] = str(RUNTIME_DEADLINE)
     err = os.open(os.path.join(tmp, f"stderr.{rank}"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(err, 2)
     torch.set_num_threads(1)
@@ -70,6 +79,8 @@ def worker(rank, victim, how, tmp, init_file):
                 sys.stderr.flush()
                 if how == "kill":
                     os.kill(os.getpid(), signal.SIGKILL)
+                if how.startswith("stop"):
+                    os.kill(os.getpid(), signal.SIGSTOP)  # killed by the test once the others ended
                 os._exit(1)
             g = torch.Generator().manual_seed(1009 * step + rank)
             x, y = torch.randn(16, 32, generator=g), torch.randn(16, 10, generator=g)
@@ -91,17 +102,38 @@ def run_case(victim, how):
     ctx = mp.start_processes(worker, args=(victim, how, tmp, os.path.join(tmp, "init")), nprocs=WORLD,
                              start_method="fork", join=False)
     deadline = time.time() + 120
-    for p in ctx.processes:
-        p.join(timeout=max(0.0, deadline - time.time()))
+    started = time.time()
+    # The survivors first: a stopped victim stays until it is killed.
+    for r in [r for r in range(WORLD) if r != victim] + [victim]:
+        p = ctx.processes[r]
+        p.join(timeout=0 if r == victim and how.startswith("stop") else max(0.0, deadline - time.time()))
         if p.is_alive():
             p.kill()
+            p.join()
+    survivors_took = time.time() - started
     problems = []
     if victim == 0:
         want = "rank 0, which served the job's store, has ended"
+    elif how.startswith("stop"):
+        want = f"rank {victim} silent for"
     else:
         want = f"rank {victim} is gone: its connection to the job's store closed"
     for r in range(WORLD):
         if r == victim:
+            continue
+        if how == "stop-deadline":
+            # The runtime's watchdog ends the process: exit 2 and one line on stderr.
+            with open(os.path.join(tmp, f"stderr.{r}"), errors="replace") as f:
+                err = f.read()
+            line = next((ln for ln in err.splitlines() if "no progress in" in ln), "")
+            code = ctx.processes[r].exitcode
+            others = [f"rank {o} silent" for o in range(WORLD) if o != victim]
+            if code != 2 or want not in line or any(o in line for o in others):
+                problems.append(f"rank {r}: expected exit 2 and a line with '{want}', got exit {code}: {err[-600:]!r}")
+            elif survivors_took > 4 * RUNTIME_DEADLINE + 10:
+                problems.append(f"rank {r}: the job took {survivors_took:.1f} s (deadline {RUNTIME_DEADLINE} s)")
+            else:
+                print(f"hook_death_test: {how} rank {victim}: rank {r} exit 2: {line[-200:]}")
             continue
         path = os.path.join(tmp, f"outcome.{r}")
         if not os.path.exists(path):
@@ -109,7 +141,7 @@ def run_case(victim, how):
                 problems.append(f"rank {r} left no outcome (stderr: {f.read()[-800:]!r})")
             continue
         took, _, outcome = open(path).read().partition(" ")
-        others = [f"rank {o} is gone" for o in range(WORLD) if o != victim]
+        others = [f"rank {o} {w}" for o in range(WORLD) if o != victim for w in ("is gone", "silent")]
         if want not in outcome or any(o in outcome for o in others):
             problems.append(f"rank {r}: expected '{want}', got: {outcome[:600]}")
         elif float(took) > 2 * TIMEOUT:
@@ -121,13 +153,13 @@ def run_case(victim, how):
 
 def main():
     failures = []
-    for victim, how in ((2, "kill"), (1, "exit"), (0, "kill")):
+    for victim, how in ((2, "kill"), (1, "exit"), (0, "kill"), (1, "stop"), (2, "stop-deadline")):
         failures += run_case(victim, how)
     for f in failures:
         print("FAIL:", f)
     if failures:
         return 1
-    print("hook_death_test: every survivor named the dead rank")
+    print("hook_death_test: every survivor named the dead or stopped rank")
     return 0
 
 

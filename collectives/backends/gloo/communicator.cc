@@ -266,13 +266,38 @@ void LingerForPeers(TcpStore& presence, int rank) {
   }
 }
 
+// What the others say when rank 0, which serves the job's store, is gone.
+constexpr const char* kStoreEnded =
+    "rank 0, which served the job's store, has ended (killed, crashed, or over an error or a deadline of its own)";
+
+// "rank 1 silent for 3.1 s; rank 2 silent for 1.2 s (stopped or stuck: ...)": the ranks other than
+// `rank` whose last sign of life in the store is a second old or more, longest first (the beats of a
+// watchdog come every 0.1 s). "" when none is, and when `rank` itself has been as silent: then this
+// job's ranks do not beat (no watchdog), and silence names nobody.
+std::string SilentPeers(const std::vector<std::pair<int, double>>& silent, int rank) {
+  bool beats = false;
+  std::vector<std::pair<double, int>> quiet;
+  for (const auto& entry : silent) {
+    if (entry.first == rank)
+      beats = entry.second < 1.0;
+    else if (entry.second >= 1.0)
+      quiet.emplace_back(entry.second, entry.first);
+  }
+  if (!beats || quiet.empty()) return "";
+  std::sort(quiet.rbegin(), quiet.rend());
+  std::string out;
+  for (const auto& q : quiet)
+    out += fmt::format("{}rank {} silent for {:.1f} s", out.empty() ? "" : "; ", q.second, q.first);
+  return out + " (stopped or stuck: its connection to the job's store is open)";
+}
+
 // For the error of a failed gloo call: "; rank 2 is gone: ..." naming the first rank whose
-// connection to the job's store closed without a word (killed, crashed), "" when none did (a rank
-// stopped or stuck: gloo's timeout says the rest) or the world has no such store; what became of
-// rank 0 when its store is gone or silent. A dead peer's connections all close at once, but the
-// store may see it a moment after this rank's gloo did: asked again for up to 0.3 s. Then this rank
-// says that it saw an error, so that when it ends over it the others do not take it for the one
-// gone (and rank 0 lingers for the others to ask).
+// connection to the job's store closed without a word (killed, crashed); when none did, the ranks
+// silent in the store (stopped or stuck: SilentPeers, where the ranks beat); "" when neither or when
+// the world has no such store; what became of rank 0 when its store is gone or silent. A dead peer's connections all
+// close at once, but the store may see it a moment after this rank's gloo did: asked again for up to 0.3 s. Then this
+// rank says that it saw an error, so that when it ends over it the others do not take it for the one gone (and rank 0
+// lingers for the others to ask).
 std::string GoneNote(Shared& shared, int rank) {
   if (!shared.presence) return "";
   TcpStore& presence = *shared.presence;
@@ -292,13 +317,12 @@ std::string GoneNote(Shared& shared, int rank) {
           "; rank {} is gone: its connection to the job's store closed without a word (killed, crashed or exited "
           "mid-run){}",
           gone->front(), then);
+    } else if (const auto silent = presence.Silences(std::chrono::milliseconds(500)); silent) {
+      if (std::string quiet = SilentPeers(*silent, rank); !quiet.empty()) note = "; " + quiet;
     }
     if (presence.Erred(std::chrono::milliseconds(500))) LingerForPeers(presence, rank);
   } catch (const std::exception&) {
-    if (note.empty())
-      note =
-          "; rank 0, which served the job's store, has ended (killed, crashed, or over an error or a deadline of its "
-          "own)";
+    if (note.empty()) note = std::string("; ") + kStoreEnded;
   }
   return note;
 }
@@ -306,6 +330,30 @@ std::string GoneNote(Shared& shared, int rank) {
 RuntimeError GlooFailure(const char* call, const std::exception& e, const char* file, int line, int rank,
                          Shared& shared) {
   return RuntimeError(FormatCallFailure(call, e.what(), file, line, rank) + GoneNote(shared, shared.world_rank));
+}
+
+// Liveness through the job's store (none without one): beats are pulses; at a deadline the report
+// names the ranks gone and the silent ones, then says that this rank is about to end over its
+// deadline (Erred; rank 0 lingers for the others to ask).
+Liveness PresenceLiveness(std::shared_ptr<TcpStore> presence, int rank) {
+  if (!presence) return {};
+  Liveness live;
+  live.beat = [presence] { presence->Pulse(); };
+  live.report = [presence, rank]() -> std::string {
+    try {
+      const auto gone = presence->Departed(std::chrono::seconds(1));
+      const auto silent = gone ? presence->Silences(std::chrono::seconds(1)) : std::nullopt;
+      if (!gone || !silent) return "rank 0's store did not answer within 1 s (rank 0 stopped or stuck?)";
+      std::string out;
+      for (const int r : *gone) out += fmt::format("{}rank {} is gone", out.empty() ? "" : "; ", r);
+      if (std::string quiet = SilentPeers(*silent, rank); !quiet.empty()) out += (out.empty() ? "" : "; ") + quiet;
+      if (presence->Erred(std::chrono::seconds(1))) LingerForPeers(*presence, rank);
+      return out;
+    } catch (const std::exception&) {
+      return kStoreEnded;
+    }
+  };
+  return live;
 }
 
 // Connects a full mesh of `control`'s ranks under `prefix` of the store; a control-plane barrier
@@ -352,7 +400,7 @@ class GlooCommunicator : public Communicator {
   std::string BackendName() const override { return "gloo"; }
   std::string LibraryVersion() const override { return GlooVersion(); }
   int MaxTag() const override { return INT_MAX; }
-  const std::shared_ptr<TcpStore>& Presence() const { return shared_->presence; }
+  Liveness PeerLiveness() override { return PresenceLiveness(shared_->presence, shared_->world_rank); }
 
   bool Supports(Collective c, DType t, ReduceOp, bool inplace) const override {
     if (inplace && (c == Collective::kAllToAll || c == Collective::kSendRecv)) return false;
@@ -1063,39 +1111,6 @@ JobRollCall MakeJobRollCall(const std::string& host, int port, int rank, int siz
   return roll;
 }
 
-StoreLiveness GlooStoreLiveness(Communicator& world) {
-  auto* gloo = dynamic_cast<GlooCommunicator*>(&world);
-  if (!gloo || !gloo->Presence()) return {};
-  std::shared_ptr<TcpStore> presence = gloo->Presence();
-  const int rank = world.Rank();
-  StoreLiveness live;
-  live.beat = [presence] { presence->Pulse(); };
-  // At this rank's deadline: names the ranks gone and those silent for a second or more (their beats
-  // come every 0.1 s), then says that it is about to end over its deadline (Erred).
-  live.report = [presence, rank]() -> std::string {
-    try {
-      const auto gone = presence->Departed(std::chrono::seconds(1));
-      const auto silent = gone ? presence->Silences(std::chrono::seconds(1)) : std::nullopt;
-      if (!gone || !silent) return "rank 0's store did not answer within 1 s (rank 0 stopped or stuck?)";
-      std::string out;
-      for (const int r : *gone) out += fmt::format("{}rank {} is gone", out.empty() ? "" : "; ", r);
-      std::vector<std::pair<double, int>> quiet;
-      for (const auto& entry : *silent)
-        if (entry.first != rank && entry.second >= 1.0) quiet.emplace_back(entry.second, entry.first);
-      std::sort(quiet.rbegin(), quiet.rend());
-      for (const auto& q : quiet)
-        out += fmt::format("{}rank {} silent for {:.1f} s", out.empty() ? "" : "; ", q.second, q.first);
-      if (!quiet.empty()) out += " (stopped or stuck: its connection to the job's store is open)";
-      if (presence->Erred(std::chrono::seconds(1))) LingerForPeers(*presence, rank);
-      return out;
-    } catch (const std::exception&) {
-      return "rank 0, which served the job's store, has ended (killed, crashed, or over an error or a deadline of its "
-             "own)";
-    }
-  };
-  return live;
-}
-
 std::string GlooVersion() {
   return fmt::format("Gloo {}.{}.{}", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH);
 }
@@ -1114,7 +1129,6 @@ std::unique_ptr<Communicator> MakeGlooStoreWorld(std::shared_ptr<KeyValueStore>,
 JobRollCall MakeJobRollCall(const std::string&, int, int, int, const std::string&) {
   throw RuntimeError("gloo backend: this build has no Gloo (install libgloo-dev and configure again)");
 }
-StoreLiveness GlooStoreLiveness(Communicator&) { return {}; }
 std::string GlooVersion() { return ""; }
 #endif
 

@@ -71,17 +71,6 @@ struct JobRollCall {
 };
 JobRollCall MakeJobRollCall(const std::string& host, int port, int rank, int size, const std::string& point);
 
-// For a world whose ranks are known to a TCP store (MakeGlooWorld's, MakeGlooTcpJobWorld's, a store
-// world's): `beat` for the watchdog's thread (Watchdog::SetBeat: this rank's sign of life) and
-// `report` for its expiry (Watchdog::SetPeerReport): "rank 1 silent for 3.1 s (stopped or stuck ...)",
-// the ranks gone, or what became of rank 0's store. Both empty for any other communicator. They
-// keep the store's connection, not the communicator.
-struct StoreLiveness {
-  std::function<void()> beat;
-  std::function<std::string()> report;
-};
-StoreLiveness GlooStoreLiveness(Communicator& world);
-
 // "Gloo 0.5.0" of the headers this build compiled against; "" without Gloo.
 std::string GlooVersion();
 

@@ -303,6 +303,7 @@ class NcclCommunicator : public Communicator {
   void HostAllGather(const void* send, void* recv, size_t bytes) override {
     control_->HostAllGather(send, recv, bytes);
   }
+  Liveness PeerLiveness() override { return control_->PeerLiveness(); }
 
  private:
   // Waits for the operation `what` left in progress on `c`; an error or a timeout marks this
