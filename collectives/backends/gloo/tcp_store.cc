@@ -347,6 +347,9 @@ bool TcpStore::Erred(std::chrono::milliseconds timeout) {
 void TcpStore::Pulse() {
   std::unique_lock lock(mu_, std::try_to_lock);
   if (!lock.owns_lock() || fd_ < 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_pulse_ < std::chrono::milliseconds(50)) return;
+  last_pulse_ = now;
   char msg[5] = {'P', 0, 0, 0, 0};
   const ssize_t w = send(fd_, msg, sizeof(msg), MSG_DONTWAIT | MSG_NOSIGNAL);
   if (w > 0 && w < static_cast<ssize_t>(sizeof(msg))) {

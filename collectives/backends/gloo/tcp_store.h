@@ -81,7 +81,8 @@ class TcpStore : public gloo::rendezvous::Store {
   // when the store does not answer within `timeout`; throws RuntimeError when it is gone.
   bool Erred(std::chrono::milliseconds timeout);
   // A sign of life, from the watchdog's thread: never blocks (skipped while another request is in
-  // flight or the socket's buffer is full).
+  // flight or the socket's buffer is full). At most one per 50 ms, however many watchdogs of this
+  // process beat through it (a runtime's rules each have one).
   void Pulse();
   // (rank, seconds since its last pulse) of every connected, identified rank that has not said a
   // word; nullopt when the store does not answer within `timeout` (as Departed). Throws
@@ -104,6 +105,7 @@ class TcpStore : public gloo::rendezvous::Store {
 
   std::mutex mu_;
   int fd_ = -1;
+  std::chrono::steady_clock::time_point last_pulse_{};  // under mu_
   std::string endpoint_;
   std::chrono::milliseconds timeout_;
 };
