@@ -300,4 +300,52 @@ TEST(TcpStore, ASilentStoreIsNoAnswerAndAGoneOneAnError) {
   server.reset();
   EXPECT_THROW(orphan.Departed(std::chrono::seconds(2)), ciuic::RuntimeError);
 }
+
+// Another thread's request waiting on a stopped store (a key read mid-run) does not make the
+// questions about peers wait past their own timeout: a deadline's report must still come.
+TEST(TcpStore, QuestionsAboutPeersDoNotWaitBehindAStuckRequest) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(listener, 4), 0);
+  socklen_t len = sizeof(a);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+  ciuic::TcpStore store(fmt::format("127.0.0.1:{}", ntohs(a.sin_port)), std::chrono::seconds(60));
+  std::thread reader([&store] {
+    try {
+      store.get("key");  // never answered: blocks holding the connection
+    } catch (const std::exception&) {
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(store.Departed(std::chrono::milliseconds(300)).has_value());
+  EXPECT_FALSE(store.Silences(std::chrono::milliseconds(300)).has_value());
+  EXPECT_FALSE(store.Erred(std::chrono::milliseconds(300)));
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(s, 3.0);
+  close(listener);  // the pending connection is reset: the reader's request fails and it ends
+  reader.join();
+}
+
+// This rank beats when its connection carried a pulse in the last second.
+TEST(TcpStore, BeatingMeansAPulseInTheLastSecond) {
+  ciuic::TcpStoreServer server("127.0.0.1");
+  ciuic::TcpStore watcher(server.Endpoint(), std::chrono::seconds(5));
+  watcher.Identify(0);
+  ciuic::TcpStore rank(server.Endpoint(), std::chrono::seconds(5));
+  rank.Identify(1);
+  EXPECT_FALSE(rank.Beating());
+  rank.Pulse();
+  EXPECT_TRUE(rank.Beating());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  rank.Pulse();
+  rank.Pulse();  // within 50 ms of the last: not sent
+  EXPECT_TRUE(rank.Beating());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_FALSE(rank.Beating());
+  EXPECT_FALSE(watcher.Beating());
+}
 #endif

@@ -11,8 +11,9 @@ each a fresh job of 3 ranks training a small MLP with the ring (int8) under a on
   - rank 0 SIGKILLs itself at step 3: ranks 1 and 2 say that rank 0, which served that store, ended;
   - rank 1 SIGSTOPs itself at step 3 (its connections stay open): at gloo's timeout ranks 0 and 2
     raise an error that says "rank 1 silent for" (the runtime's watchdog beats in that store);
-  - rank 2 SIGSTOPs itself, the runtime's deadline (CIUIC_TIMEOUT=4) before gloo's: ranks 0 and 1
-    end with exit 2 and a line naming rank 2 silent.
+  - rank 2 SIGSTOPs itself, the runtime's deadline (CIUIC_TIMEOUT=6) before gloo's (30 s): ranks 0
+    and 1 end with exit 2 and a line naming rank 2 silent.
+Every other case pins CIUIC_TIMEOUT=60, so that gloo's timeout comes first whatever the caller set.
 
 Needs Debian's python3-torch (/usr/bin/python3); exits 77 (skipped) without it.
     hook_death_test.py            (CIUIC_LIBRARY names libciuic.so; PYTHONPATH holds python/)
@@ -53,12 +54,12 @@ def profile():
     return d
 
 
-RUNTIME_DEADLINE = 4  # seconds: CIUIC_TIMEOUT in the "stop-deadline" case
+RUNTIME_DEADLINE = 6  # seconds: CIUIC_TIMEOUT in the "stop-deadline" case, where gloo's is 30 s
 
 
 def worker(rank, victim, how, tmp, init_file):
-    if how == "stop-deadline":
-        os.environ["CIUIC_TIMEOUT"] = str(RUNTIME_DEADLINE)
+    os.environ["CIUIC_TIMEOUT"] = str(RUNTIME_DEADLINE if how == "stop-deadline" else 60)
+    gloo_timeout = 30 if how == "stop-deadline" else TIMEOUT
     err = os.open(os.path.join(tmp, f"stderr.{rank}"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(err, 2)
     torch.set_num_threads(1)
@@ -68,7 +69,7 @@ def worker(rank, victim, how, tmp, init_file):
     torch.manual_seed(7)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
     ddp = DDP(model, **ciuic.torch.ddp_kwargs(profile()))
-    state, hook = ciuic.torch.comm_hook(profile(), native="runtime", timeout=TIMEOUT)
+    state, hook = ciuic.torch.comm_hook(profile(), native="runtime", timeout=gloo_timeout)
     ddp.register_comm_hook(state, hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     outcome = "trained"

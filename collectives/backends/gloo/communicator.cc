@@ -49,15 +49,15 @@
 // Gloo reports a dead peer, a timeout or a misuse by exception (IoException, EnforceNotMet, ...):
 // inside the communicator each becomes a RuntimeError naming the call, the rank and file:line, and
 // the rank that is gone where the job's store knows (GoneNote: gloo itself names only a socket).
-#define CIUIC_GLOO_CHECK(call)                                                       \
-  do {                                                                               \
-    try {                                                                            \
-      call;                                                                          \
-    } catch (const ::ciuic::Error&) {                                                \
-      throw;                                                                         \
-    } catch (const std::exception& ciuic_gloo_e_) {                                  \
-      throw GlooFailure(#call, ciuic_gloo_e_, __FILE__, __LINE__, Rank(), *shared_); \
-    }                                                                                \
+#define CIUIC_GLOO_CHECK(call)                                                                   \
+  do {                                                                                           \
+    try {                                                                                        \
+      call;                                                                                      \
+    } catch (const ::ciuic::Error&) {                                                            \
+      throw;                                                                                     \
+    } catch (const std::exception& ciuic_gloo_e_) {                                              \
+      throw GlooFailure(#call, ciuic_gloo_e_, __FILE__, __LINE__, Rank(), *shared_, sub_world_); \
+    }                                                                                            \
   } while (0)
 #endif
 
@@ -272,17 +272,12 @@ constexpr const char* kStoreEnded =
 
 // "rank 1 silent for 3.1 s; rank 2 silent for 1.2 s (stopped or stuck: ...)": the ranks other than
 // `rank` whose last sign of life in the store is a second old or more, longest first (the beats of a
-// watchdog come every 0.1 s). "" when none is, and when `rank` itself has been as silent: then this
-// job's ranks do not beat (no watchdog), and silence names nobody.
-std::string SilentPeers(const std::vector<std::pair<int, double>>& silent, int rank) {
-  bool beats = false;
+// watchdog come every 0.1 s). "" when none is, and when this rank does not beat itself (no watchdog:
+// then nobody in the job beats, and silence names nobody).
+std::string SilentPeers(const std::vector<std::pair<int, double>>& silent, int rank, bool beats) {
   std::vector<std::pair<double, int>> quiet;
-  for (const auto& entry : silent) {
-    if (entry.first == rank)
-      beats = entry.second < 1.0;
-    else if (entry.second >= 1.0)
-      quiet.emplace_back(entry.second, entry.first);
-  }
+  for (const auto& entry : silent)
+    if (entry.first != rank && entry.second >= 1.0) quiet.emplace_back(entry.second, entry.first);
   if (!beats || quiet.empty()) return "";
   std::sort(quiet.rbegin(), quiet.rend());
   std::string out;
@@ -318,7 +313,7 @@ std::string GoneNote(Shared& shared, int rank) {
           "mid-run){}",
           gone->front(), then);
     } else if (const auto silent = presence.Silences(std::chrono::milliseconds(500)); silent) {
-      if (std::string quiet = SilentPeers(*silent, rank); !quiet.empty()) note = "; " + quiet;
+      if (std::string quiet = SilentPeers(*silent, rank, presence.Beating()); !quiet.empty()) note = "; " + quiet;
     }
     if (presence.Erred(std::chrono::milliseconds(500))) LingerForPeers(presence, rank);
   } catch (const std::exception&) {
@@ -327,9 +322,27 @@ std::string GoneNote(Shared& shared, int rank) {
   return note;
 }
 
+// " (a receive from rank 2)": the peer of the point-to-point transfer this thread waits on, in the
+// failing communicator's ranks (PeerScope); "" outside one.
+thread_local std::string t_transfer_peer;
+
+class PeerScope {
+ public:
+  PeerScope(bool send, int peer) {
+    t_transfer_peer = fmt::format(" (a {} rank {})", send ? "send to" : "receive from", peer);
+  }
+  ~PeerScope() { t_transfer_peer.clear(); }
+  PeerScope(const PeerScope&) = delete;
+  PeerScope& operator=(const PeerScope&) = delete;
+};
+
+// The failed call in the failing communicator's ranks, the transfer's peer, then what the job's store
+// says in the world's ranks (a sub-world of Split says so: its rank 1 need not be the world's).
 RuntimeError GlooFailure(const char* call, const std::exception& e, const char* file, int line, int rank,
-                         Shared& shared) {
-  return RuntimeError(FormatCallFailure(call, e.what(), file, line, rank) + GoneNote(shared, shared.world_rank));
+                         Shared& shared, bool sub_world) {
+  std::string note = GoneNote(shared, shared.world_rank);
+  if (sub_world && !note.empty()) note = "; in the job's world: " + note.substr(2);
+  return RuntimeError(FormatCallFailure(call, e.what(), file, line, rank) + t_transfer_peer + note);
 }
 
 // Liveness through the job's store (none without one): beats are pulses; at a deadline the report
@@ -346,7 +359,8 @@ Liveness PresenceLiveness(std::shared_ptr<TcpStore> presence, int rank) {
       if (!gone || !silent) return "rank 0's store did not answer within 1 s (rank 0 stopped or stuck?)";
       std::string out;
       for (const int r : *gone) out += fmt::format("{}rank {} is gone", out.empty() ? "" : "; ", r);
-      if (std::string quiet = SilentPeers(*silent, rank); !quiet.empty()) out += (out.empty() ? "" : "; ") + quiet;
+      if (std::string quiet = SilentPeers(*silent, rank, presence->Beating()); !quiet.empty())
+        out += (out.empty() ? "" : "; ") + quiet;
       if (presence->Erred(std::chrono::seconds(1))) LingerForPeers(*presence, rank);
       return out;
     } catch (const std::exception&) {
@@ -384,11 +398,12 @@ std::shared_ptr<gloo::Context> Rendezvous(Communicator& control, Shared& shared,
 class GlooCommunicator : public Communicator {
  public:
   GlooCommunicator(std::unique_ptr<Communicator> control, std::shared_ptr<Shared> shared,
-                   std::shared_ptr<gloo::Context> context, std::string prefix)
+                   std::shared_ptr<gloo::Context> context, std::string prefix, bool sub_world = false)
       : control_(std::move(control)),
         shared_(std::move(shared)),
         context_(std::move(context)),
-        prefix_(std::move(prefix)) {}
+        prefix_(std::move(prefix)),
+        sub_world_(sub_world) {}
   ~GlooCommunicator() override {
     kept_.clear();
     context_.reset();
@@ -451,11 +466,8 @@ class GlooCommunicator : public Communicator {
   // address (the connection's, which for an accepted one is the peer's ephemeral port).
   template <class F>
   void NamingPeer(const GlooRequest& r, F&& f) {
-    try {
-      f();
-    } catch (const RuntimeError& e) {
-      throw RuntimeError(fmt::format("{} (a {} rank {})", e.what(), r.send ? "send to" : "receive from", r.peer));
-    }
+    PeerScope scope(r.send, r.peer);
+    f();
   }
 
   void AllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
@@ -602,7 +614,7 @@ class GlooCommunicator : public Communicator {
     auto control = control_->Split(color, key);
     const std::string prefix = fmt::format("{}/split{}/color{}", prefix_, splits_++, color);
     auto context = Rendezvous(*control, *shared_, prefix);
-    return std::make_unique<GlooCommunicator>(std::move(control), shared_, std::move(context), prefix);
+    return std::make_unique<GlooCommunicator>(std::move(control), shared_, std::move(context), prefix, true);
   }
 
   void HostAllReduce(double* values, size_t n, ReduceOp op) override { control_->HostAllReduce(values, n, op); }
@@ -697,6 +709,7 @@ class GlooCommunicator : public Communicator {
   std::shared_ptr<Shared> shared_;
   std::shared_ptr<gloo::Context> context_;
   std::string prefix_;
+  bool sub_world_ = false;  // made by Split: its ranks are not the world's
   int splits_ = 0;
   uint64_t uses_ = 0;
   std::vector<Kept> kept_;
@@ -723,8 +736,9 @@ class StoreAdapter : public gloo::rendezvous::Store {
 // are not offered.
 class GlooControl : public Communicator {
  public:
-  GlooControl(std::shared_ptr<Shared> shared, std::shared_ptr<gloo::Context> context, std::string prefix)
-      : shared_(std::move(shared)), context_(std::move(context)), prefix_(std::move(prefix)) {}
+  GlooControl(std::shared_ptr<Shared> shared, std::shared_ptr<gloo::Context> context, std::string prefix,
+              bool sub_world = false)
+      : shared_(std::move(shared)), context_(std::move(context)), prefix_(std::move(prefix)), sub_world_(sub_world) {}
 
   int Rank() const override { return context_->rank; }
   int Size() const override { return context_->size; }
@@ -792,7 +806,7 @@ class GlooControl : public Communicator {
     if (!why.empty())
       throw RuntimeError(fmt::format("rank {}: gloo control rendezvous failed: {}", Rank(), PrintableLine(why, 1000)));
     if (failed > 0) throw RuntimeError(fmt::format("rank {}: gloo control rendezvous failed on another rank", Rank()));
-    return std::make_unique<GlooControl>(shared_, std::move(context), prefix);
+    return std::make_unique<GlooControl>(shared_, std::move(context), prefix, true);
   }
 
  private:
@@ -801,6 +815,7 @@ class GlooControl : public Communicator {
   std::shared_ptr<gloo::Context> context_;
   std::string prefix_;
   int splits_ = 0;
+  bool sub_world_ = false;  // made by Split: its ranks are not the world's
 };
 
 std::string NumericHost(const sockaddr_storage& addr, socklen_t len) {

@@ -320,7 +320,9 @@ void TcpStore::Identify(int rank) {
 }
 
 std::optional<std::vector<int>> TcpStore::Departed(std::chrono::milliseconds timeout) {
-  std::lock_guard lock(mu_);
+  // Another thread's request may be waiting on a stopped store: this one waits as long as it may.
+  std::unique_lock lock(mu_, std::defer_lock);
+  if (!lock.try_lock_for(timeout)) return std::nullopt;
   if (fd_ < 0) return std::nullopt;  // it did not answer before
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   Request('D', "", nullptr);
@@ -336,7 +338,9 @@ std::optional<std::vector<int>> TcpStore::Departed(std::chrono::milliseconds tim
 }
 
 bool TcpStore::Erred(std::chrono::milliseconds timeout) {
-  std::lock_guard lock(mu_);
+  // Another thread's request may be waiting on a stopped store: this one waits as long as it may.
+  std::unique_lock lock(mu_, std::defer_lock);
+  if (!lock.try_lock_for(timeout)) return false;
   if (fd_ < 0) return false;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   Request('W', "error", nullptr);
@@ -347,19 +351,29 @@ bool TcpStore::Erred(std::chrono::milliseconds timeout) {
 void TcpStore::Pulse() {
   std::unique_lock lock(mu_, std::try_to_lock);
   if (!lock.owns_lock() || fd_ < 0) return;
-  const auto now = std::chrono::steady_clock::now();
-  if (now - last_pulse_ < std::chrono::milliseconds(50)) return;
-  last_pulse_ = now;
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+  if (now - last_pulse_ms_.load(std::memory_order_relaxed) < 50) return;
   char msg[5] = {'P', 0, 0, 0, 0};
   const ssize_t w = send(fd_, msg, sizeof(msg), MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (w == static_cast<ssize_t>(sizeof(msg))) last_pulse_ms_.store(now, std::memory_order_relaxed);
   if (w > 0 && w < static_cast<ssize_t>(sizeof(msg))) {
     close(fd_);  // half a request would be read as the start of the next: no more requests
     fd_ = -1;
   }
 }
 
+bool TcpStore::Beating() const {
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+  return now - last_pulse_ms_.load(std::memory_order_relaxed) < 1000;
+}
+
 std::optional<std::vector<std::pair<int, double>>> TcpStore::Silences(std::chrono::milliseconds timeout) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_, std::defer_lock);
+  if (!lock.try_lock_for(timeout)) return std::nullopt;
   if (fd_ < 0) return std::nullopt;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   Request('L', "", nullptr);

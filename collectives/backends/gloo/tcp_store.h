@@ -19,6 +19,7 @@
 // word's is "bye" or "error", the others' are empty.
 #include <sys/socket.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -84,6 +85,9 @@ class TcpStore : public gloo::rendezvous::Store {
   // flight or the socket's buffer is full). At most one per 50 ms, however many watchdogs of this
   // process beat through it (a runtime's rules each have one).
   void Pulse();
+  // Whether this connection carried a pulse in the last second: this rank beats (a watchdog's thread
+  // pulses), so the silence of others means something. Lock-free.
+  bool Beating() const;
   // (rank, seconds since its last pulse) of every connected, identified rank that has not said a
   // word; nullopt when the store does not answer within `timeout` (as Departed). Throws
   // RuntimeError when the store is gone.
@@ -97,15 +101,16 @@ class TcpStore : public gloo::rendezvous::Store {
  private:
   bool Check(const std::string& key);
   // A request and its reply are one exchange under mu_ (the failure path of one thread may ask who
-  // is gone while another waits on a key).
+  // is gone while another waits on a key; the questions about peers wait for it no longer than their
+  // own timeout).
   void Request(char op, const std::string& key, const std::vector<char>* value);
   void SendAll(const void* data, size_t bytes);
   // With a deadline (not zero): false when it passes first (the connection is then closed).
   bool RecvAll(void* data, size_t bytes, std::chrono::steady_clock::time_point deadline = {});
 
-  std::mutex mu_;
+  std::timed_mutex mu_;
   int fd_ = -1;
-  std::chrono::steady_clock::time_point last_pulse_{};  // under mu_
+  std::atomic<int64_t> last_pulse_ms_{INT64_MIN / 2};  // steady clock, of the last pulse sent
   std::string endpoint_;
   std::chrono::milliseconds timeout_;
 };
