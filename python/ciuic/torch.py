@@ -386,7 +386,10 @@ class HookState:
         for e, _, _ in parts:
             e.last_used = self.iteration
         self._end_bucket(last, start)
-        return fut
+        # Through then(): an error set on `fut` reaches DDP as an error of the Future it waits on, with
+        # its own text (torch 1.13's reducer reads a Python Future's value in C++, and would report a
+        # failed one as "Unable to cast <the error> to Tensor").
+        return fut.then(_value_of)
 
     def _is_native(self, buf):
         """Whether the profile's rule for this bucket is the library's lossless fp32 allreduce (and the
@@ -563,6 +566,11 @@ class _nullcontext:
 
     def __exit__(self, *exc):
         return False
+
+
+def _value_of(fut):
+    """The value of a completed Future: its result, or its error raised."""
+    return fut.value()
 
 
 def _now():

@@ -21,6 +21,7 @@ Needs Debian's python3-torch (/usr/bin/python3); exits 77 (skipped) without it.
 import datetime
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -100,6 +101,13 @@ def worker(rank, victim, how, tmp, init_file):
 
 def run_case(victim, how):
     tmp = tempfile.mkdtemp(prefix="ciuic-hook-death-")
+    try:
+        return check_case(victim, how, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def check_case(victim, how, tmp):
     ctx = mp.start_processes(worker, args=(victim, how, tmp, os.path.join(tmp, "init")), nprocs=WORLD,
                              start_method="fork", join=False)
     deadline = time.time() + 120
@@ -143,12 +151,15 @@ def run_case(victim, how):
             continue
         took, _, outcome = open(path).read().partition(" ")
         others = [f"rank {o} {w}" for o in range(WORLD) if o != victim for w in ("is gone", "silent")]
-        if want not in outcome or any(o in outcome for o in others):
+        if "Unable to cast" in outcome:
+            problems.append(f"rank {r}: the error reached DDP as a value, not as an error: {outcome[:300]}")
+        elif want not in outcome or any(o in outcome for o in others):
             problems.append(f"rank {r}: expected '{want}', got: {outcome[:600]}")
         elif float(took) > 2 * TIMEOUT:
             problems.append(f"rank {r}: the error came {took} s after its last step (deadline {TIMEOUT} s)")
         else:
-            print(f"hook_death_test: {how} rank {victim}: rank {r} raised after {took} s: ...{outcome[-200:]}")
+            said = outcome[outcome.find("ciuic runtime:"):].split(" At: ")[0]
+            print(f"hook_death_test: {how} rank {victim}: rank {r} raised after {took} s: {said[:60]} ... {said[-150:]}")
     return problems
 
 
