@@ -134,7 +134,8 @@ def check_case(victim, how, tmp):
             # The runtime's watchdog ends the process: exit 2 and one line on stderr.
             with open(os.path.join(tmp, f"stderr.{r}"), errors="replace") as f:
                 err = f.read()
-            line = next((ln for ln in err.splitlines() if "no progress in" in ln), "")
+            # CIUIC_TIMEOUT, not the hook's timeout, is the runtime's deadline when set.
+            line = next((ln for ln in err.splitlines() if f"no progress in {RUNTIME_DEADLINE} s" in ln), "")
             code = ctx.processes[r].exitcode
             others = [f"rank {o} silent" for o in range(WORLD) if o != victim]
             if code != 2 or want not in line or any(o in line for o in others):
