@@ -73,9 +73,10 @@ def comm_hook(profile, process_group=None, module=None, ranks_per_node=0, device
     device is the buckets' (else `device`, default cpu). ranks_per_node: the hier algorithm's node
     size (0: by host name). timeout: seconds gloo's rendezvous and each of its calls may take, and
     the runtime's deadline (no bucket done in that long ends the process with exit 2, naming the rank
-    waited on; $CIUIC_TIMEOUT, when set, is that deadline instead). A rank that spends longer than
-    this outside the training loop while the others reduce (a checkpoint written by rank 0 alone)
-    ends the job: raise it to cover that.
+    waited on; $CIUIC_TIMEOUT, when set, is that deadline instead); 0: no limit, no deadline (a
+    stopped rank is then never named). A rank that spends longer than this outside the training
+    loop while the others reduce (a checkpoint written by rank 0 alone) ends the job: raise it to
+    cover that. NCCL's start-up (CUDA buckets) keeps $CIUIC_TIMEOUT or 60 s.
     transport: for CUDA buckets "nccl" (the default) or "gloo" (device buffers staged through host
     memory: several processes on one GPU, which NCCL refuses); CPU buckets always take gloo.
     native: where a bucket whose rule is the transport's own allreduce, lossless in fp32 (algo nccl,
@@ -225,11 +226,17 @@ class HookState:
             lib.ciuic_comm_destroy(comm)
             self._comm = None
             raise
+        try:
+            if not os.environ.get("CIUIC_TIMEOUT"):
+                # The runtime's deadline is the hook's timeout (the library's default, 60 s, would end a
+                # job whose rank 0 writes a checkpoint for a minute while the others wait in a bucket).
+                _lib.call("ciuic_runtime_set_timeout", rt, float(timeout))
+        except Exception:
+            lib.ciuic_runtime_destroy(rt)
+            lib.ciuic_comm_destroy(comm)
+            self._comm = None
+            raise
         self._rt = rt
-        if not os.environ.get("CIUIC_TIMEOUT"):
-            # The runtime's deadline is the hook's timeout (the library's default, 60 s, would end a job
-            # whose rank 0 writes a checkpoint for a minute while the others wait in a bucket).
-            _lib.call("ciuic_runtime_set_timeout", rt, float(timeout))
         if kind != "cpu":
             self._side = torch.cuda.Stream(device=self.device)
 
