@@ -108,7 +108,7 @@ class TcpStore : public gloo::rendezvous::Store {
   // With a deadline (not zero): false when it passes first (the connection is then closed).
   bool RecvAll(void* data, size_t bytes, std::chrono::steady_clock::time_point deadline = {});
 
-  std::timed_mutex mu_;
+  std::mutex mu_;
   int fd_ = -1;
   std::atomic<int64_t> last_pulse_ms_{INT64_MIN / 2};  // steady clock, of the last pulse sent
   std::string endpoint_;
