@@ -272,19 +272,29 @@ TEST(TcpStore, SilenceCountsFromTheLastPulse) {
   EXPECT_LT(by_rank[2], 10.0);
 }
 
-// A store that does not answer (rank 0 stopped: the kernel still accepts its connections) is
-// nullopt within the timeout, and at once after that; a store that is gone (rank 0 ended) throws.
-TEST(TcpStore, ASilentStoreIsNoAnswerAndAGoneOneAnError) {
+// A listening socket on loopback that nobody accepts from (the kernel still completes connections):
+// a stopped store. Its endpoint in `endpoint`; -1 on failure.
+static int SilentListener(std::string* endpoint) {
   const int listener = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(listen(listener, 4), 0);
   socklen_t len = sizeof(a);
-  getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+  if (listener < 0 || bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(listener, 4) != 0 ||
+      getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    return -1;
+  *endpoint = fmt::format("127.0.0.1:{}", ntohs(a.sin_port));
+  return listener;
+}
+
+// A store that does not answer (rank 0 stopped: the kernel still accepts its connections) is
+// nullopt within the timeout, and at once after that; a store that is gone (rank 0 ended) throws.
+TEST(TcpStore, ASilentStoreIsNoAnswerAndAGoneOneAnError) {
+  std::string endpoint;
+  const int listener = SilentListener(&endpoint);
+  ASSERT_GE(listener, 0);
   {
-    ciuic::TcpStore silent(fmt::format("127.0.0.1:{}", ntohs(a.sin_port)), std::chrono::seconds(5));
+    ciuic::TcpStore silent(endpoint, std::chrono::seconds(5));
     const auto start = std::chrono::steady_clock::now();
     EXPECT_FALSE(silent.Departed(std::chrono::milliseconds(200)).has_value());
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -304,15 +314,10 @@ TEST(TcpStore, ASilentStoreIsNoAnswerAndAGoneOneAnError) {
 // Another thread's request waiting on a stopped store (a key read mid-run) does not make the
 // questions about peers wait past their own timeout: a deadline's report must still come.
 TEST(TcpStore, QuestionsAboutPeersDoNotWaitBehindAStuckRequest) {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(listen(listener, 4), 0);
-  socklen_t len = sizeof(a);
-  getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
-  ciuic::TcpStore store(fmt::format("127.0.0.1:{}", ntohs(a.sin_port)), std::chrono::seconds(60));
+  std::string endpoint;
+  const int listener = SilentListener(&endpoint);
+  ASSERT_GE(listener, 0);
+  ciuic::TcpStore store(endpoint, std::chrono::seconds(60));
   std::thread reader([&store] {
     try {
       store.get("key");  // never answered: blocks holding the connection
