@@ -40,6 +40,42 @@ __device__ __forceinline__ float FormatMax(CodecKind k) {
   }
 }
 
+// fp8 through Hopper's (sm_89+) conversion instructions, the same codes as qm's emulation: RNE
+// saturating to the largest finite code (`satfinite`) is FloatToFp8Rne for every finite input and for
+// infinities; a NaN, which the emulation also maps to the signed largest code, is patched to it.
+// Decoding is exact through fp16 (every e4m3 and e5m2 value is an fp16 value); the NaN codes (and e5m2's
+// infinities) keep the emulation's bit patterns.
+__device__ __forceinline__ uint8_t Fp8EncodeRne(float v, Fp8 fmt) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint16_t pair;
+  if (fmt == Fp8::kE4M3)
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(v));
+  else
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(v));
+  const uint32_t max_code = fmt == Fp8::kE4M3 ? 0x7eu : 0x7bu;
+  const uint32_t c = pair & 0xffu;
+  return static_cast<uint8_t>((c & 0x7fu) > max_code ? ((Bits(v) >> 24) & 0x80u) | max_code : c);
+#else
+  return FloatToFp8Rne(v, fmt);
+#endif
+}
+
+__device__ __forceinline__ float Fp8Decode(uint8_t c, Fp8 fmt) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  const uint32_t special = fmt == Fp8::kE4M3 ? 0x7fu : 0x7cu;
+  if ((c & 0x7fu) >= special) return Fp8ToFloat(c, fmt);
+  uint32_t h2;
+  const uint16_t in = c;
+  if (fmt == Fp8::kE4M3)
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(in));
+  else
+    asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(h2) : "h"(in));
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(h2 & 0xffffu)));
+#else
+  return Fp8ToFloat(c, fmt);
+#endif
+}
+
 __device__ __forceinline__ float LoadScale(const uint8_t* wire, size_t b) {
   float s;
   memcpy(&s, wire + b * 4, 4);
@@ -57,7 +93,7 @@ __device__ __forceinline__ float DecodeElement(const uint8_t* payload, size_t i,
   } else if constexpr (K == CodecKind::kSign1) {
     return ((payload[i / 8] >> (i & 7)) & 1u) ? -scale : scale;
   } else {
-    return Fp8ToFloat(payload[i], K == CodecKind::kFp8E4M3 ? Fp8::kE4M3 : Fp8::kE5M2) * scale;
+    return Fp8Decode(payload[i], K == CodecKind::kFp8E4M3 ? Fp8::kE4M3 : Fp8::kE5M2) * scale;
   }
 }
 
@@ -212,8 +248,8 @@ __device__ __forceinline__ float DecodeFromWords(const uint32_t* words, int t, f
   } else if constexpr (K == CodecKind::kSign1) {
     return ((words[t / 32] >> (t % 32)) & 1u) ? -scale : scale;
   } else {
-    return Fp8ToFloat(static_cast<uint8_t>(words[t / 4] >> (8 * (t % 4))),
-                      K == CodecKind::kFp8E4M3 ? Fp8::kE4M3 : Fp8::kE5M2) *
+    return Fp8Decode(static_cast<uint8_t>(words[t / 4] >> (8 * (t % 4))),
+                     K == CodecKind::kFp8E4M3 ? Fp8::kE4M3 : Fp8::kE5M2) *
            scale;
   }
 }
@@ -380,9 +416,9 @@ __device__ __forceinline__ void EncodeWholeBlock(const QuantArgs& a, const float
         back = __fmul_rn(static_cast<float>(q), scale);
       } else {
         const Fp8 fmt = K == CodecKind::kFp8E4M3 ? Fp8::kE4M3 : Fp8::kE5M2;
-        const uint8_t c = a.stochastic ? FloatToFp8(v, fmt, true, rnd) : FloatToFp8Rne(v, fmt);
+        const uint8_t c = a.stochastic ? FloatToFp8(v, fmt, true, rnd) : Fp8EncodeRne(v, fmt);
         code = c;
-        back = __fmul_rn(Fp8ToFloat(c, fmt), scale);
+        back = __fmul_rn(Fp8Decode(c, fmt), scale);
       }
       words[t * kBitsPer<K> / 32] |= code << ((t * kBitsPer<K>) % 32);
       r[t] = __fsub_rn(e[t], back);
@@ -487,9 +523,9 @@ __global__ void QuantEncodeKernel(QuantArgs a, const float* in, float* residual,
           if (!kDecodeAdd && residual) residual[i] = __fsub_rn(e, __fmul_rn(static_cast<float>(q), scale));
         } else {
           const Fp8 fmt = K == CodecKind::kFp8E4M3 ? Fp8::kE4M3 : Fp8::kE5M2;
-          const uint8_t c = a.stochastic ? FloatToFp8(v, fmt, true, r) : FloatToFp8Rne(v, fmt);
+          const uint8_t c = a.stochastic ? FloatToFp8(v, fmt, true, r) : Fp8EncodeRne(v, fmt);
           payload[i] = c;
-          if (!kDecodeAdd && residual) residual[i] = __fsub_rn(e, __fmul_rn(Fp8ToFloat(c, fmt), scale));
+          if (!kDecodeAdd && residual) residual[i] = __fsub_rn(e, __fmul_rn(Fp8Decode(c, fmt), scale));
         }
       }
     }

@@ -6,6 +6,7 @@
 #            and every shared library these use that is not glibc, libstdc++, libgcc, the NVIDIA
 #            driver or NCCL (NCCL comes from the GPU machine's Python wheel; gpu-check.sh finds it)
 #   python/  the ciuic Python package
+#   share/ciuic/  the data the tools read (topologies, workloads, profiles, plot scripts)
 #   nccl-tests/  all_reduce_perf, all_gather_perf, reduce_scatter_perf, when NCCL_TESTS_SRC names an
 #            nccl-tests source tree (a fetched snapshot; it is built here, never committed)
 # Usage: scripts/device/bundle.sh            (NCCL_TESTS_SRC=DIR scripts/device/bundle.sh)
@@ -19,6 +20,10 @@ mkdir -p "$out/bin" "$out/lib" "$out/python"
 cp build-device/bin/ciuic-bench build-device/bin/ciuic-tune build-device/tests/test_gpu "$out/bin/"
 cp build-device/lib/libciuic.so build-device/lib/libnccl-tuner-ciuic.so "$out/lib/"
 cp -r python/ciuic "$out/python/"
+# The data the tools ship (topologies, workloads, profiles, the plot scripts), where ShareDir finds it
+# beside the binaries: bin/../share/ciuic.
+mkdir -p "$out/share/ciuic"
+cp -rL profiles scripts "$out/share/ciuic/"
 find "$out/python" -name __pycache__ -prune -exec rm -rf {} +
 if [[ -n ${NCCL_TESTS_SRC:-} ]]; then
   # nccl-tests against the NCCL this machine has (the same major version as the wheel there), sm_90.

@@ -6,12 +6,13 @@
 # c compute-sanitizer, d NCCL loading the ciuic tuner plugin, e the DDP hook and the digits job on CUDA,
 # f a CUPTI trace, g NCCL start-up with a rank missing, h kernels at the roofline and nccl-tests beside
 # ciuic-bench, i Nsight Compute over the memory-bound kernels (not in the default set: name it), j the training
-# kernels (fused, unfused, PyTorch) on CUDA and ciuic-tune's fusion line. Every step is time-boxed (STEP_SCALE=2 doubles the boxes) and logged to LOGDIR/<id>.log;
+# kernels (fused, unfused, PyTorch) on CUDA and ciuic-tune's fusion line, k ciuic-bench --backend nccl and the runtime
+# over NCCL started by torchrun and by Slurm's variables. Every step is time-boxed (STEP_SCALE=2 doubles the boxes) and logged to LOGDIR/<id>.log;
 # the summary table (step, result, seconds) is printed last and kept in LOGDIR/summary.txt.
 # Steps are ordered by value so a run cut off early still brings back a-e.
 set -uo pipefail
 logs=${1:?usage: gpu-check.sh LOGDIR [STEPS]}
-want=${2:-abcdefghj}
+want=${2:-abcdefgkhj}
 scale=${STEP_SCALE:-1}
 mkdir -p "$logs"
 logs=$(cd "$logs" && pwd)
@@ -87,20 +88,21 @@ PY
 
 step_b() {
   # Every gpu test on its own line (gtest prints one per test).
-  "$bundle/bin/test_gpu" --gtest_color=no
+  "$bundle/bin/test_gpu" --gtest_color=no ${B_FILTER:+--gtest_filter=$B_FILTER}
 }
 
 step_c() {
   local cs=compute-sanitizer rc=0
   command -v $cs > /dev/null || { echo "skipped: compute-sanitizer not on PATH"; return 77; }
   # A short filter: the device-transport and codec kernels (every kernel launch is checked, ~10-100x slower).
+  # C_FILTER replaces both filters (e.g. the training kernels' twins alone).
   timeout -k 5 $((55 * scale)) $cs --tool memcheck --error-exitcode 9 --print-limit 20 "$bundle/bin/test_gpu" --gtest_color=no \
-    --gtest_filter='Codecs/CodecTwin.CudaEqualsCpuBitForBit/fp16:Codecs/CodecTwin.CudaEqualsCpuBitForBit/int8:Codecs/CodecTwin.CudaEqualsCpuBitForBit/int4:Codecs/CodecTwin.CudaEqualsCpuBitForBit/fp8e4m3:Codecs/CodecTwin.CudaEqualsCpuBitForBit/sign1:Codecs/CodecTwin.CudaEqualsCpuBitForBit/topk_0_01*:FusedTwin.*:LocalDevice.BenchRunnerOverTheRuntimeVerifies' \
+    --gtest_filter=${C_FILTER:-'Codecs/CodecTwin.CudaEqualsCpuBitForBit/fp16:Codecs/CodecTwin.CudaEqualsCpuBitForBit/int8:Codecs/CodecTwin.CudaEqualsCpuBitForBit/int4:Codecs/CodecTwin.CudaEqualsCpuBitForBit/fp8e4m3:Codecs/CodecTwin.CudaEqualsCpuBitForBit/sign1:Codecs/CodecTwin.CudaEqualsCpuBitForBit/topk_0_01*:FusedTwin.*:LocalDevice.BenchRunnerOverTheRuntimeVerifies'} \
     || rc=$?
   echo "memcheck exit $rc (124: its 55 s box ran out)"
   local rc2=0
   timeout -k 5 $((35 * scale)) $cs --tool racecheck --error-exitcode 9 --print-limit 20 "$bundle/bin/test_gpu" --gtest_color=no \
-    --gtest_filter='Codecs/CodecTwin.CudaEqualsCpuBitForBit/int8:Codecs/CodecTwin.CudaEqualsCpuBitForBit/sign1:Codecs/CodecTwin.CudaEqualsCpuBitForBit/topk_0_01_sampled:FusedTwin.*' \
+    --gtest_filter=${C_FILTER:-'Codecs/CodecTwin.CudaEqualsCpuBitForBit/int8:Codecs/CodecTwin.CudaEqualsCpuBitForBit/sign1:Codecs/CodecTwin.CudaEqualsCpuBitForBit/topk_0_01_sampled:FusedTwin.*'} \
     || rc2=$?
   echo "racecheck exit $rc2 (124: its 35 s box ran out)"
   [[ $rc == 0 && $rc2 == 0 ]]
@@ -158,7 +160,10 @@ step_g() {
 step_h() {
   local rc=0
   $py scripts/device/roofline.py "$bench" "$logs" || rc=$?
-  if [[ -x $bundle/nccl-tests/all_reduce_perf ]]; then
+  # H_PARTS=roofline leaves nccl-tests out (a rerun with less device time left).
+  if [[ ${H_PARTS:-all} == roofline ]]; then
+    echo "nccl-tests side by side left out (H_PARTS=roofline)"
+  elif [[ -x $bundle/nccl-tests/all_reduce_perf ]]; then
     $py scripts/device/nccl_tests_side_by_side.py "$bench" "$bundle/nccl-tests" "$logs" || rc=$?
   else
     echo "nccl-tests not in the bundle (scripts/device/bundle.sh builds them from a fetched snapshot)"
@@ -188,15 +193,72 @@ step_i() {
 # the workloads' hidden sizes, and ciuic-tune's fusion line calibrated on this GPU.
 step_j() {
   local rc=0
+  # The fusion line first: ciuic-tune times add-ln and bias-gelu on this GPU for a gpt2_xl step.
+  timeout -k 5 $((90 * scale)) "$bundle/bin/ciuic-tune" run --topology dgx_h100 --workload gpt2_xl --budget 4 \
+    --db "$logs/fusion.db" --out "$logs/fusion.profile.json" > "$logs/fusion.log" 2>&1 || rc=1
+  grep -E "^fusion" "$logs/fusion.log" || rc=1
+  # J_SHAPES / J_DTYPES narrow the table (a rerun with less device time left).
   CIUIC_PYTHON=$(command -v "$py") CIUIC_PYTHONPATH=$bundle/python "$bench" kernel all-training --device cuda \
-    --shape 4096x1024,4096x1600,4096x4096 --dtype fp32,bf16 --iters 20 --format csv --out "$logs/train-kernels.csv" \
-    || rc=$?
-  "$bundle/bin/ciuic-tune" run --topology dgx_h100 --workload gpt2_xl --budget 4 --db "$logs/fusion.db" \
-    --out "$logs/fusion.profile.json" 2>&1 | grep -E "^fusion|^best" || rc=1
+    --shape "${J_SHAPES:-4096x1024,4096x1600,4096x4096}" --dtype "${J_DTYPES:-fp32,bf16}" --iters 20 --format csv \
+    --out "$logs/train-kernels.csv" || rc=$?
   return $rc
 }
 
-export -f step_a step_b step_c step_d step_e step_f step_g step_h step_i step_j
+# The launchers on NCCL (issue "A tool people install", its GPU part): torchrun starting ciuic-bench as two
+# one-process "nodes" (each torchrun names its own NCCL_HOSTID, since the one GPU cannot hold two ranks
+# of one NCCL host), then two processes given Slurm's variables by hand. Each writes its JSON report;
+# rank 0's must say world size 2 and carry rows with #wrong 0.
+step_k() {
+  local rc=0 p=$((port + 101)) w=$logs/k
+  mkdir -p "$w"
+  check() {  # check REPORT WHAT
+    $py - "$1" "$2" <<'PY' || rc=1
+import json, sys
+r = json.load(open(sys.argv[1]))
+rows = r.get("results", r.get("rows", []))
+ws = r.get("context", {}).get("world_size")
+wrong = sum(int(x.get("wrong", 0) or 0) for x in rows)
+ok = ws == 2 and rows and wrong == 0
+print(f"{sys.argv[2]}: world size {ws}, {len(rows)} rows, #wrong {wrong}:", "ok" if ok else "FAILED")
+sys.exit(0 if ok else 1)
+PY
+  }
+  local args=(allreduce --sizes 64K,4M --iters 5 --warmup 2 --format json --timeout 60)
+  if $py -c 'import torch.distributed.run' 2> /dev/null; then
+    for run in "nccl" "ciuic --transport nccl --device cuda --algo ring --codec int8"; do
+      local tag=${run%% *}
+      p=$((p + 3))
+      local pids=()
+      for node in 0 1; do
+        NCCL_HOSTID=ciuic-node-$node NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 $py -m torch.distributed.run --no_python \
+          --nnodes 2 --node_rank $node --nproc_per_node 1 --master_addr 127.0.0.1 --master_port $p \
+          "$bench" "${args[@]}" --backend $run --out "$w/torchrun-$tag.json" > "$w/torchrun-$tag-node$node.log" 2>&1 &
+        pids+=($!)
+      done
+      wait "${pids[0]}" || rc=1
+      wait "${pids[1]}" || rc=1
+      tail -n 5 "$w/torchrun-$tag-node0.log"
+      check "$w/torchrun-$tag.json" "torchrun, --backend $run"
+    done
+  else
+    echo "torch.distributed.run not importable: torchrun part skipped"; rc=1
+  fi
+  p=$((p + 3))
+  local spids=()
+  for r in 0 1; do
+    env SLURM_PROCID=$r SLURM_NTASKS=2 SLURM_LOCALID=0 SLURM_NTASKS_PER_NODE=1 SLURM_NODELIST=localhost \
+      CIUIC_STORE_PORT=$p NCCL_HOSTID=ciuic-slurm-$r NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 \
+      "$bench" "${args[@]}" --backend nccl --out "$w/srun-nccl.json" > "$w/srun-rank$r.log" 2>&1 &
+    spids+=($!)
+  done
+  wait "${spids[0]}" || rc=1
+  wait "${spids[1]}" || rc=1
+  tail -n 5 "$w/srun-rank0.log"
+  check "$w/srun-nccl.json" "Slurm's variables, --backend nccl"
+  return $rc
+}
+
+export -f step_a step_b step_c step_d step_e step_f step_g step_h step_i step_j step_k
 export bundle py nccl_dir cupti_dir scale
 step a 30 "machine, driver, NCCL/CUPTI versions" -- bash -c step_a
 step b 150 "gpu tests (test_gpu)" -- bash -c step_b
@@ -205,6 +267,7 @@ step d 60 "NCCL loads libnccl-tuner-ciuic.so (1 rank; 2 ranks as 2 hosts)" -- ba
 step e 150 "DDP hook on CUDA (2 processes, 1 GPU) + digits on CUDA" -- bash -c step_e
 step f 40 "CUPTI trace of --backend ciuic --device cuda" -- bash -c step_f
 step g 45 "NCCL start-up with rank 1 missing: abort, culprit" -- bash -c step_g
+step k 90 "torchrun and Slurm's variables starting --backend nccl" -- bash -c step_k
 step h 200 "roofline kernels, top-k vs torch, nccl-tests side by side" -- bash -c step_h
 step j 150 "training kernels fused/unfused/torch on CUDA, fusion line" -- bash -c step_j
 step i 150 "Nsight Compute over the codec, top-k and flatten kernels" -- bash -c step_i
