@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cxxopts.hpp>
@@ -189,12 +192,6 @@ double CopyUs(size_t bytes, bool device, int iters) {
 
 // ---- PyTorch's eager sequence, timed by python/ciuic/kernel_bench.py -----------------------------------
 
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 std::string KernelBenchScript() {
   namespace fs = std::filesystem;
   std::vector<fs::path> candidates;
@@ -216,53 +213,171 @@ struct TorchTimes {
   std::string note;  // why there are none, or what the reference did (an upcast)
 };
 
-TorchTimes TimeTorch(const TrainKernelName& k, Shape s, DType t, const Options& o) {
-  TorchTimes out;
-  const std::string script = KernelBenchScript();
-  const char* env = std::getenv("CIUIC_PYTHON");
-  const std::string python = env && *env ? env : "/usr/bin/python3";
-  if (script.empty()) {
-    out.note = "kernel_bench.py not found";
-    return out;
+// One Python process (`python3 -m ciuic.kernel_bench --serve`) for every PyTorch row of a run: torch is
+// imported and CUDA started once (a process a row spent 2-7 s of each row on that). Started at the
+// first row; a request is one JSON line on its stdin, the answer one JSON line on its stdout (its stderr
+// joins stdout; lines that are not JSON are skipped, the last one kept to say why when it ends).
+class TorchServer {
+ public:
+  TorchServer() = default;
+  TorchServer(const TorchServer&) = delete;
+  TorchServer& operator=(const TorchServer&) = delete;
+  ~TorchServer() {
+    if (to_ >= 0) close(to_);  // end of input: the server returns
+    if (from_) fclose(from_);
+    if (pid_ > 0) waitpid(pid_, nullptr, 0);
   }
+
+  // The answer's JSON line for one run's flags, or "" with *why set.
+  std::string Ask(const std::vector<std::string>& argv, std::string* why) {
+    if (!dead_.empty() || (pid_ < 0 && !Start())) {
+      *why = dead_;
+      return "";
+    }
+    const std::string line = nlohmann::json{{"argv", argv}}.dump() + "\n";
+    if (!WriteAll(line)) return Died("it stopped reading", why);
+    std::array<char, 4096> buf{};
+    std::string text, last;
+    while (fgets(buf.data(), buf.size(), from_)) {
+      text += buf.data();
+      if (text.empty() || text.back() != '\n') continue;  // a longer line: read on
+      text.pop_back();
+      if (!text.empty() && text[0] == '{') return text;
+      if (!text.empty()) last = text;
+      text.clear();
+    }
+    return Died(last, why);
+  }
+
+ private:
+  bool Start() {
+    const std::string script = KernelBenchScript();
+    if (script.empty()) {
+      dead_ = "kernel_bench.py not found";
+      return false;
+    }
+    const char* env = std::getenv("CIUIC_PYTHON");
+    python_ = env && *env ? env : "/usr/bin/python3";
+    const std::string path = std::filesystem::path(script).parent_path().parent_path().string();
+    const char* old = std::getenv("PYTHONPATH");
+    // The child's environment and arguments, built here: between fork and exec only async-signal-safe calls.
+    std::vector<std::string> env_text = {"PYTHONPATH=" + (old && *old ? path + ":" + old : path)};
+    for (char** e = environ; *e; ++e)
+      if (std::strncmp(*e, "PYTHONPATH=", 11) != 0) env_text.emplace_back(*e);
+    std::vector<char*> envp;
+    for (std::string& e : env_text) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::string a0 = python_, a1 = "-m", a2 = "ciuic.kernel_bench", a3 = "--serve";
+    char* args[] = {a0.data(), a1.data(), a2.data(), a3.data(), nullptr};
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) != 0) return Failed();
+    if (pipe2(out, O_CLOEXEC) != 0) {
+      close(in[0]);
+      close(in[1]);
+      return Failed();
+    }
+    std::fflush(nullptr);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      dup2(out[1], 2);
+      execvpe(args[0], args, envp.data());
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    if (pid_ < 0) {
+      close(in[1]);
+      close(out[0]);
+      return Failed();
+    }
+    to_ = in[1];
+    from_ = fdopen(out[0], "r");
+    return from_ != nullptr || Failed();
+  }
+
+  bool Failed() {
+    dead_ = fmt::format("could not start {}: {}", python_, std::strerror(errno));
+    return false;
+  }
+
+  // SIGPIPE held back while writing: a server that died is an answer, not the end of ciuic-bench.
+  bool WriteAll(const std::string& s) {
+    sigset_t pipe_only, old;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+    size_t done = 0;
+    bool ok = true;
+    while (done < s.size()) {
+      const ssize_t n = write(to_, s.data() + done, s.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        ok = false;
+        break;
+      }
+      done += static_cast<size_t>(n);
+    }
+    if (!ok) {
+      const timespec now{0, 0};
+      sigtimedwait(&pipe_only, nullptr, &now);  // the pending SIGPIPE, if any
+    }
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    return ok;
+  }
+
+  std::string Died(const std::string& last, std::string* why) {
+    int status = 0;
+    if (pid_ > 0 && waitpid(pid_, &status, 0) == pid_) pid_ = 0;
+    dead_ = !last.empty()                                     ? last
+            : WIFEXITED(status) && WEXITSTATUS(status) == 127 ? fmt::format("could not start {}", python_)
+                                                              : fmt::format("{} failed", python_);
+    *why = dead_;
+    return "";
+  }
+
+  std::string python_;
+  pid_t pid_ = -1;
+  int to_ = -1;
+  FILE* from_ = nullptr;
+  std::string dead_;
+};
+
+TorchTimes TimeTorch(TorchServer& server, const TrainKernelName& k, Shape s, DType t, const Options& o) {
+  TorchTimes out;
   const std::string name = k.family == TrainFamily::kLnActDropout ? "ln-dropout-gelu"
                            : k.family == TrainFamily::kBiasAct    ? "bias-gelu"
                                                                   : "add-ln";
-  const std::string act = ActivationName(k.act);
-  const std::string cmd = fmt::format(
-      "PYTHONPATH={}${{PYTHONPATH:+:$PYTHONPATH}} {} -m ciuic.kernel_bench --name {} --act {} --shape {}x{} --dtype {} "
-      "--device {} --p {} --threads {} {} 2>&1",
-      Quote(std::filesystem::path(script).parent_path().parent_path().string()), Quote(python), name, act, s.rows,
-      s.cols, DTypeName(t), o.device ? "cuda" : "cpu", o.p, ParallelThreads(),
-      fmt::format("--iters {} --warmup 2", o.iters ? o.iters : 10));
-  std::string text;
-  if (FILE* pipe = popen(cmd.c_str(), "r")) {
-    std::array<char, 4096> buf{};
-    while (fgets(buf.data(), buf.size(), pipe)) text += buf.data();
-    const int status = pclose(pipe);
-    std::string last;
-    size_t start = 0;
-    for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1) {
-      const std::string line = text.substr(start, nl - start);
-      if (!line.empty()) last = line;
-    }
-    if (status != 0 || last.empty() || last[0] != '{') {
-      out.note = last.empty() ? fmt::format("{} failed", python) : last;
-      return out;
-    }
-    const nlohmann::json j = nlohmann::json::parse(last, nullptr, false);
-    if (j.is_discarded()) {
-      out.note = "kernel_bench.py printed no JSON";
-      return out;
-    }
-    if (j.contains("forward_us") && j["forward_us"].is_number()) out.forward_us = j["forward_us"].get<double>();
-    if (j.contains("backward_us") && j["backward_us"].is_number()) out.backward_us = j["backward_us"].get<double>();
-    if (j.contains("note") && j["note"].is_string()) out.note = j["note"].get<std::string>();
-    if (j.contains("torch") && j["torch"].is_string())
-      out.note = fmt::format("torch {}{}{}", j["torch"].get<std::string>(), out.note.empty() ? "" : ": ", out.note);
-  } else {
-    out.note = "could not start " + python;
+  const std::vector<std::string> argv = {"--name",    name,
+                                         "--act",     ActivationName(k.act),
+                                         "--shape",   fmt::format("{}x{}", s.rows, s.cols),
+                                         "--dtype",   DTypeName(t),
+                                         "--device",  o.device ? "cuda" : "cpu",
+                                         "--p",       fmt::format("{}", o.p),
+                                         "--threads", std::to_string(ParallelThreads()),
+                                         "--iters",   std::to_string(o.iters ? o.iters : 10),
+                                         "--warmup",  "2"};
+  std::string why;
+  const std::string line = server.Ask(argv, &why);
+  if (line.empty()) {
+    out.note = why;
+    return out;
   }
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_discarded()) {
+    out.note = "kernel_bench.py printed no JSON";
+    return out;
+  }
+  if (j.contains("error") && j["error"].is_string()) {
+    out.note = j["error"].get<std::string>();
+    return out;
+  }
+  if (j.contains("forward_us") && j["forward_us"].is_number()) out.forward_us = j["forward_us"].get<double>();
+  if (j.contains("backward_us") && j["backward_us"].is_number()) out.backward_us = j["backward_us"].get<double>();
+  if (j.contains("note") && j["note"].is_string()) out.note = j["note"].get<std::string>();
+  if (j.contains("torch") && j["torch"].is_string())
+    out.note = fmt::format("torch {}{}{}", j["torch"].get<std::string>(), out.note.empty() ? "" : ": ", out.note);
   return out;
 }
 
@@ -334,6 +449,7 @@ int TrainKernelBenchMain(int argc, char** argv) {
   std::cout << "# GB/s: bytes the pass must move once / time; %copy: of the same run's copy (read + write bytes/s); "
                "x_fused: time / fused time; diff: max|fused - unfused| / max|unfused|\n";
   std::cout.flush();
+  TorchServer server;
   for (const TrainKernelName* k : o.kernels) {
     for (Shape s : o.shapes) {
       for (DType t : o.dtypes) {
@@ -342,7 +458,7 @@ int TrainKernelBenchMain(int argc, char** argv) {
         const double copy_bytes_per_us = 2.0 * c.bytes() / copy_us;
         TrainSequence seq(*k, s.rows, s.cols, t, o.device, o.p, o.seed);
         const auto [fwd, bwd] = RunCase(c, seq);
-        const TorchTimes torch = o.torch ? TimeTorch(*k, s, t, o) : TorchTimes{};
+        const TorchTimes torch = o.torch ? TimeTorch(server, *k, s, t, o) : TorchTimes{};
         std::vector<Row> here;
         here.push_back(MakeRow(c, "-", "copy", copy_us, NAN, 2.0 * c.bytes(), copy_bytes_per_us, NAN));
         for (int b = 0; b < 2; ++b) {

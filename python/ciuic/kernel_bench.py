@@ -13,7 +13,9 @@ those of `ciuic-bench kernel`'s families; --threads sets torch.set_num_threads (
 own thread count, so both sides of the ratio use the same cores).
 
 Prints one JSON line: name, shape [T, H], dtype, device, torch (version), threads, forward_us and
-backward_us (medians over --iters, after --warmup untimed iterations), iters, note.
+backward_us (medians over --iters, after --warmup untimed iterations), iters, note. With `--serve` alone
+it answers many runs in one process (torch imported once): one request a line on stdin, {"argv": [the
+flags above]}, one such JSON line back for each, {"error": ...} for a bad one; `ciuic-bench kernel` uses it.
 
 All tensors, parameters included, are in --dtype (eager PyTorch runs a sequence in one dtype; the fused
 kernels keep gamma, beta and bias in fp32). What is timed: forward = the sequence on inputs that require
@@ -59,8 +61,16 @@ def _sequences(p, act="gelu"):
     }
 
 
+class _BadRequest(Exception):
+    pass
+
+
 class _Parser(argparse.ArgumentParser):
+    serving = False  # under --serve a bad request is answered, not fatal
+
     def error(self, message):
+        if _Parser.serving:
+            raise _BadRequest(message)
         print(f"ciuic.kernel_bench: {message}", file=sys.stderr)
         sys.exit(1)
 
@@ -167,18 +177,43 @@ def measure(name, shape, dtype, device, iters, warmup, p, act="gelu"):
         return None, None, f"{note}; not run: {str(e).splitlines()[0][:160]}"
 
 
-def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+def _answer(args):
     if args.device == "cuda":
         torch.cuda.init()
     if args.threads:
         torch.set_num_threads(args.threads)
     fwd, bwd, note = measure(args.name, args.shape, args.dtype, args.device, args.iters, args.warmup, args.p,
                              args.act)
-    print(json.dumps({"name": args.name, "shape": list(args.shape), "dtype": args.dtype, "device": args.device,
-                      "torch": torch.__version__, "threads": torch.get_num_threads(),
-                      "forward_us": None if fwd is None else round(fwd, 2),
-                      "backward_us": None if bwd is None else round(bwd, 2), "iters": args.iters, "note": note}))
+    return {"name": args.name, "shape": list(args.shape), "dtype": args.dtype, "device": args.device,
+            "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "forward_us": None if fwd is None else round(fwd, 2),
+            "backward_us": None if bwd is None else round(bwd, 2), "iters": args.iters, "note": note}
+
+
+def serve(lines, out):
+    """--serve: one request a line ({"argv": [the flags of one run]}), one JSON line back for each (a bad
+    request gets {"error": why}), until end of input; torch is imported and CUDA started once for all."""
+    _Parser.serving = True
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+            argv = request["argv"] if isinstance(request, dict) else None
+            if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+                raise _BadRequest('expected {"argv": [strings]}')
+            reply = _answer(parse_args(argv))
+        except (ValueError, KeyError, _BadRequest) as e:
+            reply = {"error": f"ciuic.kernel_bench: {e}"}
+        print(json.dumps(reply), file=out, flush=True)
+    return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--serve"]:
+        return serve(sys.stdin, sys.stdout)
+    print(json.dumps(_answer(parse_args(argv))))
     return 0
 
 
