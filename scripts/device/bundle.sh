@@ -10,6 +10,7 @@
 #   nccl-tests/  all_reduce_perf, all_gather_perf, reduce_scatter_perf, when NCCL_TESTS_SRC names an
 #            nccl-tests source tree (a fetched snapshot; it is built here, never committed)
 # Usage: scripts/device/bundle.sh            (NCCL_TESTS_SRC=DIR scripts/device/bundle.sh)
+# Also writes build-device/bundle.tar.xz, the archive to carry to the GPU machine.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cmake --preset device > /dev/null
@@ -45,5 +46,8 @@ for exe in "$out"/bin/* "$out"/lib/libciuic.so "$out"/lib/libnccl-tuner-ciuic.so
   done
 done
 strip "$out"/bin/* "$out"/nccl-tests/* 2> /dev/null || true
-echo "bundle: $(du -sh "$out" | cut -f1) in $out"
-ls "$out/bin" "$out/lib" "$out/nccl-tests" 2> /dev/null
+# One archive to carry: the bundle itself (~58 MB with nccl-tests) is over the device tool's carry limit
+# beside the tree; the archive is ~16 MB. There: tar xJf build-device/bundle.tar.xz -C build-device.
+tar cJf build-device/bundle.tar.xz -C build-device bundle
+echo "bundle: $(du -sh "$out" | cut -f1) in $out; $(du -sh build-device/bundle.tar.xz | cut -f1) in build-device/bundle.tar.xz"
+ls "$out/bin" "$out/lib" "$out/nccl-tests" 2> /dev/null || true
