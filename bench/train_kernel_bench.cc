@@ -14,6 +14,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -225,7 +226,7 @@ class TorchServer {
   ~TorchServer() {
     if (to_ >= 0) close(to_);  // end of input: the server returns
     if (from_) fclose(from_);
-    if (pid_ > 0) waitpid(pid_, nullptr, 0);
+    Reap(nullptr);
   }
 
   // The answer's JSON line for one run's flags, or "" with *why set.
@@ -277,8 +278,12 @@ class TorchServer {
       return Failed();
     }
     std::fflush(nullptr);
+    const pid_t parent = getpid();
     pid_ = fork();
     if (pid_ == 0) {
+      // The server ends with ciuic-bench, even a SIGKILLed one (as every child of the tools does).
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != parent) _exit(143);
       dup2(in[0], 0);
       dup2(out[1], 1);
       dup2(out[1], 2);
@@ -329,12 +334,19 @@ class TorchServer {
 
   std::string Died(const std::string& last, std::string* why) {
     int status = 0;
-    if (pid_ > 0 && waitpid(pid_, &status, 0) == pid_) pid_ = 0;
+    Reap(&status);
     dead_ = !last.empty()                                     ? last
             : WIFEXITED(status) && WEXITSTATUS(status) == 127 ? fmt::format("could not start {}", python_)
                                                               : fmt::format("{} failed", python_);
     *why = dead_;
     return "";
+  }
+
+  void Reap(int* status) {
+    if (pid_ <= 0) return;
+    while (waitpid(pid_, status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = 0;
   }
 
   std::string python_;

@@ -209,50 +209,59 @@ step_j() {
 # of one NCCL host), then two processes given Slurm's variables by hand. Each writes its JSON report;
 # rank 0's must say world size 2 and carry rows with #wrong 0.
 step_k() {
-  local rc=0 p=$((port + 101)) w=$logs/k
+  local rc=0 w=$logs/k
+  export kport=$((port + 101)) kw=$w
   mkdir -p "$w"
   check() {  # check REPORT WHAT
     $py - "$1" "$2" <<'PY' || rc=1
 import json, sys
 r = json.load(open(sys.argv[1]))
-rows = r.get("results", r.get("rows", []))
-ws = r.get("context", {}).get("world_size")
-wrong = sum(int(x.get("wrong", 0) or 0) for x in rows)
+rows = r["results"]
+ws = r["context"]["world_size"]
+wrong = sum(x["wrong"] for x in rows)
 ok = ws == 2 and rows and wrong == 0
 print(f"{sys.argv[2]}: world size {ws}, {len(rows)} rows, #wrong {wrong}:", "ok" if ok else "FAILED")
 sys.exit(0 if ok else 1)
 PY
   }
+  # both FN ARGS...: FN 0 ARGS and FN 1 ARGS side by side (a rank, or a node, each), on a fresh port;
+  # fails unless both exit 0.
+  both() {
+    local fn=$1 one two
+    shift
+    kport=$((kport + 3))
+    $fn 0 "$@" &
+    one=$!
+    $fn 1 "$@" &
+    two=$!
+    wait $one || rc=1
+    wait $two || rc=1
+  }
   local args=(allreduce --sizes 64K,4M --iters 5 --warmup 2 --format json --timeout 60)
+  torchrun_node() {  # torchrun_node NODE TAG BACKEND-ARGS...
+    local node=$1 tag=$2
+    shift 2
+    NCCL_HOSTID=ciuic-node-$node NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 $py -m torch.distributed.run --no_python \
+      --nnodes 2 --node_rank $node --nproc_per_node 1 --master_addr 127.0.0.1 --master_port $kport \
+      "$bench" "${args[@]}" "$@" --out "$kw/torchrun-$tag.json" > "$kw/torchrun-$tag-node$node.log" 2>&1
+  }
+  slurm_rank() {  # slurm_rank RANK
+    env SLURM_PROCID=$1 SLURM_NTASKS=2 SLURM_LOCALID=0 SLURM_NTASKS_PER_NODE=1 SLURM_NODELIST=localhost \
+      CIUIC_STORE_PORT=$kport NCCL_HOSTID=ciuic-slurm-$1 NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 \
+      "$bench" "${args[@]}" --backend nccl --out "$kw/srun-nccl.json" > "$kw/srun-rank$1.log" 2>&1
+  }
   if $py -c 'import torch.distributed.run' 2> /dev/null; then
     for run in "nccl" "ciuic --transport nccl --device cuda --algo ring --codec int8"; do
       local tag=${run%% *}
-      p=$((p + 3))
-      local pids=()
-      for node in 0 1; do
-        NCCL_HOSTID=ciuic-node-$node NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 $py -m torch.distributed.run --no_python \
-          --nnodes 2 --node_rank $node --nproc_per_node 1 --master_addr 127.0.0.1 --master_port $p \
-          "$bench" "${args[@]}" --backend $run --out "$w/torchrun-$tag.json" > "$w/torchrun-$tag-node$node.log" 2>&1 &
-        pids+=($!)
-      done
-      wait "${pids[0]}" || rc=1
-      wait "${pids[1]}" || rc=1
+      # shellcheck disable=SC2086 # the backend's words
+      both torchrun_node "$tag" --backend $run
       tail -n 5 "$w/torchrun-$tag-node0.log"
       check "$w/torchrun-$tag.json" "torchrun, --backend $run"
     done
   else
     echo "torch.distributed.run not importable: torchrun part skipped"; rc=1
   fi
-  p=$((p + 3))
-  local spids=()
-  for r in 0 1; do
-    env SLURM_PROCID=$r SLURM_NTASKS=2 SLURM_LOCALID=0 SLURM_NTASKS_PER_NODE=1 SLURM_NODELIST=localhost \
-      CIUIC_STORE_PORT=$p NCCL_HOSTID=ciuic-slurm-$r NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 \
-      "$bench" "${args[@]}" --backend nccl --out "$w/srun-nccl.json" > "$w/srun-rank$r.log" 2>&1 &
-    spids+=($!)
-  done
-  wait "${spids[0]}" || rc=1
-  wait "${spids[1]}" || rc=1
+  both slurm_rank
   tail -n 5 "$w/srun-rank0.log"
   check "$w/srun-nccl.json" "Slurm's variables, --backend nccl"
   return $rc
