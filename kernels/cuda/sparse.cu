@@ -1,16 +1,19 @@
 // CUDA top-k and randomk, bit-identical to kernels/cpu/sparse.cc. Exact top-k finds the k-th largest
-// |e| with a 4-pass MSB radix select (8 bits per pass, state kept on the device: no host sync);
-// sampled top-k runs the same select over a strided sample. Selection then keeps the CPU rule (all
-// keys above the threshold, ties by lowest index, first k in index order) with per-chunk counts, one
-// scan and a block-scan write pass, so the wire matches the oracle slot for slot. The two passes over
-// the whole gradient load each chunk coalesced (a warp-striped load transposed through shared memory
-// into 16 consecutive elements a thread) and keep it in registers; the residual goes back the same way.
+// |e| with a 4-pass MSB radix select (8 bits per pass, state kept on the device: no host sync; the
+// last block of each pass picks the digit); sampled top-k runs the same select over a strided sample.
+// Selection then keeps the CPU rule (all keys above the threshold, ties by lowest index, first k in
+// index order) in one pass over the gradient: each tile counts its keys above and equal to the
+// threshold, learns the counts of every earlier tile by a decoupled look-back, and writes its slots,
+// so the wire matches the oracle slot for slot. The pass loads each tile coalesced (a warp-striped
+// load transposed through shared memory into 16 consecutive elements a thread) and keeps it in
+// registers; the residual goes back the same way.
 #include <cuda_runtime.h>
 
 #include <cstring>
 #include <cub/block/block_load.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cub/block/block_store.cuh>
+#include <cuda/atomic>
 
 #include "kernels/codec_kernels.h"
 #include "kernels/cuda/launch.h"
@@ -26,35 +29,36 @@ constexpr uint32_t kAbsMask = 0x7fffffffu;
 
 struct SelectState {
   uint32_t prefix, mask;
-  uint64_t remaining;   // rank still to find inside `prefix` (becomes take_equal)
-  uint64_t take_equal;  // elements equal to the threshold that may be taken
-  uint64_t total;       // elements selected (before capping at k)
+  uint64_t remaining;    // rank still to find inside `prefix` (becomes take_equal)
+  uint64_t take_equal;   // elements equal to the threshold that may be taken
+  uint64_t total;        // elements selected (before capping at k)
+  uint32_t blocks_done;  // blocks of the running histogram pass that have added theirs
+  uint32_t next_tile;    // the selection pass's tile tickets
   uint32_t hist[256];
 };
 
+// A tile's word in the selection pass's look-back: bits 62-63 what it holds (nothing yet, the tile's
+// own counts, or the counts of every tile up to and including it), bits 31-61 keys above the
+// threshold, bits 0-30 keys equal to it. n < 2^31 (indices are int32), so packed words add as pairs.
+using TileWord = unsigned long long;
+constexpr TileWord kTileEmpty = 0, kTileOwn = 1ull << 62, kTileUpTo = 2ull << 62, kTileFlags = 3ull << 62;
+constexpr TileWord kCount31 = (1ull << 31) - 1;
+
 struct Workspace {
   SelectState* state;
-  uint32_t* chunk_gt;
-  uint32_t* chunk_eq;
-  uint64_t* eq_before;
-  uint64_t* slot_before;
+  TileWord* tiles;
   uint32_t* sample_keys;  // the sampled selection's keys (TopKSampleCount(n) of them)
 };
 
+// TopKWorkspaceBytes(n) leaves 24 bytes a tile; the look-back uses 8.
 Workspace Carve(void* ws, size_t n) {
   const size_t chunks = (n + kChunk - 1) / kChunk;
   auto* base = static_cast<uint8_t*>(ws);
   Workspace w;
   w.state = reinterpret_cast<SelectState*>(base);
   size_t off = (sizeof(SelectState) + 255) / 256 * 256;
-  w.eq_before = reinterpret_cast<uint64_t*>(base + off);
-  off += chunks * 8;
-  w.slot_before = reinterpret_cast<uint64_t*>(base + off);
-  off += chunks * 8;
-  w.chunk_gt = reinterpret_cast<uint32_t*>(base + off);
-  off += chunks * 4;
-  w.chunk_eq = reinterpret_cast<uint32_t*>(base + off);
-  off += chunks * 4;
+  w.tiles = reinterpret_cast<TileWord*>(base + off);
+  off += chunks * 24;
   w.sample_keys = reinterpret_cast<uint32_t*>(base + off);
   return w;
 }
@@ -64,65 +68,99 @@ __device__ __forceinline__ uint32_t KeyAt(const float* in, const float* residual
   return qm::Bits(e) & kAbsMask;
 }
 
-__global__ void InitState(SelectState* st, uint64_t rank) {
-  st->prefix = 0;
-  st->mask = 0;
-  st->remaining = rank;
-  st->take_equal = 0;
-  st->total = 0;
-  for (int d = threadIdx.x; d < 256; d += blockDim.x) st->hist[d] = 0;
+// Block 0 resets the select state; every block clears its share of the tile words.
+__global__ void InitState(SelectState* st, uint64_t rank, TileWord* tiles, size_t n_tiles) {
+  if (blockIdx.x == 0) {
+    if (threadIdx.x == 0) {
+      st->prefix = 0;
+      st->mask = 0;
+      st->remaining = rank;
+      st->take_equal = 0;
+      st->total = 0;
+      st->blocks_done = 0;
+      st->next_tile = 0;
+    }
+    for (int d = threadIdx.x; d < 256; d += blockDim.x) st->hist[d] = 0;
+  }
+  for (size_t t = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n_tiles;
+       t += static_cast<size_t>(gridDim.x) * blockDim.x)
+    tiles[t] = kTileEmpty;
 }
 
 // Histogram of digit `shift` over keys that match the prefix found so far. With `sample_n` > 0 the
 // keys are the strided sample of `count` elements out of sample_n: the first pass gathers them into
-// `keys` (one scattered read of each), the later passes read them there contiguously.
+// `keys` (one scattered read of each), the later passes read them there contiguously. A warp adds each
+// digit it holds once (gradients put most keys of a pass in a few digits). The last block to finish
+// picks the digit holding the remaining rank, largest digits first; after the last pass (shift 0) it
+// also fixes how many keys equal to the threshold are taken: `take_all` (sampled), else the rank left.
 __global__ void HistogramPass(const float* in, const float* residual, size_t count, uint64_t sample_n, SelectState* st,
-                              int shift, uint32_t* keys, bool keys_ready) {
+                              int shift, uint32_t* keys, bool keys_ready, uint64_t take_all) {
+  using Scan = cub::BlockScan<uint32_t, kThreads>;
   __shared__ uint32_t hist[256];
+  __shared__ typename Scan::TempStorage scan;
+  __shared__ bool last;
   for (int d = threadIdx.x; d < 256; d += blockDim.x) hist[d] = 0;
   __syncthreads();
   const uint32_t prefix = st->prefix, mask = st->mask;
-  for (size_t j = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < count;
-       j += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    uint32_t key;
-    if (keys_ready) {
-      key = keys[j];
-    } else {
-      const size_t i = sample_n ? qm::TopKSampleIndex(j, sample_n, count) : j;
-      key = KeyAt(in, residual, i);
-      if (keys) keys[j] = key;
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  // `base` is the same for the whole block, so every lane of a warp runs each round.
+  for (size_t base = static_cast<size_t>(blockIdx.x) * blockDim.x; base < count; base += stride) {
+    const size_t j = base + threadIdx.x;
+    uint32_t key = 0;
+    bool hit = false;
+    if (j < count) {
+      if (keys_ready) {
+        key = keys[j];
+      } else {
+        const size_t i = sample_n ? qm::TopKSampleIndex(j, sample_n, count) : j;
+        key = KeyAt(in, residual, i);
+        if (keys) keys[j] = key;
+      }
+      hit = (key & mask) == prefix;
     }
-    if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 0xffu], 1u);
+    const uint32_t digit = (key >> shift) & 0xffu;
+    const unsigned hits = __ballot_sync(0xffffffffu, hit);
+    if (hit) {
+      const unsigned same = __match_any_sync(hits, digit);
+      if ((threadIdx.x & 31u) == static_cast<unsigned>(__ffs(same) - 1)) atomicAdd(&hist[digit], __popc(same));
+    }
   }
   __syncthreads();
   for (int d = threadIdx.x; d < 256; d += blockDim.x)
     if (hist[d]) atomicAdd(&st->hist[d], hist[d]);
-}
-
-// One thread: picks the digit holding the remaining rank (largest digits first).
-__global__ void PickDigit(SelectState* st, int shift) {
-  uint64_t above = 0;
-  for (int d = 255; d >= 0; --d) {
-    const uint64_t h = st->hist[d];
-    if (above + h >= st->remaining) {
-      st->remaining -= above;
-      st->prefix |= static_cast<uint32_t>(d) << shift;
-      st->mask |= 0xffu << shift;
-      break;
-    }
-    above += h;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(&st->blocks_done, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  // Thread x looks at digit 255 - x: the inclusive scan counts the keys at that digit and above.
+  const unsigned x = threadIdx.x;
+  const int d = 255 - static_cast<int>(x);
+  const uint32_t h = x < 256 ? __ldcg(&st->hist[d]) : 0u;
+  uint32_t upto;
+  Scan(scan).InclusiveSum(h, upto);
+  const uint64_t remaining = st->remaining;
+  const uint64_t above = upto - h;
+  __syncthreads();
+  if (x < 256 && above < remaining && remaining <= upto) {
+    st->remaining = remaining - above;
+    st->prefix |= static_cast<uint32_t>(d) << shift;
+    st->mask |= 0xffu << shift;
+    if (shift == 0) st->take_equal = take_all ? take_all : remaining - above;
   }
-  for (int d = 0; d < 256; ++d) st->hist[d] = 0;
+  if (x < 256) st->hist[d] = 0;
+  if (x == 0) st->blocks_done = 0;
 }
 
 using ChunkLoad = cub::BlockLoad<float, kThreads, kItems, cub::BLOCK_LOAD_WARP_TRANSPOSE>;
 using ChunkStore = cub::BlockStore<float, kThreads, kItems, cub::BLOCK_STORE_WARP_TRANSPOSE>;
 
-// This block's chunk of in (+ residual) into e[], thread x holding elements x*kItems .. x*kItems+15
-// of it; returns how many of the chunk's elements exist. Ends with the shared memory free again.
-__device__ __forceinline__ int LoadChunk(const float* in, const float* residual, size_t n,
+// Tile `tile` of in (+ residual) into e[], thread x holding elements x*kItems .. x*kItems+15 of it;
+// returns how many of the tile's elements exist. Ends with the shared memory free again.
+__device__ __forceinline__ int LoadChunk(const float* in, const float* residual, size_t n, size_t tile,
                                          typename ChunkLoad::TempStorage& tmp, float (&e)[kItems]) {
-  const size_t first = static_cast<size_t>(blockIdx.x) * kChunk;
+  const size_t first = tile * kChunk;
   const int valid = static_cast<int>(n - first < kChunk ? n - first : kChunk);
   ChunkLoad(tmp).Load(in + first, e, valid, 0.0f);
   if (residual) {
@@ -136,125 +174,104 @@ __device__ __forceinline__ int LoadChunk(const float* in, const float* residual,
   return valid;
 }
 
-__global__ void CountChunks(const float* in, const float* residual, size_t n, const SelectState* st, uint32_t* chunk_gt,
-                            uint32_t* chunk_eq, uint32_t* nonfinite) {
-  using Reduce = cub::BlockScan<uint32_t, kThreads>;
-  __shared__ union {
-    typename ChunkLoad::TempStorage load;
-    typename Reduce::TempStorage scan;
-  } tmp;
-  const uint32_t t = st->prefix;
-  float e[kItems];
-  const int valid = LoadChunk(in, residual, n, tmp.load, e);
-  uint32_t gt = 0, eq = 0;
-  bool bad = false;
+__device__ __forceinline__ TileWord LoadTile(TileWord* w) {
+  return ::cuda::atomic_ref<TileWord, ::cuda::thread_scope_device>(*w).load(::cuda::memory_order_relaxed);
+}
+__device__ __forceinline__ void StoreTile(TileWord* w, TileWord v) {
+  ::cuda::atomic_ref<TileWord, ::cuda::thread_scope_device>(*w).store(v, ::cuda::memory_order_relaxed);
+}
+
+// Warp 0 of tile `tile`: publishes the tile's own counts, adds those of the tiles before it (back to
+// the nearest that holds its running total; 32 tiles a round) and publishes the tile's running total.
+// Returns the earlier tiles' counts on lane 0. Tiles are numbered in the order their blocks started,
+// so every tile waited on has started and publishes its own counts without waiting.
+__device__ TileWord LookBack(TileWord* tiles, size_t tile, TileWord own) {
+  const unsigned lane = threadIdx.x & 31u;
+  if (tile == 0) {
+    if (lane == 0) StoreTile(&tiles[0], kTileUpTo | own);
+    return 0;
+  }
+  if (lane == 0) StoreTile(&tiles[tile], kTileOwn | own);
+  TileWord before = 0;
+  for (int64_t end = static_cast<int64_t>(tile);; end -= 32) {
+    const int64_t t = end - 1 - static_cast<int64_t>(lane);  // lane 0: the nearest earlier tile
+    TileWord w = t >= 0 ? LoadTile(&tiles[t]) : kTileUpTo;   // before tile 0: a running total of zero
+    while (__any_sync(0xffffffffu, (w & kTileFlags) == kTileEmpty))
+      if ((w & kTileFlags) == kTileEmpty) w = LoadTile(&tiles[t]);
+    const unsigned upto = __ballot_sync(0xffffffffu, (w & kTileFlags) == kTileUpTo);
+    const unsigned stop = upto ? static_cast<unsigned>(__ffs(upto) - 1) : 31u;
+    TileWord v = lane <= stop ? (w & ~kTileFlags) : 0;
 #pragma unroll
-  for (unsigned k = 0; k < kItems; ++k) {
-    if (static_cast<int>(threadIdx.x * kItems + k) >= valid) break;
-    const uint32_t key = qm::Bits(e[k]) & kAbsMask;
-    gt += key > t;
-    eq += key == t;
-    bad |= key >= 0x7f800000u;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    before += v;
+    if (upto) break;
   }
-  if (bad && nonfinite) atomicOr(nonfinite, 1u);
-  uint32_t gt_total, eq_total, unused;
-  Reduce(tmp.scan).ExclusiveSum(gt, unused, gt_total);
-  __syncthreads();
-  Reduce(tmp.scan).ExclusiveSum(eq, unused, eq_total);
-  if (threadIdx.x == 0) {
-    chunk_gt[blockIdx.x] = gt_total;
-    chunk_eq[blockIdx.x] = eq_total;
-  }
+  if (lane == 0) StoreTile(&tiles[tile], kTileUpTo | (before + own));
+  return before;
 }
 
-// One block: exclusive scans over chunks of the equal counts and of the selected counts.
-__global__ void ScanChunks(size_t chunks, SelectState* st, const uint32_t* chunk_gt, const uint32_t* chunk_eq,
-                           uint64_t* eq_before, uint64_t* slot_before) {
-  using Scan = cub::BlockScan<uint64_t, kThreads>;
-  __shared__ typename Scan::TempStorage tmp;
-  __shared__ uint64_t carry_eq, carry_sel;
-  if (threadIdx.x == 0) carry_eq = carry_sel = 0;
-  __syncthreads();
-  const uint64_t take = st->take_equal;
-  for (size_t base = 0; base < chunks; base += kThreads) {
-    const size_t c = base + threadIdx.x;
-    const uint64_t eq = c < chunks ? chunk_eq[c] : 0;
-    uint64_t eq_ex, eq_sum;
-    Scan(tmp).ExclusiveSum(eq, eq_ex, eq_sum);
-    __syncthreads();
-    const uint64_t before = carry_eq + eq_ex;
-    const uint64_t quota = before >= take ? 0 : (take - before < eq ? take - before : eq);
-    const uint64_t sel = c < chunks ? chunk_gt[c] + quota : 0;
-    uint64_t sel_ex, sel_sum;
-    Scan(tmp).ExclusiveSum(sel, sel_ex, sel_sum);
-    if (c < chunks) {
-      eq_before[c] = before;
-      slot_before[c] = carry_sel + sel_ex;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      carry_eq += eq_sum;
-      carry_sel += sel_sum;
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) st->total = carry_sel;
-}
-
-__global__ void SetTakeEqual(SelectState* st, uint64_t take_all) {
-  st->take_equal = take_all ? take_all : st->remaining;
-}
-
+// The selection in one pass: a block takes the next tile, counts its keys above and equal to the
+// threshold, learns the earlier tiles' counts, and writes its selected elements to their slots (slot =
+// selected before it; equal keys are taken while fewer than take_equal came before) and the residual.
 // aligned: wire is 4-byte aligned, so a slot is one 4-byte store each (else bytes).
-__global__ void WriteSelected(const float* in, float* residual, size_t n, size_t k, const SelectState* st,
-                              const uint64_t* eq_before, const uint64_t* slot_before, uint8_t* wire, bool aligned) {
-  using Scan = cub::BlockScan<uint64_t, kThreads>;
+__global__ void __launch_bounds__(kThreads)
+    SelectAndWrite(const float* in, float* residual, size_t n, size_t k, SelectState* st, TileWord* tiles,
+                   uint8_t* wire, bool aligned, uint32_t* nonfinite) {
+  using Scan = cub::BlockScan<uint32_t, kThreads>;
   __shared__ union {
     typename ChunkLoad::TempStorage load;
     typename ChunkStore::TempStorage store;
     typename Scan::TempStorage scan;
   } tmp;
+  __shared__ uint32_t tile_ticket;
+  __shared__ TileWord before_tile;
+  if (threadIdx.x == 0) tile_ticket = atomicAdd(&st->next_tile, 1u);
+  __syncthreads();
+  const size_t tile = tile_ticket;
   const uint32_t t = st->prefix;
   const uint64_t take = st->take_equal;
   float e[kItems];
-  const int valid = LoadChunk(in, residual, n, tmp.load, e);
+  const int valid = LoadChunk(in, residual, n, tile, tmp.load, e);
   const int mine = max(0, min(static_cast<int>(kItems), valid - static_cast<int>(threadIdx.x * kItems)));
-  const size_t base = static_cast<size_t>(blockIdx.x) * kChunk + threadIdx.x * kItems;
-  uint64_t eq = 0;
-#pragma unroll
-  for (unsigned j = 0; j < kItems; ++j) eq += static_cast<int>(j) < mine && (qm::Bits(e[j]) & kAbsMask) == t;
-  uint64_t eq_ex, unused;
-  Scan(tmp.scan).ExclusiveSum(eq, eq_ex, unused);
-  __syncthreads();
-  uint64_t eq_rank = eq_before[blockIdx.x] + eq_ex;
-  uint64_t sel = 0;
-  {
-    uint64_t r = eq_rank;
-#pragma unroll
-    for (unsigned j = 0; j < kItems; ++j) {
-      if (static_cast<int>(j) >= mine) break;
-      const uint32_t key = qm::Bits(e[j]) & kAbsMask;
-      if (key > t)
-        ++sel;
-      else if (key == t && r++ < take)
-        ++sel;
-    }
-  }
-  uint64_t sel_ex;
-  Scan(tmp.scan).ExclusiveSum(sel, sel_ex, unused);
-  __syncthreads();
-  uint64_t slot = slot_before[blockIdx.x] + sel_ex;
-  float kept[kItems];
+  uint32_t gt = 0, eq = 0;
+  bool bad = false;
 #pragma unroll
   for (unsigned j = 0; j < kItems; ++j) {
-    kept[j] = e[j];
+    if (static_cast<int>(j) >= mine) break;
+    const uint32_t key = qm::Bits(e[j]) & kAbsMask;
+    gt += key > t;
+    eq += key == t;
+    bad |= key >= 0x7f800000u;
+  }
+  if (bad && nonfinite) atomicOr(nonfinite, 1u);
+  // A tile holds at most 4096 keys: above-counts in the high 16 bits, equal-counts in the low.
+  uint32_t ex, sum;
+  Scan(tmp.scan).ExclusiveSum(gt << 16 | eq, ex, sum);
+  if (threadIdx.x < 32) {
+    const TileWord own = static_cast<TileWord>(sum >> 16) << 31 | (sum & 0xffffu);
+    const TileWord before = LookBack(tiles, tile, own);
+    if (threadIdx.x == 0) {
+      before_tile = before;
+      if (tile == (n - 1) / kChunk) {
+        const TileWord all = before + own;
+        const uint64_t all_eq = all & kCount31;
+        st->total = (all >> 31 & kCount31) + (all_eq < take ? all_eq : take);
+      }
+    }
+  }
+  __syncthreads();
+  const TileWord before = before_tile;
+  uint64_t eq_rank = (before & kCount31) + (ex & 0xffffu);
+  uint64_t slot = (before >> 31 & kCount31) + (ex >> 16) + (eq_rank < take ? eq_rank : take);
+  const size_t base = tile * kChunk + threadIdx.x * kItems;
+#pragma unroll
+  for (unsigned j = 0; j < kItems; ++j) {
     if (static_cast<int>(j) >= mine) continue;
-    const size_t i = base + j;
     const uint32_t key = qm::Bits(e[j]) & kAbsMask;
     bool take_it = key > t;
     if (!take_it && key == t && eq_rank++ < take) take_it = true;
     if (take_it && slot < k) {
-      const int32_t idx = static_cast<int32_t>(i);
+      const int32_t idx = static_cast<int32_t>(base + j);
       if (aligned) {
         reinterpret_cast<float*>(wire)[slot] = e[j];
         reinterpret_cast<int32_t*>(wire + k * 4)[slot] = idx;
@@ -262,11 +279,11 @@ __global__ void WriteSelected(const float* in, float* residual, size_t n, size_t
         memcpy(wire + slot * 4, &e[j], 4);
         memcpy(wire + k * 4 + slot * 4, &idx, 4);
       }
-      kept[j] = 0.0f;
+      e[j] = 0.0f;
     }
     if (take_it) ++slot;
   }
-  if (residual) ChunkStore(tmp.store).Store(residual + static_cast<size_t>(blockIdx.x) * kChunk, kept, valid);
+  if (residual) ChunkStore(tmp.store).Store(residual + tile * kChunk, e, valid);
 }
 
 __global__ void PadSlots(size_t k, const SelectState* st, uint8_t* wire) {
@@ -332,20 +349,15 @@ void TopKEncode(const float* in, float* residual, size_t n, size_t k, bool sampl
   const uint64_t sample = sampled ? qm::TopKSampleCount(n) : 0;
   const uint64_t rank = sampled ? qm::TopKSampleRank(sample, n, k) : k;
   const size_t select_over = sampled ? sample : n;
-  InitState<<<1, 256, 0, s>>>(w.state, rank);
+  InitState<<<GridFor(chunks, kThreads), kThreads, 0, s>>>(w.state, rank, w.tiles, chunks);
   for (int shift = 24; shift >= 0; shift -= 8) {
     HistogramPass<<<GridFor(select_over, kThreads), kThreads, 0, s>>>(in, residual, select_over, sampled ? n : 0,
                                                                       w.state, shift, sampled ? w.sample_keys : nullptr,
-                                                                      sampled && shift < 24);
-    PickDigit<<<1, 1, 0, s>>>(w.state, shift);
+                                                                      sampled && shift < 24, sampled ? n : 0);
   }
-  SetTakeEqual<<<1, 1, 0, s>>>(w.state, sampled ? n : 0);
-  CountChunks<<<static_cast<unsigned>(chunks), kThreads, 0, s>>>(in, residual, n, w.state, w.chunk_gt, w.chunk_eq,
-                                                                 nonfinite);
-  ScanChunks<<<1, kThreads, 0, s>>>(chunks, w.state, w.chunk_gt, w.chunk_eq, w.eq_before, w.slot_before);
   const bool aligned = (reinterpret_cast<uintptr_t>(wire) & 3u) == 0;
-  WriteSelected<<<static_cast<unsigned>(chunks), kThreads, 0, s>>>(in, residual, n, k, w.state, w.eq_before,
-                                                                   w.slot_before, wire, aligned);
+  SelectAndWrite<<<static_cast<unsigned>(chunks), kThreads, 0, s>>>(in, residual, n, k, w.state, w.tiles, wire, aligned,
+                                                                    nonfinite);
   PadSlots<<<GridFor(k, kThreads), kThreads, 0, s>>>(k, w.state, wire);
   CIUIC_CUDA_CHECK(cudaGetLastError());
 }

@@ -131,6 +131,38 @@ INSTANTIATE_TEST_SUITE_P(Codecs, CodecTwin,
                            return s;
                          });
 
+// Keys drawn from a handful of magnitudes: the threshold is shared by thousands of elements spread
+// over every tile, so the slots depend on how many equal keys each tile learns came before it (the
+// selection pass's look-back) and on taking only the first take_equal of them in index order.
+TEST(TopKTwin, TiesAcrossTilesTakeTheLowestIndicesLikeTheCpu) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  const size_t n = (size_t{1} << 21) + 5;  // 513 tiles of 4096, the last one short
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int> level(-3, 3);
+  for (const TopKSelect select : {TopKSelect::kExact, TopKSelect::kSampled}) {
+    for (const double ratio : {0.001, 0.3, 0.55}) {
+      CodecSpec s = ParseCodec("topk:0.01");
+      s.ratio = ratio;
+      s.select = select;
+      const Codec c(s);
+      CodecState host_state, dev_state;
+      for (int step = 0; step < 2; ++step) {
+        std::vector<float> g(n);
+        for (float& x : g) x = 1e-3f * static_cast<float>(level(rng));
+        const size_t wb = c.WireBytes(n);
+        std::vector<uint8_t> host_wire(wb);
+        c.Encode(g.data(), n, host_wire.data(), &host_state);
+        Buffer dg = ToDevice(g.data(), n * 4), dwire(wb, MemoryKind::kDevice);
+        c.Encode(dg.as<float>(), n, dwire.data(), &dev_state);
+        ASSERT_EQ(ToHost<uint8_t>(dwire, wb), host_wire)
+            << (select == TopKSelect::kExact ? "exact" : "sampled") << " ratio " << ratio << " step " << step;
+        const std::vector<float> hr(host_state.residual.as<float>(), host_state.residual.as<float>() + n);
+        ASSERT_EQ(0, std::memcmp(hr.data(), ToHost<float>(dev_state.residual, n).data(), n * 4)) << "residual";
+      }
+    }
+  }
+}
+
 TEST(FusedTwin, FlattenUnscaleAndNormMatchTheCpu) {
   if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
   std::vector<std::vector<float>> host;
