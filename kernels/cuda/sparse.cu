@@ -196,10 +196,15 @@ __device__ TileWord LookBack(TileWord* tiles, size_t tile, TileWord own) {
   for (int64_t end = static_cast<int64_t>(tile);; end -= 32) {
     const int64_t t = end - 1 - static_cast<int64_t>(lane);  // lane 0: the nearest earlier tile
     TileWord w = t >= 0 ? LoadTile(&tiles[t]) : kTileUpTo;   // before tile 0: a running total of zero
-    while (__any_sync(0xffffffffu, (w & kTileFlags) == kTileEmpty))
+    // Wait only for the tiles up to the nearest one holding a running total (it may come nearer).
+    unsigned upto, stop;
+    for (;;) {
+      upto = __ballot_sync(0xffffffffu, (w & kTileFlags) == kTileUpTo);
+      stop = upto ? static_cast<unsigned>(__ffs(upto) - 1) : 31u;
+      const unsigned needed = stop == 31u ? 0xffffffffu : (2u << stop) - 1u;  // lanes 0..stop
+      if ((__ballot_sync(0xffffffffu, (w & kTileFlags) == kTileEmpty) & needed) == 0u) break;
       if ((w & kTileFlags) == kTileEmpty) w = LoadTile(&tiles[t]);
-    const unsigned upto = __ballot_sync(0xffffffffu, (w & kTileFlags) == kTileUpTo);
-    const unsigned stop = upto ? static_cast<unsigned>(__ffs(upto) - 1) : 31u;
+    }
     TileWord v = lane <= stop ? (w & ~kTileFlags) : 0;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
