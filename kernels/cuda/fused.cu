@@ -1,7 +1,7 @@
 // CUDA fused kernels: (d) multi-tensor flatten/unflatten in one launch per 512 tensors (the tensor
 // table travels as a kernel parameter; a tensor whose two ends are 16-byte aligned is copied in 16-byte
-// accesses, four in flight per thread), (e) unscale + NaN/Inf flag + fp64 sum of squares in one pass
-// (block partials added atomically: the norm may differ from the CPU's in the last bits).
+// accesses, else in 4-byte ones; 64 bytes in flight per thread either way), (e) unscale + NaN/Inf flag + fp64 sum of
+// squares in one pass (block partials added atomically: the norm may differ from the CPU's in the last bits).
 #include <cuda_runtime.h>
 
 #include <cub/block/block_reduce.cuh>
@@ -22,8 +22,13 @@ struct TensorTable {
   size_t offset[kTensorsPerLaunch];
 };
 
+// A thread copies up to kRound elements a round (16-byte accesses where both ends allow, else 4-byte
+// ones), every load of the round issued before the first store, predicated at the tensor's end: 64
+// bytes in flight per thread on either path, for a tensor of any length. Tensors packed at arbitrary
+// element offsets (most of a bucket's, once one length is not a multiple of 4) take the 4-byte path.
 template <bool kFlatten>
 __global__ void MultiTensorCopy(TensorTable table, float* bucket) {
+  constexpr int kRound = 16;
   const int t = blockIdx.y;
   float* tensor = table.data[t];
   float* flat = bucket + table.offset[t];
@@ -34,21 +39,30 @@ __global__ void MultiTensorCopy(TensorTable table, float* bucket) {
   const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   size_t done = 0;
   if (((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) & 15u) == 0) {
+    constexpr int kVec = kRound / 4;
     const size_t n4 = n / 4;
     const float4* s4 = reinterpret_cast<const float4*>(src);
     float4* d4 = reinterpret_cast<float4*>(dst);
-    size_t i = first;
-    for (; i + 3 * stride < n4; i += 4 * stride) {
-      const float4 a = s4[i], b = s4[i + stride], c = s4[i + 2 * stride], d = s4[i + 3 * stride];
-      d4[i] = a;
-      d4[i + stride] = b;
-      d4[i + 2 * stride] = c;
-      d4[i + 3 * stride] = d;
+    for (size_t i = first; i < n4; i += kVec * stride) {
+      float4 v[kVec];
+#pragma unroll
+      for (int u = 0; u < kVec; ++u)
+        if (i + u * stride < n4) v[u] = s4[i + u * stride];
+#pragma unroll
+      for (int u = 0; u < kVec; ++u)
+        if (i + u * stride < n4) d4[i + u * stride] = v[u];
     }
-    for (; i < n4; i += stride) d4[i] = s4[i];
     done = 4 * n4;
   }
-  for (size_t i = done + first; i < n; i += stride) dst[i] = src[i];
+  for (size_t i = done + first; i < n; i += kRound * stride) {
+    float v[kRound];
+#pragma unroll
+    for (int u = 0; u < kRound; ++u)
+      if (i + u * stride < n) v[u] = src[i + u * stride];
+#pragma unroll
+    for (int u = 0; u < kRound; ++u)
+      if (i + u * stride < n) dst[i + u * stride] = v[u];
+  }
 }
 
 template <bool kFlatten>

@@ -163,6 +163,36 @@ TEST(TopKTwin, TiesAcrossTilesTakeTheLowestIndicesLikeTheCpu) {
   }
 }
 
+// Tensors longer than one round of the widest grid (2112 blocks x 256 threads x 16 elements), at
+// element offsets that are and are not multiples of 4, out and back.
+TEST(FusedTwin, LongTensorsAtOddOffsetsFlattenAndComeBack) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  const std::vector<size_t> counts = {3, 9000001, 5, 9000000, 1};
+  std::vector<std::vector<float>> host;
+  std::vector<Buffer> dev;
+  std::vector<TensorRef> refs;
+  size_t total = 0;
+  for (size_t t = 0; t < counts.size(); ++t) {
+    host.push_back(Gradients(counts[t], 40 + t));
+    dev.push_back(ToDevice(host.back().data(), counts[t] * 4));
+    refs.push_back({dev.back().as<float>(), counts[t]});
+    total += counts[t];
+  }
+  Buffer bucket(total * 4, MemoryKind::kDevice);
+  FlattenTensors(refs.data(), static_cast<int>(refs.size()), bucket.as<float>(), nullptr);
+  const std::vector<float> flat = ToHost<float>(bucket, total);
+  size_t off = 0;
+  for (size_t t = 0; t < counts.size(); ++t) {
+    ASSERT_EQ(0, std::memcmp(flat.data() + off, host[t].data(), counts[t] * 4)) << "flatten, tensor " << t;
+    off += counts[t];
+    SetBytes(dev[t].data(), MemoryKind::kDevice, 0, counts[t] * 4);
+  }
+  UnflattenTensors(bucket.as<float>(), refs.data(), static_cast<int>(refs.size()), nullptr);
+  for (size_t t = 0; t < counts.size(); ++t)
+    ASSERT_EQ(0, std::memcmp(ToHost<float>(dev[t], counts[t]).data(), host[t].data(), counts[t] * 4))
+        << "unflatten, tensor " << t;
+}
+
 TEST(FusedTwin, FlattenUnscaleAndNormMatchTheCpu) {
   if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
   std::vector<std::vector<float>> host;
