@@ -332,12 +332,14 @@ class TorchServer {
     return ok;
   }
 
+  // Why the server is gone: a Python that never started (exec failed: exit 127, whether the request's
+  // write or the answer's read found it gone first), else its last words, else its failure.
   std::string Died(const std::string& last, std::string* why) {
     int status = 0;
     Reap(&status);
-    dead_ = !last.empty()                                     ? last
-            : WIFEXITED(status) && WEXITSTATUS(status) == 127 ? fmt::format("could not start {}", python_)
-                                                              : fmt::format("{} failed", python_);
+    dead_ = WIFEXITED(status) && WEXITSTATUS(status) == 127 ? fmt::format("could not start {}", python_)
+            : !last.empty()                                 ? last
+                                                            : fmt::format("{} failed", python_);
     *why = dead_;
     return "";
   }
