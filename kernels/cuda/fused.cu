@@ -22,13 +22,26 @@ struct TensorTable {
   size_t offset[kTensorsPerLaunch];
 };
 
-// A thread copies up to kRound elements a round (16-byte accesses where both ends allow, else 4-byte
-// ones), every load of the round issued before the first store, predicated at the tensor's end: 64
-// bytes in flight per thread on either path, for a tensor of any length. Tensors packed at arbitrary
-// element offsets (most of a bucket's, once one length is not a multiple of 4) take the 4-byte path.
+// Elements i, i + stride, ... below `end` of src to dst, kPer a round: every load of a round issued
+// before its first store, predicated at the end, so a thread keeps kPer accesses in flight at any length.
+template <class T, int kPer>
+__device__ __forceinline__ void CopyRounds(const T* src, T* dst, size_t i, size_t end, size_t stride) {
+  for (; i < end; i += kPer * stride) {
+    T v[kPer];
+#pragma unroll
+    for (int u = 0; u < kPer; ++u)
+      if (i + u * stride < end) v[u] = src[i + u * stride];
+#pragma unroll
+    for (int u = 0; u < kPer; ++u)
+      if (i + u * stride < end) dst[i + u * stride] = v[u];
+  }
+}
+
+// 64 bytes in flight per thread: 16-byte accesses where both ends allow, else 4-byte ones. Tensors
+// packed at arbitrary element offsets (most of a bucket's, once one length is not a multiple of 4)
+// take the 4-byte path.
 template <bool kFlatten>
 __global__ void MultiTensorCopy(TensorTable table, float* bucket) {
-  constexpr int kRound = 16;
   const int t = blockIdx.y;
   float* tensor = table.data[t];
   float* flat = bucket + table.offset[t];
@@ -39,30 +52,10 @@ __global__ void MultiTensorCopy(TensorTable table, float* bucket) {
   const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   size_t done = 0;
   if (((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) & 15u) == 0) {
-    constexpr int kVec = kRound / 4;
-    const size_t n4 = n / 4;
-    const float4* s4 = reinterpret_cast<const float4*>(src);
-    float4* d4 = reinterpret_cast<float4*>(dst);
-    for (size_t i = first; i < n4; i += kVec * stride) {
-      float4 v[kVec];
-#pragma unroll
-      for (int u = 0; u < kVec; ++u)
-        if (i + u * stride < n4) v[u] = s4[i + u * stride];
-#pragma unroll
-      for (int u = 0; u < kVec; ++u)
-        if (i + u * stride < n4) d4[i + u * stride] = v[u];
-    }
-    done = 4 * n4;
+    CopyRounds<float4, 4>(reinterpret_cast<const float4*>(src), reinterpret_cast<float4*>(dst), first, n / 4, stride);
+    done = n / 4 * 4;
   }
-  for (size_t i = done + first; i < n; i += kRound * stride) {
-    float v[kRound];
-#pragma unroll
-    for (int u = 0; u < kRound; ++u)
-      if (i + u * stride < n) v[u] = src[i + u * stride];
-#pragma unroll
-    for (int u = 0; u < kRound; ++u)
-      if (i + u * stride < n) dst[i + u * stride] = v[u];
-  }
+  CopyRounds<float, 16>(src, dst, done + first, n, stride);
 }
 
 template <bool kFlatten>
