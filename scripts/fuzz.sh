@@ -15,13 +15,14 @@ harnesses=("$@")
   published sqlite)
 command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (scripts/setup.sh installs clang)" >&2; exit 1; }
 # The same configuration as the sanitizer stage of scripts/test.sh, which builds its ASan+UBSan unit
-# tests in this tree too (one instrumented build for both).
-cmake -S . -B build-fuzz -DCIUIC_FUZZ=ON -DCIUIC_CUDA=OFF -DCIUIC_MPI=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
-  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST >/dev/null
+# tests in this tree too (one instrumented build for both). CIUIC_FUZZ_BUILT=1: the harnesses are built
+# already (test.sh runs several of these at once, which must not build the same tree together).
 targets=()
 for h in "${harnesses[@]}"; do targets+=("${h}_fuzz"); done
-cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]}" >/dev/null
+[ "${CIUIC_FUZZ_BUILT:-0}" = 1 ] || cmake -S . -B build-fuzz -DCIUIC_FUZZ=ON -DCIUIC_CUDA=OFF -DCIUIC_MPI=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST >/dev/null
+[ "${CIUIC_FUZZ_BUILT:-0}" = 1 ] || cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]}" >/dev/null
 mkdir -p build-fuzz/findings
 failed=0
 printf '%-11s %10s %7s %7s %s\n' harness execs seconds corpus verdict

@@ -97,6 +97,95 @@ sanitizer_builds() {
   echo "test: tsan build: $((SECONDS - t0)) s of its own"
 }
 
+# The sanitizer stage's jobs, longest first (names for san_job).
+san_jobs() {
+  printf '%s\n' asan-collectives asan-bench tsan-collectives asan-bad-inputs tsan-bench asan-tuner asan-gloo \
+    tsan-gloo asan-mpi asan-db-writers asan-cli asan-core tsan-core asan-kernels asan-small
+  local h
+  for h in sizes profile topology workload state_load codec_wire codec_spec run_json baseline published sqlite; do
+    echo "fuzz-$h"
+  done
+}
+
+# san_job NAME: one job of the sanitizer stage (run by xargs from the project root; the SAN_* variables
+# come from the stage). Writes build-fuzz/jobs/NAME.log and NAME.ok or NAME.failed.
+san_job() {
+  local name=$1 t0=$SECONDS rc=0
+  local log="$SAN_ROOT/build-fuzz/jobs/$name.log"
+  cd "$SAN_ROOT" || return 1
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+  # Leak checking off where the allocations' module is unloaded before LSan looks (it can neither name
+  # nor suppress them): the NCCL plugin links libstdc++ statically, whose emergency exception pool
+  # (72,704 bytes per load) is never freed, and the harness unloads it 13 times; Open MPI frees
+  # neither its own nor its dlclosed components' start-up allocations. Memory errors and UB stay checked.
+  local no_leaks=detect_leaks=0:abort_on_error=1
+  # What is cut for time. ASan: gloo's rank-parameterised tests run at 2 ranks; test_tuner runs 66 of
+  # its 79 tests, not the 13 that train the accuracy gate or run whole studies or searches at length
+  # (20 minutes instrumented, a resumed study alone 8); the database writers store 100 runs each; the
+  # runner's every-collective sweep runs at 2 and 3 rank-threads (its 1 and 8 run in the unit label:
+  # under ASan the 8-thread sweep alone took 2.5 minutes). TSan: gloo's rank-parameterised tests at 2
+  # ranks (at 3 and 4 they took 135 of test_gloo's 237 s), the rank-thread sweeps at 3, and not the
+  # state file's random-kill saves (forked savers killed mid-write, 114 of test_collectives' 197 s
+  # under TSan; they test durability, not threads, and run in the unit label and under ASan).
+  local tuner_cut=Gate.*:Resume.AnInterruptedCpuLocalStudyResumes
+  tuner_cut+=:Search.BayesAndCoordinateDescentReachTheGridOptimumWithFivePercentOfItsEvaluations
+  tuner_cut+=:TuneCli.DefaultsLiveInTheDataFolderAndOutDashIsStdout:Study.CalibrateStoresKernelCurvesPerSizeAndAStudyWithoutALinkSaysSo
+  tuner_cut+=:Study.AccumulationIsPricedGatedAndSuggestedOnlyWhereTheGatePassed:Study.WritesProfileAndTrialsAndResumesAnInterruptedStudy
+  tuner_cut+=:Study.AGpuCalibrationDrivesTheCodecCostsOfItsTopology:Study.AClusterTopologyTakesItsLinksFromACalibrationUnderItsLauncher
+  tuner_cut+=:Study.AThreeLevelTopologyGetsADepthThreeRuleThatTheRuntimeRunsAtDepthThree
+  local t
+  {
+    case $name in
+      asan-collectives | asan-bench | asan-core | asan-kernels)
+        t=test_${name#asan-}
+        (cd build-fuzz/tests && CIUIC_TEST_RANKS=2,3 "./$t" --gtest_brief=1) ;;
+      asan-gloo) (cd build-fuzz/tests && ./test_gloo --gtest_brief=1 '--gtest_filter=-*/1:*/2') ;;
+      asan-tuner)
+        (cd build-fuzz/tests && CIUIC_TEST_GATE_CACHE="$SAN_ROOT/build-fuzz/gate_cache.db" ./test_tuner --gtest_brief=1 \
+          "--gtest_filter=-$tuner_cut") ;;
+      asan-cli) (cd build-fuzz/tests && ./test_cli --gtest_brief=1 '--gtest_filter=-CliMpi*') ;;
+      asan-db-writers) (cd build-fuzz/tests && CIUIC_DB_WRITERS_RUNS=100 ./test_db_writers --gtest_brief=1) ;;
+      asan-small)
+        (cd build-fuzz/tests && ./test_c_api && ./test_compare && ./test_nccl_flags && ./test_c_codec_api &&
+          ./test_c_store_api && ASAN_OPTIONS=$no_leaks ./test_nccl_tuner --gtest_brief=1) ;;
+      asan-mpi)
+        (cd build-fuzz/tests && export ASAN_OPTIONS=$no_leaks &&
+          mpiexec -n 2 --oversubscribe ./test_mpi --gtest_brief=1 && mpiexec -n 2 --oversubscribe ./test_c_mpi &&
+          ./test_cli --gtest_brief=1 '--gtest_filter=CliMpi*') ;;
+      asan-bad-inputs)
+        # The 1023 cases through the instrumented tools.
+        BAD_INPUTS_GATE_DB="$SAN_GATE_DB" BAD_INPUTS_CONTROL_TIMEOUT=600 tests/scripts/bad_inputs.sh build-fuzz/bin/ciuic-bench \
+          build-fuzz/bin/ciuic-tune build-fuzz/tests/state_load_driver tests/data/bad ;;
+      tsan-*)
+        # Suppressions: only uninstrumented libraries, each entry with its reason (tests/sanitizers/tsan.supp).
+        unset ASAN_OPTIONS UBSAN_OPTIONS
+        t=test_${name#tsan-}
+        local filter=()
+        case $t in
+          test_collectives) filter=('--gtest_filter=-RuntimeState.ASaveKilledAtAnyMomentLeavesTheOldOrTheNewFile') ;;
+          test_gloo) filter=('--gtest_filter=-*/1:*/2') ;;
+        esac
+        (cd build-tsan/tests && TSAN_OPTIONS=$SAN_TSAN_OPTIONS CIUIC_TEST_RANKS=3 "./$t" "${filter[@]}" --gtest_brief=1) ;;
+      fuzz-*)
+        # Each harness for a short while from its seeds (scripts/fuzz.sh SECONDS for longer runs); the
+        # tree is built already.
+        CIUIC_FUZZ_BUILT=1 scripts/fuzz.sh "$SAN_FUZZ_SECONDS" "${name#fuzz-}" | sed -n '2,$s/^/fuzz /p' ;;
+      *) echo "san_job: unknown job $name"; false ;;
+    esac
+  } >"$log" 2>&1 || rc=$?
+  # fuzz.sh's status is the pipeline's first command's.
+  if [ "$rc" -eq 0 ] && [[ $name == fuzz-* ]] && ! grep -q 'no finding$' "$log"; then rc=1; fi
+  if [ "$rc" -ne 0 ]; then
+    touch "${log%.log}.failed"
+    { tail -n 40 "$log"; echo "test: sanitizer job $name failed (exit $rc; log: build-fuzz/jobs/$name.log)"; } >&2
+  else
+    touch "${log%.log}.ok"
+    echo "san: $name ok, $((SECONDS - t0)) s"
+  fi
+  return 0
+}
+
 san_pid=""
 if [ "$mode" != sanitize ]; then
   scripts/build.sh
@@ -146,87 +235,46 @@ if [ "$mode" != quick ]; then
   fi
   grep '^test: ' build-fuzz/sanitizer-builds.log
   stage "sanitizer builds (the rest of)"
-  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-  # The runner's every-collective sweep at 2 and 3 rank-threads (its 1 and 8 run in the unit label):
-  # under ASan the 8-thread sweep alone took 2.5 minutes of CI's 30.
-  for t in test_core test_kernels test_collectives test_bench; do
-    CIUIC_TEST_RANKS=2,3 build-fuzz/tests/$t --gtest_brief=1 >"build-fuzz/$t.log" 2>&1 || { tail -n 40 "build-fuzz/$t.log"; echo "test: asan $t failed" >&2; exit 1; }
-  done
-  (cd build-fuzz/tests && ./test_c_api >../test_c_api.log 2>&1) || { tail -n 40 build-fuzz/test_c_api.log; echo "test: asan test_c_api failed" >&2; exit 1; }
-  asan_run() {  # LOG COMMAND...: run in build-fuzz/tests, the log's tail and exit 1 on a failure
-    local log=$1
-    shift
-    (cd build-fuzz/tests && "$@" >"../$log.log" 2>&1) || { tail -n 40 "build-fuzz/$log.log"; echo "test: asan $log failed" >&2; exit 1; }
-  }
-  # The rest of the unit binaries. Cut for time, instrumented: gloo's rank-parameterised tests run at
-  # 2 ranks; test_tuner runs every test (66 of 79, about 50 s) but the 13 that train the accuracy gate
-  # or run whole studies or searches at length (Gate.*, six Study tests, a resumed study, Bayes against
-  # the grid, the CLI's default study: 20 minutes instrumented, Resume's alone 8); the database writers
-  # store 100 runs each.
-  asan_run test_gloo ./test_gloo --gtest_brief=1 '--gtest_filter=-*/1:*/2'
-  tuner_cut=Gate.*:Resume.AnInterruptedCpuLocalStudyResumes
-  tuner_cut+=:Search.BayesAndCoordinateDescentReachTheGridOptimumWithFivePercentOfItsEvaluations
-  tuner_cut+=:TuneCli.DefaultsLiveInTheDataFolderAndOutDashIsStdout:Study.CalibrateStoresKernelCurvesPerSizeAndAStudyWithoutALinkSaysSo
-  tuner_cut+=:Study.AccumulationIsPricedGatedAndSuggestedOnlyWhereTheGatePassed:Study.WritesProfileAndTrialsAndResumesAnInterruptedStudy
-  tuner_cut+=:Study.AGpuCalibrationDrivesTheCodecCostsOfItsTopology:Study.AClusterTopologyTakesItsLinksFromACalibrationUnderItsLauncher
-  tuner_cut+=:Study.AThreeLevelTopologyGetsADepthThreeRuleThatTheRuntimeRunsAtDepthThree
-  # The accuracy gate's verdicts come from the uninstrumented build's tests (tests/tuner/gate_cache.h;
-  # the same sources): computed instrumented they took 9 of test_tuner's 10 minutes.
+  # The sanitizer stage's jobs, two at a time (xargs -P): most are one process on one core (the
+  # rank-thread tests use both for part of their time), and run one after another they left a core idle
+  # for about half of the stage's 19 minutes. Longest first, so the last job to start is a short one.
+  # Each job logs to build-fuzz/jobs/NAME.log and says "san: NAME ok, N s" or prints its log's tail; the
+  # stage goes on past a failure (every job's verdict is shown) and fails after.
+  # The accuracy gate's verdicts for test_tuner come from the uninstrumented build's tests
+  # (tests/tuner/gate_cache.h; the same sources): computed instrumented they took 9 of its 10 minutes.
   tuner_cache=$(ls -t build/tests/gate_cache-*.db 2>/dev/null | head -n 1 || true)
   rm -f build-fuzz/gate_cache.db
   [ -n "$tuner_cache" ] && cp "$tuner_cache" build-fuzz/gate_cache.db
-  CIUIC_TEST_GATE_CACHE=$root/build-fuzz/gate_cache.db asan_run test_tuner ./test_tuner --gtest_brief=1 \
-    "--gtest_filter=-$tuner_cut"
-  asan_run test_cli ./test_cli --gtest_brief=1 '--gtest_filter=-CliMpi*'
-  asan_run test_db_writers env CIUIC_DB_WRITERS_RUNS=100 ./test_db_writers --gtest_brief=1
-  for t in test_compare test_nccl_flags test_c_codec_api test_c_store_api; do asan_run "$t" "./$t"; done
-  # Leak checking off where the allocations' module is unloaded before LSan looks (it can neither name
-  # nor suppress them): the NCCL plugin links libstdc++ statically, whose emergency exception pool
-  # (72,704 bytes per load) is never freed, and the harness unloads it 13 times; Open MPI frees
-  # neither its own nor its dlclosed components' start-up allocations. Memory errors and UB stay checked.
-  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 asan_run test_nccl_tuner ./test_nccl_tuner --gtest_brief=1
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 asan_run test_mpi mpiexec -n 2 --oversubscribe ./test_mpi --gtest_brief=1
-  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 asan_run test_c_mpi mpiexec -n 2 --oversubscribe ./test_c_mpi
-  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 asan_run test_cli_mpi ./test_cli --gtest_brief=1 '--gtest_filter=CliMpi*'
-  # The bad-input corpus (1023 cases) through the instrumented tools. Its workload control runs a
-  # small study, whose accuracy gate instrumented takes minutes: it starts from the verdicts of an
-  # uninstrumented run (the same gate options), where build/ has one.
+  # The bad-input corpus's workload control runs a small study, whose accuracy gate instrumented takes
+  # minutes: it starts from the verdicts of an uninstrumented run (the same gate options), where build/
+  # has one.
   gate_dir=$(mktemp -d)
+  trap 'rm -rf "$gate_dir"' EXIT
   if [ -x build/bin/ciuic-tune ]; then
     build/bin/ciuic-tune run --topology dgx_a100 --workload resnet50 --strategy random --budget 2 --gate-seeds 1 \
       --db "$gate_dir/gate.db" --out "$gate_dir/gate.json" >"$gate_dir/gate.log" 2>&1 || true
   fi
   gate_db=""
   [ -s "$gate_dir/gate.db" ] && gate_db="$gate_dir/gate.db"
-  BAD_INPUTS_GATE_DB="$gate_db" BAD_INPUTS_CONTROL_TIMEOUT=600 tests/scripts/bad_inputs.sh build-fuzz/bin/ciuic-bench \
-    build-fuzz/bin/ciuic-tune build-fuzz/tests/state_load_driver tests/data/bad >build-fuzz/bad_inputs.log 2>&1 ||
-    { tail -n 40 build-fuzz/bad_inputs.log; rm -rf "$gate_dir"; echo "test: asan bad-input corpus failed" >&2; exit 1; }
+  rm -rf build-fuzz/jobs
+  mkdir -p build-fuzz/jobs
+  export SAN_ROOT=$root SAN_GATE_DB=$gate_db SAN_FUZZ_SECONDS=${CIUIC_FUZZ_SECONDS:-10}
+  export SAN_TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/sanitizers/tsan.supp"
+  san_jobs | xargs -P 2 -I '{}' bash -c "set -o pipefail; $(declare -f san_job); san_job \"\$1\"" _ '{}' || true
+  failed=$(cd build-fuzz/jobs && for f in *.failed; do [ -e "$f" ] && printf '%s ' "${f%.failed}"; done; true)
+  ran=$(ls build-fuzz/jobs/*.ok 2>/dev/null | wc -l)
+  expected=$(san_jobs | wc -l)
+  if [ -n "$failed" ] || [ "$ran" -ne "$expected" ]; then
+    echo "test: the sanitizer stage failed: ${failed:-} (${ran} of ${expected} jobs passed)" >&2
+    exit 1
+  fi
   rm -rf "$gate_dir"
+  trap - EXIT
+  grep -h '^fuzz ' build-fuzz/jobs/fuzz-*.log | sed 's/^fuzz /test: fuzz /'
   summary+=("asan+ubsan: every unit test binary (test_gloo at 2 ranks, test_tuner without its 13 longest studies and gate trainings), test_mpi and test_c_mpi under mpiexec, the bad-input corpus clean")
-  stage "asan tests"
-  unset ASAN_OPTIONS UBSAN_OPTIONS
-  # Suppressions: only uninstrumented libraries, each entry with its reason (tests/sanitizers/tsan.supp).
-  # What is cut for time: gloo's rank-parameterised tests run at 2 ranks (at 3 and 4 they took 135 of
-  # test_gloo's 237 s), the runner's every-collective sweep at 3 rank-threads, and the state file's
-  # random-kill saves (forked savers killed mid-write, 114 of test_collectives' 197 s under TSan; they
-  # test durability, not threads, and run in the unit label and under ASan).
-  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/sanitizers/tsan.supp"
-  tsan_run() {  # BINARY [ARG...]
-    CIUIC_TEST_RANKS=3 "build-tsan/tests/$1" "${@:2}" --gtest_brief=1 >"build-tsan/$1.log" 2>&1 ||
-      { tail -n 60 "build-tsan/$1.log"; echo "test: tsan $1 failed" >&2; exit 1; }
-  }
-  tsan_run test_collectives '--gtest_filter=-RuntimeState.ASaveKilledAtAnyMomentLeavesTheOldOrTheNewFile'
-  tsan_run test_core
-  tsan_run test_gloo '--gtest_filter=-*/1:*/2'
-  tsan_run test_bench
-  unset TSAN_OPTIONS
   summary+=("tsan: test_collectives test_core test_gloo test_bench clean")
-  stage "tsan tests"
-  # Each fuzzer for a short while from its seed corpus (scripts/fuzz.sh SECONDS for longer runs).
-  scripts/fuzz.sh "${CIUIC_FUZZ_SECONDS:-10}"
-  summary+=("fuzz: 11 harnesses x ${CIUIC_FUZZ_SECONDS:-10} s, no finding")
-  stage "fuzz"
+  summary+=("fuzz: 11 harnesses x ${SAN_FUZZ_SECONDS} s, no finding")
+  stage "sanitizer tests and fuzzing (2 jobs at a time)"
 fi
 summary+=("time: $((SECONDS - t_start)) s")
 printf 'test: %s\n' "${summary[@]}"
