@@ -19,10 +19,12 @@ command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (scripts/setup.
 # already (test.sh runs several of these at once, which must not build the same tree together).
 targets=()
 for h in "${harnesses[@]}"; do targets+=("${h}_fuzz"); done
-[ "${CIUIC_FUZZ_BUILT:-0}" = 1 ] || cmake -S . -B build-fuzz -DCIUIC_FUZZ=ON -DCIUIC_CUDA=OFF -DCIUIC_MPI=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
-  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST >/dev/null
-[ "${CIUIC_FUZZ_BUILT:-0}" = 1 ] || cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]}" >/dev/null
+if [ "${CIUIC_FUZZ_BUILT:-0}" != 1 ]; then
+  cmake -S . -B build-fuzz -DCIUIC_FUZZ=ON -DCIUIC_CUDA=OFF -DCIUIC_MPI=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST >/dev/null
+  cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]}" >/dev/null
+fi
 mkdir -p build-fuzz/findings
 failed=0
 printf '%-11s %10s %7s %7s %s\n' harness execs seconds corpus verdict
