@@ -22,7 +22,8 @@ for h in "${harnesses[@]}"; do targets+=("${h}_fuzz"); done
 if [ "${CIUIC_FUZZ_BUILT:-0}" != 1 ]; then
   cmake -S . -B build-fuzz -DCIUIC_FUZZ=ON -DCIUIC_CUDA=OFF -DCIUIC_MPI=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
-    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST >/dev/null
+    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST \
+    -DCIUIC_TEST_COMPILE_OPTIONS=-fno-sanitize=fuzzer-no-link >/dev/null
   cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]}" >/dev/null
 fi
 mkdir -p build-fuzz/findings
