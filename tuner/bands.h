@@ -27,10 +27,12 @@ struct BandInputs {
   int band_candidates;                                // --band-candidates: how many the meter times per band
   std::function<bool(const PlanChoice&)> state_fits;  // the state-memory limit
   BucketMeter* meter;                                 // --mode measure; null: the model alone
+  double largest_message = 0;                         // the workload's gradients in bytes (fp32); 0: unknown
 };
 
 // The best (codec that passed the gate, streams, algorithm) for one message of each band's
-// representative size, run in the study's bucket size (best.bucket_bytes) as the runtime runs it; lossy
+// representative size (measured: at most the workload's gradients, never below the band's edge), run in
+// the study's bucket size (best.bucket_bytes) as the runtime runs it; lossy
 // only when `best`, the step's choice, is lossy. With a meter the model's best `band_candidates`
 // (buckets: the study's, the baseline's 25 MiB, the space's largest) and the baseline itself are timed
 // at that size the runtime's way; the fastest measured, timed again beside the baseline, is the rule if

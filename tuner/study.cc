@@ -647,7 +647,8 @@ struct Study {
   // Rules per size band (tuner/bands.h).
   void PickRules(const PlanChoice& best) {
     const auto fits = [this](const PlanChoice& c) { return StateFits(c); };
-    const BandInputs in{topo, space, gate, calp, o.target, o.min_gain, o.band_candidates, fits, meter.get()};
+    BandInputs in{topo, space, gate, calp, o.target, o.min_gain, o.band_candidates, fits, meter.get()};
+    in.largest_message = 4.0 * static_cast<double>(work.parameters);  // fp32 gradients
     res.profile.rules = PickBandRules(in, best, log);
   }
 
