@@ -242,9 +242,11 @@ if [ "$mode" != quick ]; then
   fi
   grep '^test: ' build-fuzz/sanitizer-builds.log
   stage "sanitizer builds (the rest of)"
-  # The sanitizer stage's jobs, two at a time (xargs -P): most are one process on one core (the
-  # rank-thread tests use both for part of their time), and run one after another they left a core idle
-  # for about half of the stage's 19 minutes. Longest first, so the last job to start is a short one.
+  # The sanitizer stage's jobs, three at a time (xargs -P; CIUIC_SAN_JOBS=N for another count): most are
+  # one process on one core (the rank-thread tests use both for part of their time), and many wait on
+  # deadlines. One after another they left a core idle for about half of the stage's 19 minutes; two at
+  # a time the stage took 834 s here, three at a time 768 s. Longest first, so the last job to start is a
+  # short one.
   # Each job logs to build-fuzz/jobs/NAME.log and says "san: NAME ok, N s" or prints its log's tail; the
   # stage goes on past a failure (every job's verdict is shown) and fails after.
   # The accuracy gate's verdicts for test_tuner come from the uninstrumented build's tests
@@ -267,7 +269,7 @@ if [ "$mode" != quick ]; then
   mkdir -p build-fuzz/jobs
   export SAN_ROOT=$root SAN_GATE_DB=$gate_db SAN_FUZZ_SECONDS=${CIUIC_FUZZ_SECONDS:-10}
   export SAN_TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/sanitizers/tsan.supp"
-  san_jobs | xargs -P 2 -I '{}' bash -c "set -o pipefail; $(declare -f san_job); san_job \"\$1\"" _ '{}' || true
+  san_jobs | xargs -P "${CIUIC_SAN_JOBS:-3}" -I '{}' bash -c "set -o pipefail; $(declare -f san_job); san_job \"\$1\"" _ '{}' || true
   failed=$(cd build-fuzz/jobs && for f in *.failed; do [ -e "$f" ] && printf '%s ' "${f%.failed}"; done; true)
   ran=$(ls build-fuzz/jobs/*.ok 2>/dev/null | wc -l)
   expected=$(san_jobs | wc -l)
@@ -281,7 +283,7 @@ if [ "$mode" != quick ]; then
   summary+=("asan+ubsan: every unit test binary (test_gloo at 2 ranks, test_tuner without its 13 longest studies and gate trainings), test_mpi and test_c_mpi under mpiexec, the bad-input corpus clean")
   summary+=("tsan: test_collectives test_core test_gloo test_bench clean")
   summary+=("fuzz: 11 harnesses x ${SAN_FUZZ_SECONDS} s, no finding")
-  stage "sanitizer tests and fuzzing (2 jobs at a time)"
+  stage "sanitizer tests and fuzzing (${CIUIC_SAN_JOBS:-3} jobs at a time)"
 fi
 summary+=("time: $((SECONDS - t_start)) s")
 printf 'test: %s\n' "${summary[@]}"
