@@ -77,13 +77,13 @@ sanitized() {
 # tree scripts/fuzz.sh fuzzes, configured the same way, with MPI): every unit test binary (the core,
 # kernel, collective, gloo, bench, CLI, tuner, plugin-harness and database-writer tests, the C API's
 # three), the MPI tests run under mpiexec, the two tools (for the bad-input corpus and the CLI tests)
-# and the fuzz harnesses. -O1 and line tables only: reports keep
-# file:line, and the build takes less of CI's time. The test sources without libFuzzer's coverage
-# (CIUIC_TEST_COMPILE_OPTIONS; nothing fuzzes them). Not -O0: it halves their compile time but the
-# tests' own loops (reference sums, damaged files) then ran the jobs about 130 s longer than it saved. TSan: every test binary that starts threads: the
-# thread backend (ranks as threads) and every algorithm over it, the watchdog, heartbeats, progress
-# line and trace recorder (test_core), gloo's transport under our calls (test_gloo), the runner's
-# sweeps over rank-threads (test_bench).
+# and the fuzz harnesses. -O1 and line tables only: reports keep file:line, and the build takes less of
+# CI's time. The test sources without libFuzzer's coverage (CIUIC_TEST_COMPILE_OPTIONS; nothing fuzzes
+# them). Not -O0: it halves their compile time, but the tests' own loops (reference sums, damaged
+# files) then ran the jobs about 130 s longer than it saved.
+# TSan: every test binary that starts threads: the thread backend (ranks as threads) and every
+# algorithm over it, the watchdog, heartbeats, progress line and trace recorder (test_core), gloo's
+# transport under our calls (test_gloo), the runner's sweeps over rank-threads (test_bench).
 sanitizer_builds() {
   local t0=$SECONDS
   cmake -S "$root" -B build-fuzz -DCIUIC_FUZZ=ON -DCIUIC_CUDA=OFF -DCIUIC_MPI=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
