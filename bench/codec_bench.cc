@@ -44,7 +44,7 @@ using namespace cells;  // NOLINT: the rows and reporters this command prints
 
 // ---- options ----------------------------------------------------------------------------------------
 
-struct Options {
+struct CodecBenchOptions {
   std::string command;  // compress | kernel
   std::string kernel;   // kernel name
   CodecSpec spec;
@@ -87,7 +87,7 @@ std::string CanonicalKernel(const std::string& name) {
                   name, known));
 }
 
-Options Parse(int argc, char** argv) {
+CodecBenchOptions ParseCodecBench(int argc, char** argv) {
   std::string help =
       "Usage: ciuic-bench compress --codec C [options]\n       ciuic-bench kernel NAME [options]\n\nKernels:\n";
   for (const auto& k : kKernels) help += fmt::format("  {:<18} {}\n", k[0], k[1]);
@@ -115,7 +115,7 @@ Options Parse(int argc, char** argv) {
   // clang-format on
   opts.parse_positional({"command", "name"});
   const cxxopts::ParseResult r = ParseOrExit(opts, argc, argv);
-  Options o;
+  CodecBenchOptions o;
   for (int i = 0; i < argc; ++i) o.argv.push_back(argv[i]);
   o.command = r["command"].as<std::string>();
   if (o.command == "kernel") {
@@ -204,14 +204,14 @@ void FillGradients(std::vector<float>& g, uint64_t seed, bool heavy) {
   });
 }
 
-struct Timing {
+struct CodecTiming {
   bool device = false;
   void* stream = nullptr;
   int iters = 0;
 };
 
 // Median microseconds of fn over iterations (one warm-up).
-double TimeUs(const Timing& t, const std::function<void()>& fn) {
+double TimeUs(const CodecTiming& t, const std::function<void()>& fn) {
   fn();
   std::vector<double> samples;
   const int max_iters = t.iters ? t.iters : 50;
@@ -243,7 +243,7 @@ double TimeUs(const Timing& t, const std::function<void()>& fn) {
   return Percentile(samples, 50);
 }
 
-double CopyUs(const Timing& t, void* dst, const void* src, size_t bytes) {
+double CodecCopyUs(const CodecTiming& t, void* dst, const void* src, size_t bytes) {
   return TimeUs(t, [&] {
     if (t.device) {
 #if CIUIC_HAVE_CUDA
@@ -273,7 +273,7 @@ std::string SizeLabel(uint64_t b) { return FormatSize(b); }
 
 // ---- compress --------------------------------------------------------------------------------------
 
-std::vector<Row> RunCompress(const Options& o, const Timing& tm) {
+std::vector<Row> RunCompress(const CodecBenchOptions& o, const CodecTiming& tm) {
   std::vector<Row> rows;
   CodecSpec spec = o.spec;
   spec.error_feedback = o.ef;
@@ -291,7 +291,7 @@ std::vector<Row> RunCompress(const Options& o, const Timing& tm) {
       CopyBytes(x.data(), kind, host.data(), MemoryKind::kHost, bytes);
       SetBytes(acc.data(), kind, 0, bytes);
       CodecState st;
-      const double copy_us = CopyUs(tm, out.data(), x.data(), bytes);
+      const double copy_us = CodecCopyUs(tm, out.data(), x.data(), bytes);
       // One checked encode first: rejects NaN/Inf and sizes the state.
       codec.Encode(x.as<float>(), n, wire.data(), &st, tm.stream, true);
       const double enc_us = TimeUs(tm, [&] { codec.Encode(x.as<float>(), n, wire.data(), &st, tm.stream, false); });
@@ -341,7 +341,7 @@ std::vector<Row> RunCompress(const Options& o, const Timing& tm) {
 
 // ---- kernels ----------------------------------------------------------------------------------------
 
-std::vector<Row> RunKernels(const Options& o, const Timing& tm) {
+std::vector<Row> RunKernels(const CodecBenchOptions& o, const CodecTiming& tm) {
   std::vector<Row> rows;
   const MemoryKind kind = o.device ? MemoryKind::kDevice : MemoryKind::kHost;
   std::vector<std::string> names;
@@ -359,7 +359,7 @@ std::vector<Row> RunKernels(const Options& o, const Timing& tm) {
     FillGradients(host, o.spec.seed + size, false);
     Buffer x(bytes, kind), y(bytes, kind);
     CopyBytes(x.data(), kind, host.data(), MemoryKind::kHost, bytes);
-    const double copy_us = CopyUs(tm, y.data(), x.data(), bytes);
+    const double copy_us = CodecCopyUs(tm, y.data(), x.data(), bytes);
     const double copy_gbps = bytes / copy_us / 1e3;
     auto add = [&](const std::string& name, const std::string& what, double us, double moved) {
       rows.push_back(Row{
@@ -377,7 +377,7 @@ std::vector<Row> RunKernels(const Options& o, const Timing& tm) {
     };
     const bool element_codec = codec.HasDecodeAddEncode();
     for (const std::string& name : names) {
-      if (TakesElementCodec(name) && !element_codec) continue;  // `all`: Parse refused a named one
+      if (TakesElementCodec(name) && !element_codec) continue;  // `all`: the parser refused a named one
       const size_t wb = element_codec ? codec.WireBytes(n) : 0;
       if (name == "ef-quantize") {
         Buffer wire(std::max<size_t>(wb, 1), kind);
@@ -440,8 +440,8 @@ std::vector<Row> RunKernels(const Options& o, const Timing& tm) {
   return rows;
 }
 
-int Run(int argc, char** argv) {
-  const Options o = Parse(argc, argv);
+int RunCodecBench(int argc, char** argv) {
+  const CodecBenchOptions o = ParseCodecBench(argc, argv);
   if (!o.out_path.empty()) CheckWritableOutput(o.out_path, "--out");
   for (uint64_t s : o.sizes) {
     const uint64_t need = s * 4;  // input, output, accumulator, wire
@@ -451,7 +451,7 @@ int Run(int argc, char** argv) {
                       fmt::format("size {} needs about {} B of {} memory, {} B available", FormatSize(s), need,
                                   o.device ? "device" : "host", have));
   }
-  Timing tm;
+  CodecTiming tm;
   tm.device = o.device;
   tm.iters = o.iters;
   SetParallelThreads(std::thread::hardware_concurrency());
@@ -509,6 +509,6 @@ int Run(int argc, char** argv) {
 
 }  // namespace
 
-int CodecBenchMain(int argc, char** argv) { return Run(argc, argv); }
+int CodecBenchMain(int argc, char** argv) { return RunCodecBench(argc, argv); }
 
 }  // namespace ciuic

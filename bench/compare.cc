@@ -43,7 +43,7 @@ struct RunRow {
   std::optional<double> min_us, max_us, stddev_us;
 };
 
-struct Run {
+struct ComparedRun {
   std::string source;  // "run 3 in FILE" or the file name, for messages and headers
   std::string collective, dtype, op, backend, device, device_name, codec, algo, git_commit, start_time;
   int64_t world_size = 0;
@@ -61,7 +61,7 @@ std::optional<double> OptionalNumber(const JsonValue& row, const char* key) {
   return row[key].Number(0, 1e18);
 }
 
-Run LoadJsonRun(const std::string& which, const std::string& path) {
+ComparedRun LoadJsonRun(const std::string& which, const std::string& path) {
   const std::string text = ReadTextFile(path, "run " + which);
   JsonDocument doc(text, "bench", PrintableLine(path, 4096));
   const JsonValue root = doc.Root();
@@ -72,7 +72,7 @@ Run LoadJsonRun(const std::string& which, const std::string& path) {
             ? fmt::format("'{}' is newer than this build reads ({})", PrintableLine(schema), kBenchSchema)
             : fmt::format("'{}' is not a ciuic-bench result ({})", PrintableLine(schema), kBenchSchema));
   }
-  Run run;
+  ComparedRun run;
   run.source = PrintableLine(path);
   const JsonValue c = root["context"];
   run.collective = c["collective"].NonEmptyString();
@@ -114,10 +114,10 @@ std::set<std::string> RowColumns(Database& db) {
   return out;
 }
 
-Run LoadDbRun(const std::string& db_path, const std::string& id_text) {
+ComparedRun LoadDbRun(const std::string& db_path, const std::string& id_text) {
   Database db(db_path, Database::Access::kReadOnly);
   const int64_t id = std::stoll(id_text);
-  Run run;
+  ComparedRun run;
   run.source = fmt::format("run {} in {}", id, PrintableLine(db_path));
   {
     Statement s(db.handle(),
@@ -177,7 +177,7 @@ Run LoadDbRun(const std::string& db_path, const std::string& id_text) {
 }
 
 // A (or B): a run id when --db is given and the text is a number, else a JSON file.
-Run LoadRun(const std::string& which, const std::string& text, const std::string& db) {
+ComparedRun LoadRun(const std::string& which, const std::string& text, const std::string& db) {
   if (AllDigits(text)) {
     if (!db.empty()) return LoadDbRun(db, text);
     std::error_code ec;
@@ -200,7 +200,7 @@ struct Compared {
   std::string why;                        // why there is no verdict
 };
 
-std::string Describe(const Run& r) {
+std::string Describe(const ComparedRun& r) {
   std::set<std::string> hosts(r.hostnames.begin(), r.hostnames.end());
   std::string host_list;
   for (const auto& h : hosts) host_list += (host_list.empty() ? h : "," + h);
@@ -217,7 +217,7 @@ nlohmann::ordered_json JsonNumber(double v) {
   return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
 }
 
-nlohmann::ordered_json RunJson(const Run& r) {
+nlohmann::ordered_json RunJson(const ComparedRun& r) {
   return {{"source", r.source},
           {"backend", r.backend},
           {"algo", r.algo},
@@ -242,7 +242,7 @@ nlohmann::ordered_json SideJson(const RunRow& r) {
   return j;
 }
 
-cxxopts::Options MakeOptions() {
+cxxopts::Options MakeCompareOptions() {
   cxxopts::Options o(
       "ciuic-bench compare",
       "Compare two runs of one collective and dtype, row by row (size, in-place), on the median time.\n\n"
@@ -304,7 +304,7 @@ double ParsePercentOption(const char* option, const std::string& text) {
 }
 
 int CompareMain(int argc, char** argv) {
-  cxxopts::Options options = MakeOptions();
+  cxxopts::Options options = MakeCompareOptions();
   const cxxopts::ParseResult r = ParseOrExit(options, argc, argv, "", "compare: ");
   if (!r.count("a") || !r.count("b"))
     throw UsageError("compare: needs two runs: ciuic-bench compare A B (run ids with --db FILE, or JSON files)");
@@ -319,8 +319,8 @@ int CompareMain(int argc, char** argv) {
     db = r["db"].as<std::string>();
     CheckPathGiven("--db", db);
   }
-  const Run a = LoadRun("A", r["a"].as<std::string>(), db);
-  const Run b = LoadRun("B", r["b"].as<std::string>(), db);
+  const ComparedRun a = LoadRun("A", r["a"].as<std::string>(), db);
+  const ComparedRun b = LoadRun("B", r["b"].as<std::string>(), db);
   if (a.collective != b.collective)
     throw InputError(fmt::format("compare: A is {} and B is {}: different collectives", a.collective, b.collective));
   if (a.dtype != b.dtype)
@@ -330,7 +330,7 @@ int CompareMain(int argc, char** argv) {
 
   // Rows matched on (size, in-place), in A's order; a row given twice in one run is refused.
   using Key = std::pair<uint64_t, bool>;
-  auto index = [](const Run& run) {
+  auto index = [](const ComparedRun& run) {
     std::map<Key, const RunRow*> m;
     for (const RunRow& row : run.rows) {
       if (!m.emplace(Key{row.size_bytes, row.inplace}, &row).second)

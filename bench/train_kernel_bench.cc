@@ -48,7 +48,7 @@ struct Shape {
   size_t rows, cols;
 };
 
-struct Options {
+struct KernelBenchOptions {
   std::vector<const TrainKernelName*> kernels;
   std::vector<Shape> shapes;
   std::vector<DType> dtypes;
@@ -85,7 +85,7 @@ std::vector<Shape> ParseShapes(const std::string& text) {
   return out;
 }
 
-Options Parse(int argc, char** argv) {
+KernelBenchOptions ParseKernelBench(int argc, char** argv) {
   std::string help =
       "Usage: ciuic-bench kernel NAME --shape TOKENSxHIDDEN [options]\n\nTraining kernels (fused vs unfused vs "
       "PyTorch eager, forward and backward):\n";
@@ -109,7 +109,7 @@ Options Parse(int argc, char** argv) {
   // clang-format on
   opts.parse_positional({"command", "name"});
   const cxxopts::ParseResult r = ParseOrExit(opts, argc, argv);
-  Options o;
+  KernelBenchOptions o;
   if (!r.count("name")) throw UsageError("kernel: missing NAME (try --help)");
   const std::string name = r["name"].as<std::string>();
   for (const auto& k : TrainKernelNames())
@@ -176,7 +176,7 @@ MemoryKind Kind(bool device) { return device ? MemoryKind::kDevice : MemoryKind:
 
 // The copy of `bytes` this run compares with: all ParallelFor threads memcpy on the host (the kernels
 // use the same threads), cudaMemcpy device to device on the GPU.
-double CopyUs(size_t bytes, bool device, int iters) {
+double KernelCopyUs(size_t bytes, bool device, int iters) {
   Buffer src(std::max<size_t>(bytes, 4), Kind(device)), dst(std::max<size_t>(bytes, 4), Kind(device));
   const std::vector<uint8_t> ones(bytes, 1);
   CopyBytes(src.data(), Kind(device), ones.data(), MemoryKind::kHost, bytes);
@@ -358,7 +358,7 @@ class TorchServer {
   std::string dead_;
 };
 
-TorchTimes TimeTorch(TorchServer& server, const TrainKernelName& k, Shape s, DType t, const Options& o) {
+TorchTimes TimeTorch(TorchServer& server, const TrainKernelName& k, Shape s, DType t, const KernelBenchOptions& o) {
   TorchTimes out;
   const std::string name = k.family == TrainFamily::kLnActDropout ? "ln-dropout-gelu"
                            : k.family == TrainFamily::kBiasAct    ? "bias-gelu"
@@ -397,7 +397,7 @@ TorchTimes TimeTorch(TorchServer& server, const TrainKernelName& k, Shape s, DTy
 
 // ---- one kernel at one shape and dtype ------------------------------------------------------------------
 
-struct Timing {
+struct PassTiming {
   double fused_us, unfused_us;
   double diff;  // fused against unfused, relative
 };
@@ -406,13 +406,13 @@ struct Case {
   const TrainKernelName& k;
   Shape s;
   DType t;
-  const Options& o;
+  const KernelBenchOptions& o;
   size_t bytes() const { return s.rows * s.cols * DTypeSize(t); }
 };
 
-std::pair<Timing, Timing> RunCase(const Case& c, TrainSequence& seq) {
+std::pair<PassTiming, PassTiming> RunCase(const Case& c, TrainSequence& seq) {
   const bool dev = c.o.device;
-  Timing forward{}, backward{};
+  PassTiming forward{}, backward{};
   forward.fused_us = MedianRunUs(dev, c.o.iters, [&] { seq.FusedForward(); });
   forward.unfused_us = MedianRunUs(dev, c.o.iters, [&] { seq.UnfusedForward(); });
   seq.FusedForward();  // what the backward passes read (both forwards write the same statistics)
@@ -454,7 +454,7 @@ bool IsTrainKernelName(std::string_view name) {
 }
 
 int TrainKernelBenchMain(int argc, char** argv) {
-  const Options o = Parse(argc, argv);
+  const KernelBenchOptions o = ParseKernelBench(argc, argv);
   std::vector<Row> rows;
   std::vector<std::string> notes;
   const std::string device = o.device ? "cuda" : fmt::format("cpu, {} threads", ParallelThreads());
@@ -468,7 +468,7 @@ int TrainKernelBenchMain(int argc, char** argv) {
     for (Shape s : o.shapes) {
       for (DType t : o.dtypes) {
         const Case c{*k, s, t, o};
-        const double copy_us = CopyUs(c.bytes(), o.device, o.iters);
+        const double copy_us = KernelCopyUs(c.bytes(), o.device, o.iters);
         const double copy_bytes_per_us = 2.0 * c.bytes() / copy_us;
         TrainSequence seq(*k, s.rows, s.cols, t, o.device, o.p, o.seed);
         const auto [fwd, bwd] = RunCase(c, seq);
@@ -476,7 +476,7 @@ int TrainKernelBenchMain(int argc, char** argv) {
         std::vector<Row> here;
         here.push_back(MakeRow(c, "-", "copy", copy_us, NAN, 2.0 * c.bytes(), copy_bytes_per_us, NAN));
         for (int b = 0; b < 2; ++b) {
-          const Timing& pass_times = b ? bwd : fwd;
+          const PassTiming& pass_times = b ? bwd : fwd;
           const char* pass = b ? "backward" : "forward";
           const double bytes = seq.MustMoveBytes(b == 1);
           here.push_back(

@@ -19,7 +19,7 @@ namespace ciuic {
 namespace {
 
 using nlohmann::json;
-constexpr const char* kSchema = "ciuic.profile/1";
+constexpr const char* kProfileSchema = "ciuic.profile/1";
 
 }  // namespace
 
@@ -69,7 +69,7 @@ json RuleToJson(const ProfileRule& r) {
 
 std::string ProfileToJson(const Profile& p) {
   json j;
-  j["schema"] = kSchema;
+  j["schema"] = kProfileSchema;
   j["topology"] = {{"name", p.topology},
                    {"fingerprint", p.fingerprint},
                    {"nodes", p.nodes},
@@ -261,10 +261,10 @@ Profile ParseProfile(const std::string& text, const std::string& origin) {
   const JsonValue j = doc.Root();
   j.OnlyKeys({"schema", "topology", "workload", "provenance", "step", "rules", "communicators", "accumulation"});
   const JsonValue schema = j["schema"];
-  if (schema.String() != kSchema)
+  if (schema.String() != kProfileSchema)
     schema.Fail(schema.String().rfind("ciuic.profile/", 0) == 0
-                    ? fmt::format("{} is newer than this build reads ({})", schema.Text(), kSchema)
-                    : fmt::format("{} is not a ciuic profile ({})", schema.Text(), kSchema));
+                    ? fmt::format("{} is newer than this build reads ({})", schema.Text(), kProfileSchema)
+                    : fmt::format("{} is not a ciuic profile ({})", schema.Text(), kProfileSchema));
   Profile p;
   const JsonValue t = j["topology"];
   t.OnlyKeys({"name", "fingerprint", "nodes", "ranks", "device"});

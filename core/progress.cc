@@ -57,7 +57,7 @@ int Width() {
   return 100;
 }
 
-void WriteAll(const std::string& s) {
+void WriteToTerminal(const std::string& s) {
   size_t off = 0;
   while (off < s.size()) {
     const ssize_t n = ::write(S().fd, s.data() + off, s.size() - off);
@@ -69,7 +69,7 @@ void WriteAll(const std::string& s) {
 // Both with the lock held.
 void ClearLocked(State& s) {
   if (!s.drawn) return;
-  WriteAll("\r\033[K");
+  WriteToTerminal("\r\033[K");
   s.drawn = false;
 }
 
@@ -95,7 +95,7 @@ void DrawLocked(State& s) {
   } else if (static_cast<int>(label.size()) > room) {
     label = label.substr(0, room - 3) + "...";
   }
-  WriteAll("\r" + head + label + tail + "\033[K");
+  WriteToTerminal("\r" + head + label + tail + "\033[K");
   s.drawn = true;
 }
 

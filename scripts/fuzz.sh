@@ -14,16 +14,13 @@ harnesses=("$@")
 [ ${#harnesses[@]} -gt 0 ] || harnesses=(sizes profile topology workload state_load codec_wire codec_spec run_json baseline
   published sqlite)
 command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (scripts/setup.sh installs clang)" >&2; exit 1; }
-# The same configuration as the sanitizer stage of scripts/test.sh, which builds its ASan+UBSan unit
-# tests in this tree too (one instrumented build for both). CIUIC_FUZZ_BUILT=1: the harnesses are built
-# already (test.sh runs several of these at once, which must not build the same tree together).
+# The tree scripts/test.sh's sanitizer stage builds its ASan + UBSan tests in too (scripts/fuzz_tree.sh:
+# one instrumented build for both). CIUIC_FUZZ_BUILT=1: the harnesses are built already (test.sh runs
+# several of these at once, which must not build the same tree together).
 targets=()
 for h in "${harnesses[@]}"; do targets+=("${h}_fuzz"); done
 if [ "${CIUIC_FUZZ_BUILT:-0}" != 1 ]; then
-  cmake -S . -B build-fuzz -DCIUIC_FUZZ=ON -DCIUIC_CUDA=OFF -DCIUIC_MPI=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
-    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST \
-    -DCIUIC_TEST_COMPILE_OPTIONS=-fno-sanitize=fuzzer-no-link >/dev/null
+  scripts/fuzz_tree.sh
   cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]}" >/dev/null
 fi
 mkdir -p build-fuzz/findings

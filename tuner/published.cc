@@ -19,7 +19,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kSchema = "ciuic.published/1";
+constexpr const char* kPublishedSchema = "ciuic.published/1";
 
 // The fitted constants by name: what a fit figure's "fits" may say, the member it sets, and the
 // bracket the bisection searches.
@@ -190,11 +190,12 @@ PublishedSet ParsePublished(const std::string& text, const std::string& origin) 
   const Reader r(origin);
   r.OnlyKeys(j, {"schema", "description", "systems", "figures"}, "");
   const std::string schema = r.String(j, "schema", "");
-  if (schema != kSchema) {
+  if (schema != kPublishedSchema) {
     throw InputError(
         schema.rfind("ciuic.published/", 0) == 0
-            ? fmt::format("{}: schema '{}' is newer than this build reads ({})", origin, schema, kSchema)
-            : fmt::format("{}: schema '{}' is not a ciuic published-figures file ({})", origin, schema, kSchema));
+            ? fmt::format("{}: schema '{}' is newer than this build reads ({})", origin, schema, kPublishedSchema)
+            : fmt::format("{}: schema '{}' is not a ciuic published-figures file ({})", origin, schema,
+                          kPublishedSchema));
   }
   r.String(j, "description", "");
   PublishedSet set;

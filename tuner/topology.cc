@@ -23,7 +23,7 @@ namespace ciuic {
 
 namespace {
 
-constexpr const char* kSchema = "ciuic.topology/1";
+constexpr const char* kTopologySchema = "ciuic.topology/1";
 
 double MeasureMemcpyGbps() {
   const size_t bytes = 64u << 20;
@@ -77,10 +77,10 @@ Topology ParseTopology(const std::string& text, const std::string& origin) {
         "profiles/published/nccl_tests.json (ciuic.published/1), apart from model inputs");
   j.OnlyKeys({"schema", "name", "nodes", "devices_per_node", "device", "intra", "nics", "spine", "sources"});
   const JsonValue schema = j["schema"];
-  if (schema.String() != kSchema)
+  if (schema.String() != kTopologySchema)
     schema.Fail(schema.String().rfind("ciuic.topology/", 0) == 0
-                    ? fmt::format("{} is newer than this build reads ({})", schema.Text(), kSchema)
-                    : fmt::format("{} is not a ciuic topology ({})", schema.Text(), kSchema));
+                    ? fmt::format("{} is newer than this build reads ({})", schema.Text(), kTopologySchema)
+                    : fmt::format("{} is not a ciuic topology ({})", schema.Text(), kTopologySchema));
   Topology t;
   t.origin = origin;
   t.name = j["name"].NonEmptyString();

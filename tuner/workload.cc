@@ -12,7 +12,7 @@
 namespace ciuic {
 
 namespace {
-constexpr const char* kSchema = "ciuic.workload/1";
+constexpr const char* kWorkloadSchema = "ciuic.workload/1";
 // 1e13 parameters: far above any model, and small enough that a workload's sum cannot overflow.
 constexpr uint64_t kMaxParameters = 10'000'000'000'000ull;
 }  // namespace
@@ -32,10 +32,10 @@ Workload ParseWorkload(const std::string& text, const std::string& origin) {
   j.OnlyKeys({"schema", "name", "source", "flops_note", "dtype", "parameters", "forward_flops_per_sample",
               "default_batch_per_device", "order", "tensors", "transformer"});
   const JsonValue schema = j["schema"];
-  if (schema.String() != kSchema)
+  if (schema.String() != kWorkloadSchema)
     schema.Fail(schema.String().rfind("ciuic.workload/", 0) == 0
-                    ? fmt::format("{} is newer than this build reads ({})", schema.Text(), kSchema)
-                    : fmt::format("{} is not a ciuic workload ({})", schema.Text(), kSchema));
+                    ? fmt::format("{} is newer than this build reads ({})", schema.Text(), kWorkloadSchema)
+                    : fmt::format("{} is not a ciuic workload ({})", schema.Text(), kWorkloadSchema));
   j["order"].OneOf({"backward"});
   j["dtype"].OneOf({"fp32"});
   for (const char* note : {"source", "flops_note"})

@@ -6,7 +6,7 @@ namespace ciuic {
 
 namespace {
 
-CollCounts Counts(uint64_t bytes, size_t es, const CollArgs& a) {
+CollCounts AllGatherCounts(uint64_t bytes, size_t es, const CollArgs& a) {
   CollCounts c;
   c.send = bytes / (es * a.nranks);
   c.recv = c.send * a.nranks;
@@ -14,11 +14,11 @@ CollCounts Counts(uint64_t bytes, size_t es, const CollArgs& a) {
   return c;
 }
 
-void Launch(Communicator& comm, const void* send, void* recv, const CollCounts& c, const CollArgs& a) {
+void AllGatherLaunch(Communicator& comm, const void* send, void* recv, const CollCounts& c, const CollArgs& a) {
   comm.AllGather(send, recv, c.send, a.type);
 }
 
-bool Expected(const void* ctx, uint64_t k, double* out) {
+bool AllGatherExpected(const void* ctx, uint64_t k, double* out) {
   const auto& x = *static_cast<const ExpectContext*>(ctx);
   *out = x.pattern->Value(static_cast<int>(k / x.counts.send), k % x.counts.send);
   return true;
@@ -32,8 +32,8 @@ const CollSpec kAllGatherSpec{Collective::kAllGather,
                               false,
                               false,
                               [](int n) { return (n - 1.0) / n; },
-                              Counts,
-                              Launch,
-                              Expected};
+                              AllGatherCounts,
+                              AllGatherLaunch,
+                              AllGatherExpected};
 
 }  // namespace ciuic

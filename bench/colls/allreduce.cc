@@ -6,17 +6,17 @@ namespace ciuic {
 
 namespace {
 
-CollCounts Counts(uint64_t bytes, size_t es, const CollArgs&) {
+CollCounts AllReduceCounts(uint64_t bytes, size_t es, const CollArgs&) {
   CollCounts c;
   c.send = c.recv = bytes / es;
   return c;
 }
 
-void Launch(Communicator& comm, const void* send, void* recv, const CollCounts& c, const CollArgs& a) {
+void AllReduceLaunch(Communicator& comm, const void* send, void* recv, const CollCounts& c, const CollArgs& a) {
   comm.AllReduce(send, recv, c.recv, a.type, a.op);
 }
 
-bool Expected(const void* ctx, uint64_t k, double* out) {
+bool AllReduceExpected(const void* ctx, uint64_t k, double* out) {
   const auto& x = *static_cast<const ExpectContext*>(ctx);
   *out = x.pattern->Reduced(k);
   return true;
@@ -30,8 +30,8 @@ const CollSpec kAllReduceSpec{Collective::kAllReduce,
                               true,
                               false,
                               [](int n) { return 2.0 * (n - 1) / n; },
-                              Counts,
-                              Launch,
-                              Expected};
+                              AllReduceCounts,
+                              AllReduceLaunch,
+                              AllReduceExpected};
 
 }  // namespace ciuic

@@ -6,18 +6,18 @@ namespace ciuic {
 
 namespace {
 
-CollCounts Counts(uint64_t bytes, size_t es, const CollArgs& a) {
+CollCounts AllToAllCounts(uint64_t bytes, size_t es, const CollArgs& a) {
   CollCounts c;
   const size_t per_peer = bytes / (es * a.nranks);
   c.send = c.recv = per_peer * a.nranks;
   return c;
 }
 
-void Launch(Communicator& comm, const void* send, void* recv, const CollCounts& c, const CollArgs& a) {
+void AllToAllLaunch(Communicator& comm, const void* send, void* recv, const CollCounts& c, const CollArgs& a) {
   comm.AllToAll(send, recv, c.recv / a.nranks, a.type);
 }
 
-bool Expected(const void* ctx, uint64_t k, double* out) {
+bool AllToAllExpected(const void* ctx, uint64_t k, double* out) {
   const auto& x = *static_cast<const ExpectContext*>(ctx);
   const uint64_t per_peer = x.counts.recv / x.args.nranks;
   const int src = static_cast<int>(k / per_peer);
@@ -33,8 +33,8 @@ const CollSpec kAllToAllSpec{Collective::kAllToAll,
                              false,
                              false,
                              [](int n) { return (n - 1.0) / n; },
-                             Counts,
-                             Launch,
-                             Expected};
+                             AllToAllCounts,
+                             AllToAllLaunch,
+                             AllToAllExpected};
 
 }  // namespace ciuic

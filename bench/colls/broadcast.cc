@@ -5,17 +5,17 @@ namespace ciuic {
 
 namespace {
 
-CollCounts Counts(uint64_t bytes, size_t es, const CollArgs&) {
+CollCounts BroadcastCounts(uint64_t bytes, size_t es, const CollArgs&) {
   CollCounts c;
   c.send = c.recv = bytes / es;
   return c;
 }
 
-void Launch(Communicator& comm, const void* send, void* recv, const CollCounts& c, const CollArgs& a) {
+void BroadcastLaunch(Communicator& comm, const void* send, void* recv, const CollCounts& c, const CollArgs& a) {
   comm.Broadcast(send, recv, c.recv, a.type, a.root);
 }
 
-bool Expected(const void* ctx, uint64_t k, double* out) {
+bool BroadcastExpected(const void* ctx, uint64_t k, double* out) {
   const auto& x = *static_cast<const ExpectContext*>(ctx);
   *out = x.pattern->Value(x.args.root, k);
   return true;
@@ -29,8 +29,8 @@ const CollSpec kBroadcastSpec{Collective::kBroadcast,
                               false,
                               true,
                               [](int) { return 1.0; },
-                              Counts,
-                              Launch,
-                              Expected};
+                              BroadcastCounts,
+                              BroadcastLaunch,
+                              BroadcastExpected};
 
 }  // namespace ciuic

@@ -6,17 +6,17 @@ namespace ciuic {
 
 namespace {
 
-CollCounts Counts(uint64_t bytes, size_t es, const CollArgs&) {
+CollCounts ReduceCounts(uint64_t bytes, size_t es, const CollArgs&) {
   CollCounts c;
   c.send = c.recv = bytes / es;
   return c;
 }
 
-void Launch(Communicator& comm, const void* send, void* recv, const CollCounts& c, const CollArgs& a) {
+void ReduceLaunch(Communicator& comm, const void* send, void* recv, const CollCounts& c, const CollArgs& a) {
   comm.Reduce(send, recv, c.recv, a.type, a.op, a.root);
 }
 
-bool Expected(const void* ctx, uint64_t k, double* out) {
+bool ReduceExpected(const void* ctx, uint64_t k, double* out) {
   const auto& x = *static_cast<const ExpectContext*>(ctx);
   if (x.args.rank != x.args.root) return false;
   *out = x.pattern->Reduced(k);
@@ -31,8 +31,8 @@ const CollSpec kReduceSpec{Collective::kReduce,
                            true,
                            true,
                            [](int) { return 1.0; },
-                           Counts,
-                           Launch,
-                           Expected};
+                           ReduceCounts,
+                           ReduceLaunch,
+                           ReduceExpected};
 
 }  // namespace ciuic

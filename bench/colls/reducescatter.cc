@@ -6,7 +6,7 @@ namespace ciuic {
 
 namespace {
 
-CollCounts Counts(uint64_t bytes, size_t es, const CollArgs& a) {
+CollCounts ReduceScatterCounts(uint64_t bytes, size_t es, const CollArgs& a) {
   CollCounts c;
   c.recv = bytes / (es * a.nranks);
   c.send = c.recv * a.nranks;
@@ -14,11 +14,11 @@ CollCounts Counts(uint64_t bytes, size_t es, const CollArgs& a) {
   return c;
 }
 
-void Launch(Communicator& comm, const void* send, void* recv, const CollCounts& c, const CollArgs& a) {
+void ReduceScatterLaunch(Communicator& comm, const void* send, void* recv, const CollCounts& c, const CollArgs& a) {
   comm.ReduceScatter(send, recv, c.recv, a.type, a.op);
 }
 
-bool Expected(const void* ctx, uint64_t k, double* out) {
+bool ReduceScatterExpected(const void* ctx, uint64_t k, double* out) {
   const auto& x = *static_cast<const ExpectContext*>(ctx);
   *out = x.pattern->Reduced(x.args.rank * x.counts.recv + k);
   return true;
@@ -32,8 +32,8 @@ const CollSpec kReduceScatterSpec{Collective::kReduceScatter,
                                   true,
                                   false,
                                   [](int n) { return (n - 1.0) / n; },
-                                  Counts,
-                                  Launch,
-                                  Expected};
+                                  ReduceScatterCounts,
+                                  ReduceScatterLaunch,
+                                  ReduceScatterExpected};
 
 }  // namespace ciuic

@@ -6,18 +6,18 @@ namespace ciuic {
 
 namespace {
 
-CollCounts Counts(uint64_t bytes, size_t es, const CollArgs&) {
+CollCounts SendRecvCounts(uint64_t bytes, size_t es, const CollArgs&) {
   CollCounts c;
   c.send = c.recv = bytes / es;
   return c;
 }
 
-void Launch(Communicator& comm, const void* send, void* recv, const CollCounts& c, const CollArgs& a) {
+void SendRecvLaunch(Communicator& comm, const void* send, void* recv, const CollCounts& c, const CollArgs& a) {
   const int n = a.nranks;
   comm.SendRecv(send, (a.rank + 1) % n, recv, (a.rank + n - 1) % n, c.recv, a.type);
 }
 
-bool Expected(const void* ctx, uint64_t k, double* out) {
+bool SendRecvExpected(const void* ctx, uint64_t k, double* out) {
   const auto& x = *static_cast<const ExpectContext*>(ctx);
   *out = x.pattern->Value((x.args.rank + x.args.nranks - 1) % x.args.nranks, k);
   return true;
@@ -31,8 +31,8 @@ const CollSpec kSendRecvSpec{Collective::kSendRecv,
                              false,
                              false,
                              [](int) { return 1.0; },
-                             Counts,
-                             Launch,
-                             Expected};
+                             SendRecvCounts,
+                             SendRecvLaunch,
+                             SendRecvExpected};
 
 }  // namespace ciuic

@@ -27,7 +27,7 @@
 namespace ciuic {
 namespace {
 
-std::vector<float> Gradient(int rank, size_t n, uint64_t step, bool integers = false) {
+std::vector<float> AllReduceGradient(int rank, size_t n, uint64_t step, bool integers = false) {
   std::mt19937_64 rng(rank * 1000003ull + step * 7919ull + n);
   std::vector<float> g(n);
   if (integers) {
@@ -50,7 +50,7 @@ Outcome RunOnce(int ranks, const AlgoConfig& cfg, size_t n, bool integers) {
   o.results.resize(ranks);
   RunLocalRanks(ranks, [&](Communicator& comm) {
     AllReduceEngine engine(comm, cfg);
-    std::vector<float> data = Gradient(comm.Rank(), n, 0, integers);
+    std::vector<float> data = AllReduceGradient(comm.Rank(), n, 0, integers);
     CodecState st;
     engine.Run(data.data(), n, &st, false);
     o.results[comm.Rank()] = data;
@@ -61,7 +61,7 @@ Outcome RunOnce(int ranks, const AlgoConfig& cfg, size_t n, bool integers) {
 std::vector<double> ExactSum(int ranks, size_t n, bool integers) {
   std::vector<double> s(n, 0.0);
   for (int r = 0; r < ranks; ++r) {
-    const auto g = Gradient(r, n, 0, integers);
+    const auto g = AllReduceGradient(r, n, 0, integers);
     for (size_t i = 0; i < n; ++i) s[i] += g[i];
   }
   return s;
@@ -133,7 +133,7 @@ TEST(AllReduceAlgo, ReceiveBuffersAreReadOnlyAfterTheirWait) {
         RunLocalRanks(ranks, [&](Communicator& local) {
           ScribblingComm comm(local);
           AllReduceEngine engine(comm, cfg);
-          const std::vector<float> src = Gradient(comm.Rank(), n, 0, true);
+          const std::vector<float> src = AllReduceGradient(comm.Rank(), n, 0, true);
           std::vector<float> out = src;
           CodecState st;
           if (in_place) {
@@ -703,7 +703,7 @@ TEST_P(FeedbackInvariant, HoldsEveryStepAndTheAccumulatedSumConverges) {
     AllReduceEngine engine(comm, Config(c.algo, c.codec));
     CodecState st;
     for (int t = 0; t < steps; ++t) {
-      std::vector<float> g = Gradient(me, n, static_cast<uint64_t>(t));
+      std::vector<float> g = AllReduceGradient(me, n, static_cast<uint64_t>(t));
       grad[t][me] = g;
       engine.Run(g.data(), n, &st, false);
       if (me == 0) result[t] = g;
@@ -835,8 +835,8 @@ TEST(AllReduceAlgo, NativeIn16BitsRoundsLikeTheFormatAndCannotOverflow) {
         o.results.resize(ranks);
         RunLocalRanks(ranks, [&](Communicator& comm) {
           AllReduceEngine engine(comm, cfg);
-          std::vector<float> data = Gradient(comm.Rank(), n, 0, true);  // |x| <= 1000
-          for (float& x : data) x *= 50.0f;                             // up to 50000: sums pass 65504
+          std::vector<float> data = AllReduceGradient(comm.Rank(), n, 0, true);  // |x| <= 1000
+          for (float& x : data) x *= 50.0f;                                      // up to 50000: sums pass 65504
           engine.Run(data.data(), n, nullptr, average);
           o.results[comm.Rank()] = data;
         });
@@ -845,7 +845,7 @@ TEST(AllReduceAlgo, NativeIn16BitsRoundsLikeTheFormatAndCannotOverflow) {
         const auto sum = ExactSum(ranks, n, true);
         double max_abs = 0;
         for (int r = 0; r < ranks; ++r)
-          for (float x : Gradient(r, n, 0, true)) max_abs = std::max(max_abs, 50.0 * std::fabs(x));
+          for (float x : AllReduceGradient(r, n, 0, true)) max_abs = std::max(max_abs, 50.0 * std::fabs(x));
         // Worst case over the pre-scaled addends y = x/P (|y| <= m): P input roundings of u·m and a
         // step rounding of u·k·m after the k-th addend: u·m·(P + P(P+1)/2); a sum is that × P.
         const double p = ranks, m = max_abs / p;
@@ -914,14 +914,14 @@ TEST(Runtime, SaveThenLoadMidRunContinuesBitIdentically) {
       Runtime rt(comm, RtConfig(codec, 4000));  // 3000 floats: 3 buckets of 1000
       for (int t = 0; t < 20; ++t) {
         if (t == 10) rt.Save(path);
-        std::vector<float> g = Gradient(comm.Rank(), n, static_cast<uint64_t>(t));
+        std::vector<float> g = AllReduceGradient(comm.Rank(), n, static_cast<uint64_t>(t));
         rt.AllReduce(g.data(), n, 42);
         if (t == 19) straight[comm.Rank()] = g;
       }
       Runtime again(comm, RtConfig(codec, 4000));
       again.Load(path);
       for (int t = 10; t < 20; ++t) {
-        std::vector<float> g = Gradient(comm.Rank(), n, static_cast<uint64_t>(t));
+        std::vector<float> g = AllReduceGradient(comm.Rank(), n, static_cast<uint64_t>(t));
         again.AllReduce(g.data(), n, 42);
         if (t == 19) resumed[comm.Rank()] = g;
       }
@@ -936,13 +936,13 @@ TEST(Runtime, LoadRefusesAnotherWorldSizeOrCodecAndKeepsItsState) {
   const std::string path = ::testing::TempDir() + "/ciuic_state_world.bin";
   RunLocalRanks(2, [&](Communicator& comm) {
     Runtime rt(comm, RtConfig("int8", 1 << 20));
-    std::vector<float> g = Gradient(comm.Rank(), 100, 0);
+    std::vector<float> g = AllReduceGradient(comm.Rank(), 100, 0);
     rt.AllReduce(g.data(), g.size(), 1);
     if (comm.Rank() == 0) rt.Save(path);
   });
   RunLocalRanks(3, [&](Communicator& comm) {
     Runtime rt(comm, RtConfig("int8", 1 << 20));
-    std::vector<float> g = Gradient(comm.Rank(), 100, 0);
+    std::vector<float> g = AllReduceGradient(comm.Rank(), 100, 0);
     rt.AllReduce(g.data(), g.size(), 1);
     EXPECT_THROW(rt.Load(path), InputError);
     EXPECT_EQ(rt.StateCount(), 1u);
@@ -962,17 +962,17 @@ TEST(Runtime, TensorListIsBucketedAndExact) {
     std::vector<TensorRef> refs;
     std::vector<uint64_t> ids;
     for (int t = 0; t < 30; ++t) {
-      ts.push_back(Gradient(comm.Rank(), 1 + (t * 97) % 700, static_cast<uint64_t>(t), true));
+      ts.push_back(AllReduceGradient(comm.Rank(), 1 + (t * 97) % 700, static_cast<uint64_t>(t), true));
       ids.push_back(static_cast<uint64_t>(t));
     }
-    ts.push_back(Gradient(comm.Rank(), 2500, 99, true));  // larger than a bucket: split on its own
+    ts.push_back(AllReduceGradient(comm.Rank(), 2500, 99, true));  // larger than a bucket: split on its own
     ids.push_back(99);
     for (auto& t : ts) refs.push_back({t.data(), t.size()});
     rt.AllReduceTensors(refs, ids);
     for (size_t t = 0; t < ts.size(); ++t) {
       std::vector<double> want(ts[t].size(), 0.0);
       for (int r = 0; r < ranks; ++r) {
-        const auto g = Gradient(r, ts[t].size(), t < 30 ? t : 99, true);
+        const auto g = AllReduceGradient(r, ts[t].size(), t < 30 ? t : 99, true);
         for (size_t i = 0; i < g.size(); ++i) want[i] += g[i];
       }
       for (size_t i = 0; i < ts[t].size(); ++i)
@@ -986,7 +986,7 @@ TEST(Runtime, NanOnOneRankFailsEveryRankWithoutHanging) {
   std::atomic<int> failed{0};
   RunLocalRanks(3, [&](Communicator& comm) {
     Runtime rt(comm, RtConfig("int8", 1 << 20));
-    std::vector<float> g = Gradient(comm.Rank(), 500, 0);
+    std::vector<float> g = AllReduceGradient(comm.Rank(), 500, 0);
     if (comm.Rank() == 1) g[77] = NAN;
     try {
       rt.AllReduce(g.data(), g.size(), 5);

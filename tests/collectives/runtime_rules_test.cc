@@ -56,7 +56,7 @@ std::shared_ptr<Profile> ThreeBands(int ranks) {
   return p;
 }
 
-std::vector<float> Gradient(size_t n, int rank, int step) {
+std::vector<float> RulesGradient(size_t n, int rank, int step) {
   std::mt19937 rng(1000 * rank + step + 7);
   std::normal_distribution<float> d(0.0f, 1.0f);
   std::vector<float> g(n);
@@ -105,18 +105,18 @@ TEST(RuleRuntime, LosslessSixteenBitMessagesTravelAtTheirOwnWidth) {
     RuleRuntimeConfig cfg;
     cfg.profile = p;
     RuleRuntime rt(c, cfg);
-    auto g = Gradient(n, c.Rank(), 0);
+    auto g = RulesGradient(n, c.Rank(), 0);
     rt.AllReduce(g.data(), n, DType::kFloat32, 1, false);
     wire32[c.Rank()] = rt.counters().wire_bytes;
     std::vector<uint16_t> h(n);
-    for (size_t i = 0; i < n; ++i) h[i] = FloatToBFloat16(Gradient(n, c.Rank(), 1)[i]);
+    for (size_t i = 0; i < n; ++i) h[i] = FloatToBFloat16(RulesGradient(n, c.Rank(), 1)[i]);
     EXPECT_EQ(ConfigKey(rt.ConfigFor(n, DType::kBFloat16)), "ring bf16 fp32 0 B x1 no-ef");
     rt.AllReduce(h.data(), n, DType::kBFloat16, 2, false);
     wire16[c.Rank()] = rt.counters().wire_bytes - wire32[c.Rank()];
     out[c.Rank()] = h;
   });
   std::vector<std::vector<float>> g(kRanks);
-  for (int r = 0; r < kRanks; ++r) g[r] = Gradient(n, r, 1);
+  for (int r = 0; r < kRanks; ++r) g[r] = RulesGradient(n, r, 1);
   for (int r = 0; r < kRanks; ++r) {
     EXPECT_EQ(out[r], out[0]) << "rank " << r;
     EXPECT_NEAR(wire16[r], wire32[r] / 2, 64) << "rank " << r;
@@ -142,10 +142,10 @@ TEST(RuleRuntime, NonFiniteIsSummedUncompressedAndKeepsTheResidual) {
     cfg.profile = ThreeBands(2);
     cfg.fixed.propagate_nonfinite = true;
     RuleRuntime rt(c, cfg);
-    auto g = Gradient(n, c.Rank(), 0);
+    auto g = RulesGradient(n, c.Rank(), 0);
     rt.AllReduce(g.data(), n, DType::kFloat32, 9, true);
     const auto before = rt.Residual(9, n, DType::kFloat32);
-    g = Gradient(n, c.Rank(), 1);
+    g = RulesGradient(n, c.Rank(), 1);
     if (c.Rank() == 1) g[4321] = std::nanf("");
     rt.AllReduce(g.data(), n, DType::kFloat32, 9, true);
     // The piece holding the NaN (elements 4096..4999) was summed uncompressed: the NaN on every rank,
@@ -169,7 +169,7 @@ TEST(RuleRuntime, WithoutPropagationNonFiniteFailsEveryRank) {
     RuleRuntimeConfig cfg;
     cfg.profile = ThreeBands(2);
     RuleRuntime rt(c, cfg);
-    auto g = Gradient(5000, c.Rank(), 0);
+    auto g = RulesGradient(5000, c.Rank(), 0);
     if (c.Rank() == 0) g[7] = INFINITY;
     try {
       rt.AllReduce(g.data(), g.size(), DType::kFloat32, 1, true);
@@ -195,14 +195,14 @@ TEST(RuleRuntime, StateOfEveryConfigurationSavesAndLoadsAsOne) {
     {
       RuleRuntime rt(c, cfg);
       for (int step = 0; step < 3; ++step) {
-        a = Gradient(small, c.Rank(), step);
-        b = Gradient(big, c.Rank(), step);
+        a = RulesGradient(small, c.Rank(), step);
+        b = RulesGradient(big, c.Rank(), step);
         rt.AllReduce(a.data(), small, DType::kFloat32, 1, true);
         rt.AllReduce(b.data(), big, DType::kFloat32, 2, true);
       }
       rt.Save(path);
-      a = Gradient(small, c.Rank(), 3);
-      b = Gradient(big, c.Rank(), 3);
+      a = RulesGradient(small, c.Rank(), 3);
+      b = RulesGradient(big, c.Rank(), 3);
       rt.AllReduce(a.data(), small, DType::kFloat32, 1, true);
       rt.AllReduce(b.data(), big, DType::kFloat32, 2, true);
       continued[c.Rank()] = a;
@@ -220,8 +220,8 @@ TEST(RuleRuntime, StateOfEveryConfigurationSavesAndLoadsAsOne) {
     }
     kept[c.Rank()] = fresh.Residual(1, small, DType::kFloat32) == std::vector<float>(small, 0.0f);
     fresh.Load(path);
-    a = Gradient(small, c.Rank(), 3);
-    b = Gradient(big, c.Rank(), 3);
+    a = RulesGradient(small, c.Rank(), 3);
+    b = RulesGradient(big, c.Rank(), 3);
     fresh.AllReduce(a.data(), small, DType::kFloat32, 1, true);
     fresh.AllReduce(b.data(), big, DType::kFloat32, 2, true);
     resumed[c.Rank()] = a;
@@ -242,7 +242,7 @@ TEST(RuleRuntime, ResidualMovesBetweenTensorIds) {
     RuleRuntimeConfig cfg;
     cfg.profile = ThreeBands(2);
     RuleRuntime rt(c, cfg);
-    auto g = Gradient(n, c.Rank(), 0);
+    auto g = RulesGradient(n, c.Rank(), 0);
     rt.AllReduce(g.data(), n, DType::kFloat32, 1, true);
     const auto r1 = rt.Residual(1, n, DType::kFloat32);
     bool good = std::any_of(r1.begin(), r1.end(), [](float x) { return x != 0; });
@@ -342,13 +342,13 @@ TEST(AsyncRuntime, QueuedReductionsGiveTheSynchronousBitsInOrder) {
     {
       RuleRuntime rt(c, cfg);
       for (int i = 0; i < kCalls; ++i) {
-        auto g = Gradient(1000 + 20000 * i, c.Rank(), i);
+        auto g = RulesGradient(1000 + 20000 * i, c.Rank(), i);
         rt.AllReduce(g.data(), g.size(), DType::kFloat32, i, true);
         sync_out[c.Rank()].insert(sync_out[c.Rank()].end(), g.begin(), g.end());
       }
     }
     std::vector<std::vector<float>> bufs;
-    for (int i = 0; i < kCalls; ++i) bufs.push_back(Gradient(1000 + 20000 * i, c.Rank(), i));
+    for (int i = 0; i < kCalls; ++i) bufs.push_back(RulesGradient(1000 + 20000 * i, c.Rank(), i));
     std::mutex m;
     {
       AsyncRuntime rt(c, cfg);
@@ -382,7 +382,7 @@ TEST(AsyncRuntime, ACompletionMayCallTheRuntime) {
     RuleRuntimeConfig cfg;
     cfg.profile = ThreeBands(2);
     AsyncRuntime rt(c, cfg);
-    auto g = Gradient(5000, c.Rank(), 0);
+    auto g = RulesGradient(5000, c.Rank(), 0);
     std::vector<float> residual;
     auto req = rt.Enqueue(g.data(), g.size(), DType::kFloat32, 4, true, nullptr, [&](WorkStatus, const std::string&) {
       rt.Call([&](RuleRuntime& r) { residual = r.Residual(4, 5000, DType::kFloat32); });
@@ -445,7 +445,7 @@ TEST(GlooStoreWorld, RanksMeetThroughTheJobsStoreWithoutMpi) {
         cfg.fixed.algo.ranks_per_node = 2;
         CheckProfileWorld(*p, *comm, 2);
         AsyncRuntime rt(*comm, cfg);
-        auto g = Gradient(n, r, 0);
+        auto g = RulesGradient(n, r, 0);
         EXPECT_EQ(rt.Enqueue(g.data(), n, DType::kFloat32, 1, true, nullptr, {})->Wait(), WorkStatus::kOk);
         out[r] = g;
       } catch (const std::exception& e) {
@@ -454,7 +454,7 @@ TEST(GlooStoreWorld, RanksMeetThroughTheJobsStoreWithoutMpi) {
     });
   for (auto& t : threads) t.join();
   std::vector<std::vector<float>> g(kRanks);
-  for (int r = 0; r < kRanks; ++r) g[r] = Gradient(n, r, 0);
+  for (int r = 0; r < kRanks; ++r) g[r] = RulesGradient(n, r, 0);
   for (int r = 0; r < kRanks; ++r) {
     ASSERT_EQ(errors[r], "") << "rank " << r;
     EXPECT_EQ(host[r], 10.0);

@@ -78,7 +78,7 @@ uint64_t Seed() {
   return seed;
 }
 
-std::vector<float> Gradient(int rank, size_t n, uint64_t step) {
+std::vector<float> StateGradient(int rank, size_t n, uint64_t step) {
   static const uint64_t salt = Seed() * 0xbf58476d1ce4e5b9ull;
   std::mt19937_64 rng(salt + rank * 1000003ull + step * 7919ull + n);
   std::normal_distribution<float> d(0.0f, 1e-2f);
@@ -94,7 +94,7 @@ std::vector<size_t> ListSizes(size_t n) { return {30, 40, 20, 150, n - 240}; }
 // One collective step: a flat tensor of n (id 7) or the tensor list of n elements (ids 20..24).
 void Step(Runtime& rt, const Shape& s, int rank, size_t n, uint64_t step, std::vector<float>* out) {
   if (!s.tensor_list) {
-    std::vector<float> g = Gradient(rank, n, step);
+    std::vector<float> g = StateGradient(rank, n, step);
     rt.AllReduce(g.data(), g.size(), 7);
     if (out) *out = std::move(g);
     return;
@@ -102,7 +102,7 @@ void Step(Runtime& rt, const Shape& s, int rank, size_t n, uint64_t step, std::v
   std::vector<std::vector<float>> ts;
   std::vector<TensorRef> refs;
   std::vector<uint64_t> ids;
-  for (size_t size : ListSizes(n)) ts.push_back(Gradient(rank, size, step * 10 + ts.size()));
+  for (size_t size : ListSizes(n)) ts.push_back(StateGradient(rank, size, step * 10 + ts.size()));
   for (size_t i = 0; i < ts.size(); ++i) {
     refs.push_back({ts[i].data(), ts[i].size()});
     ids.push_back(20 + i);
@@ -599,11 +599,11 @@ TEST(RuntimeState, RanksMakingDifferentCallsFailTogetherNamingTheRank) {
   std::atomic<int> usage{0};
   RunLocalRanks(3, [&](Communicator& comm) {
     Runtime rt(comm, ConfigOf(s));
-    std::vector<float> g = Gradient(comm.Rank(), 90, 0);
+    std::vector<float> g = StateGradient(comm.Rank(), 90, 0);
     rt.AllReduce(g.data(), g.size(), 5);
     // Rank 1 reduces a tensor of another size under the same id: a call mismatch and, on rank 1, a
     // state made for 90 elements.
-    std::vector<float> h = Gradient(comm.Rank(), comm.Rank() == 1 ? 80 : 90, 1);
+    std::vector<float> h = StateGradient(comm.Rank(), comm.Rank() == 1 ? 80 : 90, 1);
     try {
       rt.AllReduce(h.data(), h.size(), 5);
     } catch (const UsageError& e) {
@@ -611,7 +611,7 @@ TEST(RuntimeState, RanksMakingDifferentCallsFailTogetherNamingTheRank) {
       errors[static_cast<size_t>(comm.Rank())] = e.what();
     }
     // The world still works after the refusal.
-    std::vector<float> k = Gradient(comm.Rank(), 90, 2);
+    std::vector<float> k = StateGradient(comm.Rank(), 90, 2);
     rt.AllReduce(k.data(), k.size(), 5);
   });
   EXPECT_EQ(usage.load(), 3);

@@ -37,7 +37,7 @@ nlohmann::json ReadJson(const std::string& path) {
   return nlohmann::json::parse(s.str());
 }
 
-std::vector<float> Gradient(int rank, size_t n) {
+std::vector<float> TraceGradient(int rank, size_t n) {
   std::mt19937 rng(1234 + rank);
   std::normal_distribution<float> d(0.0f, 1.0f);
   std::vector<float> v(n);
@@ -66,13 +66,13 @@ TEST(RuntimeTrace, LossyRingWritesOneValidFileWithATrackPerRank) {
     const int r = comm.Rank();
     {
       Runtime rt(comm, Config());
-      plain[r] = Gradient(r, kFloats);
+      plain[r] = TraceGradient(r, kFloats);
       rt.AllReduce(plain[r].data(), kFloats, 1);
       EXPECT_EQ(trace::Current(), nullptr);
     }
     Runtime rt(comm, Config());
     rt.SetTrace(path);
-    traced[r] = Gradient(r, kFloats);
+    traced[r] = TraceGradient(r, kFloats);
     rt.AllReduce(traced[r].data(), kFloats, 1);
     // Destruction writes the trace (collective).
   });
@@ -155,7 +155,7 @@ void CApiRank(ciuic_comm_t* comm, void* arg) {
     run->set_status = s;
     if (s != CIUIC_OK) run->error = ciuic_last_error();
   }
-  std::vector<float> g = Gradient(ciuic_comm_rank(comm), 20000);
+  std::vector<float> g = TraceGradient(ciuic_comm_rank(comm), 20000);
   ciuic_allreduce(rt, g.data(), g.size(), 5, 0);
   ciuic_runtime_destroy(rt);
 }

@@ -14,7 +14,7 @@
 namespace ciuic {
 namespace {
 
-bool HaveGpu() { return cuda::Available(); }
+bool HaveCudaDevice() { return cuda::Available(); }
 
 std::vector<float> Gradients(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -46,7 +46,7 @@ struct Case {
 class CodecTwin : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CodecTwin, CudaEqualsCpuBitForBit) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  if (!HaveCudaDevice()) GTEST_SKIP() << "no CUDA device";
   CodecSpec s = ParseCodec(GetParam().codec);
   s.rounding = GetParam().rounding;
   s.select = GetParam().select;
@@ -135,7 +135,7 @@ INSTANTIATE_TEST_SUITE_P(Codecs, CodecTwin,
 // over every tile, so the slots depend on how many equal keys each tile learns came before it (the
 // selection pass's look-back) and on taking only the first take_equal of them in index order.
 TEST(TopKTwin, TiesAcrossTilesTakeTheLowestIndicesLikeTheCpu) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  if (!HaveCudaDevice()) GTEST_SKIP() << "no CUDA device";
   const size_t n = (size_t{1} << 21) + 5;  // 513 tiles of 4096, the last one short
   std::mt19937_64 rng(7);
   std::uniform_int_distribution<int> level(-3, 3);
@@ -166,7 +166,7 @@ TEST(TopKTwin, TiesAcrossTilesTakeTheLowestIndicesLikeTheCpu) {
 // Tensors longer than one round of the widest grid (2112 blocks x 256 threads x 16 elements), at
 // element offsets that are and are not multiples of 4, out and back.
 TEST(FusedTwin, LongTensorsAtOddOffsetsFlattenAndComeBack) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  if (!HaveCudaDevice()) GTEST_SKIP() << "no CUDA device";
   const std::vector<size_t> counts = {3, 9000001, 5, 9000000, 1};
   std::vector<std::vector<float>> host;
   std::vector<Buffer> dev;
@@ -194,7 +194,7 @@ TEST(FusedTwin, LongTensorsAtOddOffsetsFlattenAndComeBack) {
 }
 
 TEST(FusedTwin, FlattenUnscaleAndNormMatchTheCpu) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  if (!HaveCudaDevice()) GTEST_SKIP() << "no CUDA device";
   std::vector<std::vector<float>> host;
   std::vector<Buffer> dev;
   std::vector<TensorRef> refs;

@@ -22,10 +22,10 @@ std::unique_ptr<Communicator> MakeWorld() {
   return MakeNcclWorld(std::move(control[0]));
 }
 
-bool HaveGpu() { return CIUIC_HAVE_NCCL && CudaDeviceCount() > 0; }
+bool HaveNcclAndGpu() { return CIUIC_HAVE_NCCL && CudaDeviceCount() > 0; }
 
 TEST(Nccl, EveryCollectiveAndDtypeVerifies) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device or no NCCL in this build";
+  if (!HaveNcclAndGpu()) GTEST_SKIP() << "no CUDA device or no NCCL in this build";
   auto comm = MakeWorld();
   for (const CollSpec* spec : AllCollectives()) {
     for (DType t : AllDTypes()) {
@@ -49,7 +49,7 @@ TEST(Nccl, EveryCollectiveAndDtypeVerifies) {
 }
 
 TEST(Nccl, PlantedWrongElementIsCaught) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device or no NCCL in this build";
+  if (!HaveNcclAndGpu()) GTEST_SKIP() << "no CUDA device or no NCCL in this build";
   auto comm = MakeWorld();
   BenchOptions o;
   o.type = DType::kBFloat16;
@@ -65,7 +65,7 @@ TEST(Nccl, PlantedWrongElementIsCaught) {
 // precisions: the same bits as over the one-rank thread backend on host memory (the cast kernels are
 // bit-exact twins), for sums and means.
 TEST(Nccl, NativeReductionPrecisionsMatchTheHostPath) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device or no NCCL in this build";
+  if (!HaveNcclAndGpu()) GTEST_SKIP() << "no CUDA device or no NCCL in this build";
   auto comm = MakeWorld();
   const size_t n = (1 << 20) + 37;
   std::vector<float> input(n);

@@ -352,7 +352,7 @@ printf '{"results": [{"size_bytes": %s, "time_p50_us": %s}]}' "$size" "$t" > "$o
 }
 
 // ciuic-tune: a bad option value is one line naming the option and the value, exit 1.
-int RunTune(const std::string& args, std::string* err) {
+int RunTuneStderr(const std::string& args, std::string* err) {
   const std::string base = ::testing::TempDir() + "/ciuic_tune_v" + std::to_string(getpid());
   const int status = std::system((std::string(CIUIC_TUNE_EXE) + " " + args + " >/dev/null 2>" + base + "_err").c_str());
   *err = Slurp(base + "_err");
@@ -419,7 +419,7 @@ TEST(Validation, TuneOptionValuesAreOneLineNamingTheOption) {
   };
   for (const auto& [args, message] : cases) {
     std::string err;
-    EXPECT_EQ(RunTune(args, &err), 1) << args << ": " << err;
+    EXPECT_EQ(RunTuneStderr(args, &err), 1) << args << ": " << err;
     EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << args << ": " << err;
     EXPECT_EQ(err.rfind("ciuic-tune: " + message, 0), 0u) << args << ": " << err;
   }
@@ -429,7 +429,7 @@ TEST(Validation, TuneOptionValuesAreOneLineNamingTheOption) {
   const std::string path = ::testing::TempDir() + "/ciuic_missing.profile.json";
   std::ofstream(path) << p.dump();
   std::string err;
-  EXPECT_EQ(RunTune("export --profile " + path, &err), 1) << err;
+  EXPECT_EQ(RunTuneStderr("export --profile " + path, &err), 1) << err;
   EXPECT_EQ(err, "ciuic-tune: " + path + ": profile.rules[1].streams: required but missing\n");
 }
 
@@ -459,7 +459,7 @@ TEST(Validation, TuneRefusedOptionsWriteNothing) {
   };
   for (const auto& [args, message] : cases) {
     std::string err;
-    EXPECT_EQ(RunTune(args, &err), 1) << args << ": " << err;
+    EXPECT_EQ(RunTuneStderr(args, &err), 1) << args << ": " << err;
     EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << args << ": " << err;
     EXPECT_EQ(err.rfind("ciuic-tune: " + message, 0), 0u) << args << ": " << err;
     EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1) << args;

@@ -40,7 +40,7 @@ std::string Gain(const Profile& p, const ProfileRule& big) {
   return "not measured";
 }
 
-std::string Body(const Profile& p, const std::string& head, const ExportOptions& o) {
+std::string DeepSpeedBody(const Profile& p, const std::string& head, const ExportOptions& o) {
   const ProfileRule& big = LargestBand(p);
   const CodecKind k = ParseCodec(big.codec).kind;
   const std::string grad = GradDtype(o);
@@ -84,7 +84,7 @@ std::string Body(const Profile& p, const std::string& head, const ExportOptions&
   return j.dump(2) + "\n";
 }
 
-std::vector<std::string> Lost(const Profile& p) {
+std::vector<std::string> DeepSpeedLost(const Profile& p) {
   const ProfileRule& big = LargestBand(p);
   const CodecKind k = ParseCodec(big.codec).kind;
   const std::string band = BandName(big);
@@ -106,7 +106,8 @@ std::vector<std::string> Lost(const Profile& p) {
 Consumer DeepSpeedConsumer(const ExportOptions& o) {
   if (!o.grad_dtype.empty() && o.grad_dtype != "fp32" && o.grad_dtype != "fp16" && o.grad_dtype != "bf16")
     throw UsageError(fmt::format("--grad-dtype {}: fp32, fp16 or bf16", o.grad_dtype));
-  return {"deepspeed", [o](const Profile& p, const std::string& head) { return Body(p, head, o); }, Lost, true};
+  return {"deepspeed", [o](const Profile& p, const std::string& head) { return DeepSpeedBody(p, head, o); },
+          DeepSpeedLost, true};
 }
 
 }  // namespace ciuic::exports

@@ -12,7 +12,7 @@ namespace ciuic::exports {
 
 namespace {
 
-std::string Body(const Profile& p, const std::string& head) {
+std::string HorovodBody(const Profile& p, const std::string& head) {
   const ProfileRule& big = LargestBand(p);
   const CodecKind k = ParseCodec(big.codec).kind;
   std::string out = "# " + head + "\n";
@@ -28,7 +28,7 @@ std::string Body(const Profile& p, const std::string& head) {
   return out;
 }
 
-std::vector<std::string> Lost(const Profile& p) {
+std::vector<std::string> HorovodLost(const Profile& p) {
   const ProfileRule& big = LargestBand(p);
   const CodecKind k = ParseCodec(big.codec).kind;
   const std::string band = BandName(big);
@@ -44,6 +44,6 @@ std::vector<std::string> Lost(const Profile& p) {
 
 }  // namespace
 
-Consumer HorovodConsumer() { return {"horovod", Body, Lost, true}; }
+Consumer HorovodConsumer() { return {"horovod", HorovodBody, HorovodLost, true}; }
 
 }  // namespace ciuic::exports

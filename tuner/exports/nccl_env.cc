@@ -43,7 +43,7 @@ EnvVars Settable(const Profile& p) {
           Common(p, [](const NcclSettings& c) { return c.channels ? std::to_string(c.channels) : ""; })};
 }
 
-std::string Body(const Profile& p, const std::string& head) {
+std::string NcclEnvBody(const Profile& p, const std::string& head) {
   std::string out = "# " + head + "\n";
   const EnvVars v = Settable(p);
   if (v.algo.empty() && v.proto.empty() && v.channels.empty()) {
@@ -72,7 +72,7 @@ std::string Body(const Profile& p, const std::string& head) {
   return out;
 }
 
-std::vector<std::string> Lost(const Profile& p) {
+std::vector<std::string> NcclEnvLost(const Profile& p) {
   std::vector<std::string> out;
   const EnvVars v = Settable(p);
   for (const auto& r : p.rules) {
@@ -108,6 +108,6 @@ std::vector<std::string> Lost(const Profile& p) {
 
 }  // namespace
 
-Consumer NcclEnvConsumer() { return {"nccl-env", Body, Lost, false}; }
+Consumer NcclEnvConsumer() { return {"nccl-env", NcclEnvBody, NcclEnvLost, false}; }
 
 }  // namespace ciuic::exports

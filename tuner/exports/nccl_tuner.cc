@@ -22,7 +22,7 @@ std::string ShellWord(const std::string& s) {
   return q + "'";
 }
 
-std::string Body(const Profile& p, const std::string& head) {
+std::string NcclTunerBody(const Profile& p, const std::string& head) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path lib = "libnccl-tuner-ciuic.so";
@@ -53,7 +53,7 @@ std::string Body(const Profile& p, const std::string& head) {
   return out;
 }
 
-std::vector<std::string> Lost(const Profile& p) {
+std::vector<std::string> NcclTunerLost(const Profile& p) {
   std::vector<std::string> out;
   for (const auto& r : p.rules) {
     const NcclTunerChoice c = NcclTunerChoiceFor(r);
@@ -65,6 +65,6 @@ std::vector<std::string> Lost(const Profile& p) {
 
 }  // namespace
 
-Consumer NcclTunerConsumer() { return {"nccl-tuner", Body, Lost, false}; }
+Consumer NcclTunerConsumer() { return {"nccl-tuner", NcclTunerBody, NcclTunerLost, false}; }
 
 }  // namespace ciuic::exports

@@ -207,7 +207,7 @@ const gloo::ReductionFunction<T>* GlooReduction(ReduceOp op) {
   return gloo::ReductionFunction<T>::sum;
 }
 
-int CheckedCount(size_t count, const char* what) {
+int CheckedGlooCount(size_t count, const char* what) {
   if (count > static_cast<size_t>(INT_MAX))
     throw InputError(fmt::format("gloo backend: {} of {} elements exceeds gloo's 2^31-1 per call", what, count));
   return static_cast<int>(count);
@@ -479,7 +479,7 @@ class GlooCommunicator : public Communicator {
         if (send != recv) std::memcpy(recv, send, count * sizeof(T));
         T* ptr = static_cast<T*>(recv);
         gloo::Algorithm& a = Legacy(static_cast<int>(algo), ptr, count, t, op, [&] {
-          const int n = CheckedCount(count, "allreduce");
+          const int n = CheckedGlooCount(count, "allreduce");
           std::unique_ptr<gloo::Algorithm> made;
           if (algo == GlooAlgo::kRingChunked)
             made = std::make_unique<gloo::AllreduceRingChunked<T>>(context_, std::vector<T*>{ptr}, n,
@@ -527,7 +527,7 @@ class GlooCommunicator : public Communicator {
     const size_t count = recv_count * Size();
     WithGlooType(t, [&](auto tag) {
       using T = decltype(tag);
-      const int n = CheckedCount(count, "reducescatter");
+      const int n = CheckedGlooCount(count, "reducescatter");
       std::vector<char>* scratch = nullptr;
       T* base = inplace ? static_cast<T*>(const_cast<void*>(send)) : nullptr;
       gloo::Algorithm& a = Legacy(

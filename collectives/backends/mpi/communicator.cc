@@ -98,7 +98,7 @@ MPI_Op MpiOp(DType t, ReduceOp op) {
   return MPI_SUM;
 }
 
-int CheckedCount(size_t count, const char* what) {
+int CheckedMpiCount(size_t count, const char* what) {
   if (count > static_cast<size_t>(INT_MAX)) {
     throw InputError(fmt::format("mpi backend: {} of {} elements exceeds MPI's 2^31-1 per call", what, count));
   }
@@ -162,12 +162,12 @@ class MpiCommunicator : public Communicator {
 
   RequestPtr ISend(const void* buf, size_t bytes, int peer, int tag) override {
     auto r = std::make_unique<MpiRequest>();
-    CIUIC_MPI_CHECK(MPI_Isend(buf, CheckedCount(bytes, "a message"), MPI_BYTE, peer, tag, comm_, &r->req));
+    CIUIC_MPI_CHECK(MPI_Isend(buf, CheckedMpiCount(bytes, "a message"), MPI_BYTE, peer, tag, comm_, &r->req));
     return r;
   }
   RequestPtr IRecv(void* buf, size_t bytes, int peer, int tag) override {
     auto r = std::make_unique<MpiRequest>();
-    CIUIC_MPI_CHECK(MPI_Irecv(buf, CheckedCount(bytes, "a message"), MPI_BYTE, peer, tag, comm_, &r->req));
+    CIUIC_MPI_CHECK(MPI_Irecv(buf, CheckedMpiCount(bytes, "a message"), MPI_BYTE, peer, tag, comm_, &r->req));
     return r;
   }
   void Wait(Request& request) override {
@@ -175,19 +175,19 @@ class MpiCommunicator : public Communicator {
   }
 
   void AllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
-    const int n = CheckedCount(count, "allreduce");
+    const int n = CheckedMpiCount(count, "allreduce");
     CIUIC_MPI_CHECK(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, n, MpiType(t), MpiOp(t, op), comm_));
     if (op == ReduceOp::kAvg) DivideBy(recv, count, t, size_);
   }
 
   void AllGather(const void* send, void* recv, size_t send_count, DType t) override {
-    const int n = CheckedCount(send_count, "allgather");
+    const int n = CheckedMpiCount(send_count, "allgather");
     const bool inplace = send == static_cast<uint8_t*>(recv) + rank_ * send_count * DTypeSize(t);
     CIUIC_MPI_CHECK(MPI_Allgather(inplace ? MPI_IN_PLACE : send, n, MpiType(t), recv, n, MpiType(t), comm_));
   }
 
   void ReduceScatter(const void* send, void* recv, size_t recv_count, DType t, ReduceOp op) override {
-    const int n = CheckedCount(recv_count, "reducescatter");
+    const int n = CheckedMpiCount(recv_count, "reducescatter");
     const size_t bytes = recv_count * DTypeSize(t);
     const bool inplace = recv == static_cast<const uint8_t*>(send) + rank_ * bytes;
     if (inplace) {
@@ -202,25 +202,25 @@ class MpiCommunicator : public Communicator {
   }
 
   void Broadcast(const void* send, void* recv, size_t count, DType t, int root) override {
-    const int n = CheckedCount(count, "broadcast");
+    const int n = CheckedMpiCount(count, "broadcast");
     if (rank_ == root && send != recv) std::memcpy(recv, send, count * DTypeSize(t));
     CIUIC_MPI_CHECK(MPI_Bcast(recv, n, MpiType(t), root, comm_));
   }
 
   void Reduce(const void* send, void* recv, size_t count, DType t, ReduceOp op, int root) override {
-    const int n = CheckedCount(count, "reduce");
+    const int n = CheckedMpiCount(count, "reduce");
     const void* src = (rank_ == root && send == recv) ? MPI_IN_PLACE : send;
     CIUIC_MPI_CHECK(MPI_Reduce(src, recv, n, MpiType(t), MpiOp(t, op), root, comm_));
     if (op == ReduceOp::kAvg && rank_ == root) DivideBy(recv, count, t, size_);
   }
 
   void AllToAll(const void* send, void* recv, size_t count_per_peer, DType t) override {
-    const int n = CheckedCount(count_per_peer, "alltoall");
+    const int n = CheckedMpiCount(count_per_peer, "alltoall");
     CIUIC_MPI_CHECK(MPI_Alltoall(send == recv ? MPI_IN_PLACE : send, n, MpiType(t), recv, n, MpiType(t), comm_));
   }
 
   void SendRecv(const void* send, int send_peer, void* recv, int recv_peer, size_t count, DType t) override {
-    const int n = CheckedCount(count, "sendrecv");
+    const int n = CheckedMpiCount(count, "sendrecv");
     if (send == recv) {
       CIUIC_MPI_CHECK(MPI_Sendrecv_replace(recv, n, MpiType(t), send_peer, 7, recv_peer, 7, comm_, MPI_STATUS_IGNORE));
     } else {
@@ -238,14 +238,14 @@ class MpiCommunicator : public Communicator {
   }
 
   void HostAllReduce(double* values, size_t n, ReduceOp op) override {
-    CIUIC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values, CheckedCount(n, "control allreduce"), MPI_DOUBLE,
+    CIUIC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values, CheckedMpiCount(n, "control allreduce"), MPI_DOUBLE,
                                   MpiOp(DType::kFloat64, op), comm_));
     if (op == ReduceOp::kAvg) {
       for (size_t i = 0; i < n; ++i) values[i] /= size_;
     }
   }
   void HostAllGather(const void* send, void* recv, size_t bytes) override {
-    const int n = CheckedCount(bytes, "control allgather");
+    const int n = CheckedMpiCount(bytes, "control allgather");
     CIUIC_MPI_CHECK(MPI_Allgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm_));
   }
 
