@@ -48,7 +48,7 @@ std::vector<float> TraceGradient(int rank, size_t n) {
 constexpr int kRanks = 3;
 constexpr size_t kFloats = 40000;  // 160 KB: three buckets of 64 KiB
 
-RuntimeConfig Config() {
+RuntimeConfig TraceConfig() {
   RuntimeConfig c;
   c.algo.algo = AllReduceAlgo::kRing;
   c.algo.codec = ParseCodec("int8");
@@ -65,12 +65,12 @@ TEST(RuntimeTrace, LossyRingWritesOneValidFileWithATrackPerRank) {
   RunLocalRanks(kRanks, [&](Communicator& comm) {
     const int r = comm.Rank();
     {
-      Runtime rt(comm, Config());
+      Runtime rt(comm, TraceConfig());
       plain[r] = TraceGradient(r, kFloats);
       rt.AllReduce(plain[r].data(), kFloats, 1);
       EXPECT_EQ(trace::Current(), nullptr);
     }
-    Runtime rt(comm, Config());
+    Runtime rt(comm, TraceConfig());
     rt.SetTrace(path);
     traced[r] = TraceGradient(r, kFloats);
     rt.AllReduce(traced[r].data(), kFloats, 1);
@@ -122,7 +122,7 @@ TEST(RuntimeTrace, LossyRingWritesOneValidFileWithATrackPerRank) {
 
 TEST(RuntimeTrace, UnwritablePathIsRefusedBeforeRecording) {
   RunLocalRanks(1, [&](Communicator& comm) {
-    Runtime rt(comm, Config());
+    Runtime rt(comm, TraceConfig());
     try {
       rt.SetTrace("/no/such/dir/t.json");
       FAIL() << "an unwritable trace path was accepted";

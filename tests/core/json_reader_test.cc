@@ -20,7 +20,7 @@ namespace ciuic {
 namespace {
 
 // The InputError's text, or "" when `f` did not throw one.
-std::string Refusal(const std::function<void()>& f) {
+std::string ReaderRefusal(const std::function<void()>& f) {
   try {
     f();
   } catch (const InputError& e) {
@@ -38,7 +38,7 @@ TEST(JsonReaderTest, NestingIsRefusedPastTheLimitWithThePathAndAcceptedUpToIt) {
   for (const size_t levels : {kMaxJsonDepth, kMaxJsonDepth + 1, size_t{100000}, size_t{1000000}}) {
     SCOPED_TRACE(levels);
     const std::string why =
-        Refusal([&] { JsonDocument("{\"schema\": " + Nested(levels) + "}", "profile", "deep.json"); });
+        ReaderRefusal([&] { JsonDocument("{\"schema\": " + Nested(levels) + "}", "profile", "deep.json"); });
     EXPECT_EQ(why, fmt::format("deep.json: profile.schema[0]...: nested more than {} levels deep", kMaxJsonDepth));
   }
   // Objects count as levels too, and the path names their keys.
@@ -46,7 +46,7 @@ TEST(JsonReaderTest, NestingIsRefusedPastTheLimitWithThePathAndAcceptedUpToIt) {
   for (size_t i = 0; i <= kMaxJsonDepth; ++i) objects += "{\"k\": ";
   objects += '1';
   objects.append(kMaxJsonDepth + 1, '}');
-  EXPECT_EQ(Refusal([&] { JsonDocument(objects, "workload", "o.json"); }),
+  EXPECT_EQ(ReaderRefusal([&] { JsonDocument(objects, "workload", "o.json"); }),
             fmt::format("o.json: workload.k.k...: nested more than {} levels deep", kMaxJsonDepth));
 }
 
@@ -64,11 +64,11 @@ TEST(JsonReaderTest, ARepeatedKeyIsRefusedNamingItsPath) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.text);
-    const std::string why = Refusal([&] { JsonDocument(c.text, "topology", "t.json"); });
+    const std::string why = ReaderRefusal([&] { JsonDocument(c.text, "topology", "t.json"); });
     EXPECT_EQ(why.rfind(c.says, 0), 0u) << why;
   }
   // The file's name is printed as one line.
-  EXPECT_EQ(Refusal([] { JsonDocument(R"({"a": 1, "a": 2})", "topology", "dir\nx/t.json"); }),
+  EXPECT_EQ(ReaderRefusal([] { JsonDocument(R"({"a": 1, "a": 2})", "topology", "dir\nx/t.json"); }),
             "dir?x/t.json: topology.a: given twice (a key may appear once per object)");
   // One key in several objects is no repetition, and paths of later values stay right.
   const JsonDocument ok(R"({"a": {"n": 1}, "b": [{"n": 2}, 7, {"n": 3}], "n": 4})", "topology", "t.json");
@@ -91,7 +91,7 @@ TEST(JsonReaderTest, IntegerRangesAreExactAtTheLimitsOf64Bits) {
   EXPECT_EQ(unsigned_of("0.0"), 0u);
   for (const char* text : {"18446744073709551616", "18446744073709551616.0", "1e20", "-1", "-1.0"}) {
     SCOPED_TRACE(text);
-    EXPECT_NE(Refusal([&] { unsigned_of(text); }).find("n.json: profile.v: "), std::string::npos);
+    EXPECT_NE(ReaderRefusal([&] { unsigned_of(text); }).find("n.json: profile.v: "), std::string::npos);
   }
   EXPECT_EQ(integer_of("9223372036854775807"), INT64_MAX);
   EXPECT_EQ(integer_of("-9223372036854775808"), INT64_MIN);
@@ -100,15 +100,16 @@ TEST(JsonReaderTest, IntegerRangesAreExactAtTheLimitsOf64Bits) {
   for (const char* text :
        {"9223372036854775808", "9223372036854775808.0", "18446744073709551616", "-9223372036854777856.0", "1e19"}) {
     SCOPED_TRACE(text);
-    EXPECT_NE(Refusal([&] { integer_of(text); }).find("n.json: profile.v: "), std::string::npos);
+    EXPECT_NE(ReaderRefusal([&] { integer_of(text); }).find("n.json: profile.v: "), std::string::npos);
   }
   // Narrower ranges hold exactly too, whichever way the number is spelled.
   for (const char* text : {"5", "5.0", "5e0"}) {
     SCOPED_TRACE(text);
     EXPECT_EQ(value(text)->Root()["v"].Integer(5, 5), 5);
     EXPECT_EQ(value(text)->Root()["v"].Unsigned(5, 5), 5u);
-    EXPECT_NE(Refusal([&] { value(text)->Root()["v"].Integer(6, 9); }).find("is not in 6..9"), std::string::npos);
-    EXPECT_NE(Refusal([&] { value(text)->Root()["v"].Unsigned(0, 4); }).find("is not in 0..4"), std::string::npos);
+    EXPECT_NE(ReaderRefusal([&] { value(text)->Root()["v"].Integer(6, 9); }).find("is not in 6..9"), std::string::npos);
+    EXPECT_NE(ReaderRefusal([&] { value(text)->Root()["v"].Unsigned(0, 4); }).find("is not in 0..4"),
+              std::string::npos);
   }
 }
 
@@ -121,9 +122,11 @@ TEST(JsonReaderTest, SizesPastUint64AreRefusedNotClamped) {
   EXPECT_EQ(size_of("18446744073709551615", UINT64_MAX), UINT64_MAX);
   for (const char* text : {"18446744073709551616", "18446744073709551616.0", "1e300"}) {
     SCOPED_TRACE(text);
-    EXPECT_NE(Refusal([&] { size_of(text, UINT64_MAX); }).find("is above the largest allowed size"), std::string::npos);
+    EXPECT_NE(ReaderRefusal([&] { size_of(text, UINT64_MAX); }).find("is above the largest allowed size"),
+              std::string::npos);
   }
-  EXPECT_NE(Refusal([&] { size_of("4096.0", 4095); }).find("is above the largest allowed size"), std::string::npos);
+  EXPECT_NE(ReaderRefusal([&] { size_of("4096.0", 4095); }).find("is above the largest allowed size"),
+            std::string::npos);
 }
 
 class JsonReaderFileTest : public testing::Test {
@@ -154,7 +157,7 @@ TEST_F(JsonReaderFileTest, ReadsARegularFileWhole) {
 TEST_F(JsonReaderFileTest, AFifoIsRefusedWithoutWaiting) {
   const std::string p = Path("t.json");
   ASSERT_EQ(::mkfifo(p.c_str(), 0600), 0);
-  auto read = std::async(std::launch::async, [&] { return Refusal([&] { ReadTextFile(p, "topology"); }); });
+  auto read = std::async(std::launch::async, [&] { return ReaderRefusal([&] { ReadTextFile(p, "topology"); }); });
   if (read.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
     const int fd = ::open(p.c_str(), O_WRONLY);
     ::close(fd);
@@ -164,15 +167,15 @@ TEST_F(JsonReaderFileTest, AFifoIsRefusedWithoutWaiting) {
 }
 
 TEST_F(JsonReaderFileTest, OtherNonFilesAreRefusedNamingThePath) {
-  EXPECT_EQ(Refusal([&] { ReadTextFile(dir_.string(), "profile"); }),
+  EXPECT_EQ(ReaderRefusal([&] { ReadTextFile(dir_.string(), "profile"); }),
             fmt::format("cannot read profile '{}': a directory, not a regular file", dir_.string()));
-  EXPECT_EQ(Refusal([&] { ReadTextFile("/dev/null", "workload"); }),
+  EXPECT_EQ(ReaderRefusal([&] { ReadTextFile("/dev/null", "workload"); }),
             "cannot read workload '/dev/null': a device, not a regular file");
-  EXPECT_EQ(Refusal([&] { ReadTextFile(Path("missing.json"), "profile"); }),
+  EXPECT_EQ(ReaderRefusal([&] { ReadTextFile(Path("missing.json"), "profile"); }),
             fmt::format("cannot read profile '{}': No such file or directory", Path("missing.json")));
   // A newline in the name stays one line of message.
   const std::string odd = Path("new\nline.json");
-  EXPECT_EQ(Refusal([&] { ReadTextFile(odd, "profile"); }).find('\n'), std::string::npos);
+  EXPECT_EQ(ReaderRefusal([&] { ReadTextFile(odd, "profile"); }).find('\n'), std::string::npos);
 }
 
 }  // namespace
