@@ -81,8 +81,9 @@ sanitized() {
 # and the fuzz harnesses. -O1 and line tables only: reports keep file:line, and the build takes less of
 # CI's time. The test sources without libFuzzer's coverage (CIUIC_TEST_COMPILE_OPTIONS; nothing fuzzes
 # them). Both trees are unity builds: the instrumented JSON, fmt and standard-library code every source
-# instantiates is compiled once per batch of sources (build-fuzz/: 800 s of user time against 1003 s
-# one source at a time, with some of its sources compiled twice in that run). Not -O0: it halves their compile time, but the tests' own loops (reference sums, damaged
+# instantiates is compiled once per batch of sources (build-fuzz/ alone: 800 s of user time against
+# 1003 s one source at a time; in a clean-clone run the builds' rest after the labels took 324 s against
+# 580 s). Not -O0: it halves the tests' compile time, but their own loops (reference sums, damaged
 # files) then ran the jobs about 130 s longer than it saved.
 # TSan: every test binary that starts threads: the thread backend (ranks as threads) and every
 # algorithm over it, the watchdog, heartbeats, progress line and trace recorder (test_core), gloo's
@@ -184,7 +185,12 @@ san_job() {
     { tail -n 40 "$log"; echo "test: sanitizer job $name failed (exit $rc; log: build-fuzz/jobs/$name.log)"; } >&2
   else
     touch "${log%.log}.ok"
-    echo "san: $name ok, $((SECONDS - t0)) s"
+    # The CPU time of the job's processes (bash's `times`, children's line): which jobs the stage's
+    # two cores spend their time on, user and kernel apart.
+    local cpu
+    cpu=$(times | sed -n '2s/^\([0-9]*\)m\([0-9.]*\)s \([0-9]*\)m\([0-9.]*\)s$/\1 \2 \3 \4/p' |
+      awk '{ printf "user %.0f s, sys %.0f s", $1 * 60 + $2, $3 * 60 + $4 }')
+    echo "san: $name ok, $((SECONDS - t0)) s${cpu:+ ($cpu)}"
   fi
   return 0
 }
