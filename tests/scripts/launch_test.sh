@@ -91,7 +91,11 @@ refused "MASTER_ADDR" RANK=0 WORLD_SIZE=2 MASTER_PORT=29500 -- allreduce --backe
 refused "RANK='2'" RANK=2 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 -- allreduce --sizes 4K
 refused "SLURM_NTASKS" SLURM_PROCID=0 SLURM_NTASKS=x SLURM_NODELIST=n1 -- allreduce --sizes 4K
 # died ACTION VICTIM BACKEND...: 3 ranks on torchrun's variables, the victim failing at its 3rd timed
-# iteration; each survivor's exit and its line about the victim.
+# iteration; each survivor's exit and its line about the victim. A victim that ends (kill, exit) is
+# then treated as torchrun's agent treats a failed worker: the others get SIGTERM a moment later (its
+# monitor interval: 0.1 s from torch 2.4 on, 5 s before), here 1.5 s after the victim ended. A survivor
+# must have named the victim and ended by then, also one that waited on rank 0 and not on the victim
+# (rank 0 keeps serving the store for the others after its error, but must not keep them waiting).
 died() {
   local action=$1 victim=$2
   shift 2
@@ -112,6 +116,17 @@ died() {
     want="rank 0, which served the job's store, has ended"
   else
     want="rank $victim is gone: its connection to the job's store closed"
+  fi
+  if [ "$action" != stop ]; then
+    wait "${pids[$victim]}" 2>/dev/null
+    local alive
+    for _ in $(seq 15); do
+      alive=0
+      for r in 0 1 2; do [ "$r" -ne "$victim" ] && kill -0 "${pids[$r]}" 2>/dev/null && alive=1; done
+      [ "$alive" -eq 0 ] && break
+      sleep 0.1
+    done
+    for r in 0 1 2; do [ "$r" -ne "$victim" ] && kill -TERM "${pids[$r]}" 2>/dev/null; done
   fi
   for r in 0 1 2; do
     [ "$r" -eq "$victim" ] && continue

@@ -49,15 +49,15 @@
 // Gloo reports a dead peer, a timeout or a misuse by exception (IoException, EnforceNotMet, ...):
 // inside the communicator each becomes a RuntimeError naming the call, the rank and file:line, and
 // the rank that is gone where the job's store knows (GoneNote: gloo itself names only a socket).
-#define CIUIC_GLOO_CHECK(call)                                                                   \
-  do {                                                                                           \
-    try {                                                                                        \
-      call;                                                                                      \
-    } catch (const ::ciuic::Error&) {                                                            \
-      throw;                                                                                     \
-    } catch (const std::exception& ciuic_gloo_e_) {                                              \
-      throw GlooFailure(#call, ciuic_gloo_e_, __FILE__, __LINE__, Rank(), *shared_, sub_world_); \
-    }                                                                                            \
+#define CIUIC_GLOO_CHECK(call)                                                                                   \
+  do {                                                                                                           \
+    try {                                                                                                        \
+      call;                                                                                                      \
+    } catch (const ::ciuic::Error&) {                                                                            \
+      throw;                                                                                                     \
+    } catch (const std::exception& ciuic_gloo_e_) {                                                              \
+      throw GlooFailure(#call, ciuic_gloo_e_, __FILE__, __LINE__, Rank(), *shared_, sub_world_, context_.get()); \
+    }                                                                                                            \
   } while (0)
 #endif
 
@@ -292,8 +292,10 @@ std::string SilentPeers(const std::vector<std::pair<int, double>>& silent, int r
 // the world has no such store; what became of rank 0 when its store is gone or silent. A dead peer's connections all
 // close at once, but the store may see it a moment after this rank's gloo did: asked again for up to 0.3 s. Then this
 // rank says that it saw an error, so that when it ends over it the others do not take it for the one gone (and rank 0
-// lingers for the others to ask).
-std::string GoneNote(Shared& shared, int rank) {
+// lingers for the others to ask). Rank 0 first closes the connections of `failing`, the context whose call failed: a
+// peer that waits on rank 0 in that call, and not on the rank that failed, fails at once and asks too, instead of
+// waiting out the linger (and then being ended by a job launcher before it could say what it saw).
+std::string GoneNote(Shared& shared, int rank, gloo::Context* failing) {
   if (!shared.presence) return "";
   TcpStore& presence = *shared.presence;
   std::string note;
@@ -315,7 +317,16 @@ std::string GoneNote(Shared& shared, int rank) {
     } else if (const auto silent = presence.Silences(std::chrono::milliseconds(500)); silent) {
       if (std::string quiet = SilentPeers(*silent, rank, presence.Beating()); !quiet.empty()) note = "; " + quiet;
     }
-    if (presence.Erred(std::chrono::milliseconds(500))) LingerForPeers(presence, rank);
+    if (presence.Erred(std::chrono::milliseconds(500)) && rank == 0) {
+      if (failing) {
+        try {
+          failing->closeConnections();
+        } catch (const std::exception&) {
+          // Closing a pair that already failed: the peers see it closed either way.
+        }
+      }
+      LingerForPeers(presence, rank);
+    }
   } catch (const std::exception&) {
     if (note.empty()) note = std::string("; ") + kStoreEnded;
   }
@@ -339,8 +350,8 @@ class PeerScope {
 // The failed call in the failing communicator's ranks, the transfer's peer, then what the job's store
 // says in the world's ranks (a sub-world of Split says so: its rank 1 need not be the world's).
 RuntimeError GlooFailure(const char* call, const std::exception& e, const char* file, int line, int rank,
-                         Shared& shared, bool sub_world) {
-  std::string note = GoneNote(shared, shared.world_rank);
+                         Shared& shared, bool sub_world, gloo::Context* failing) {
+  std::string note = GoneNote(shared, shared.world_rank, failing);
   if (sub_world && !note.empty()) note = "; in the job's world: " + note.substr(2);
   return RuntimeError(FormatCallFailure(call, e.what(), file, line, rank) + t_transfer_peer + note);
 }
