@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/files.h"
+#include "core/log.h"
 
 #define CIUIC_SQLITE_CHECK(db, call)                                                                          \
   do {                                                                                                        \
@@ -439,9 +441,8 @@ void Database::CreateOrMigrate() {
   CheckHeader(h);
   if (h.version < kDatabaseSchemaVersion) {
     if (h.version > 0) {
-      const std::string backup = fmt::format("{}.v{}.bak", path_, h.version);
-      if (copy.empty() || std::rename(copy.c_str(), backup.c_str()) != 0)
-        throw RuntimeError(fmt::format("cannot back up '{}' before migrating it to '{}'", path_, backup));
+      if (copy.empty()) throw RuntimeError(fmt::format("cannot back up '{}' before migrating it", path_));
+      backup_ = KeepBackup(copy, fmt::format("{}.v{}.bak", path_, h.version));
       copy.clear();
     }
     for (int v = h.version; v < kDatabaseSchemaVersion; ++v) Exec(kMigrations[v]);
@@ -450,6 +451,30 @@ void Database::CreateOrMigrate() {
   }
   tx.Commit();
   if (!copy.empty()) std::remove(copy.c_str());
+  if (!backup_.empty())
+    LogInfo("migrated '{}' to schema {}; the file as it was is kept as '{}'", PrintableLine(path_, 300),
+            kDatabaseSchemaVersion, PrintableLine(backup_, 300));
+}
+
+// Gives `copy` the name `wanted`, or `wanted.1`, `wanted.2`, ... where that is taken: a hard link never
+// replaces a file (a backup of an earlier migration, or anything else the user keeps there). Returns
+// the name; throws InputError when none of 100 names is free or the folder refuses a link.
+std::string Database::KeepBackup(const std::string& copy, const std::string& wanted) {
+  for (int i = 0; i < 100; ++i) {
+    const std::string name = i == 0 ? wanted : fmt::format("{}.{}", wanted, i);
+    if (link(copy.c_str(), name.c_str()) == 0) {
+      std::remove(copy.c_str());
+      return name;
+    }
+    if (errno != EEXIST) {
+      const std::string why = std::strerror(errno);
+      std::remove(copy.c_str());
+      throw InputError(fmt::format("cannot keep a backup of '{}' as '{}' before migrating it: {}", path_, name, why));
+    }
+  }
+  std::remove(copy.c_str());
+  throw InputError(
+      fmt::format("cannot back up '{}' before migrating it: '{}' and its 99 numbered names are taken", path_, wanted));
 }
 
 // A page-by-page copy through SQLite, consistent even while other connections write.

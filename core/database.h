@@ -66,6 +66,8 @@ class Database {
   sqlite3* handle() const { return db_; }
   const std::string& path() const { return path_; }
   int SchemaVersion() const;
+  // The file this open kept of an older schema before migrating it ("" when it migrated nothing).
+  const std::string& backup() const { return backup_; }
 
   // BEGIN IMMEDIATE ... COMMIT, rolled back if not committed.
   class Transaction {
@@ -96,9 +98,11 @@ class Database {
   void Inspect();
   void CreateOrMigrate();
   void BackupTo(const std::string& file);
+  std::string KeepBackup(const std::string& copy, const std::string& wanted);
   void UseWal();
   sqlite3* db_ = nullptr;
   std::string path_;
+  std::string backup_;
 };
 
 }  // namespace ciuic

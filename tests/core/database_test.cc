@@ -7,6 +7,7 @@
 #include <climits>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 
@@ -354,6 +355,37 @@ TEST(DatabaseMigrationTest, VersionFourBenchRowsGainTheTimeSpreadColumnsEmpty) {
   EXPECT_TRUE(q.ColumnIsNull(3));
   EXPECT_TRUE(q.ColumnIsNull(4));
   EXPECT_FALSE(q.Step());
+  std::filesystem::remove_all(dir);
+}
+
+// A file already at the backup's name (an earlier migration's backup, or anything the user keeps
+// there, a folder included) is never replaced: the backup takes the next free numbered name.
+TEST(DatabaseMigrationTest, TheBackupNeverReplacesAFileAtItsName) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ciuic_migbak_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "v4.db").string();
+  {
+    Database db(path);
+    db.Exec(std::string(kDropV5Columns) + "PRAGMA user_version=4;");
+  }
+  {
+    std::ofstream kept(path + ".v4.bak");
+    kept << "precious";
+  }
+  std::filesystem::create_directories(path + ".v4.bak.1");
+  {
+    Database db(path);
+    EXPECT_EQ(db.SchemaVersion(), kDatabaseSchemaVersion);
+    EXPECT_EQ(db.backup(), path + ".v4.bak.2");
+  }
+  std::ifstream kept(path + ".v4.bak");
+  std::string text((std::istreambuf_iterator<char>(kept)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "precious");
+  EXPECT_TRUE(std::filesystem::is_directory(path + ".v4.bak.1"));
+  Database old(path + ".v4.bak.2", Database::Access::kReadOnly);
+  EXPECT_EQ(old.SchemaVersion(), 4);
+  Database again(path);  // nothing left to migrate: no backup
+  EXPECT_EQ(again.backup(), "");
   std::filesystem::remove_all(dir);
 }
 
