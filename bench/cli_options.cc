@@ -835,6 +835,12 @@ void ParseOutputs(const cxxopts::ParseResult& r, Cli& cli) {
     CheckDifferentFiles("--trace", cli.trace_path, "--db", cli.db_path);
   }
   ParseNcclTestsJson(r, cli);
+  // The crossover table's file (ParseRuntime read it) is one more output.
+  const std::string& table = cli.crossover.out_path;
+  CheckDifferentFiles("--crossover-out", table, "--out", cli.out_path);
+  CheckDifferentFiles("--crossover-out", table, "--db", cli.db_path);
+  CheckDifferentFiles("--crossover-out", table, "--trace", cli.trace_path);
+  CheckDifferentFiles("--crossover-out", table, cli.nccl_json_flag, cli.nccl_json_path);
 }
 
 // --debug-corrupt RANK:INDEX, both whole numbers; whether they lie in the world and the receive

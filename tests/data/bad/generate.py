@@ -1343,6 +1343,12 @@ for path in ["{work}/no/such/r.json", "''", "/proc/r.json"]:
 out("-J", BENCH + " -J {work}/d.json", setup="mkdir d.json")
 out("--nccl-json", BENCH + " --nccl-json {work}/no/such/r.json")
 out("-J||--out", BENCH + " --format json --out {work}/same.json -J {work}/same.json")
+# The measured crossover table's file (--crossover-out) is one more output: after the cases above.
+XOVER = "{bench} allreduce --backend ciuic --transport local --ranks 2 --iters 1 --warmup 0 --sizes 4K --crossover measure"
+out("--crossover-out||--out", XOVER + " --format json --out {work}/same.json --crossover-out {work}/same.json")
+out("--crossover-out||--db", XOVER + " --db {work}/same --crossover-out {work}/same")
+out("--crossover-out||-J", XOVER + " -J {work}/same.json --crossover-out {work}/same.json")
+out("--crossover-out||--trace", XOVER + " --trace {work}/same.json --crossover-out {work}/same.json")
 
 
 # ---- writing ---------------------------------------------------------------------------------------
