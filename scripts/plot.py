@@ -152,14 +152,22 @@ def has_table(db, name):
     return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
 
 
+MAX_IDS = 1000  # more lines than any plot can show
+
+
 def id_list(text, what):
-    """'3', '3,5', '2-6' -> [3], [3, 5], [2, 3, 4, 5, 6]."""
+    """'3', '3,5', '2-6' -> [3], [3, 5], [2, 3, 4, 5, 6]: ids 1..2^63-1 (SQLite's), at most MAX_IDS."""
     out = []
     for item in text.split(","):
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", item)
-        if not m or (m.group(2) and int(m.group(2)) < int(m.group(1))):
+        m = re.fullmatch(r"(\d{1,19})(?:-(\d{1,19}))?", item)
+        lo, hi = (int(m.group(1)), int(m.group(2) or m.group(1))) if m else (0, 0)
+        if not m or hi < lo:
             raise Fail(f"{what} '{text}': use ids, ranges A-B, separated by commas")
-        out += list(range(int(m.group(1)), int(m.group(2) or m.group(1)) + 1))
+        if lo < 1 or hi > 2 ** 63 - 1:
+            raise Fail(f"{what} '{text}': an id is 1 to 9223372036854775807")
+        if len(out) + hi - lo + 1 > MAX_IDS:
+            raise Fail(f"{what} '{text}': more than {MAX_IDS} ids")
+        out += list(range(lo, hi + 1))
     return out
 
 
@@ -638,10 +646,18 @@ def main(argv):
         a.tool = tool
         if a.out is not None and not a.out:
             raise Fail("--out '': give a file name")
-        {"busbw": cmd_busbw, "convergence": cmd_convergence, "model": cmd_model, "tta": cmd_tta}[a.kind](a)
+        try:
+            {"busbw": cmd_busbw, "convergence": cmd_convergence, "model": cmd_model, "tta": cmd_tta}[a.kind](a)
+        except Fail:
+            raise
+        except (ArithmeticError, AttributeError, KeyError, LookupError, StopIteration, TypeError, ValueError,
+                sqlite3.Error) as e:
+            # Stored values no ciuic tool writes (a database or file edited by hand): one line, not a trace.
+            where = getattr(a, "db", None) or getattr(a, "input", None) or ", ".join(getattr(a, "runs", []) or [])
+            raise Fail(f"cannot plot {where}: it holds values ciuic does not write ({type(e).__name__}: {e})")
     except Fail as e:
         line = " ".join(str(e).split())
-        print(f"{tool}: plot: {line}", file=sys.stderr)
+        print(f"{tool}: plot: {line}"[:1000], file=sys.stderr)
         return 1
     return 0
 

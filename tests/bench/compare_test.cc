@@ -290,5 +290,39 @@ TEST_F(Compare, PlotBusbwWritesAPng) {
   EXPECT_EQ(Lines(bad.err), 1) << bad.err;
 }
 
+// Run ids out of SQLite's range or by the billion, and a database edited by hand (values no ciuic tool
+// writes): one line and exit 1, never a Python trace or a MemoryError; the database is left as it was.
+TEST_F(Compare, PlotRefusesBadIdsAndHandEditedDatabasesInOneLine) {
+  if (!HaveMatplotlib()) GTEST_SKIP() << "/usr/bin/python3 cannot import matplotlib";
+  const fs::path png = Dir() / "bad.png";
+  const std::vector<std::pair<std::string, std::string>> ids = {
+      {"99999999999999999999", "use ids"},
+      {"9223372036854775808", "an id is 1 to 9223372036854775807"},
+      {"0", "an id is 1 to"},
+      {"1-99999999999", "more than 1000 ids"},
+  };
+  for (const auto& [id, says] : ids) {
+    const Result r = Bench("plot busbw " + id + " --db " + Db() + " --out " + png.string());
+    EXPECT_EQ(r.code, 1) << id << "\n" << r.err;
+    EXPECT_EQ(Lines(r.err), 1) << id << "\n" << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << id << "\n" << r.err;
+  }
+  for (const std::string sql : {"UPDATE bench_rows SET size_bytes = -1", "UPDATE bench_runs SET context_json = '[]'"}) {
+    const fs::path edited = Dir() / "edited.db";
+    fs::copy_file(Db(), edited, fs::copy_options::overwrite_existing);
+    ASSERT_EQ(std::system(("/usr/bin/python3 -c \"import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+                           "c.execute(sys.argv[2]); c.commit()\" " +
+                           edited.string() + " \"" + sql + "\"")
+                              .c_str()),
+              0);
+    const std::string before = Slurp(edited);
+    const Result r = Bench("plot busbw 1 --db " + edited.string() + " --out " + png.string());
+    EXPECT_EQ(r.code, 1) << sql << "\n" << r.err;
+    EXPECT_EQ(Lines(r.err), 1) << sql << "\n" << r.err;
+    EXPECT_NE(r.err.find("holds values ciuic does not write"), std::string::npos) << sql << "\n" << r.err;
+    EXPECT_EQ(Slurp(edited), before) << sql;
+  }
+}
+
 }  // namespace
 }  // namespace ciuic
