@@ -168,6 +168,32 @@ std::vector<std::string> CalibratedCodecs(const std::vector<std::string>& codecs
 
 }  // namespace
 
+void CheckKernelSizesFit(const CalibrateOptions& o, std::string_view option) {
+  if (o.sizes.empty()) return;
+  const uint64_t largest = *std::max_element(o.sizes.begin(), o.sizes.end());
+  // Per copy: the two operands and the two wires of one slot (a wire is at most the size) and the
+  // error-feedback states; plus the one host source the slots are filled from.
+  const double copies = KernelCopies(o);
+  const double per_copy = 6.0 * static_cast<double>(largest);
+  const double host_need = static_cast<double>(largest) + (o.cuda ? 0.0 : copies * per_copy);
+  const uint64_t host_avail = HostMemoryAvailable();
+  constexpr double kHeadroom = 0.9;  // as ciuic-bench's own check
+  if (host_avail > 0 && host_need > kHeadroom * static_cast<double>(host_avail))
+    throw InputError(fmt::format(
+        "{} {} does not fit: the kernel sweep needs about {:.1f} GiB of host memory ({} cop{} at once), {:.1f} GiB "
+        "available",
+        option, FormatSize(largest), host_need / 1073741824.0, static_cast<int>(copies), copies == 1 ? "y" : "ies",
+        host_avail / 1073741824.0));
+  if (o.cuda) {
+    const uint64_t dev_avail = DeviceMemoryAvailable();
+    if (per_copy > kHeadroom * static_cast<double>(dev_avail))
+      throw InputError(
+          fmt::format("{} {} does not fit: the kernel sweep needs about {:.1f} GiB of device memory, {:.1f} "
+                      "GiB free",
+                      option, FormatSize(largest), per_copy / 1073741824.0, dev_avail / 1073741824.0));
+  }
+}
+
 void SweepKernels(const CalibrateOptions& o, const std::vector<std::string>& only, KernelSamples* samples) {
   const std::vector<std::string> codecs = CalibratedCodecs(only);
   const int threads = KernelCopies(o);

@@ -13,6 +13,7 @@
 #include <map>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -68,6 +69,9 @@ using KernelSamples = std::map<std::tuple<uint64_t, std::string, std::string>, s
 // each of o.sizes, with o.concurrency copies at once (calibrate's rounds; validate interleaves them
 // with its passes).
 void SweepKernels(const CalibrateOptions& o, const std::vector<std::string>& codecs, KernelSamples* samples);
+// Throws InputError naming `option` when the sweep's largest size cannot fit in this machine's
+// memory (o.concurrency copies at once; on CUDA, device memory too): before anything is measured.
+void CheckKernelSizesFit(const CalibrateOptions& o, std::string_view option);
 // One ring step (ciuic-bench sendrecv, MPI) per rank count at each size of `sizes`:
 // (ranks, bytes) -> one µs value per sweep.
 using LinkSamples = std::map<std::pair<int, uint64_t>, std::vector<double>>;

@@ -381,6 +381,7 @@ int Calibrate(const cxxopts::ParseResult& r) {
     o.link_sizes = r["link-sizes"].as<std::string>();
     SizeListOption(r, "link-sizes", "");
   }
+  CheckKernelSizesFit(o, "--sizes");
   EnableProgress(true);  // a live line on a terminal's stderr (core/progress)
   RunCalibration(CheckedDb(r), o, std::cout);
   return 0;
@@ -403,7 +404,9 @@ int Validate(const cxxopts::ParseResult& r) {
   const std::string kernels = r["kernels"].as<std::string>();
   OneOfOption("kernels", kernels, {"timed", "stored"});  // timed in the passes | the database's
   o.stored_kernels = kernels == "stored";
-  SizeListOption(r, "kernel-sizes", "");  // refused now rather than after the measurements
+  CalibrateOptions kernel_sweep;                               // as validate times them: one copy per core
+  kernel_sweep.sizes = SizeListOption(r, "kernel-sizes", "");  // refused now rather than after the measurements
+  CheckKernelSizesFit(kernel_sweep, "--kernel-sizes");
   // A fraction (0.25: 25%); 0 never fails. Checked before the measurements, not after.
   const double limit = OptionInRange("max-error", r["max-error"].as<double>(), 0.0, 100.0);
   o.db = CheckedDb(r);

@@ -1349,6 +1349,9 @@ out("--crossover-out||--out", XOVER + " --format json --out {work}/same.json --c
 out("--crossover-out||--db", XOVER + " --db {work}/same --crossover-out {work}/same")
 out("--crossover-out||-J", XOVER + " -J {work}/same.json --crossover-out {work}/same.json")
 out("--crossover-out||--trace", XOVER + " --trace {work}/same.json --crossover-out {work}/same.json")
+# Kernel sizes that cannot fit in memory: refused before anything is measured (was std::bad_alloc).
+tc("--sizes&&does not fit", "{tune} calibrate --sizes 1T --rounds 1 --concurrency 1 --db {work}/c.db")
+tc("--kernel-sizes&&does not fit", "{tune} validate --kernel-sizes 1T --ranks 2 --db {work}/c.db")
 
 
 # ---- writing ---------------------------------------------------------------------------------------
