@@ -204,9 +204,11 @@ std::string Describe(const ComparedRun& r) {
   std::set<std::string> hosts(r.hostnames.begin(), r.hostnames.end());
   std::string host_list;
   for (const auto& h : hosts) host_list += (host_list.empty() ? h : "," + h);
-  return fmt::format("{} {} codec {}, {} rank(s) {}{} on {}, commit {}, {}", r.backend, r.algo, r.codec, r.world_size,
-                     r.device, r.device_name.empty() ? "" : " (" + r.device_name + ")",
-                     host_list.empty() ? "?" : host_list, r.git_commit, r.start_time);
+  // Stored text, shown on one line of a terminal: control bytes (an escape sequence, a newline) as '?'.
+  return PrintableLine(fmt::format("{} {} codec {}, {} rank(s) {}{} on {}, commit {}, {}", r.backend, r.algo, r.codec,
+                                   r.world_size, r.device, r.device_name.empty() ? "" : " (" + r.device_name + ")",
+                                   host_list.empty() ? "?" : host_list, r.git_commit, r.start_time),
+                       1000);
 }
 
 std::string Percent(double f) { return std::isfinite(f) ? fmt::format("{:.1f}%", 100 * f) : "n/a"; }
@@ -435,8 +437,8 @@ int CompareMain(int argc, char** argv) {
   } else {
     std::string t;
     t += fmt::format("# ciuic-bench compare  {}  {}  op {}\n", a.collective, a.dtype, a.op);
-    t += fmt::format("# A: {}: {}\n", a.source, Describe(a));
-    t += fmt::format("# B: {}: {}\n", b.source, Describe(b));
+    t += fmt::format("# A: {}: {}\n", PrintableLine(a.source, 300), Describe(a));
+    t += fmt::format("# B: {}: {}\n", PrintableLine(b.source, 300), Describe(b));
     t += fmt::format(
         "# d = B p50 / A p50 - 1; regressed: d > threshold {} + noise; slower: d > threshold; faster: "
         "A p50 / B p50 - 1 > threshold + noise\n",

@@ -735,10 +735,11 @@ int main(int argc, char** argv) {
     ciuic::LogInfo("{}; exit {}", e.what(), 128 + e.signal());
     return 128 + e.signal();
   } catch (const ciuic::Error& e) {
-    ciuic::LogInfo("{}", e.what());
+    // One line whatever a value it echoes holds (a newline in a path or a name).
+    ciuic::LogInfo("{}", ciuic::PrintableLine(e.what(), 2000));
     return static_cast<int>(e.code());
   } catch (const std::exception& e) {
-    ciuic::LogInfo("internal error: {}", e.what());
+    ciuic::LogInfo("internal error: {}", ciuic::PrintableLine(e.what(), 2000));
     return 2;
   }
 }

@@ -274,6 +274,19 @@ TEST_F(Compare, BadInputIsOneLineAndExitOne) {
   }
 }
 
+// Text stored in a run (a commit, a host name) reaches the terminal on one line: control bytes (an
+// escape sequence, a newline) as '?', in the header and in the file name shown.
+TEST_F(Compare, StoredControlBytesNeverReachTheTerminal) {
+  nlohmann::json b = ReadJson(A());
+  b["context"]["git_commit"] = "abc\x1b[31mRED\nline2";
+  const fs::path path = Dir() / "esc\x1b.json";
+  WriteJson(path, b);
+  const Result r = Bench("compare " + A() + " '" + path.string() + "'");
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("commit abc?[31mRED?line2,"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("line2\n"), std::string::npos) << r.out;
+}
+
 bool HaveMatplotlib() { return std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") == 0; }
 
 // ciuic-bench plot busbw on the run (as a JSON file and as a database run id): a PNG appears.

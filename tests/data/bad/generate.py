@@ -1352,6 +1352,9 @@ out("--crossover-out||--trace", XOVER + " --trace {work}/same.json --crossover-o
 # Kernel sizes that cannot fit in memory: refused before anything is measured (was std::bad_alloc).
 tc("--sizes&&does not fit", "{tune} calibrate --sizes 1T --rounds 1 --concurrency 1 --db {work}/c.db")
 tc("--kernel-sizes&&does not fit", "{tune} validate --kernel-sizes 1T --ranks 2 --db {work}/c.db")
+# A newline in a value ciuic-tune echoes: still one line ('?').
+tc("unknown topology 'x?y'", "{tune} model --topology $'x\\ny'")
+tc("x?y", "{tune} run --topology " + GOOD_TOPOLOGY + " --workload $'x\\ny' --db {work}/t.db --out {work}/p.json")
 
 
 # ---- writing ---------------------------------------------------------------------------------------
