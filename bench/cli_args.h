@@ -124,6 +124,17 @@ inline cxxopts::ParseResult ParseOrExit(cxxopts::Options& options, int argc, cha
   }
   if (!r.unmatched().empty())
     throw UsageError(fmt::format("{}unexpected argument '{}'", what, PrintableLine(r.unmatched().front())));
+  // No option is a list by repetition: a second value would silently win over the first.
+  const auto& given = r.arguments();
+  for (size_t i = 0; i < given.size(); ++i) {
+    for (size_t j = i + 1; j < given.size(); ++j) {
+      if (given[j].key() != given[i].key()) continue;
+      const std::string& a = given[i].value();
+      const std::string& b = given[j].value();
+      throw UsageError(fmt::format("{} given twice ({} and {}): give it once", cli_detail::Dashed(given[i].key()),
+                                   a.empty() ? "''" : PrintableLine(a), b.empty() ? "''" : PrintableLine(b)));
+    }
+  }
   return r;
 }
 

@@ -17,6 +17,7 @@
 #include "core/database.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "core/json_reader.h"
 #include "core/sizes.h"
 #include "core/timer.h"
 
@@ -227,6 +228,8 @@ Crossover ParseCrossover(const std::string& text, const std::string& name, int* 
   } catch (const nlohmann::json::exception& e) {
     throw InputError(fmt::format("crossover {}: not JSON ({})", name, PrintableLine(e.what())));
   }
+  // A key given twice (the last would win silently) and nesting, as every reader of ours refuses them.
+  const JsonDocument checked(text, "crossover", "crossover " + name);
   auto bad = [&](const std::string& what) { return InputError(fmt::format("crossover {}: {}", name, what)); };
   if (!j.is_object() || j.value("format", "") != "ciuic-crossover") throw bad("not a ciuic crossover (format)");
   if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != 1)
@@ -305,13 +308,11 @@ Crossover ParseCrossover(const std::string& text, const std::string& name, int* 
 
 Crossover ReadCrossoverFile(const std::string& path, int* ranks, std::string* transport,
                             std::vector<CrossoverPoint>* points) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("crossover '{}': cannot read", PrintableLine(path, 4096)));
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (s.str().size() > (16u << 20))
+  // A regular file only: a folder or a FIFO is refused as such (not read as empty JSON, nor waited on).
+  const std::string text = ReadTextFile(path, "crossover");
+  if (text.size() > (16u << 20))
     throw InputError(fmt::format("crossover '{}': larger than 16 MiB", PrintableLine(path, 4096)));
-  return ParseCrossover(s.str(), "'" + PrintableLine(path, 4096) + "'", ranks, transport, points);
+  return ParseCrossover(text, "'" + PrintableLine(path, 4096) + "'", ranks, transport, points);
 }
 
 namespace {

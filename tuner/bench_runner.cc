@@ -20,13 +20,17 @@
 #include "collectives/backends/gloo/tcp_store.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "core/log.h"
 
 namespace ciuic {
 
 std::string BenchExecutable() {
   if (const char* env = std::getenv("CIUIC_BENCH_EXE"); env && *env) {
-    if (access(env, X_OK) != 0) throw RuntimeError(fmt::format("CIUIC_BENCH_EXE '{}' is not an executable", env));
+    // The user's setting: a bad one is bad input (exit 1), a folder included (it passes X_OK).
+    std::error_code fs_ec;
+    if (access(env, X_OK) != 0 || !std::filesystem::is_regular_file(env, fs_ec))
+      throw InputError(fmt::format("CIUIC_BENCH_EXE '{}' is not an executable file", PrintableLine(env, 300)));
     return env;
   }
   std::error_code ec;

@@ -336,7 +336,10 @@ std::vector<std::string> ParseList(const char* option, const std::string& text) 
   while (pos <= text.size()) {
     const size_t comma = std::min(text.find(',', pos), text.size());
     if (comma == pos) throw BadOption(option, text, "an empty item in a comma list");
-    out.push_back(text.substr(pos, comma - pos));
+    std::string item = text.substr(pos, comma - pos);
+    if (std::find(out.begin(), out.end(), item) != out.end())
+      throw BadOption(option, text, fmt::format("'{}' is given twice", PrintableLine(item)));
+    out.push_back(std::move(item));
     pos = comma + 1;
   }
   return out;
@@ -353,6 +356,8 @@ std::vector<int> ParseRanks(const std::string& text) {
       used = 0;
     }
     if (used != item.size()) throw BadOption("ranks", text, "a comma list of whole numbers");
+    if (std::find(out.begin(), out.end(), v) != out.end())
+      throw BadOption("ranks", text, fmt::format("{} is given twice", v));
     out.push_back(OptionInRange("ranks", v, 2, 4096));
   }
   return out;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_reader.h"
 #include "core/timer.h"
 
 namespace ciuic {
@@ -164,13 +165,7 @@ PublishedFigure ParseFigure(const Reader& r, const json& j, size_t index) {
   return f;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(fmt::format("cannot read published figures '{}'", path));
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+std::string ReadFile(const std::string& path) { return ReadTextFile(path, "published figures"); }
 
 }  // namespace
 
@@ -181,6 +176,8 @@ std::string DefaultPublishedPath() {
 PublishedSet LoadPublished(const std::string& path) { return ParsePublished(ReadFile(path), path); }
 
 PublishedSet ParsePublished(const std::string& text, const std::string& origin) {
+  // Syntax, a key given twice (the last would win silently) and nesting, as every reader of ours.
+  const JsonDocument checked(text, "published", origin);
   json j;
   try {
     j = json::parse(text);

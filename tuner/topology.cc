@@ -102,6 +102,8 @@ Topology ParseTopology(const std::string& text, const std::string& origin) {
   n.OnlyKeys({"count", "gbps", "latency_us", "rail_optimized"});
   t.nics.count = static_cast<int>(n["count"].Integer(0, 64));
   t.nics.gbps = n["gbps"].Number(0, 1e5);
+  if (t.nics.count > 0 && !(t.nics.gbps > 0))  // 0 only where there are no NICs: else every time is infinite
+    n["gbps"].Fail(fmt::format("{} NIC(s) at 0 Gb/s: give their rate (above 0)", t.nics.count));
   t.nics.latency_us = n["latency_us"].Number(0, 1e6);
   t.nics.rail_optimized = n["rail_optimized"].Bool();
   if (j.Has("spine")) {

@@ -19,6 +19,15 @@ def _floats(a, name, n=None):
     return a.ctypes.data_as(ctypes.c_void_p)
 
 
+def _count(n, name):
+    """An element count for a size_t parameter: an int in 0..2^62-1 (ctypes would wrap -1 to 2^64-1)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"{name}: expected a whole number of elements, not {type(n).__name__}")
+    if not 0 <= int(n) < 2 ** 62:
+        raise ValueError(f"{name}: {n} elements: expected 0..2^62-1")
+    return int(n)
+
+
 def _bytes(a, name, size=None, writable=False):
     if not isinstance(a, np.ndarray) or a.dtype != np.uint8 or a.ndim != 1 or not a.flags.c_contiguous:
         raise TypeError(f"{name}: expected a 1-D C-contiguous uint8 numpy array")
@@ -33,6 +42,8 @@ class Codec:
     """One compressor, from the runtime's codec spelling ("int8", "topk:0.01", "sign1", ...)."""
 
     def __init__(self, spec):
+        if "\0" in str(spec):  # C would read the spelling up to it and take the rest for nothing
+            raise ValueError(f"codec spec {str(spec)!r}: holds a NUL byte")
         handle = ctypes.c_void_p()
         call("ciuic_codec_create", str(spec).encode(), ctypes.byref(handle))
         self._h = handle
@@ -71,7 +82,7 @@ class Codec:
 
     def wire_bytes(self, n):
         out = ctypes.c_size_t()
-        call("ciuic_codec_wire_bytes", self._h, n, ctypes.byref(out))
+        call("ciuic_codec_wire_bytes", self._h, _count(n, "n"), ctypes.byref(out))
         return out.value
 
     def chunk(self, n, parts, index):
@@ -106,6 +117,7 @@ class Codec:
         return out, step.value
 
     def decode(self, wire, n, step=0, out=None):
+        n = _count(n, "n")
         if out is None:
             out = np.empty(n, np.float32)
         call("ciuic_codec_decode", self._h, _bytes(wire, "wire"), wire.size, n, step, _floats(out, "out", n))
@@ -132,6 +144,7 @@ class CodecState:
     """One tensor's error-feedback state (residual, PowerSGD Q, step) for `n` elements of `codec`."""
 
     def __init__(self, codec, n):
+        n = _count(n, "n")
         handle = ctypes.c_void_p()
         call("ciuic_codec_state_create", codec._h, n, ctypes.byref(handle))
         self._h = handle

@@ -193,6 +193,7 @@ TEST(Crossover, FileRoundTripAndRefusals) {
   const std::string head = R"({"format":"ciuic-crossover","version":1,"ranks":2,"transport":"mpi",)";
   const std::pair<std::string, std::string> bad[] = {
       {"{", "not JSON"},
+      {head + R"("bands":[{"below_bytes":null,"algo":"ring"}],"ranks":7})", "crossover.ranks: given twice"},
       {R"({"format":"other"})", "not a ciuic crossover"},
       {R"({"format":"ciuic-crossover","version":2})", "version"},
       {head + R"("bands":[]})", "bands: expected a list"},

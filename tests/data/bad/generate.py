@@ -796,6 +796,8 @@ for key, v in [("nodes_per_group", 1), ("nodes_per_group", 0), ("nodes_per_group
 tp(lambda j: with_spine()(j) or delk(["spine", "gbps_per_node"])(j), "topology.spine.gbps_per_node")
 tp(lambda j: with_spine()(j) or delk(["sources", "spine.latency_us"])(j), "topology.sources")
 tp(with_spine(nodes=6, nodes_per_group=4), "topology.spine.nodes_per_group")  # 6 nodes, groups of 4
+# NICs at 0 Gb/s across 2 nodes: every inter-node time would be infinite (was accepted).
+tp(lambda j: j.update(nodes=2) or j["nics"].update(gbps=0), "topology.nics.gbps")
 # --nodes that splits a group of a built-in with a spine.
 case("topology", "--nodes", "{tune} model --topology cluster_lab_racks --nodes 3 --sizes 1K")
 
@@ -1352,6 +1354,23 @@ out("--crossover-out||--trace", XOVER + " --trace {work}/same.json --crossover-o
 # Kernel sizes that cannot fit in memory: refused before anything is measured (was std::bad_alloc).
 tc("--sizes&&does not fit", "{tune} calibrate --sizes 1T --rounds 1 --concurrency 1 --db {work}/c.db")
 tc("--kernel-sizes&&does not fit", "{tune} validate --kernel-sizes 1T --ranks 2 --db {work}/c.db")
+# A key given twice in a crossover file and in the published figures (the last one won), and a folder
+# given for either (read as empty JSON).
+put("crossover/twice.json", b'{"format":"ciuic-crossover","version":1,"ranks":2,"transport":"mpi",'
+    b'"bands":[{"below_bytes":null,"algo":"ring"}],"ranks":7}')
+bc("crossover.ranks: given twice", "--crossover {case_dir}/crossover/twice.json", base=CIUIC)
+bc("crossover '&&not a regular file", "--crossover {case_dir}/crossover", base=CIUIC)
+put("published/twice.json", b'{"schema":"ciuic.published/1","schema":"ciuic.published/1"}')
+tc("published.schema: given twice", "{tune} topologies --published {case_dir}/published/twice.json")
+tc("published figures&&not a regular file", "{tune} topologies --published {case_dir}/published")
+# A list item given twice (it ran twice, or once silently).
+tc("--ranks&&given twice", "{tune} calibrate --ranks 2,02 --sizes 64K --db {work}/c.db")
+tc("--codecs&&given twice", "{tune} validate --codecs int8,int8 --ranks 2 --db {work}/c.db")
+# An option given twice (the last value won silently).
+tc("--budget given twice", "{tune} run --topology " + GOOD_TOPOLOGY + " --workload " + GOOD_WORKLOAD
+   + " --budget 3 --budget 4 --db {work}/t.db --out {work}/p.json")
+bc("--sizes given twice", "--sizes 8K")
+bc("-n given twice", "-n 2 -n 3")
 # A newline in a value ciuic-tune echoes: still one line ('?').
 tc("unknown topology 'x?y'", "{tune} model --topology $'x\\ny'")
 tc("x?y", "{tune} run --topology " + GOOD_TOPOLOGY + " --workload $'x\\ny' --db {work}/t.db --out {work}/p.json")
