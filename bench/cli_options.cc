@@ -691,7 +691,15 @@ void ParseRuntime(const cxxopts::ParseResult& r, Cli& cli) {
       throw UsageError("--profile chooses algorithm and codec per size: drop --algo/--codec");
     if (Get<std::string>(r, "precision") != "fp32")
       throw UsageError("--profile chooses the precision per size: drop --precision");
+    // Each rule sets these for its sizes: a value given here would be silently replaced.
+    for (const char* knob : {"bucket", "streams", "rounding", "prescale"})
+      if (r.count(knob))
+        throw UsageError(fmt::format("--{}: --profile sets it per size (each rule's own): drop --{}", knob, knob));
     for (const auto& rule : cli.runtime.profile->rules) b.lossy |= rule.codec != "none" || rule.precision != "fp32";
+  } else if (a.codec.kind == CodecKind::kNone) {
+    for (const char* knob : {"block", "rounding", "prescale"})
+      if (r.count(knob))
+        throw UsageError(fmt::format("--{}: applies to a compressing --codec (this run's is none)", knob));
   }
   Codec check(a.codec);  // validates block and parameters now, not on every rank later
   (void)check;

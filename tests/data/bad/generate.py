@@ -1371,6 +1371,11 @@ tc("--budget given twice", "{tune} run --topology " + GOOD_TOPOLOGY + " --worklo
    + " --budget 3 --budget 4 --db {work}/t.db --out {work}/p.json")
 bc("--sizes given twice", "--sizes 8K")
 bc("-n given twice", "-n 2 -n 3")
+# Knobs a --profile's rules set per size (they were silently replaced), and codec knobs with no codec.
+bc("--bucket&&--profile sets it per size", f"--profile {GOOD_PROFILE} --profile-override --bucket 1M", base=CIUIC)
+bc("--streams&&--profile sets it per size", f"--profile {GOOD_PROFILE} --profile-override --streams 7", base=CIUIC)
+bc("--prescale&&applies to a compressing --codec", "--prescale 0.5", base=CIUIC)
+bc("--block&&applies to a compressing --codec", "--block 64", base=CIUIC)
 # A newline in a value ciuic-tune echoes: still one line ('?').
 tc("unknown topology 'x?y'", "{tune} model --topology $'x\\ny'")
 tc("x?y", "{tune} run --topology " + GOOD_TOPOLOGY + " --workload $'x\\ny' --db {work}/t.db --out {work}/p.json")
