@@ -112,7 +112,7 @@ san_jobs() {
 }
 
 # san_job NAME: one job of the sanitizer stage (run by xargs from the project root; the SAN_* variables
-# come from the stage). Writes build-fuzz/jobs/NAME.log and NAME.ok or NAME.failed.
+# come from the stage). Writes build-fuzz/jobs/NAME.log, NAME.times and NAME.ok or NAME.failed.
 san_job() {
   local name=$1 t0=$SECONDS rc=0
   local log="$SAN_ROOT/build-fuzz/jobs/$name.log"
@@ -186,9 +186,11 @@ san_job() {
   else
     touch "${log%.log}.ok"
     # The CPU time of the job's processes (bash's `times`, children's line): which jobs the stage's
-    # two cores spend their time on, user and kernel apart.
+    # two cores spend their time on, user and kernel apart. Written to a file by this shell itself: in
+    # a command substitution `times` would report the substitution's own (empty) children.
     local cpu
-    cpu=$(times | sed -n '2s/^\([0-9]*\)m\([0-9.]*\)s \([0-9]*\)m\([0-9.]*\)s$/\1 \2 \3 \4/p' |
+    times >"${log%.log}.times"
+    cpu=$(sed -n '2s/^\([0-9]*\)m\([0-9.]*\)s \([0-9]*\)m\([0-9.]*\)s$/\1 \2 \3 \4/p' "${log%.log}.times" |
       awk '{ printf "user %.0f s, sys %.0f s", $1 * 60 + $2, $3 * 60 + $4 }')
     echo "san: $name ok, $((SECONDS - t0)) s${cpu:+ ($cpu)}"
   fi
