@@ -358,7 +358,7 @@ int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* wat
 }
 
 void OnTimeout(const std::string& what, double timeout_s) {
-  LogInfo("timeout: no progress in {:.0f} s: {}", timeout_s, what);
+  LogInfo("timeout: no progress in {:g} s: {}", timeout_s, what);
 #if CIUIC_HAVE_MPI
   if (MpiSession::Active()) MpiSession::Abort(2);
 #endif

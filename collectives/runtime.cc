@@ -137,7 +137,7 @@ void Runtime::SetTimeout(double seconds) {
   if (seconds == 0) return;
   const int rank = comm_.Rank();
   watchdog_ = std::make_unique<Watchdog>(seconds, [rank](const std::string& what, double t) {
-    std::fprintf(stderr, "ciuic runtime: rank %d: no progress in %.0f s: %s; exiting with 2\n", rank, t, what.c_str());
+    std::fprintf(stderr, "ciuic runtime: rank %d: no progress in %g s: %s; exiting with 2\n", rank, t, what.c_str());
     std::fflush(stderr);
     std::_Exit(2);
   });

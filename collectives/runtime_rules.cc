@@ -301,8 +301,7 @@ void RuleRuntime::Load(const std::string& path) {
     // As Runtime::Load: a rank that never comes to the agreement ends the others with exit 2.
     const int rank = comm_.Rank();
     Watchdog watchdog(timeout_s_ < 0 ? DefaultTimeoutSeconds() : timeout_s_, [rank](const std::string& what, double t) {
-      std::fprintf(stderr, "ciuic runtime: rank %d: no progress in %.0f s: %s; exiting with 2\n", rank, t,
-                   what.c_str());
+      std::fprintf(stderr, "ciuic runtime: rank %d: no progress in %g s: %s; exiting with 2\n", rank, t, what.c_str());
       std::fflush(stderr);
       std::_Exit(2);
     });
