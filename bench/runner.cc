@@ -652,6 +652,42 @@ void CheckSizesFit(const BenchOptions& options, int nranks, MemoryKind kind) {
   }
 }
 
+namespace {
+
+// A size that is not a whole number of elements (or, for the collectives that split a buffer, of
+// elements per rank) runs as the bytes below it; the size column shows what ran, as nccl-tests does.
+// One line says so, so no requested size changes unannounced.
+void NoteRoundedSizes(const BenchOptions& o, int nranks) {
+  std::vector<DType> seen;
+  for (const auto& [t, op] : SweepCombinations(o))
+    if (std::find(seen.begin(), seen.end(), t) == seen.end()) seen.push_back(t);
+  std::string items;
+  int n = 0;
+  bool split = false;  // some size is whole elements but not a whole count per rank
+  for (DType t : seen) {
+    CollArgs a;
+    a.nranks = nranks;
+    a.type = t;
+    const uint64_t es = DTypeSize(t);
+    for (uint64_t size : o.sizes) {
+      const CollCounts c = o.spec->counts(size, es, a);
+      if (c.send == 0 || c.recv == 0 || c.Larger() * es == size) continue;
+      split = split || size % es == 0;
+      if (++n > 4) continue;
+      items += fmt::format("{}{} B as {} B", items.empty() ? "" : ", ", size, c.Larger() * es);
+      if (seen.size() > 1) items += fmt::format(" ({})", DTypeName(t));
+    }
+  }
+  if (n == 0) return;
+  LogInfo(
+      "note: {} size(s) are not a whole number of {} elements{} and run as fewer bytes (the size column shows "
+      "what ran): {}{}",
+      n, seen.size() == 1 ? DTypeName(seen.front()) : "their", split ? fmt::format(" per rank of {}", nranks) : "",
+      items, n > 4 ? fmt::format(" and {} more", n - 4) : "");
+}
+
+}  // namespace
+
 BenchContext MakeContext(Communicator& comm, const BenchOptions& o) {
   BenchContext c;
   c.tool_version = CIUIC_VERSION;
@@ -710,6 +746,7 @@ BenchSummary RunBench(Communicator& comm, const BenchOptions& o, Reporter* repor
   CheckSizesFit(o, comm.Size(), comm.BufferKind());
   const auto combos = SweepCombinations(o);
   if (reporter) reporter->Begin(context);
+  if (reporter) NoteRoundedSizes(o, comm.Size());
   BenchSummary summary;
   uint64_t seq = 0;
   double busbw_sum = 0;

@@ -456,6 +456,28 @@ TEST(Cli, PlantedFaultExitsThree) {
   EXPECT_NE(r.err.find("verification failed: 2 wrong element(s)"), std::string::npos) << r.err;
 }
 
+// A size that is not whole elements (or whole elements per rank, for allgather) runs as the bytes
+// below it, as in nccl-tests; one line says so, and a whole size says nothing.
+TEST(Cli, SizesThatAreNotWholeElementsAreNamedOnce) {
+  const Result r = RunBenchCli("allreduce --backend local --ranks 2 --sizes 1001,1K,7 --iters 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("note: 2 size(s) are not a whole number of fp32 elements and run as fewer bytes (the size "
+                       "column shows what ran): 1001 B as 1000 B, 7 B as 4 B\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_NE(r.out.find("\n        1000           250     float"), std::string::npos) << r.out;
+  const Result split = RunBenchCli("allgather --backend local --ranks 3 --sizes 1K,3K --iters 2");
+  ASSERT_EQ(split.code, 0) << split.err;
+  EXPECT_NE(split.err.find("note: 1 size(s) are not a whole number of fp32 elements per rank of 3 and run as fewer "
+                           "bytes (the size column shows what ran): 1024 B as 1020 B\n"),
+            std::string::npos)
+      << split.err;
+  const Result whole = RunBenchCli("allreduce --backend local --ranks 2 --sizes 1K,4K --iters 2");
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  EXPECT_EQ(whole.err, "") << whole.err;
+}
+
 TEST(Cli, MissedExpectationExitsThree) {
   const Result r = RunBenchCli("allreduce --backend local --sizes 4K --iters 2 --expect 'busbw>=100000'");
   EXPECT_EQ(r.code, 3) << r.err;
