@@ -502,6 +502,9 @@ void ParseSweep(const cxxopts::ParseResult& r, Cli& cli) {
   b.ops = ops.given() ? ops.value() : std::vector<ReduceOp>{ReduceOp::kSum};
   b.op = b.ops.front();
   b.root = OptionInRange("root", Get<int>(r, "root"), 0, kMaxRanks - 1);
+  if (r.count("root") && !spec->rooted)
+    throw BadOption("root", std::to_string(b.root),
+                    fmt::format("{} has no root (broadcast and reduce have one)", spec->name));
 
   Setting<int> iters, warmup, check;
   if (r.count("iters"))
@@ -906,6 +909,7 @@ void ParseRunControls(const cxxopts::ParseResult& r, Cli& cli) {
     cli.bench.baseline = cli.baseline.get();
   }
   cli.timeout_s = DefaultTimeoutSeconds();
+  CheckProgressSetting();
   if (r.count("timeout")) cli.timeout_s = Get<double>(r, "timeout");
   if (!(cli.timeout_s >= 0) || !std::isfinite(cli.timeout_s)) {
     throw UsageError("--timeout must be a non-negative number of seconds");
@@ -982,7 +986,12 @@ Cli ParseCli(int argc, char** argv) {
   auto options = MakeOptions();
   const cxxopts::ParseResult r = ParseArguments(options, argc, argv);
   cli.op = Get<std::string>(r, "command");
-  if (cli.op == "list") return cli;
+  if (cli.op == "list") {
+    for (const auto& given : r.arguments())
+      if (given.key() != "command")
+        throw UsageError(fmt::format("list takes no options (--{} given): it names what this build has", given.key()));
+    return cli;
+  }
   ParseSweep(r, cli);
   if (CiuicBackend(r)) {
     ParseRuntime(r, cli);

@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
+#include "core/files.h"
 #include "core/log.h"
 
 namespace ciuic {
@@ -141,6 +143,15 @@ void Ticker() {
 }
 
 }  // namespace
+
+void CheckProgressSetting() {
+  const char* env = std::getenv("CIUIC_PROGRESS");
+  if (!env) return;
+  const std::string_view mode = env;
+  if (mode.empty() || mode == "0" || mode == "1" || mode == "stdout") return;
+  throw UsageError(fmt::format("CIUIC_PROGRESS={}: expected 0 (off), 1 (on) or stdout (on, drawn on stdout)",
+                               PrintableLine(env, 100)));
+}
 
 bool EnableProgress(bool wanted) {
   State& s = S();

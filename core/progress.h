@@ -16,6 +16,9 @@ namespace ciuic {
 // drawn on stdout: the ranks a launcher started from a terminal, whose stdout and stderr reach it
 // through separate pipes (on stdout, the line stays in order with the table). Returns whether it is on.
 bool EnableProgress(bool wanted);
+// Refuses a CIUIC_PROGRESS other than unset, empty, 0, 1 or stdout (UsageError naming it): the tools
+// call it with their options, so a mistyped value is not silently read as "draw on a terminal".
+void CheckProgressSetting();
 bool ProgressEnabled();
 
 // One phase of work with a known number of items. Items may carry weights (e.g. a sweep's bytes) so

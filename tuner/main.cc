@@ -636,6 +636,7 @@ void CheckOptionsOf(const Subcommand& s, const cxxopts::ParseResult& r) {
 }
 
 int Run(int argc, char** argv) {
+  CheckProgressSetting();
   if (argc > 1 && std::string(argv[1]) == "plot") return PlotMain("ciuic-tune", argc - 1, argv + 1);
   std::string help = "Tune gradient communication.\n\nSubcommands (and the options each takes):\n";
   for (const auto& s : kSubcommands)

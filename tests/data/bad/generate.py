@@ -1379,6 +1379,13 @@ bc("--block&&applies to a compressing --codec", "--block 64", base=CIUIC)
 # A newline in a value ciuic-tune echoes: still one line ('?').
 tc("unknown topology 'x?y'", "{tune} model --topology $'x\\ny'")
 tc("x?y", "{tune} run --topology " + GOOD_TOPOLOGY + " --workload $'x\\ny' --db {work}/t.db --out {work}/p.json")
+# Options that did nothing: list with a sweep's options, a root for a collective without one, and a
+# CIUIC_PROGRESS value that is none of 0, 1 and stdout.
+case("bench-cli", "list takes no options&&--sizes", "{bench} list --sizes 1K")
+bc("--root 1: allreduce has no root", "--root 1")
+bc("--root 0: sendrecv has no root", "--root 0", base="{bench} sendrecv --backend local --sizes 4K --iters 1 --warmup 0")
+case("bench-cli", "CIUIC_PROGRESS=yes: expected 0", f"env CIUIC_PROGRESS=yes {BENCH}")
+tc("CIUIC_PROGRESS=on: expected 0", "env CIUIC_PROGRESS=on {tune} model --topology dgx_a100 --sizes 1K")
 
 
 # ---- writing ---------------------------------------------------------------------------------------
