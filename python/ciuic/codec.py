@@ -9,6 +9,7 @@ import numpy as np
 
 from ciuic import _lib
 from ciuic._lib import call
+from ciuic.errors import UsageError
 
 
 def _floats(a, name, n=None):
@@ -26,6 +27,15 @@ def _count(n, name):
     if not 0 <= int(n) < 2 ** 62:
         raise ValueError(f"{name}: {n} elements: expected 0..2^62-1")
     return int(n)
+
+
+def _int(v, name):
+    """A C int parameter: an int in 0..2^31-1 (ctypes would wrap 2^32 + 1 to 1)."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name}: expected a whole number, not {type(v).__name__}")
+    if not 0 <= int(v) < 2 ** 31:
+        raise ValueError(f"{name}: {v}: expected 0..2^31-1")
+    return int(v)
 
 
 def _bytes(a, name, size=None, writable=False):
@@ -88,7 +98,7 @@ class Codec:
     def chunk(self, n, parts, index):
         """(begin, end) of chunk `index` of `parts`, on the codec's block as the runtime cuts buckets."""
         b, e = ctypes.c_size_t(), ctypes.c_size_t()
-        call("ciuic_codec_chunk", self._h, n, parts, index, ctypes.byref(b), ctypes.byref(e))
+        call("ciuic_codec_chunk", self._h, _count(n, "n"), _int(parts, "parts"), _int(index, "index"), ctypes.byref(b), ctypes.byref(e))
         return b.value, e.value
 
     def chunks(self, n, parts):
@@ -108,6 +118,7 @@ class Codec:
     def encode_chunks(self, x, parts, state=None, out=None):
         """(wire, step): chunk i of `parts` encoded on its own after chunks 0..i-1, at one step."""
         n = x.size
+        parts = _int(parts, "parts")
         wb = sum(self.wire_bytes(e - b) for b, e in self.chunks(n, parts))
         if out is None:
             out = np.empty(wb, np.uint8)
@@ -118,6 +129,13 @@ class Codec:
 
     def decode(self, wire, n, step=0, out=None):
         n = _count(n, "n")
+        wb = self.wire_bytes(n)
+        # Checked before `out` is made: a count the wire cannot hold is the caller's mistake, not a
+        # request for 2^60 floats of memory.
+        _bytes(wire, "wire")
+        if wire.size != wb:
+            raise UsageError(1, f"decode: wire: {wire.size} bytes given, codec {self.name} encodes {n} elements "
+                                f"in {wb}")
         if out is None:
             out = np.empty(n, np.float32)
         call("ciuic_codec_decode", self._h, _bytes(wire, "wire"), wire.size, n, step, _floats(out, "out", n))

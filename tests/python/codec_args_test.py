@@ -5,6 +5,8 @@ wrap and a codec spelling with a NUL byte, as Python errors, before anything rea
     2^64 - 1 and 5);
   - a float or a bool count: TypeError;
   - Codec("int8\\0junk"): ValueError (C read "int8" and dropped the rest);
+  - decode(wire, 2**60) and a count the wire does not hold: UsageError before any allocation (it was
+    a MemoryError for 4 EiB); chunk()'s C ints out of range or not whole: ValueError, TypeError;
 and that the good calls still work (a state of 0 and of 1000 elements, int8's wire for 1000).
 
 Needs numpy for /usr/bin/python3; exits 77 (skipped) without it.
@@ -43,6 +45,12 @@ def main():
     failures += expect(ValueError, "wire_bytes(-1)", lambda: c.wire_bytes(-1))
     failures += expect(ValueError, "decode(wire, -1)", lambda: c.decode(wire, -1))
     failures += expect(ValueError, "Codec('int8\\0junk')", lambda: ciuic.Codec("int8\0junk"))
+    # A count the wire cannot hold is refused before anything is allocated (it was a MemoryError).
+    failures += expect(ciuic.UsageError, "decode(wire, 2**60)", lambda: c.decode(wire, 2 ** 60))
+    failures += expect(ciuic.UsageError, "decode(wire, 999)", lambda: c.decode(wire, 999))
+    failures += expect(ValueError, "chunk(1000, 2**32 + 2, 0)", lambda: c.chunk(1000, 2 ** 32 + 2, 0))
+    failures += expect(ValueError, "chunk(-1, 2, 0)", lambda: c.chunk(-1, 2, 0))
+    failures += expect(TypeError, "chunk(1000, 2.0, 0)", lambda: c.chunk(1000, 2.0, 0))
     if ciuic.CodecState(c, 0).n != 0 or ciuic.CodecState(c, np.int64(1000)).n != 1000:
         failures.append("a state of 0 or of numpy's 1000 elements was not made")
     if c.decode(wire, 1000).size != 1000:
