@@ -175,6 +175,21 @@ def id_list(text, what):
 # busbw: ciuic-bench runs against the size
 
 
+def checked_rows(rows, where):
+    """The rows of a run, refused in one line when a hand edit left a size that is not a positive whole
+    number or a time or bandwidth that is negative, NaN or infinite (such a row was dropped unseen)."""
+    for i, r in enumerate(rows):
+        if isinstance(r["size"], bool) or not isinstance(r["size"], int) or r["size"] <= 0:
+            raise Fail(f"{where}: row {i + 1}: size {r['size']!r} is not a positive whole number of bytes")
+        for k in ("time_us", "p50_us", "algbw", "busbw"):
+            v = r[k]
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise Fail(f"{where}: row {i + 1} ({r['size']} B): {k} {v!r} is not a finite number >= 0")
+    return rows
+
+
 def load_json_run(path):
     try:
         with open(path) as f:
@@ -188,13 +203,14 @@ def load_json_run(path):
         raise Fail(f"{path}: schema {got!r} is not {BENCH_SCHEMA} (ciuic-bench --format json)")
     try:
         c = doc["context"]
-        rows = [{"size": int(r["size_bytes"]), "inplace": bool(r["inplace"]), "time_us": r.get("time_us"),
+        rows = [{"size": r["size_bytes"], "inplace": bool(r["inplace"]), "time_us": r.get("time_us"),
                  "p50_us": r.get("time_p50_us"), "algbw": r.get("algbw_gbps"), "busbw": r.get("busbw_gbps")}
                 for r in doc["results"]]
         ctx = {k: c[k] for k in ("collective", "backend", "algo", "codec", "dtype", "op", "world_size", "device",
                                  "git_commit", "start_time")}
     except (KeyError, TypeError, ValueError) as e:
         raise Fail(f"{path}: not a ciuic.bench/1 run ({type(e).__name__} {e})")
+    checked_rows(rows, path)
     ctx["device_name"] = c.get("device_name") or ""
     ctx["hosts"] = hosts_text(c.get("hostnames") or [])
     return {"source": os.path.basename(path), "ctx": ctx, "rows": rows}
@@ -218,7 +234,7 @@ def load_db_runs(db, path, ids):
         rows = [{"size": s["size_bytes"], "inplace": bool(s["inplace"]), "time_us": s["time_us"],
                  "p50_us": s["time_p50_us"], "algbw": s["algbw_gbps"], "busbw": s["busbw_gbps"]}
                 for s in db.execute("SELECT * FROM bench_rows WHERE run_id = ? AND error IS NULL ORDER BY rowid", (i,))]
-        out.append({"source": f"run {i}", "ctx": ctx, "rows": rows})
+        out.append({"source": f"run {i}", "ctx": ctx, "rows": checked_rows(rows, f"--db {path}: run {i}")})
     return out
 
 
