@@ -189,7 +189,27 @@ Statement& Statement::BindNull(int i) {
 bool Statement::Step() {
   const int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
-  if (rc == SQLITE_DONE) return false;
+  // A trigger the user added to the file (none of ciuic's schema has one) may refuse a row, RAISE
+  // ABORT, FAIL or ROLLBACK, or skip it, RAISE(IGNORE): the file's own rule, so bad input (exit 1), and
+  // a skipped row must not pass as stored (a run's rows would join an older run's id).
+  const auto file = [this] {
+    const char* f = sqlite3_db_filename(db_, "main");
+    return PrintableLine(f && *f ? f : ":memory:", 300);
+  };
+  if (rc == SQLITE_DONE) {
+    const char* sql = sqlite3_sql(stmt_);
+    if (sql && sqlite3_strnicmp(sql, "INSERT", 6) == 0 && sqlite3_changes(db_) == 0)
+      throw InputError(
+          fmt::format("database '{}': a trigger ciuic did not create skipped a row it wrote "
+                      "(RAISE(IGNORE)); the write was abandoned",
+                      file()));
+    return false;
+  }
+  if (sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_TRIGGER)
+    throw InputError(
+        fmt::format("database '{}' refused a row: {} (a trigger ciuic did not create); the write was "
+                    "abandoned",
+                    file(), PrintableLine(sqlite3_errmsg(db_), 300)));
   CIUIC_SQLITE_CHECK(db_, rc);
   return false;
 }
@@ -281,6 +301,17 @@ Database::Database(const std::string& path, Access access) : path_(path) {
       RollBackHotJournal();
       try {
         Inspect();
+        // A trigger that can refuse or skip a row (RAISE) would abandon a write after the read-write
+        // open rewrote the header: refused now, while the file is byte-identical. ciuic's schema has
+        // no trigger; one without RAISE (an audit log of the user's) is left to work.
+        if (access != Access::kReadOnly) {
+          Statement t(db_, "SELECT name FROM sqlite_master WHERE type = 'trigger' AND upper(sql) LIKE '%RAISE%'");
+          if (t.Step())
+            Refuse(
+                fmt::format("trigger '{}' can refuse or skip the rows ciuic writes (RAISE); ciuic created no "
+                            "trigger",
+                            PrintableLine(t.ColumnText(0), 200)));
+        }
       } catch (const InputError&) {
         sqlite3_close(db_);
         db_ = nullptr;

@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "core/database.h"
 #include "core/error.h"
 
@@ -65,6 +67,53 @@ TEST_F(DatabaseTest, CreatesVersionedSchemaAndReopens) {
   Statement n(again.handle(), "SELECT count(*) FROM bench_runs");
   ASSERT_TRUE(n.Step());
   EXPECT_EQ(n.ColumnInt(0), 1);
+}
+
+// A trigger of the user's that can refuse or skip rows (RAISE) is refused when the file is opened for
+// writing, byte-identical; a read-only open reads it. One added while the file is open (past that
+// check) still cannot pass a refused or a skipped row as stored: the insert is an InputError.
+TEST_F(DatabaseTest, TriggersThatRefuseOrSkipRowsAreInputErrorsAndNothingIsStored) {
+  const auto p = Path("t.db");
+  { Database db(p); }
+  RawExec(p, "CREATE TRIGGER users_rule BEFORE INSERT ON bench_runs BEGIN SELECT RAISE(ABORT, 'no more'); END");
+  const std::string before = Slurp(p);
+  try {
+    Database db(p);
+    ADD_FAILURE() << "a RAISE trigger was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("trigger 'users_rule' can refuse or skip"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(Slurp(p), before);
+  EXPECT_NO_THROW(Database(p, Database::Access::kReadOnly));
+  RawExec(p, "DROP TRIGGER users_rule; CREATE TRIGGER audit AFTER INSERT ON bench_runs BEGIN SELECT 1; END");
+  const char* insert =
+      "INSERT INTO bench_runs(start_time, tool_version, git_commit, collective, backend, device, world_size, "
+      "dtype, redop, codec, algo, hostnames, context_json) VALUES('t','v','c','allreduce','mpi','cpu',2,"
+      "'fp32','sum','none','native','h','{}')";
+  Database db(p);  // a trigger without RAISE is the user's business
+  for (const char* action : {"RAISE(ABORT, 'no more')", "RAISE(IGNORE)"}) {
+    RawExec(p, fmt::format("DROP TRIGGER IF EXISTS late; CREATE TRIGGER late BEFORE INSERT ON bench_runs BEGIN "
+                           "SELECT {}; END",
+                           action)
+                   .c_str());
+    {
+      Database::Transaction tx(db);
+      Statement ins(db.handle(), insert);
+      try {
+        ins.Step();
+        ADD_FAILURE() << action << ": the insert passed";
+      } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find(std::string(action).find("IGNORE") != std::string::npos
+                                                 ? "skipped a row it wrote"
+                                                 : "refused a row: no more"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+    Statement n(db.handle(), "SELECT count(*) FROM bench_runs");
+    ASSERT_TRUE(n.Step());
+    EXPECT_EQ(n.ColumnInt(0), 0) << action;
+  }
 }
 
 TEST_F(DatabaseTest, UncommittedTransactionRollsBack) {

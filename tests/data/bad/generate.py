@@ -1280,6 +1280,30 @@ for cmd in ["bench", "show", "run"]:
     case("db", "fifo.db", tmpl.replace("{db}", "{work}/fifo.db"), setup="mkfifo fifo.db")
     case("db", "/dev/null", tmpl.replace("{db}", "/dev/null"))
     case("db", "dir.db", tmpl.replace("{db}", "{work}/dir.db"), setup="mkdir dir.db")
+# A trigger the user added (ciuic's schema has none) that refuses a row, RAISE(ABORT), or skips one,
+# RAISE(IGNORE): the file's own rule, refused when it is opened, byte-identical (a skipped bench_runs
+# row made the run's rows join an older run's id). Current schema (v5), so nothing is migrated first.
+V5 = ("ALTER TABLE bench_rows ADD COLUMN time_min_us REAL; ALTER TABLE bench_rows ADD COLUMN time_max_us REAL;"
+      "ALTER TABLE bench_rows ADD COLUMN time_stddev_us REAL;")
+
+
+def with_trigger(table, action):
+    return ciuic_db(user_version=5, after=lambda c: c.executescript(
+        V5 + f"CREATE TRIGGER users_rule BEFORE INSERT ON {table} BEGIN SELECT {action}; END;"))
+
+
+put("db/trigger_abort_runs.db", with_trigger("bench_runs", "RAISE(ABORT, 'this lab keeps no more runs')"))
+put("db/trigger_ignore_runs.db", with_trigger("bench_runs", "RAISE(IGNORE)"))
+put("db/trigger_ignore_rows.db", with_trigger("bench_rows", "RAISE(IGNORE)"))
+put("db/trigger_fail_calibrations.db", with_trigger("calibrations", "RAISE(FAIL, 'calibrations are frozen')"))
+case("db", "trigger 'users_rule' can refuse or skip the rows ciuic writes",
+     DB_COMMANDS["bench"].replace("{db}", "{own:db/trigger_abort_runs.db}"))
+case("db", "trigger 'users_rule' can refuse or skip",
+     DB_COMMANDS["bench"].replace("{db}", "{own:db/trigger_ignore_runs.db}"))
+case("db", "trigger 'users_rule' can refuse or skip",
+     DB_COMMANDS["bench"].replace("{db}", "{own:db/trigger_ignore_rows.db}"))
+case("db", "trigger 'users_rule' can refuse or skip",
+     DB_COMMANDS["calibrate"].replace("{db}", "{own:db/trigger_fail_calibrations.db}"))
 
 
 # ---- output paths ---------------------------------------------------------------------------------
