@@ -396,6 +396,35 @@ void OnTimeout(const std::string& what, double timeout_s) {
 }
 #endif
 
+// --dry-run: what a run checks before its ranks start (options, the world, outputs: done by the
+// caller) and the sizes against this host's memory; rank 0 says what would run. Nothing starts, nothing
+// is written. Exit 0, or 1 with the refusal's one line (rank 0's).
+int DryRun(const Cli& cli, int world, int rank, int local, const std::string& how) {
+  try {
+    CheckSizesFitMemory(cli, local);
+  } catch (const UsageError& e) {
+    if (rank == 0) LogInfo("{}", OneLine(e));
+    return 1;
+  }
+  if (rank != 0) return 0;
+  const BenchOptions& b = cli.bench;
+  std::string types, ops;
+  for (DType t : b.types) types += (types.empty() ? "" : ",") + std::string(DTypeName(t));
+  for (ReduceOp op : b.ops) ops += (ops.empty() ? "" : ",") + std::string(ReduceOpName(op));
+  const auto [lo, hi] = std::minmax_element(b.sizes.begin(), b.sizes.end());
+  const std::string lib = cli.backend == "ciuic" ? "ciuic over " + cli.transport : cli.backend;
+  fmt::print(
+      "# dry run: {} {}{}, {} size(s) from {} to {}, {}, {} rank(s) ({}), backend {} on {}: the options, the "
+      "world, the sizes against memory and the outputs pass; nothing was run\n",
+      cli.op, types, b.spec->reduces ? " " + ops : "", b.sizes.size(), FormatSize(*lo), FormatSize(*hi),
+      b.in_place && b.out_of_place ? "out-of-place and in-place"
+      : b.in_place                 ? "in-place"
+                                   : "out-of-place",
+      world, how, lib, cli.device);
+  std::fflush(stdout);
+  return 0;
+}
+
 // One rank of a job torchrun or srun started (collectives/bootstrap/job_launch.h): the ranks meet through the TCP
 // store rank 0 serves and form a gloo world (the control plane; the data plane of gloo and of the
 // runtime over gloo), or NCCL on the local rank's GPU. Every rank runs the sweep; rank 0 reports.
@@ -413,6 +442,7 @@ int RunAsJobRank(const Cli& cli, const JobRank& job) {
     throw UsageError(fmt::format("--ranks {} but {} started {} rank(s)", cli.ranks, job.launcher, job.size));
   CheckWorld(cli, job.size);
   if (job.rank == 0) ValidateOutputs(cli);
+  if (cli.dry_run) return DryRun(cli, job.size, job.rank, job.local_size, job.launcher);
   SetParallelThreads(std::max(1u, std::thread::hardware_concurrency() / static_cast<unsigned>(job.local_size)));
   Watchdog watchdog(cli.timeout_s, OnTimeout);
   watchdog.Arm(fmt::format("rank {} meeting the job's ranks through the store at {}:{} ({})", job.rank, job.store_host,
@@ -467,6 +497,8 @@ int Run(int argc, char** argv) {
     CheckWorld(cli, ranks);
     CheckSizesFitMemory(cli, ranks);
     ValidateOutputs(cli);
+    if (cli.dry_run)
+      return DryRun(cli, ranks, 0, ranks, ranks > 1 ? "mpiexec, started by ciuic-bench" : "this process");
     if (!cli.ranks_given) {
       LogInfo("no launcher and no --ranks: starting {} rank(s) ({})", ranks,
               cli.device == "cuda" ? "one per GPU" : "CPU-only machine");
@@ -483,6 +515,7 @@ int Run(int argc, char** argv) {
     CheckWorld(cli, ranks);
     CheckSizesFitMemory(cli, ranks);
     ValidateOutputs(cli);
+    if (cli.dry_run) return DryRun(cli, ranks, 0, ranks, "threads of this process");
     SetParallelThreads(std::max(1u, std::thread::hardware_concurrency() / ranks));
     Watchdog watchdog(cli.timeout_s, OnTimeout);
     watchdog.SetPeerReport(DescribeLocalRanks);  // a timeout names the rank the others wait on
@@ -546,6 +579,10 @@ int Run(int argc, char** argv) {
   if (!launched || world->Rank() == 0) ValidateOutputs(cli);
   const auto hosts = GatherHostnames(*world);
   const int local = static_cast<int>(std::count(hosts.begin(), hosts.end(), hosts[world->Rank()]));
+  if (cli.dry_run) {
+    watchdog.Disarm();
+    return DryRun(cli, world->Size(), world->Rank(), local, launched ? "mpiexec" : "this process");
+  }
   SetParallelThreads(std::max(1u, std::thread::hardware_concurrency() / local));
   std::unique_ptr<Communicator> comm;
   if (cli.backend == "nccl" || (cli.backend == "ciuic" && cli.transport == "nccl")) {
@@ -595,6 +632,7 @@ int Run(int argc, char** argv) {
   }
   CheckWorld(cli, 1);
   ValidateOutputs(cli);
+  if (cli.dry_run) return DryRun(cli, 1, 0, 1, "this process");
   auto control = MakeLocalWorld(1);
   ApplyNcclSettings(cli);
   std::unique_ptr<Communicator> comm = MakeNcclWorld(std::move(control[0]));

@@ -179,9 +179,12 @@ cxxopts::Options MakeOptions() {
       "stderr",
       cxxopts::value<std::string>())(
       "ranks", "ranks to start when not under a launcher (default: one per GPU, or 2 on CPU)", cxxopts::value<int>())(
-      "nccl-algo", "NCCL: ring tree nvls nvls_tree collnet_direct collnet_chain pat (sets NCCL_ALGO in each rank)",
-      cxxopts::value<std::string>())("nccl-proto", "NCCL: ll ll128 simple (sets NCCL_PROTO in each rank)",
-                                     cxxopts::value<std::string>())(
+      "dry-run",
+      "check every option, the world, the sizes against memory and the outputs; say what would run and start "
+      "nothing")("nccl-algo",
+                 "NCCL: ring tree nvls nvls_tree collnet_direct collnet_chain pat (sets NCCL_ALGO in each rank)",
+                 cxxopts::value<std::string>())("nccl-proto", "NCCL: ll ll128 simple (sets NCCL_PROTO in each rank)",
+                                                cxxopts::value<std::string>())(
       "nccl-channels", "NCCL: channels 1-64 (sets NCCL_MIN_CTAS and NCCL_MAX_CTAS in each rank)",
       cxxopts::value<std::string>())(
       "timeout", "seconds without progress before the run fails with exit 2 (0: off; default: $CIUIC_TIMEOUT or 60)",
@@ -888,6 +891,7 @@ void ParseRunControls(const cxxopts::ParseResult& r, Cli& cli) {
     cli.ranks = ranks.value();
     cli.ranks_given = true;
   }
+  cli.dry_run = r.count("dry-run") > 0;
   Setting<Timing> timing;
   if (r.count("timing")) {
     const std::string t = Get<std::string>(r, "timing");
@@ -1014,7 +1018,8 @@ void ValidateOutputs(const Cli& cli) {
   if (!cli.nccl_json_path.empty()) CheckWritableOutput(cli.nccl_json_path, cli.nccl_json_flag);
   if (!cli.db_path.empty()) {
     CheckWritableOutput(cli.db_path, "--db", /*regular_file_only=*/true);
-    Database probe(cli.db_path);
+    // A dry run creates and migrates nothing: the file is inspected as a write would find it.
+    Database probe(cli.db_path, cli.dry_run ? Database::Access::kCheckOnly : Database::Access::kReadWrite);
   }
 }
 

@@ -32,6 +32,7 @@ struct Cli {
   std::string nccl_json_flag;  // the option that gave it, for messages
   int ranks = 0;               // 0: default
   bool ranks_given = false;
+  bool dry_run = false;  // --dry-run: every check a run makes before its ranks start, then exit 0
   double timeout_s = 60;
   bool expect = false;
   double expect_busbw = 0;

@@ -286,6 +286,7 @@ Database::Database(const std::string& path, Access access) : path_(path) {
     throw InputError(fmt::format("refusing database '{}': not a regular file (left unchanged)", path));
   if (access == Access::kReadOnly && (!std::filesystem::exists(st) || IsEmptyFile(path)))
     throw InputError(fmt::format("no database at '{}'", path));
+  if (access == Access::kCheckOnly && (!std::filesystem::exists(st) || IsEmptyFile(path))) return;
   try {
     // Everything that can refuse the file is decided on a read-only connection, so a refused file is
     // left byte-identical (a read-write open may rewrite the header: WAL flag, change counter).
@@ -320,6 +321,13 @@ Database::Database(const std::string& path, Access access) : path_(path) {
         throw;
       }
       if (access == Access::kReadOnly) return;  // the inspected connection is the one to read on
+      if (access == Access::kCheckOnly) {       // as a refused file: companions this connection made go
+        sqlite3_close(db_);
+        db_ = nullptr;
+        if (std::filesystem::file_size(path + "-wal", ec) == 0 && !ec)
+          for (const auto& f : made) std::filesystem::remove(f, ec);
+        return;
+      }
       sqlite3_close(db_);
       db_ = nullptr;
     }

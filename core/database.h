@@ -50,6 +50,8 @@ class Database {
     kReadWrite,  // opens or creates path; an older schema is migrated (after a backup)
     kReadOnly,   // reads an existing file as it is: never created, migrated or written; the caller
                  // checks SchemaVersion() before reading tables an older schema lacks
+    kCheckOnly,  // every check a read-write open makes before it writes, on a read-only connection:
+                 // nothing is created, migrated or written (a missing or empty file passes); then closed
   };
   // Throws InputError for files that are not ciuic databases, are corrupt, or are newer, without
   // writing to them (and, read-only, for a missing or empty file).

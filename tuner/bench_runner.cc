@@ -276,6 +276,28 @@ int FollowJobRuns(const JobRank&, double) {
 }
 #endif
 
+void CheckBenchAccepts(const std::string& args, const std::string& option, const std::string& text) {
+  const auto base = RunFiles();
+  const std::string out = base.string() + ".json", err = base.string() + ".err";
+  const int rc = RunChild(BenchCommand(args + " --dry-run", out, err));
+  std::string last = LastLine(err);
+  std::error_code ec;
+  std::filesystem::remove(out, ec);
+  std::filesystem::remove(err, ec);
+  if (g_signal) throw Interrupted(g_signal);
+  if (rc == 0) return;
+  if (WIFEXITED(rc) && WEXITSTATUS(rc) == 1) {
+    // "ciuic-bench: --sizes 1099511627776: size 1T does not fit: ..." -> "size 1T does not fit: ..."
+    const std::string tool = "ciuic-bench: ";
+    if (last.rfind(tool, 0) == 0) last.erase(0, tool.size());
+    if (const size_t colon = last.find(": "); last.rfind("--sizes ", 0) == 0 && colon != std::string::npos)
+      last.erase(0, colon + 2);
+    throw InputError(fmt::format("{} {}: {}", option, text, last));
+  }
+  throw RuntimeError(
+      fmt::format("ciuic-bench {} --dry-run: {}{}", args, DescribeExit(rc), last.empty() ? "" : ": " + last));
+}
+
 nlohmann::json RunBenchJson(const std::string& args) {
   LocalMpiSetting();
   const auto base = RunFiles();

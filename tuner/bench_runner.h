@@ -26,6 +26,12 @@ std::string LocalMpiSetting();
 // when ciuic-tune was interrupted meanwhile (the child got the same signal first). Under LeadJobRuns
 // every rank of the job starts the same run with it.
 nlohmann::json RunBenchJson(const std::string& args);
+// Runs `ciuic-bench ARGS --dry-run` here (not on a job's other ranks): the checks a run makes before
+// its ranks start, the sizes against this host's memory among them, with nothing measured. Its
+// refusal (exit 1) is this tool's InputError naming `option` and `text` (the user's spelling) with
+// ciuic-bench's reason, so a value only ciuic-bench can judge is refused before the study measures
+// anything, not after minutes with exit 2. RuntimeError when the child fails otherwise.
+void CheckBenchAccepts(const std::string& args, const std::string& option, const std::string& text);
 
 // ---- ciuic-tune as the ranks of a job torchrun or srun started (collectives/bootstrap/job_launch.h) --
 // A measurement's ciuic-bench runs must form the job's world, so every rank's ciuic-tune starts each

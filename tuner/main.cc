@@ -387,15 +387,22 @@ int Calibrate(const cxxopts::ParseResult& r) {
     SizeListOption(r, "link-sizes", "");
   }
   CheckKernelSizesFit(o, "--sizes");
+  // The link's sizes are ciuic-bench's to judge (its ranks' memory): asked now, not after the kernels.
+  if (!o.link_ranks.empty())
+    CheckBenchAccepts(fmt::format("allreduce --backend mpi --ranks {} --sizes {}",
+                                  *std::max_element(o.link_ranks.begin(), o.link_ranks.end()), o.link_sizes),
+                      r.count("link-sizes") ? "--link-sizes" : "the link's sizes", o.link_sizes);
   EnableProgress(true);  // a live line on a terminal's stderr (core/progress)
   RunCalibration(CheckedDb(r), o, std::cout);
   return 0;
 }
 
+constexpr const char* kValidateSizes = "256K:64M:x4";  // validate's message sizes by default
+
 int Validate(const cxxopts::ParseResult& r) {
   ValidateOptions o;
   if (r.count("ranks")) o.ranks = ParseRanks(r["ranks"].as<std::string>());
-  o.sizes = SizeListOption(r, "sizes", "256K:64M:x4");
+  o.sizes = SizeListOption(r, "sizes", kValidateSizes);
   o.codecs = ParseList("codecs", r["codecs"].as<std::string>());
   for (const auto& codec : o.codecs) {
     try {
@@ -414,6 +421,12 @@ int Validate(const cxxopts::ParseResult& r) {
   CheckKernelSizesFit(kernel_sweep, "--kernel-sizes");
   // A fraction (0.25: 25%); 0 never fails. Checked before the measurements, not after.
   const double limit = OptionInRange("max-error", r["max-error"].as<double>(), 0.0, 100.0);
+  // The message sizes are ciuic-bench's to judge at the most ranks: asked now, not after the kernels.
+  CheckValidateOptions(o);
+  const std::string sizes_text = r.count("sizes") ? r["sizes"].as<std::string>() : kValidateSizes;
+  CheckBenchAccepts(fmt::format("allreduce --backend ciuic --ranks {} --sizes {}",
+                                *std::max_element(o.ranks.begin(), o.ranks.end()), sizes_text),
+                    "--sizes", sizes_text);
   o.db = CheckedDb(r);
   EnableProgress(true);  // a live line on a terminal's stderr (core/progress)
   const ValidationResult res = RunValidation(o, std::cout);

@@ -25,12 +25,16 @@ double MedianAbsError(const std::vector<ValidationRow>& rows) {
   return Percentile(e, 50);
 }
 
-ValidationResult RunValidation(const ValidateOptions& o, std::ostream& out) {
+void CheckValidateOptions(const ValidateOptions& o) {
   if (o.ranks.empty() || o.sizes.empty() || o.codecs.empty())
     throw UsageError("validate: --ranks, --sizes and --codecs must not be empty");
   if (o.repeat < 1 || o.repeat > 20) throw UsageError(fmt::format("validate: --repeat {} must be in 1..20", o.repeat));
   for (int p : o.ranks)
     if (p < 2 || p > 64) throw UsageError(fmt::format("validate: --ranks {} must be in 2..64", p));
+}
+
+ValidationResult RunValidation(const ValidateOptions& o, std::ostream& out) {
+  CheckValidateOptions(o);
   std::vector<std::string> algos;
   for (const auto& c : o.codecs) {
     const CodecSpec spec = ParseCodec(c);  // UsageError on a bad spelling

@@ -39,6 +39,8 @@ struct ValidationResult {
   double median_abs_error = 0;
 };
 
+// UsageError for empty lists and ranks or repeats out of range (RunValidation checks first too).
+void CheckValidateOptions(const ValidateOptions& o);
 ValidationResult RunValidation(const ValidateOptions& o, std::ostream& out);
 double MedianAbsError(const std::vector<ValidationRow>& rows);
 

@@ -478,6 +478,32 @@ TEST(Cli, SizesThatAreNotWholeElementsAreNamedOnce) {
   EXPECT_EQ(whole.err, "") << whole.err;
 }
 
+// --dry-run makes every check a run makes before its ranks start and starts nothing: one line on
+// stdout, no output file or database made; a size that cannot fit is refused as the run would.
+TEST(Cli, DryRunChecksEverythingAndStartsNothing) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ciuic_dry_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string json = (dir / "run.json").string(), db = (dir / "runs.db").string();
+  const Result ok = RunBenchCli("allgather --backend local --ranks 3 --sizes 1K:64K --dry-run --format json --out " +
+                                json + " --db " + db);
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(ok.out,
+            "# dry run: allgather fp32, 7 size(s) from 1K to 64K, out-of-place and in-place, 3 rank(s) (threads of "
+            "this process), backend local on cpu: the options, the world, the sizes against memory and the outputs "
+            "pass; nothing was run\n");
+  EXPECT_EQ(ok.err, "") << ok.err;
+  EXPECT_FALSE(std::filesystem::exists(json));
+  EXPECT_FALSE(std::filesystem::exists(db));
+  const Result big = RunBenchCli("allreduce --backend local --ranks 2 --sizes 1T --dry-run");
+  EXPECT_EQ(big.code, 1) << big.err;
+  EXPECT_EQ(CountLines(big.err), 1) << big.err;
+  EXPECT_NE(big.err.find("--sizes 1T: size 1T does not fit"), std::string::npos) << big.err;
+  const Result root = RunBenchCli("broadcast --backend local --ranks 2 --sizes 4K --root 2 --dry-run");
+  EXPECT_EQ(root.code, 1) << root.err;
+  EXPECT_NE(root.err.find("--root 2: must be in 0..1"), std::string::npos) << root.err;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Cli, MissedExpectationExitsThree) {
   const Result r = RunBenchCli("allreduce --backend local --sizes 4K --iters 2 --expect 'busbw>=100000'");
   EXPECT_EQ(r.code, 3) << r.err;

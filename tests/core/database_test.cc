@@ -116,6 +116,25 @@ TEST_F(DatabaseTest, TriggersThatRefuseOrSkipRowsAreInputErrorsAndNothingIsStore
   }
 }
 
+// kCheckOnly (ciuic-bench --dry-run): a missing file stays missing, a good one (WAL) stays
+// byte-identical with no companions left, and what a write would refuse is refused.
+TEST_F(DatabaseTest, CheckOnlyWritesNothingAndRefusesWhatAWriteWould) {
+  const auto none = Path("none.db");
+  EXPECT_NO_THROW(Database(none, Database::Access::kCheckOnly));
+  EXPECT_FALSE(std::filesystem::exists(none));
+  const auto p = Path("good.db");
+  { Database db(p); }
+  const std::string before = Slurp(p);
+  EXPECT_NO_THROW(Database(p, Database::Access::kCheckOnly));
+  EXPECT_EQ(Slurp(p), before);
+  EXPECT_FALSE(std::filesystem::exists(p + "-wal"));
+  EXPECT_FALSE(std::filesystem::exists(p + "-shm"));
+  RawExec(p, "CREATE TRIGGER users_rule BEFORE INSERT ON bench_rows BEGIN SELECT RAISE(IGNORE); END");
+  const std::string with_trigger = Slurp(p);
+  EXPECT_THROW(Database(p, Database::Access::kCheckOnly), InputError);
+  EXPECT_EQ(Slurp(p), with_trigger);
+}
+
 TEST_F(DatabaseTest, UncommittedTransactionRollsBack) {
   const auto p = Path("r.db");
   Database db(p);

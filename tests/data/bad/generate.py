@@ -1410,6 +1410,10 @@ bc("--root 1: allreduce has no root", "--root 1")
 bc("--root 0: sendrecv has no root", "--root 0", base="{bench} sendrecv --backend local --sizes 4K --iters 1 --warmup 0")
 case("bench-cli", "CIUIC_PROGRESS=yes: expected 0", f"env CIUIC_PROGRESS=yes {BENCH}")
 tc("CIUIC_PROGRESS=on: expected 0", "env CIUIC_PROGRESS=on {tune} model --topology dgx_a100 --sizes 1K")
+# Message sizes only ciuic-bench can judge (its ranks' memory): asked of it (--dry-run) before anything
+# is measured; they were refused by the child after the kernels, with exit 2.
+tc("--sizes 1T: size 1T does not fit", "{tune} validate --ranks 2 --sizes 1T --db {work}/c.db")
+tc("--link-sizes 1T: size 1T does not fit", "{tune} calibrate --ranks 2 --link-sizes 1T --db {work}/c.db")
 
 
 # ---- writing ---------------------------------------------------------------------------------------
