@@ -358,7 +358,7 @@ int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* wat
 }
 
 void OnTimeout(const std::string& what, double timeout_s) {
-  LogInfo("timeout: no progress in {:g} s: {}", timeout_s, what);
+  LogInfo("timeout: no progress in {} s: {}", timeout_s, what);
 #if CIUIC_HAVE_MPI
   if (MpiSession::Active()) MpiSession::Abort(2);
 #endif
@@ -409,13 +409,13 @@ int DryRun(const Cli& cli, int world, int rank, int local, const std::string& ho
   if (rank != 0) return 0;
   const BenchOptions& b = cli.bench;
   std::string types, ops;
-  for (DType t : b.types) types += (types.empty() ? "" : ",") + std::string(DTypeName(t));
-  for (ReduceOp op : b.ops) ops += (ops.empty() ? "" : ",") + std::string(ReduceOpName(op));
+  for (DType t : b.types) types += fmt::format("{}{}", types.empty() ? "" : ",", DTypeName(t));
+  for (ReduceOp op : b.ops) ops += fmt::format("{}{}", ops.empty() ? "" : ",", ReduceOpName(op));
   const auto [lo, hi] = std::minmax_element(b.sizes.begin(), b.sizes.end());
   const std::string lib = cli.backend == "ciuic" ? "ciuic over " + cli.transport : cli.backend;
   fmt::print(
-      "# dry run: {} {}{}, {} size(s) from {} to {}, {}, {} rank(s) ({}), backend {} on {}: the options, the "
-      "world, the sizes against memory and the outputs pass; nothing was run\n",
+      "# dry run: {} {}{}, {} size(s) from {} to {}, {}, {} rank(s) ({}), backend {} on {}: the checks made "
+      "before ranks start passed (options, world, sizes against memory, outputs); nothing was run\n",
       cli.op, types, b.spec->reduces ? " " + ops : "", b.sizes.size(), FormatSize(*lo), FormatSize(*hi),
       b.in_place && b.out_of_place ? "out-of-place and in-place"
       : b.in_place                 ? "in-place"
@@ -580,8 +580,9 @@ int Run(int argc, char** argv) {
   const auto hosts = GatherHostnames(*world);
   const int local = static_cast<int>(std::count(hosts.begin(), hosts.end(), hosts[world->Rank()]));
   if (cli.dry_run) {
-    watchdog.Disarm();
-    return DryRun(cli, world->Size(), world->Rank(), local, launched ? "mpiexec" : "this process");
+    const int code = DryRun(cli, world->Size(), world->Rank(), local, launched ? "mpiexec" : "this process");
+    watchdog.Arm(fmt::format("shut-down (MPI_Finalize) on rank {}", world->Rank()));
+    return code;
   }
   SetParallelThreads(std::max(1u, std::thread::hardware_concurrency() / local));
   std::unique_ptr<Communicator> comm;

@@ -993,7 +993,8 @@ Cli ParseCli(int argc, char** argv) {
   if (cli.op == "list") {
     for (const auto& given : r.arguments())
       if (given.key() != "command")
-        throw UsageError(fmt::format("list takes no options (--{} given): it names what this build has", given.key()));
+        throw UsageError(fmt::format("list takes no options ({}{} given): it names what this build has",
+                                     given.key().size() == 1 ? "-" : "--", given.key()));
     return cli;
   }
   ParseSweep(r, cli);

@@ -137,7 +137,8 @@ void Runtime::SetTimeout(double seconds) {
   if (seconds == 0) return;
   const int rank = comm_.Rank();
   watchdog_ = std::make_unique<Watchdog>(seconds, [rank](const std::string& what, double t) {
-    std::fprintf(stderr, "ciuic runtime: rank %d: no progress in %g s: %s; exiting with 2\n", rank, t, what.c_str());
+    std::fputs(fmt::format("ciuic runtime: rank {}: no progress in {} s: {}; exiting with 2\n", rank, t, what).c_str(),
+               stderr);
     std::fflush(stderr);
     std::_Exit(2);
   });

@@ -301,7 +301,9 @@ void RuleRuntime::Load(const std::string& path) {
     // As Runtime::Load: a rank that never comes to the agreement ends the others with exit 2.
     const int rank = comm_.Rank();
     Watchdog watchdog(timeout_s_ < 0 ? DefaultTimeoutSeconds() : timeout_s_, [rank](const std::string& what, double t) {
-      std::fprintf(stderr, "ciuic runtime: rank %d: no progress in %g s: %s; exiting with 2\n", rank, t, what.c_str());
+      std::fputs(
+          fmt::format("ciuic runtime: rank {}: no progress in {} s: {}; exiting with 2\n", rank, t, what).c_str(),
+          stderr);
       std::fflush(stderr);
       std::_Exit(2);
     });

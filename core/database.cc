@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -168,6 +169,12 @@ bool IsEmptyFile(const std::string& path) {
 
 Statement::Statement(sqlite3* db, std::string_view sql) : db_(db) {
   CIUIC_SQLITE_CHECK(db_, sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr));
+  // One row given as VALUES, stored or replacing another: such an insert changes one row unless a
+  // trigger skipped it (INSERT OR IGNORE and INSERT ... SELECT may change none by design).
+  std::string up(sql);
+  for (char& c : up) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  one_row_insert_ = (up.rfind("INSERT INTO", 0) == 0 || up.rfind("INSERT OR REPLACE INTO", 0) == 0) &&
+                    up.find("VALUES") != std::string::npos && up.find("SELECT") == std::string::npos;
 }
 Statement::~Statement() { sqlite3_finalize(stmt_); }
 Statement& Statement::Bind(int i, int64_t v) {
@@ -197,8 +204,7 @@ bool Statement::Step() {
     return PrintableLine(f && *f ? f : ":memory:", 300);
   };
   if (rc == SQLITE_DONE) {
-    const char* sql = sqlite3_sql(stmt_);
-    if (sql && sqlite3_strnicmp(sql, "INSERT", 6) == 0 && sqlite3_changes(db_) == 0)
+    if (one_row_insert_ && sqlite3_changes(db_) == 0)
       throw InputError(
           fmt::format("database '{}': a trigger ciuic did not create skipped a row it wrote "
                       "(RAISE(IGNORE)); the write was abandoned",
@@ -298,8 +304,17 @@ Database::Database(const std::string& path, Access access) : path_(path) {
       std::vector<std::string> made;
       for (const char* suffix : {"-wal", "-shm"})
         if (!std::filesystem::exists(path + suffix, ec)) made.push_back(path + suffix);
-      Open(SQLITE_OPEN_READONLY);
-      RollBackHotJournal();
+      if (access == Access::kCheckOnly) {
+        // Nothing may be written, nor a file another ciuic may be opening removed. A hot rollback
+        // journal (a ciuic killed while creating the schema) is the next write's to recover: not
+        // judged here. With no -wal and -shm no connection is open and the main file holds every
+        // commit: it is read as immutable, which creates no companion. With them, they are reused.
+        if (std::filesystem::exists(path + "-journal", ec)) return;
+        Open(SQLITE_OPEN_READONLY, /*immutable=*/made.size() == 2);
+      } else {
+        Open(SQLITE_OPEN_READONLY);
+        RollBackHotJournal();
+      }
       try {
         Inspect();
         // A trigger that can refuse or skip a row (RAISE) would abandon a write after the read-write
@@ -321,11 +336,9 @@ Database::Database(const std::string& path, Access access) : path_(path) {
         throw;
       }
       if (access == Access::kReadOnly) return;  // the inspected connection is the one to read on
-      if (access == Access::kCheckOnly) {       // as a refused file: companions this connection made go
+      if (access == Access::kCheckOnly) {
         sqlite3_close(db_);
         db_ = nullptr;
-        if (std::filesystem::file_size(path + "-wal", ec) == 0 && !ec)
-          for (const auto& f : made) std::filesystem::remove(f, ec);
         return;
       }
       sqlite3_close(db_);
@@ -346,8 +359,15 @@ Database::~Database() {
   if (db_) sqlite3_close(db_);
 }
 
-void Database::Open(int flags) {
-  if (sqlite3_open_v2(path_.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+void Database::Open(int flags, bool immutable) {
+  std::string name = path_;
+  if (immutable) {  // a URI: '?', '#' and '%' of the path escaped
+    name = "file:";
+    for (const char c : path_) name += c == '?' || c == '#' || c == '%' ? fmt::format("%{:02X}", c) : std::string(1, c);
+    name += "?immutable=1";
+    flags |= SQLITE_OPEN_URI;
+  }
+  if (sqlite3_open_v2(name.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
     const std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
     db_ = nullptr;

@@ -42,6 +42,7 @@ class Statement {
  private:
   sqlite3* db_;
   sqlite3_stmt* stmt_ = nullptr;
+  bool one_row_insert_ = false;  // INSERT [OR REPLACE] INTO ... VALUES: Step() checks a row was stored
 };
 
 class Database {
@@ -91,7 +92,7 @@ class Database {
     int version = 0;
     int64_t tables = 0;
   };
-  void Open(int flags);
+  void Open(int flags, bool immutable = false);
   void RollBackHotJournal();
   [[noreturn]] void Refuse(const std::string& why) const;
   Header ReadHeader() const;

@@ -290,9 +290,11 @@ void CheckBenchAccepts(const std::string& args, const std::string& option, const
     // "ciuic-bench: --sizes 1099511627776: size 1T does not fit: ..." -> "size 1T does not fit: ..."
     const std::string tool = "ciuic-bench: ";
     if (last.rfind(tool, 0) == 0) last.erase(0, tool.size());
+    // Its --sizes are the user's `option`; any other refusal (a build without MPI, a bad
+    // CIUIC_TIMEOUT) is named as ciuic-bench said it, with the run that was asked about.
     if (const size_t colon = last.find(": "); last.rfind("--sizes ", 0) == 0 && colon != std::string::npos)
-      last.erase(0, colon + 2);
-    throw InputError(fmt::format("{} {}: {}", option, text, last));
+      throw InputError(fmt::format("{} {}: {}", option, text, last.substr(colon + 2)));
+    throw InputError(fmt::format("ciuic-bench {} --dry-run: {}", args, last.empty() ? "exit 1" : last));
   }
   throw RuntimeError(
       fmt::format("ciuic-bench {} --dry-run: {}{}", args, DescribeExit(rc), last.empty() ? "" : ": " + last));

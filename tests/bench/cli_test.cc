@@ -489,8 +489,8 @@ TEST(Cli, DryRunChecksEverythingAndStartsNothing) {
   ASSERT_EQ(ok.code, 0) << ok.err;
   EXPECT_EQ(ok.out,
             "# dry run: allgather fp32, 7 size(s) from 1K to 64K, out-of-place and in-place, 3 rank(s) (threads of "
-            "this process), backend local on cpu: the options, the world, the sizes against memory and the outputs "
-            "pass; nothing was run\n");
+            "this process), backend local on cpu: the checks made before ranks start passed (options, world, sizes "
+            "against memory, outputs); nothing was run\n");
   EXPECT_EQ(ok.err, "") << ok.err;
   EXPECT_FALSE(std::filesystem::exists(json));
   EXPECT_FALSE(std::filesystem::exists(db));
