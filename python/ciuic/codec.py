@@ -20,22 +20,23 @@ def _floats(a, name, n=None):
     return a.ctypes.data_as(ctypes.c_void_p)
 
 
+def _whole(v, name, bits, unit=""):
+    """A whole number in 0..2^bits-1 for a C parameter (ctypes would wrap -1 to 2^64-1, 2^32 + 1 to 1)."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name}: expected a whole number{' of ' + unit if unit else ''}, not {type(v).__name__}")
+    if not 0 <= int(v) < 2 ** bits:
+        raise ValueError(f"{name}: {v}{' ' + unit if unit else ''}: expected 0..2^{bits}-1")
+    return int(v)
+
+
 def _count(n, name):
-    """An element count for a size_t parameter: an int in 0..2^62-1 (ctypes would wrap -1 to 2^64-1)."""
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-        raise TypeError(f"{name}: expected a whole number of elements, not {type(n).__name__}")
-    if not 0 <= int(n) < 2 ** 62:
-        raise ValueError(f"{name}: {n} elements: expected 0..2^62-1")
-    return int(n)
+    """An element count for a size_t parameter (0..2^62-1)."""
+    return _whole(n, name, 62, "elements")
 
 
 def _int(v, name):
-    """A C int parameter: an int in 0..2^31-1 (ctypes would wrap 2^32 + 1 to 1)."""
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise TypeError(f"{name}: expected a whole number, not {type(v).__name__}")
-    if not 0 <= int(v) < 2 ** 31:
-        raise ValueError(f"{name}: {v}: expected 0..2^31-1")
-    return int(v)
+    """A C int parameter (0..2^31-1)."""
+    return _whole(v, name, 31)
 
 
 def _bytes(a, name, size=None, writable=False):
