@@ -276,6 +276,7 @@ int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* wat
     }
   }
   ctx.blocking = cli.blocking;
+  if (cli.bench.shared) ctx.buffers = "registered";
   if (cli.baseline) {
     ctx.baseline = cli.baseline->name;
     ctx.baseline_description = fmt::format("{} ({} GPUs)", cli.baseline->description, cli.baseline->ranks);

@@ -171,7 +171,11 @@ cxxopts::Options MakeOptions() {
                              cxxopts::value<std::string>()->default_value("max"))(
       "check", "exact verification iterations per row", cxxopts::value<int>()->default_value("1"))(
       "inplace", "yes | no | both", cxxopts::value<std::string>()->default_value("both"))(
-      "format", "table | csv | json", cxxopts::value<std::string>()->default_value("table"))(
+      "register",
+      "ciuic: yes | no. yes places the buffers in shared windows every rank maps (one host, CPU), where the ring "
+      "reads and writes the peers' buffers where they lie (nccl-tests' -R)",
+      cxxopts::value<std::string>()->default_value("no"))("format", "table | csv | json",
+                                                          cxxopts::value<std::string>()->default_value("table"))(
       "out", "write the --format output to FILE, - for stdout (with a FILE the table still goes to stdout)",
       cxxopts::value<std::string>())("db", "append the run to this SQLite database", cxxopts::value<std::string>())(
       "trace",
@@ -569,7 +573,7 @@ void RequireCiuicForRuntimeOptions(const cxxopts::ParseResult& r) {
   const std::string codec = Get<std::string>(r, "codec");
   for (const char* knob :
        {"block", "rounding", "prescale", "bucket", "streams", "piece", "profile", "profile-override", "ranks-per-node",
-        "crossover", "crossover-out", "crossover-table", "crossover-rounds", "crossover-slot-ms"}) {
+        "crossover", "crossover-out", "crossover-table", "crossover-rounds", "crossover-slot-ms", "register"}) {
     if (r.count(knob))
       throw UsageError(fmt::format("--{}: applies to --backend ciuic (the bundled runtime) only", knob));
   }
@@ -744,6 +748,11 @@ void ParseRuntime(const cxxopts::ParseResult& r, Cli& cli) {
                       knob));
   }
   if (x.source.empty()) throw BadOption("crossover", x.source, "db, builtin, measure or a crossover file");
+  const std::string reg = Get<std::string>(r, "register");
+  if (reg != "yes" && reg != "no") throw BadOption("register", reg, "yes or no");
+  b.shared = reg == "yes";
+  if (b.shared && x.table)
+    throw UsageError("--register: the crossover table measures the runtime's own buffers; drop --register");
   if ((r.count("crossover-rounds") || r.count("crossover-slot-ms")) && x.source != "measure" && !x.table)
     throw UsageError("--crossover-rounds/--crossover-slot-ms: apply to --crossover measure and --crossover-table");
   CheckCrossoverOptions(x);
@@ -1008,6 +1017,11 @@ Cli ParseCli(int argc, char** argv) {
   ParseRunControls(r, cli);
   ResolveDeviceAndBackend(r, cli);
   ParseGloo(r, cli);
+  if (cli.bench.shared && cli.device != "cpu")
+    throw UsageError(
+        fmt::format("--register: shared windows are host memory; this run's buffers are on the {} "
+                    "(--device cpu)",
+                    cli.device));
   return cli;
 }
 

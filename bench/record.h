@@ -39,6 +39,7 @@ struct BenchContext {
   std::string average = "max";  // how a row's time combines the ranks (bench/runner.h Average)
   std::string average_description = "max over ranks of each rank's mean";
   std::string timing = "host";       // host (wall clock, barrier-aligned) | cuda-events
+  std::string buffers;               // "registered" (--register yes: shared windows); "" for the bench's own
   int blocking = -1;                 // nccl-tests' -z as given (-1: not given); every op is timed alone here
   std::string baseline;              // --baseline: the reference's name ("" without one)
   std::string baseline_description;  // what it is and where its figures come from

@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include "collectives/shared_window.h"
 #include "core/buffer.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -176,7 +177,25 @@ class Runner {
     // for every size cost more than the collectives themselves on this project's VMs.
     uint64_t arena = 0;
     for (uint64_t s : o.sizes) arena = std::max(arena, ArenaBytes(*o.spec, s, o.type, comm.Size()));
-    arena_ = Buffer(arena, comm.BufferKind());
+    // --register: every rank must make its window, or none (AllocShared is collective).
+    const uint64_t shared = o.shared ? 1 : 0;
+    std::vector<uint64_t> all(comm.Size());
+    comm.HostAllGather(&shared, all.data(), sizeof shared);
+    for (int r = 0; r < comm.Size(); ++r)
+      if (all[r] != shared)
+        throw UsageError(
+            fmt::format("the ranks disagree on --register: rank {} has {}, rank {} has {}; launch every "
+                        "rank with the same options",
+                        comm.Rank(), o.shared ? "yes" : "no", r, all[r] ? "yes" : "no"));
+    if (o.shared) {
+      window_ = comm.AllocShared(arena);
+      if (!window_)
+        throw UsageError(fmt::format("--register: the {} backend takes no shared windows", comm.BackendName()));
+      arena_base_ = static_cast<uint8_t*>(window_->data());
+    } else {
+      arena_ = Buffer(arena, comm.BufferKind());
+      arena_base_ = arena_.as<uint8_t>();
+    }
     if (device_) {
       const uint64_t largest = LargestBufferBytes(o, comm.Size());
       staging_ = Buffer(largest, MemoryKind::kHost);
@@ -380,7 +399,7 @@ class Runner {
     p.elem = DTypeSize(o_.type);
     p.inplace = inplace;
     p.slots = SlotsFor(inplace ? p.SlotBytes() : p.SendBytes() + p.RecvBytes());
-    uint8_t* arena = arena_.as<uint8_t>();
+    uint8_t* arena = arena_base_;
     if (inplace) {
       p.region = arena;
     } else {
@@ -580,9 +599,11 @@ class Runner {
   CollArgs args_;
   bool device_ = false;
   std::unique_ptr<DeviceEventTimer> timer_;
-  Buffer arena_;     // send/receive buffers of every size (device memory on a device)
-  Buffer staging_;   // host staging of inputs for device buffers
-  Buffer readback_;  // host copy of device results for verification
+  Buffer arena_;                          // send/receive buffers of every size (device memory on a device)
+  std::shared_ptr<SharedWindow> window_;  // instead of arena_ with --register
+  uint8_t* arena_base_ = nullptr;         // arena_'s or window_'s bytes
+  Buffer staging_;                        // host staging of inputs for device buffers
+  Buffer readback_;                       // host copy of device results for verification
 };
 
 std::string FormulaOf(const CollSpec& spec) {
@@ -747,6 +768,8 @@ BenchSummary RunBench(Communicator& comm, const BenchOptions& o, Reporter* repor
   const auto combos = SweepCombinations(o);
   if (reporter) reporter->Begin(context);
   if (reporter) NoteRoundedSizes(o, comm.Size());
+  if (reporter && o.shared)
+    if (const std::string note = SharedWindow::HugePageNote(); !note.empty()) LogInfo("note: --register: {}", note);
   BenchSummary summary;
   uint64_t seq = 0;
   double busbw_sum = 0;

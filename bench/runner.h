@@ -57,6 +57,8 @@ struct BenchOptions {
                        // bits differ from rank 0's as #wrong instead of exact element checks
   bool out_of_place = true;
   bool in_place = true;
+  // --register yes: the buffers lie in a shared window of the communicator (Communicator::AllocShared).
+  bool shared = false;
   uint64_t seed = 0x5EEDC1C;
   double row_budget_s = 1.0;
   int local_ranks = 1;  // ranks sharing this host's memory (for the fits-in-memory check)

@@ -17,6 +17,8 @@
 
 namespace ciuic {
 
+class SharedWindow;
+
 enum class DeviceKind { kCpu, kCuda };
 const char* DeviceKindName(DeviceKind d);
 
@@ -91,6 +93,12 @@ class Communicator {
 
   // See Liveness; a communicator over another transport forwards that transport's.
   virtual Liveness PeerLiveness() { return {}; }
+
+  // Collective: `bytes` of host memory that this communicator's collectives may read and write in
+  // every rank's process (collectives/shared_window.h), for buffers the caller places in it (as
+  // NCCL's registered buffers). Null where the communicator has no use for it: every transport; the
+  // runtime's communicator (runtime_comm.h) makes one and its ring reads and writes peers there.
+  virtual std::shared_ptr<SharedWindow> AllocShared(size_t /*bytes*/) { return nullptr; }
 };
 
 // All ranks' host names, gathered over the control plane.

@@ -3,6 +3,7 @@
 #include <map>
 #include <tuple>
 
+#include "collectives/shared_window.h"
 #include "core/error.h"
 #include "core/trace.h"
 
@@ -63,6 +64,7 @@ class RuntimeCommunicator : public Communicator {
         a.codec.error_feedback = cfg_.algo.codec.error_feedback;
         a.in_flight = rule.streams;
         slot = std::make_unique<AllReduceEngine>(*t_, a);
+        for (const auto& w : windows_) slot->Register(w);
       }
       engine = slot.get();
       bucket_bytes = rule.bucket_bytes;  // 0: the whole buffer at once
@@ -104,6 +106,13 @@ class RuntimeCommunicator : public Communicator {
   void HostAllReduce(double* v, size_t n, ReduceOp op) override { t_->HostAllReduce(v, n, op); }
   void HostAllGather(const void* s, void* r, size_t bytes) override { t_->HostAllGather(s, r, bytes); }
   Liveness PeerLiveness() override { return t_->PeerLiveness(); }
+  std::shared_ptr<SharedWindow> AllocShared(size_t bytes) override {
+    std::shared_ptr<SharedWindow> w = SharedWindow::Create(*t_, bytes);
+    windows_.push_back(w);
+    engine_.Register(w);
+    for (auto& [index, e] : rule_engines_) e->Register(w);
+    return w;
+  }
 
  private:
   std::unique_ptr<Communicator> t_;
@@ -111,6 +120,8 @@ class RuntimeCommunicator : public Communicator {
   AllReduceEngine engine_;
   std::map<std::tuple<int, size_t, size_t>, CodecState> states_;
   std::map<int, std::unique_ptr<AllReduceEngine>> rule_engines_;
+  // AllocShared's (their callers own them), registered with every engine, also those made later.
+  std::vector<std::weak_ptr<const SharedWindow>> windows_;
 };
 
 }  // namespace

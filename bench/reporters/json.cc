@@ -38,6 +38,7 @@ nlohmann::ordered_json RunContextJson(const BenchContext& c) {
   x["busbw_factor"] = c.busbw_factor;
   x["busbw_formula"] = c.busbw_formula;
   if (c.blocking >= 0) x["blocking"] = c.blocking;
+  if (!c.buffers.empty()) x["buffers"] = c.buffers;
   if (!c.baseline.empty()) {
     x["baseline"] = c.baseline;
     x["baseline_description"] = c.baseline_description;

@@ -57,6 +57,7 @@ class SqliteReporter : public Reporter {
     // One (dtype, op) of a sweep over several: the sweep's lists.
     if (part_of_sweep) context["sweep"] = {{"dtypes", ctx_.dtype}, {"ops", ctx_.redop}};
     if (ctx_.blocking >= 0) context["blocking"] = ctx_.blocking;
+    if (!ctx_.buffers.empty()) context["buffers"] = ctx_.buffers;
     if (!ctx_.baseline.empty()) context["baseline"] = ctx_.baseline;
     std::string hosts;
     for (const auto& h : ctx_.hostnames) hosts += (hosts.empty() ? "" : ",") + h;

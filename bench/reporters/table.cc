@@ -33,8 +33,9 @@ class TableReporter : public Reporter {
 
   void Begin(const BenchContext& c) override {
     ctx_ = c;
-    out_ << fmt::format("# ciuic-bench {}  backend {}  device {}  ranks {}  dtype {}  op {}  algo {}  codec {}\n",
-                        c.collective, c.backend, c.device, c.world_size, c.dtype, c.redop, c.algo, c.codec);
+    out_ << fmt::format("# ciuic-bench {}  backend {}  device {}  ranks {}  dtype {}  op {}  algo {}  codec {}{}\n",
+                        c.collective, c.backend, c.device, c.world_size, c.dtype, c.redop, c.algo, c.codec,
+                        c.buffers.empty() ? "" : "  buffers " + c.buffers);
     out_ << fmt::format("# ciuic {} ({})  started {}", c.tool_version, c.git_commit, c.start_time);
     for (const auto& [k, v] : c.library_versions) out_ << fmt::format("  {} {}", k, v);
     out_ << "\n";

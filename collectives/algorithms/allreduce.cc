@@ -5,6 +5,7 @@
 
 #include "collectives/algorithms/hops.h"
 #include "collectives/crossover.h"
+#include "collectives/shared_window.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "core/trace.h"
@@ -133,6 +134,14 @@ AllReduceEngine::StateShape AllReduceEngine::ShapeOf(size_t n) const {
   return s;
 }
 
+void AllReduceEngine::Register(std::weak_ptr<const SharedWindow> window) {
+  if (const auto held = window.lock(); held && held->ranks() != comm_.Size())
+    throw UsageError(
+        fmt::format("a shared window of {} ranks cannot serve a communicator of {}", held->ranks(), comm_.Size()));
+  if (impl_->windows.size() >= 64) throw UsageError("an engine takes at most 64 shared windows");
+  impl_->windows.push_back(std::move(window));
+}
+
 AllReduceAlgo AllReduceEngine::AlgoFor(size_t n) const {
   return crossover_ ? crossover_->Choose(static_cast<uint64_t>(n) * 4) : algo_;
 }
@@ -156,7 +165,7 @@ void AllReduceEngine::Run(const float* src, float* data, size_t n, CodecState* s
     switch (algo) {
       case AllReduceAlgo::kRing:
         if (k == CodecKind::kNone) {
-          impl_->Ring(comm_, src, data, n);
+          if (impl_->windows.empty() || !impl_->MappedRing(comm_, src, data, n)) impl_->Ring(comm_, src, data, n);
         } else if (k == CodecKind::kRandomK) {
           impl_->RandomK(data, n, state);
         } else {

@@ -58,6 +58,7 @@ AllReduceAlgo ParseAlgo(std::string_view text);  // auto ring rd hier sparse sig
 AllReduceAlgo DefaultAlgo(CodecKind codec);
 
 struct Crossover;
+class SharedWindow;
 
 struct AlgoConfig {
   AllReduceAlgo algo = AllReduceAlgo::kAuto;
@@ -82,6 +83,7 @@ struct Counters {
   double raw_bytes = 0;   // fp32 bytes reduced
   double wire_bytes = 0;  // bytes this rank sent
   double encode_s = 0, comm_s = 0, reduce_s = 0, total_s = 0;
+  uint64_t mapped_calls = 0;  // calls whose ring read and wrote the peers' buffers in shared windows
 };
 
 class AllReduceEngine {
@@ -102,6 +104,15 @@ class AllReduceEngine {
     size_t residual = 0, server_residual = 0, q = 0;
   };
   StateShape ShapeOf(size_t n) const;
+
+  // A window (made over this engine's communicator, as on every rank, in the same order) whose
+  // buffers the uncompressed ring reads and writes in the peers' memory: when every rank's source
+  // and result lie in registered windows, each rank sums its chunk from all sources where they lie
+  // and writes it into every result (2 passes over memory, as a copy; no transfer through the
+  // transport), then a barrier. Otherwise, or on a device, the ring runs as before. The engine does
+  // not keep the window alive: once its owner releases it (on any rank) the ring no longer uses it.
+  // Registered in the same order on every rank (a released window keeps its place).
+  void Register(std::weak_ptr<const SharedWindow> window);
 
   AllReduceAlgo algo() const { return algo_; }  // kAuto when a crossover chooses per size
   // What a message of n floats runs (auto's choice, or the one algorithm).

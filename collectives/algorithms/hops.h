@@ -98,9 +98,14 @@ struct AllReduceEngine::Impl {
   void Ring(Communicator& c, float* data, size_t n) { Ring(c, data, data, n); }
   void Ring(Communicator& c, const float* src, float* data, size_t n);                             // ring.cc
   void CompressedRing(Communicator& c, float* data, size_t n, CodecState* st, bool pre_quantise);  // ring.cc
-  void RecursiveDoubling(Communicator& c, float* data, size_t n);                                  // rd.cc
-  void MakeHierarchy();                                                                            // hier.cc
-  void HierLevel(size_t level, float* data, size_t n, size_t align, bool lossy);                   // hier.cc
+  // The uncompressed ring over shared windows; false (nothing done) unless every rank's source and
+  // result lie in `windows` (decided alike on every rank). Their owners keep them alive: a window
+  // released anywhere is used nowhere.
+  std::vector<std::weak_ptr<const SharedWindow>> windows;
+  bool MappedRing(Communicator& c, const float* src, float* data, size_t n);      // mapped.cc
+  void RecursiveDoubling(Communicator& c, float* data, size_t n);                 // rd.cc
+  void MakeHierarchy();                                                           // hier.cc
+  void HierLevel(size_t level, float* data, size_t n, size_t align, bool lossy);  // hier.cc
   float* hier_base = nullptr;  // the tensor a hier call reduces (topk: its chunk's residual offset)
   size_t hier_n = 0;
   CodecState* hier_state = nullptr;

@@ -217,7 +217,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadValueCase{"compress --sizes 4K --codec ''", "--codec '': unknown codec ''"},
         BadValueCase{"compress --sizes 4K --rounding up", "--rounding up: unknown rounding 'up'"},
         BadValueCase{"kernel ef-quantize --codec topk:0.1 --sizes 4K",
-                     "--codec topk:0.1: kernel ef-quantize takes an element codec"}));
+                     "--codec topk:0.1: kernel ef-quantize takes an element codec"},
+        // --register: the runtime's shared windows, host memory of one host.
+        BadValueCase{"allreduce --backend mpi --register yes",
+                     "--register: applies to --backend ciuic (the bundled runtime) only"},
+        BadValueCase{"allreduce --backend ciuic --register 1", "--register 1: yes or no"},
+        BadValueCase{"allreduce --backend ciuic --register yes --crossover-table",
+                     "--register: the crossover table measures the runtime's own buffers"}));
 
 // Profiles: a bad field is named by its JSON path; a profile tuned for another topology is refused
 // unless --profile-override says to apply it anyway.
@@ -566,6 +572,20 @@ void CheckTraceRun(const std::string& args, int ranks, const std::set<std::strin
   std::filesystem::remove(path);
 }
 
+// --register yes: the buffers lie in shared windows and the runtime's ring reads and writes the
+// peers' buffers there (its "mapped ring" span), verified on every row; the header says so.
+TEST(Cli, RegisteredBuffersRunTheRingOverSharedWindows) {
+  CheckTraceRun(
+      "allreduce --backend ciuic --transport local --ranks 3 --algo ring --register yes --sizes 4K,1M --iters 3 "
+      "--warmup 1",
+      3, {"ciuic allreduce", "mapped ring"});
+  const Result r = RunBenchCli(
+      "allreduce --backend ciuic --transport local --ranks 2 --register yes --algo ring --sizes 1K:64K --iters 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("codec none  buffers registered\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
+}
+
 TEST(Cli, TraceOfTheLibraryAndOfTheRuntime) {
   CheckTraceRun("allreduce --backend local --ranks 2 --sizes 4K,64K --iters 3 --warmup 1", 2,
                 {"row", "warmup", "timed", "check", "barrier", "allreduce"});
@@ -580,6 +600,11 @@ TEST(Cli, TraceOfTheLibraryAndOfTheRuntime) {
 #if CIUIC_TEST_HAVE_MPI
 TEST(CliMpi, TraceGathersEveryProcess) {
   CheckTraceRun("allreduce --backend mpi --ranks 2 --sizes 4K --iters 3 --warmup 1", 2, {"timed", "allreduce"});
+  // Each process maps the other's window (/proc/PID/fd): the ring reads and writes across processes.
+  CheckTraceRun(
+      "allreduce --backend ciuic --transport mpi --ranks 2 --algo ring --register yes --sizes 4K,1M --iters 3 "
+      "--warmup 1",
+      2, {"ciuic allreduce", "mapped ring"});
   CheckTraceRun(
       "allreduce --backend ciuic --transport mpi --ranks 2 --codec topk:0.01 --sizes 64K --iters 3 "
       "--warmup 1",

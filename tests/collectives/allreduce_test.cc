@@ -16,6 +16,7 @@
 
 #include "collectives/algorithms/allreduce.h"
 #include "collectives/runtime.h"
+#include "collectives/shared_window.h"
 #include "kernels/codec_kernels.h"
 
 #include <atomic>
@@ -151,6 +152,110 @@ TEST(AllReduceAlgo, ReceiveBuffersAreReadOnlyAfterTheirWait) {
       }
     }
   }
+}
+
+// ---- The ring over shared windows (collectives/algorithms/mapped.cc) ---------------------------
+
+// Every rank's source and result in its shared window: each element is the rank-order sum
+// (((g0 + g1) + g2) + ...) of normal floats, the same bits on every rank, in and out of place, over
+// several pieces per chunk, and the sources stay as they were; average scales it once.
+TEST(MappedRing, RankOrderSumsInAndOutOfPlaceWithTheSourcesUntouched) {
+  for (int ranks : {2, 3, 4}) {
+    for (size_t n : {size_t{1}, size_t{37}, size_t{50001}}) {
+      for (bool in_place : {false, true}) {
+        for (bool average : {false, true}) {
+          std::vector<std::vector<float>> grads(static_cast<size_t>(ranks));
+          for (int r = 0; r < ranks; ++r) grads[static_cast<size_t>(r)] = AllReduceGradient(r, n, 3);
+          std::vector<float> want(n);
+          for (size_t i = 0; i < n; ++i) {
+            float sum = grads[0][i];
+            for (int r = 1; r < ranks; ++r) sum += grads[static_cast<size_t>(r)][i];
+            want[i] = average ? sum * (1.0f / static_cast<float>(ranks)) : sum;
+          }
+          std::vector<std::vector<float>> got(static_cast<size_t>(ranks)), after(static_cast<size_t>(ranks));
+          std::vector<uint64_t> mapped(static_cast<size_t>(ranks));
+          RunLocalRanks(ranks, [&](Communicator& comm) {
+            const auto window = SharedWindow::Create(comm, 2 * n * sizeof(float) + 64);
+            AlgoConfig cfg = Config(AllReduceAlgo::kRing, "none", 4096);
+            AllReduceEngine engine(comm, cfg);
+            engine.Register(window);
+            const auto& g = grads[static_cast<size_t>(comm.Rank())];
+            // Offsets that differ between ranks: each rank names its own, and the peers follow it.
+            float* src = static_cast<float*>(window->data()) + comm.Rank() * 4;
+            float* out = in_place ? src : src + n + 3;
+            std::copy(g.begin(), g.end(), src);
+            CodecState st;
+            engine.Run(src, out, n, &st, average);
+            got[static_cast<size_t>(comm.Rank())].assign(out, out + n);
+            after[static_cast<size_t>(comm.Rank())].assign(src, src + n);
+            mapped[static_cast<size_t>(comm.Rank())] = engine.counters().mapped_calls;
+          });
+          const std::string what = fmt::format("ranks {} n {} {}{}", ranks, n, in_place ? "in place" : "out of place",
+                                               average ? " avg" : "");
+          for (int r = 0; r < ranks; ++r) {
+            EXPECT_EQ(mapped[static_cast<size_t>(r)], 1u) << what;
+            for (size_t i = 0; i < n; ++i) {
+              ASSERT_EQ(std::memcmp(&got[static_cast<size_t>(r)][i], &want[i], sizeof(float)), 0)
+                  << what << " rank " << r << " i " << i << ": " << got[static_cast<size_t>(r)][i] << " != " << want[i];
+              if (!in_place) {
+                ASSERT_EQ(after[static_cast<size_t>(r)][i], grads[static_cast<size_t>(r)][i]) << what << " source";
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// One rank's buffers outside its window: every rank runs the ring over the transport instead
+// (deciding alike, so none waits for the others), and the sums stay exact.
+TEST(MappedRing, OneRankOutsideItsWindowSendsEveryRankOverTheTransport) {
+  const int ranks = 3;
+  const size_t n = 5000;
+  const auto want = ExactSum(ranks, n, true);
+  std::vector<std::vector<float>> got(ranks);
+  std::vector<uint64_t> mapped(ranks);
+  RunLocalRanks(ranks, [&](Communicator& comm) {
+    const auto window = SharedWindow::Create(comm, n * sizeof(float));
+    AllReduceEngine engine(comm, Config(AllReduceAlgo::kRing, "none", 4096));
+    engine.Register(window);
+    const std::vector<float> g = AllReduceGradient(comm.Rank(), n, 0, true);
+    std::vector<float> own = g;
+    float* data = comm.Rank() == 1 ? own.data() : static_cast<float*>(window->data());
+    std::copy(g.begin(), g.end(), data);
+    CodecState st;
+    engine.Run(data, n, &st, false);
+    got[comm.Rank()].assign(data, data + n);
+    mapped[comm.Rank()] = engine.counters().mapped_calls;
+  });
+  for (int r = 0; r < ranks; ++r) {
+    EXPECT_EQ(mapped[r], 0u) << "rank " << r;
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[r][i], static_cast<float>(want[i])) << "rank " << r << " i " << i;
+  }
+}
+
+// A window is memory every rank reaches: what rank q writes in its own window, every rank reads in
+// Of(q); what a rank writes in a peer's window, the peer reads in its own.
+TEST(SharedWindowTest, EveryRankSeesEveryWindowAndWritesReachTheOwner) {
+  const int ranks = 3;
+  RunLocalRanks(ranks, [&](Communicator& comm) {
+    const auto w = SharedWindow::Create(comm, 100);
+    EXPECT_EQ(w->bytes(), size_t{2} << 20);  // whole 2 MiB pages
+    EXPECT_EQ(w->ranks(), ranks);
+    auto* own = static_cast<int*>(w->data());
+    own[0] = 100 + comm.Rank();
+    const int next = (comm.Rank() + 1) % ranks;
+    comm.Barrier();
+    for (int q = 0; q < ranks; ++q) EXPECT_EQ(reinterpret_cast<int*>(w->Of(q))[0], 100 + q);
+    reinterpret_cast<int*>(w->Of(next))[1] = comm.Rank();  // into the next rank's window
+    comm.Barrier();
+    EXPECT_EQ(own[1], (comm.Rank() + ranks - 1) % ranks);
+    EXPECT_EQ(w->OffsetOf(own + 4, 16), 16);
+    EXPECT_EQ(w->OffsetOf(own, w->bytes() + 1), -1);
+    EXPECT_EQ(w->OffsetOf(w->Of(next), 4), next == comm.Rank() ? 0 : -1);
+    comm.Barrier();
+  });
 }
 
 // ---- Lossy results against derived bands -------------------------------------------------------

@@ -1,0 +1,155 @@
+#include "collectives/shared_window.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include "core/error.h"
+
+namespace ciuic {
+
+namespace {
+
+constexpr size_t kPage = size_t{2} << 20;
+
+// What every rank tells the others: where it runs, and the memfd its window is.
+struct Identity {
+  char host[64];
+  char boot[40];
+  int64_t pid;
+  int64_t fd;
+  int64_t error;  // errno of making the own window; 0 when it was made
+};
+
+std::string BootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
+// One line naming every rank whose errno is set, for a failure all ranks report alike.
+std::string Failures(const std::vector<int64_t>& errors, const char* what) {
+  std::string out;
+  for (size_t r = 0; r < errors.size(); ++r) {
+    if (errors[r] == 0) continue;
+    out +=
+        fmt::format("{}rank {} {}: {}", out.empty() ? "" : "; ", r, what, std::strerror(static_cast<int>(errors[r])));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<SharedWindow> SharedWindow::Create(Communicator& comm, size_t bytes) {
+  if (comm.Device() != DeviceKind::kCpu)
+    throw UsageError(fmt::format("shared windows are host memory; the {} communicator's buffers are on a device",
+                                 comm.BackendName()));
+  const int p = comm.Size();
+  std::shared_ptr<SharedWindow> w(new SharedWindow());
+  w->rank_ = comm.Rank();
+  w->bytes_ = (std::max<size_t>(bytes, 1) + kPage - 1) / kPage * kPage;
+  w->bases_.assign(p, nullptr);
+
+  Identity mine{};
+  gethostname(mine.host, sizeof mine.host - 1);
+  const std::string boot = BootId();
+  std::memcpy(mine.boot, boot.data(), std::min(boot.size(), sizeof mine.boot - 1));
+  mine.pid = getpid();
+  w->fd_ = memfd_create("ciuic-window", MFD_CLOEXEC);
+  if (w->fd_ < 0 || ftruncate(w->fd_, static_cast<off_t>(w->bytes_)) != 0) {
+    mine.error = errno;
+  } else {
+    // Reserve the address range, ask for huge pages (refused where shared memory has none: 4 KiB
+    // pages then), and only then map and fault in every page: the first touch of a fresh page
+    // (allocation, zeroing) must not fall into a timed call, in this process nor in the peers'.
+    void* base = mmap(nullptr, w->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, w->fd_, 0);
+    if (base == MAP_FAILED) {
+      mine.error = errno;
+    } else {
+      madvise(base, w->bytes_, MADV_HUGEPAGE);
+      if (madvise(base, w->bytes_, MADV_POPULATE_WRITE) != 0 && errno != EINVAL) mine.error = errno;
+      w->bases_[w->rank_] = static_cast<char*>(base);
+    }
+  }
+  mine.fd = w->fd_;
+  std::vector<Identity> all(p);
+  comm.HostAllGather(&mine, all.data(), sizeof mine);
+
+  std::set<std::string> hosts;
+  for (const Identity& id : all)
+    hosts.insert(std::string(id.host, strnlen(id.host, sizeof id.host)) + "/" +
+                 std::string(id.boot, strnlen(id.boot, sizeof id.boot)));
+  if (hosts.size() > 1)
+    throw UsageError(
+        fmt::format("shared windows need every rank on one host; these {} ranks run on {} hosts", p, hosts.size()));
+  std::vector<int64_t> errors(p);
+  for (int r = 0; r < p; ++r) errors[r] = all[r].error;
+  if (const std::string f = Failures(errors, "could not make its shared window"); !f.empty()) throw RuntimeError(f);
+
+  int64_t error = 0;
+  int first_failed = -1;
+  for (int r = 0; r < p && error == 0; ++r) {
+    if (r == w->rank_) continue;
+    const std::string path = fmt::format("/proc/{}/fd/{}", all[r].pid, all[r].fd);
+    const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+      error = errno;
+      first_failed = r;
+      break;
+    }
+    void* base = mmap(nullptr, w->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+      error = errno;
+      first_failed = r;
+    } else {
+      madvise(base, w->bytes_, MADV_HUGEPAGE);
+      madvise(base, w->bytes_, MADV_POPULATE_WRITE);  // the owner's pages, into this process's table
+      w->bases_[r] = static_cast<char*>(base);
+    }
+    close(fd);
+  }
+  // Every rank must hold every mapping before any rank may use (or drop) its window.
+  const int64_t report[2] = {error, first_failed};
+  std::vector<int64_t> reports(2 * static_cast<size_t>(p));
+  comm.HostAllGather(report, reports.data(), sizeof report);
+  std::string failed;
+  for (int r = 0; r < p; ++r) {
+    if (reports[2 * r] == 0) continue;
+    failed += fmt::format("{}rank {} could not map rank {}'s shared window: {}", failed.empty() ? "" : "; ", r,
+                          reports[2 * r + 1], std::strerror(static_cast<int>(reports[2 * r])));
+  }
+  if (!failed.empty()) throw RuntimeError(failed);
+  return w;
+}
+
+SharedWindow::~SharedWindow() {
+  for (char* b : bases_)
+    if (b) munmap(b, bytes_);
+  if (fd_ >= 0) close(fd_);
+}
+
+int64_t SharedWindow::OffsetOf(const void* p, size_t n) const {
+  const auto a = reinterpret_cast<uintptr_t>(p), base = reinterpret_cast<uintptr_t>(data());
+  if (a < base || a - base > bytes_ || n > bytes_ - (a - base)) return -1;
+  return static_cast<int64_t>(a - base);
+}
+
+std::string SharedWindow::HugePageNote() {
+  const char* path = "/sys/kernel/mm/transparent_hugepage/shmem_enabled";
+  std::ifstream in(path);
+  std::string line;
+  if (!std::getline(in, line)) return "";
+  const size_t open = line.find('['), close_at = line.find(']');
+  if (open == std::string::npos || close_at == std::string::npos || close_at < open) return "";
+  const std::string mode = line.substr(open + 1, close_at - open - 1);
+  if (mode != "never" && mode != "deny") return "";
+  return fmt::format("shared windows use 4 KiB pages ({} is [{}]; advise gives them 2 MiB pages)", path, mode);
+}
+
+}  // namespace ciuic
