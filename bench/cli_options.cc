@@ -751,8 +751,13 @@ void ParseRuntime(const cxxopts::ParseResult& r, Cli& cli) {
   const std::string reg = Get<std::string>(r, "register");
   if (reg != "yes" && reg != "no") throw BadOption("register", reg, "yes or no");
   b.shared = reg == "yes";
-  if (b.shared && x.table)
-    throw UsageError("--register: the crossover table measures the runtime's own buffers; drop --register");
+  // The uncompressed ring is what reads and writes registered buffers: elsewhere --register would
+  // change nothing but the header.
+  if (b.shared && (a.algo != AllReduceAlgo::kRing || a.codec.kind != CodecKind::kNone || cli.runtime.profile))
+    throw UsageError(
+        fmt::format("--register: the uncompressed ring reads and writes registered buffers; use --algo "
+                    "ring without --codec or --profile (this run: {})",
+                    cli.runtime.profile ? "--profile" : fmt::format("--algo {} --codec {}", algo, codec)));
   if ((r.count("crossover-rounds") || r.count("crossover-slot-ms")) && x.source != "measure" && !x.table)
     throw UsageError("--crossover-rounds/--crossover-slot-ms: apply to --crossover measure and --crossover-table");
   CheckCrossoverOptions(x);

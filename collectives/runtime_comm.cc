@@ -1,5 +1,6 @@
 #include "collectives/runtime_comm.h"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -108,6 +109,8 @@ class RuntimeCommunicator : public Communicator {
   Liveness PeerLiveness() override { return t_->PeerLiveness(); }
   std::shared_ptr<SharedWindow> AllocShared(size_t bytes) override {
     std::shared_ptr<SharedWindow> w = SharedWindow::Create(*t_, bytes);
+    windows_.erase(std::remove_if(windows_.begin(), windows_.end(), [](const auto& x) { return x.expired(); }),
+                   windows_.end());
     windows_.push_back(w);
     engine_.Register(w);
     for (auto& [index, e] : rule_engines_) e->Register(w);

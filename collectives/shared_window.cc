@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,7 +24,9 @@ struct Identity {
   char boot[40];
   int64_t pid;
   int64_t fd;
-  int64_t error;  // errno of making the own window; 0 when it was made
+  uint64_t dev, ino;  // the memfd's file (a peer checks it opened this one, not a namesake's)
+  uint64_t bytes;     // the window's size, as this rank asked for it (rounded up)
+  int64_t error;      // errno of making the own window; 0 when it was made
 };
 
 std::string BootId() {
@@ -65,9 +68,10 @@ std::shared_ptr<SharedWindow> SharedWindow::Create(Communicator& comm, size_t by
   if (w->fd_ < 0 || ftruncate(w->fd_, static_cast<off_t>(w->bytes_)) != 0) {
     mine.error = errno;
   } else {
-    // Reserve the address range, ask for huge pages (refused where shared memory has none: 4 KiB
-    // pages then), and only then map and fault in every page: the first touch of a fresh page
-    // (allocation, zeroing) must not fall into a timed call, in this process nor in the peers'.
+    // Ask for huge pages (refused where shared memory has none: 4 KiB pages then), then fault in
+    // every page: the first touch of a fresh page (allocation, zeroing) must not fall into a timed
+    // call, in this process nor in the peers' (kernels before 5.14 lack MADV_POPULATE_WRITE: EINVAL,
+    // and the pages fault at first use).
     void* base = mmap(nullptr, w->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, w->fd_, 0);
     if (base == MAP_FAILED) {
       mine.error = errno;
@@ -78,6 +82,11 @@ std::shared_ptr<SharedWindow> SharedWindow::Create(Communicator& comm, size_t by
     }
   }
   mine.fd = w->fd_;
+  mine.bytes = w->bytes_;
+  struct stat st {};
+  if (mine.error == 0 && fstat(w->fd_, &st) != 0) mine.error = errno;
+  mine.dev = st.st_dev;
+  mine.ino = st.st_ino;
   std::vector<Identity> all(p);
   comm.HostAllGather(&mine, all.data(), sizeof mine);
 
@@ -88,6 +97,14 @@ std::shared_ptr<SharedWindow> SharedWindow::Create(Communicator& comm, size_t by
   if (hosts.size() > 1)
     throw UsageError(
         fmt::format("shared windows need every rank on one host; these {} ranks run on {} hosts", p, hosts.size()));
+  for (int r = 1; r < p; ++r)
+    if (all[r].bytes != all[0].bytes)
+      throw UsageError(
+          fmt::format("shared windows are made alike on every rank: rank {} asked for {} bytes, rank 0 "
+                      "for {} (rounded to 2 MiB pages)",
+                      r, all[r].bytes, all[0].bytes));
+  w->id_ = all[0].dev * 0x9E3779B97F4A7C15ull ^ all[0].ino ^ static_cast<uint64_t>(all[0].pid) << 40;
+  if (w->id_ == 0) w->id_ = 1;
   std::vector<int64_t> errors(p);
   for (int r = 0; r < p; ++r) errors[r] = all[r].error;
   if (const std::string f = Failures(errors, "could not make its shared window"); !f.empty()) throw RuntimeError(f);
@@ -101,6 +118,14 @@ std::shared_ptr<SharedWindow> SharedWindow::Create(Communicator& comm, size_t by
     if (fd < 0) {
       error = errno;
       first_failed = r;
+      break;
+    }
+    struct stat opened {};
+    if (fstat(fd, &opened) != 0 || opened.st_dev != all[r].dev || opened.st_ino != all[r].ino) {
+      // ESRCH: another process's file under that pid (the ranks live in different PID namespaces)
+      error = opened.st_ino == 0 ? errno : ESRCH;
+      first_failed = r;
+      close(fd);
       break;
     }
     void* base = mmap(nullptr, w->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

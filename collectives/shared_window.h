@@ -17,8 +17,9 @@ namespace ciuic {
 
 class SharedWindow {
  public:
-  // Collective over `comm`: every rank makes a window of `bytes` (rounded up to 2 MiB) and maps all
-  // the others'. UsageError on a device communicator or ranks on more than one host; RuntimeError
+  // Collective over `comm`: every rank makes a window of `bytes` (rounded up to 2 MiB; the same on
+  // every rank) and maps all the others'. UsageError on a device communicator, ranks on more than one
+  // host or sizes that differ; RuntimeError
   // (the same on every rank, naming the ranks) when a window cannot be made or mapped.
   static std::shared_ptr<SharedWindow> Create(Communicator& comm, size_t bytes);
   ~SharedWindow();
@@ -28,6 +29,8 @@ class SharedWindow {
   void* data() const { return bases_[rank_]; }
   size_t bytes() const { return bytes_; }
   int ranks() const { return static_cast<int>(bases_.size()); }
+  // The same number on every rank for one window (from rank 0's memfd), never 0.
+  uint64_t id() const { return id_; }
   // Rank r's window as this process maps it (r == the own rank: data()).
   char* Of(int r) const { return bases_[r]; }
   // The offset of [p, p + n) in this rank's window, or -1 when it does not lie inside it.
@@ -40,6 +43,7 @@ class SharedWindow {
   int rank_ = 0;
   int fd_ = -1;
   size_t bytes_ = 0;
+  uint64_t id_ = 0;
   std::vector<char*> bases_;
 };
 

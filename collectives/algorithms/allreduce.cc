@@ -138,8 +138,9 @@ void AllReduceEngine::Register(std::weak_ptr<const SharedWindow> window) {
   if (const auto held = window.lock(); held && held->ranks() != comm_.Size())
     throw UsageError(
         fmt::format("a shared window of {} ranks cannot serve a communicator of {}", held->ranks(), comm_.Size()));
-  if (impl_->windows.size() >= 64) throw UsageError("an engine takes at most 64 shared windows");
-  impl_->windows.push_back(std::move(window));
+  auto& w = impl_->windows;
+  w.erase(std::remove_if(w.begin(), w.end(), [](const auto& x) { return x.expired(); }), w.end());
+  if (!window.expired()) w.push_back(std::move(window));
 }
 
 AllReduceAlgo AllReduceEngine::AlgoFor(size_t n) const {

@@ -108,10 +108,9 @@ class AllReduceEngine {
   // A window (made over this engine's communicator, as on every rank, in the same order) whose
   // buffers the uncompressed ring reads and writes in the peers' memory: when every rank's source
   // and result lie in registered windows, each rank sums its chunk from all sources where they lie
-  // and writes it into every result (2 passes over memory, as a copy; no transfer through the
-  // transport), then a barrier. Otherwise, or on a device, the ring runs as before. The engine does
-  // not keep the window alive: once its owner releases it (on any rank) the ring no longer uses it.
-  // Registered in the same order on every rank (a released window keeps its place).
+  // and writes it into every result (no transfer through the transport), then a barrier. Otherwise, or on a device, the
+  // ring runs as before. The engine does not keep the window alive: once its owner releases it (on any rank) the ring
+  // no longer uses it.
   void Register(std::weak_ptr<const SharedWindow> window);
 
   AllReduceAlgo algo() const { return algo_; }  // kAuto when a crossover chooses per size

@@ -99,8 +99,8 @@ struct AllReduceEngine::Impl {
   void Ring(Communicator& c, const float* src, float* data, size_t n);                             // ring.cc
   void CompressedRing(Communicator& c, float* data, size_t n, CodecState* st, bool pre_quantise);  // ring.cc
   // The uncompressed ring over shared windows; false (nothing done) unless every rank's source and
-  // result lie in `windows` (decided alike on every rank). Their owners keep them alive: a window
-  // released anywhere is used nowhere.
+  // result lie in one window (decided alike on every rank, by the window's id). Their owners keep
+  // them alive: a rank whose buffers lie in a window still holds it.
   std::vector<std::weak_ptr<const SharedWindow>> windows;
   bool MappedRing(Communicator& c, const float* src, float* data, size_t n);      // mapped.cc
   void RecursiveDoubling(Communicator& c, float* data, size_t n);                 // rd.cc

@@ -222,8 +222,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadValueCase{"allreduce --backend mpi --register yes",
                      "--register: applies to --backend ciuic (the bundled runtime) only"},
         BadValueCase{"allreduce --backend ciuic --register 1", "--register 1: yes or no"},
-        BadValueCase{"allreduce --backend ciuic --register yes --crossover-table",
-                     "--register: the crossover table measures the runtime's own buffers"}));
+        BadValueCase{"allreduce --backend ciuic --register yes",
+                     "--register: the uncompressed ring reads and writes registered buffers; use --algo ring without "
+                     "--codec or --profile (this run: --algo auto --codec none)"},
+        BadValueCase{"allreduce --backend ciuic --algo ring --codec int8 --register yes",
+                     "--register: the uncompressed ring reads and writes registered buffers; use --algo ring without "
+                     "--codec or --profile (this run: --algo ring --codec int8)"}));
 
 // Profiles: a bad field is named by its JSON path; a profile tuned for another topology is refused
 // unless --profile-override says to apply it anyway.

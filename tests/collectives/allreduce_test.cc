@@ -235,6 +235,54 @@ TEST(MappedRing, OneRankOutsideItsWindowSendsEveryRankOverTheTransport) {
   }
 }
 
+// Buffers in two different windows (rank 1's in the second), and windows released before the call:
+// every rank runs the ring over the transport when the ranks' buffers are not in one window, over the
+// window when they are, whatever was registered and released before.
+TEST(MappedRing, OnlyBuffersInOneWindowOnEveryRankRunOverIt) {
+  const int ranks = 3;
+  const size_t n = 3000;
+  const auto want = ExactSum(ranks, n, true);
+  std::vector<std::vector<float>> got(ranks);
+  std::vector<uint64_t> mapped(ranks);
+  for (bool split : {true, false}) {
+    RunLocalRanks(ranks, [&](Communicator& comm) {
+      AllReduceEngine engine(comm, Config(AllReduceAlgo::kRing, "none", 4096));
+      for (int k = 0; k < 3; ++k) engine.Register(SharedWindow::Create(comm, 4096));  // released at once
+      const auto first = SharedWindow::Create(comm, n * sizeof(float));
+      const auto second = SharedWindow::Create(comm, n * sizeof(float));
+      EXPECT_NE(first->id(), second->id());
+      engine.Register(first);
+      engine.Register(second);
+      const std::vector<float> g = AllReduceGradient(comm.Rank(), n, 0, true);
+      auto* data = static_cast<float*>((split && comm.Rank() == 1 ? second : first)->data());
+      std::copy(g.begin(), g.end(), data);
+      CodecState st;
+      engine.Run(data, n, &st, false);
+      got[comm.Rank()].assign(data, data + n);
+      mapped[comm.Rank()] = engine.counters().mapped_calls;
+    });
+    for (int r = 0; r < ranks; ++r) {
+      EXPECT_EQ(mapped[r], split ? 0u : 1u) << "rank " << r << (split ? " split" : " one window");
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[r][i], static_cast<float>(want[i])) << "rank " << r << " i " << i;
+    }
+  }
+}
+
+// Windows of different sizes on different ranks would map past a peer's file: refused alike on
+// every rank.
+TEST(SharedWindowTest, SizesThatDifferBetweenRanksAreRefusedOnEveryRank) {
+  std::vector<std::string> errors(2);
+  RunLocalRanks(2, [&](Communicator& comm) {
+    try {
+      SharedWindow::Create(comm, comm.Rank() == 0 ? 4096 : (size_t{3} << 20));
+    } catch (const UsageError& e) {
+      errors[comm.Rank()] = e.what();
+    }
+  });
+  EXPECT_EQ(errors[0], errors[1]);
+  EXPECT_NE(errors[0].find("rank 1 asked for 4194304 bytes, rank 0 for 2097152"), std::string::npos) << errors[0];
+}
+
 // A window is memory every rank reaches: what rank q writes in its own window, every rank reads in
 // Of(q); what a rank writes in a peer's window, the peer reads in its own.
 TEST(SharedWindowTest, EveryRankSeesEveryWindowAndWritesReachTheOwner) {
@@ -253,7 +301,7 @@ TEST(SharedWindowTest, EveryRankSeesEveryWindowAndWritesReachTheOwner) {
     EXPECT_EQ(own[1], (comm.Rank() + ranks - 1) % ranks);
     EXPECT_EQ(w->OffsetOf(own + 4, 16), 16);
     EXPECT_EQ(w->OffsetOf(own, w->bytes() + 1), -1);
-    EXPECT_EQ(w->OffsetOf(w->Of(next), 4), next == comm.Rank() ? 0 : -1);
+    EXPECT_EQ(w->OffsetOf(w->Of(next), 4), -1);  // a peer's window is not this rank's
     comm.Barrier();
   });
 }
