@@ -151,7 +151,9 @@ int main(int argc, char** argv) {
       if (it > 0) t[m].push_back(Now() - t0);  // the first round warms up
       if (m > 0 && m != 3 && it == iters) {
         float* chk = m >= 3 ? md : dst;
-        if (m == 6) for (size_t i = 0; i < n; i += 4099) if (md[i] != static_cast<float>(2 * (i % 1000) + 1)) return 2;
+        if (m == 6)
+          for (size_t i = 0; i < n; i += 4099)
+            if (md[i] != static_cast<float>(2 * (i % 1000) + 1)) return 2;
         for (size_t i = 0; i < n; i += 4099) {
           if (chk[i] != static_cast<float>(2 * (i % 1000) + 1)) {
             std::printf("rank %d %s: wrong sum at %zu\n", rank, names[m], i);
