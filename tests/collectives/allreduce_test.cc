@@ -208,43 +208,18 @@ TEST(MappedRing, RankOrderSumsInAndOutOfPlaceWithTheSourcesUntouched) {
   }
 }
 
-// One rank's buffers outside its window: every rank runs the ring over the transport instead
-// (deciding alike, so none waits for the others), and the sums stay exact.
-TEST(MappedRing, OneRankOutsideItsWindowSendsEveryRankOverTheTransport) {
-  const int ranks = 3;
-  const size_t n = 5000;
-  const auto want = ExactSum(ranks, n, true);
-  std::vector<std::vector<float>> got(ranks);
-  std::vector<uint64_t> mapped(ranks);
-  RunLocalRanks(ranks, [&](Communicator& comm) {
-    const auto window = SharedWindow::Create(comm, n * sizeof(float));
-    AllReduceEngine engine(comm, Config(AllReduceAlgo::kRing, "none", 4096));
-    engine.Register(window);
-    const std::vector<float> g = AllReduceGradient(comm.Rank(), n, 0, true);
-    std::vector<float> own = g;
-    float* data = comm.Rank() == 1 ? own.data() : static_cast<float*>(window->data());
-    std::copy(g.begin(), g.end(), data);
-    CodecState st;
-    engine.Run(data, n, &st, false);
-    got[comm.Rank()].assign(data, data + n);
-    mapped[comm.Rank()] = engine.counters().mapped_calls;
-  });
-  for (int r = 0; r < ranks; ++r) {
-    EXPECT_EQ(mapped[r], 0u) << "rank " << r;
-    for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[r][i], static_cast<float>(want[i])) << "rank " << r << " i " << i;
-  }
-}
-
-// Buffers in two different windows (rank 1's in the second), and windows released before the call:
-// every rank runs the ring over the transport when the ranks' buffers are not in one window, over the
-// window when they are, whatever was registered and released before.
+// Where rank 1's buffers lie decides for every rank: outside every window, or in another window than
+// the others', every rank runs the ring over the transport (deciding alike, so none waits for the
+// others); in the same window as theirs, every rank runs over it, whatever was registered and
+// released before. The sums stay exact either way.
 TEST(MappedRing, OnlyBuffersInOneWindowOnEveryRankRunOverIt) {
   const int ranks = 3;
   const size_t n = 3000;
   const auto want = ExactSum(ranks, n, true);
   std::vector<std::vector<float>> got(ranks);
   std::vector<uint64_t> mapped(ranks);
-  for (bool split : {true, false}) {
+  enum Placement { kOutside, kOtherWindow, kSameWindow };
+  for (Placement place : {kOutside, kOtherWindow, kSameWindow}) {
     RunLocalRanks(ranks, [&](Communicator& comm) {
       AllReduceEngine engine(comm, Config(AllReduceAlgo::kRing, "none", 4096));
       for (int k = 0; k < 3; ++k) engine.Register(SharedWindow::Create(comm, 4096));  // released at once
@@ -254,7 +229,10 @@ TEST(MappedRing, OnlyBuffersInOneWindowOnEveryRankRunOverIt) {
       engine.Register(first);
       engine.Register(second);
       const std::vector<float> g = AllReduceGradient(comm.Rank(), n, 0, true);
-      auto* data = static_cast<float*>((split && comm.Rank() == 1 ? second : first)->data());
+      std::vector<float> own(n);
+      float* data = static_cast<float*>(first->data());
+      if (comm.Rank() == 1 && place == kOutside) data = own.data();
+      if (comm.Rank() == 1 && place == kOtherWindow) data = static_cast<float*>(second->data());
       std::copy(g.begin(), g.end(), data);
       CodecState st;
       engine.Run(data, n, &st, false);
@@ -262,8 +240,9 @@ TEST(MappedRing, OnlyBuffersInOneWindowOnEveryRankRunOverIt) {
       mapped[comm.Rank()] = engine.counters().mapped_calls;
     });
     for (int r = 0; r < ranks; ++r) {
-      EXPECT_EQ(mapped[r], split ? 0u : 1u) << "rank " << r << (split ? " split" : " one window");
-      for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[r][i], static_cast<float>(want[i])) << "rank " << r << " i " << i;
+      EXPECT_EQ(mapped[r], place == kSameWindow ? 1u : 0u) << "rank " << r << " placement " << place;
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_EQ(got[r][i], static_cast<float>(want[i])) << "rank " << r << " placement " << place << " i " << i;
     }
   }
 }
