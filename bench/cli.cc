@@ -230,6 +230,8 @@ std::unique_ptr<Communicator> WrapRuntime(std::unique_ptr<Communicator> transpor
   const AlgoConfig& a = rc.algo;
   if (a.algo == AllReduceAlgo::kAuto && a.codec.kind == CodecKind::kNone && a.precision == DType::kFloat32 &&
       !rc.profile) {
+    // A measurement on registered buffers makes a window on every rank (collective).
+    if (cli.crossover.source == "measure" || cli.crossover.table) AgreeOnRegister(*transport, cli.bench.shared);
     // Collective either way (a measurement, or the ranks agreeing on what their databases hold).
     if (watchdog && (cli.crossover.source == "measure" || cli.crossover.source == "db"))
       watchdog->Arm(cli.crossover.source == "db" ? "auto's crossover from the calibration database"

@@ -751,13 +751,16 @@ void ParseRuntime(const cxxopts::ParseResult& r, Cli& cli) {
   const std::string reg = Get<std::string>(r, "register");
   if (reg != "yes" && reg != "no") throw BadOption("register", reg, "yes or no");
   b.shared = reg == "yes";
-  // The uncompressed ring is what reads and writes registered buffers: elsewhere --register would
-  // change nothing but the header.
-  if (b.shared && (a.algo != AllReduceAlgo::kRing || a.codec.kind != CodecKind::kNone || cli.runtime.profile))
-    throw UsageError(
-        fmt::format("--register: the uncompressed ring reads and writes registered buffers; use --algo "
-                    "ring without --codec or --profile (this run: {})",
-                    cli.runtime.profile ? "--profile" : fmt::format("--algo {} --codec {}", algo, codec)));
+  x.registered = b.shared;
+  // The uncompressed ring is what reads and writes registered buffers (--algo ring, or auto where its
+  // table names the ring): elsewhere --register would change nothing but the header.
+  if (b.shared && (a.codec.kind != CodecKind::kNone || a.precision != DType::kFloat32 || cli.runtime.profile ||
+                   (a.algo != AllReduceAlgo::kRing && a.algo != AllReduceAlgo::kAuto)))
+    throw UsageError(fmt::format(
+        "--register: the uncompressed ring reads and writes registered buffers; use --algo ring or auto "
+        "without --codec, --precision or --profile (this run: {})",
+        cli.runtime.profile ? "--profile"
+                            : fmt::format("--algo {} --codec {} --precision {}", algo, codec, DTypeName(a.precision))));
   if ((r.count("crossover-rounds") || r.count("crossover-slot-ms")) && x.source != "measure" && !x.table)
     throw UsageError("--crossover-rounds/--crossover-slot-ms: apply to --crossover measure and --crossover-table");
   CheckCrossoverOptions(x);

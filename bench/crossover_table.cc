@@ -80,24 +80,36 @@ std::shared_ptr<const Crossover> ResolveCrossover(Communicator& transport, const
     CrossoverOptions o;
     o.rounds = c.rounds;
     o.target_s = c.slot_s;
+    o.registered = c.registered;
     const auto points = MeasureCrossover(transport, candidates, o);
     table = std::make_shared<Crossover>(CrossoverFromPoints(points));
-    table->source = fmt::format("measured on {} ranks over {} in {:.1f} s", transport.Size(), transport.BackendName(),
-                                NowSeconds() - t0);
+    table->source = fmt::format("measured on {} ranks over {}{} in {:.1f} s", transport.Size(), transport.BackendName(),
+                                c.registered ? " on registered buffers" : "", NowSeconds() - t0);
     if (transport.Rank() == 0 && !c.out_path.empty()) {
-      WriteFileAtomically(c.out_path, CrossoverJson(*table, points, transport.Size(), transport.BackendName()));
+      WriteFileAtomically(c.out_path,
+                          CrossoverJson(*table, points, transport.Size(), transport.BackendName(), c.registered));
       LogInfo("wrote the crossover to {}", PrintableLine(c.out_path, 4096));
     }
   } else {
     int ranks = 0;
     std::string over;
-    table = std::make_shared<Crossover>(ReadCrossoverFile(c.source, &ranks, &over));
+    bool registered = false;
+    table = std::make_shared<Crossover>(ReadCrossoverFile(c.source, &ranks, &over, nullptr, &registered));
     if (ranks != transport.Size() || over != transport.BackendName()) {
       if (transport.Rank() == 0)
         LogInfo("note: crossover {} was measured on {} ranks over {}; this run has {} over {}",
                 PrintableLine(c.source, 4096), ranks, PrintableLine(over), transport.Size(), transport.BackendName());
     }
+    if (registered != c.registered && transport.Rank() == 0)
+      LogInfo("note: crossover {} was measured on {}registered buffers; this run's are {}registered",
+              PrintableLine(c.source, 4096), registered ? "" : "un", c.registered ? "" : "un");
   }
+  // The built-in and calibrated tables were measured on unregistered buffers: with --register auto
+  // runs the ring over the windows where such a table names the ring, and may name it too late.
+  if (c.registered && (c.source == "builtin" || c.source == "db") && transport.Rank() == 0)
+    LogInfo(
+        "note: --register: auto's table was measured on unregistered buffers; --crossover measure "
+        "measures it on this run's registered ones");
   if (transport.Rank() == 0) LogInfo("auto: {} ({})", table->Describe(), table->source);
   return table;
 }
@@ -111,12 +123,14 @@ std::vector<CrossoverPoint> RunCrossoverTable(Communicator& transport, std::shar
   o.rounds = c.rounds;
   o.target_s = c.slot_s;
   o.with_auto = table;
+  o.registered = c.registered;
   const auto points = MeasureCrossover(transport, candidates, o);
   if (transport.Rank() != 0) return points;
   out << fmt::format(
       "# crossover table: {} ranks over {}; median of {} alternating rounds of the slowest rank's time "
-      "per call (us), in place\n",
-      transport.Size(), transport.BackendName(), o.rounds);
+      "per call (us), in place{}\n",
+      transport.Size(), transport.BackendName(), o.rounds,
+      c.registered ? "; buffers registered (the ring over shared windows)" : "");
   out << fmt::format("# auto: {} ({})\n", table->Describe(), table->source);
   out << "# library: the transport's own allreduce called directly; native: the same through the runtime's engine\n";
   out << "# auto/best = best time / auto's time; auto/lib = library time / auto's time (1 = as fast)\n";

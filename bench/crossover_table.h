@@ -24,6 +24,7 @@ struct CrossoverCli {
   bool table = false;         // --crossover-table: print the table instead of the sweep
   int rounds = 3;             // measure and --crossover-table: alternating rounds, median per point
   double slot_s = 0.004;      // ... timed seconds per candidate, size and round
+  bool registered = false;    // --register yes: measure on buffers in a shared window
 };
 
 // Checks the options (UsageError / InputError) and reads a file or an asked-for database once, before

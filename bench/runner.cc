@@ -177,16 +177,7 @@ class Runner {
     // for every size cost more than the collectives themselves on this project's VMs.
     uint64_t arena = 0;
     for (uint64_t s : o.sizes) arena = std::max(arena, ArenaBytes(*o.spec, s, o.type, comm.Size()));
-    // --register: every rank must make its window, or none (AllocShared is collective).
-    const uint64_t shared = o.shared ? 1 : 0;
-    std::vector<uint64_t> all(comm.Size());
-    comm.HostAllGather(&shared, all.data(), sizeof shared);
-    for (int r = 0; r < comm.Size(); ++r)
-      if (all[r] != shared)
-        throw UsageError(
-            fmt::format("the ranks disagree on --register: rank {} has {}, rank {} has {}; launch every "
-                        "rank with the same options",
-                        comm.Rank(), o.shared ? "yes" : "no", r, all[r] ? "yes" : "no"));
+    AgreeOnRegister(comm, o.shared);  // every rank makes its window, or none (AllocShared is collective)
     if (o.shared) {
       window_ = comm.AllocShared(arena);
       if (!window_)
@@ -708,6 +699,17 @@ void NoteRoundedSizes(const BenchOptions& o, int nranks) {
 }
 
 }  // namespace
+
+void AgreeOnRegister(Communicator& comm, bool shared) {
+  const uint64_t mine = shared ? 1 : 0;
+  std::vector<uint64_t> all(comm.Size());
+  comm.HostAllGather(&mine, all.data(), sizeof mine);
+  for (int r = 0; r < comm.Size(); ++r)
+    if (all[r] != mine)
+      throw UsageError(fmt::format(
+          "the ranks disagree on --register: rank {} has {}, rank {} has {}; launch every rank with the same options",
+          comm.Rank(), shared ? "yes" : "no", r, all[r] ? "yes" : "no"));
+}
 
 BenchContext MakeContext(Communicator& comm, const BenchOptions& o) {
   BenchContext c;

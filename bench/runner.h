@@ -84,4 +84,8 @@ BenchSummary RunBench(Communicator& comm, const BenchOptions& options, Reporter*
 // Fills what the runner knows of the context (sizes, factor, names, hostnames, versions).
 BenchContext MakeContext(Communicator& comm, const BenchOptions& options);
 
+// Collective: whether the ranks agree on --register (`shared`); UsageError on every rank naming one
+// that differs (making shared windows is collective: a rank without one would wait on the others).
+void AgreeOnRegister(Communicator& comm, bool shared);
+
 }  // namespace ciuic

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "collectives/shared_window.h"
 #include "core/buffer.h"
 #include "core/database.h"
 #include "core/error.h"
@@ -136,9 +137,18 @@ std::vector<CrossoverPoint> MeasureCrossover(Communicator& comm, const std::vect
     engines[AllReduceAlgo::kAuto] = std::make_unique<AllReduceEngine>(comm, cfg);
   }
   const uint64_t largest = *std::max_element(sizes.begin(), sizes.end());
-  Buffer buf(largest, comm.BufferKind());
-  SetBytes(buf.data(), buf.kind(), 0, largest, comm.Stream());
-  float* data = buf.as<float>();
+  Buffer buf;
+  std::shared_ptr<SharedWindow> window;
+  float* data = nullptr;
+  if (o.registered) {
+    window = SharedWindow::Create(comm, largest);  // zero-filled (a fresh memfd)
+    for (auto& [a, e] : engines) e->Register(window);
+    data = static_cast<float*>(window->data());
+  } else {
+    buf = Buffer(largest, comm.BufferKind());
+    SetBytes(buf.data(), buf.kind(), 0, largest, comm.Stream());
+    data = buf.as<float>();
+  }
   // Key -1: the transport's own call; otherwise the candidate.
   auto call = [&](int key, size_t n) {
     if (key == -1) {
@@ -196,12 +206,13 @@ std::vector<CrossoverPoint> MeasureCrossover(Communicator& comm, const std::vect
 }
 
 std::string CrossoverJson(const Crossover& table, const std::vector<CrossoverPoint>& points, int ranks,
-                          const std::string& transport) {
+                          const std::string& transport, bool registered) {
   nlohmann::json j;
   j["format"] = "ciuic-crossover";
   j["version"] = 1;
   j["ranks"] = ranks;
   j["transport"] = transport;
+  if (registered) j["buffers"] = "registered";
   j["bands"] = nlohmann::json::array();
   for (const auto& b : table.bands) {
     nlohmann::json band;
@@ -221,7 +232,7 @@ std::string CrossoverJson(const Crossover& table, const std::vector<CrossoverPoi
 }
 
 Crossover ParseCrossover(const std::string& text, const std::string& name, int* ranks, std::string* transport,
-                         std::vector<CrossoverPoint>* points) {
+                         std::vector<CrossoverPoint>* points, bool* registered) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -238,6 +249,8 @@ Crossover ParseCrossover(const std::string& text, const std::string& name, int* 
       j["ranks"].get<int64_t>() > 1 << 20)
     throw bad("ranks: expected a positive integer");
   if (!j.contains("transport") || !j["transport"].is_string()) throw bad("transport: expected a string");
+  if (j.contains("buffers") && j["buffers"] != "registered")
+    throw bad("buffers: expected \"registered\" (or no key: measured on unregistered buffers)");
   if (!j.contains("bands") || !j["bands"].is_array() || j["bands"].empty()) throw bad("bands: expected a list");
   Crossover c;
   c.source = "file " + name;
@@ -267,6 +280,7 @@ Crossover ParseCrossover(const std::string& text, const std::string& name, int* 
   }
   if (ranks) *ranks = static_cast<int>(j["ranks"].get<int64_t>());
   if (transport) *transport = j["transport"].get<std::string>();
+  if (registered) *registered = j.contains("buffers");
   if (points) {
     points->clear();
     auto time = [&](const nlohmann::json& v, const std::string& where) {
@@ -307,12 +321,12 @@ Crossover ParseCrossover(const std::string& text, const std::string& name, int* 
 }
 
 Crossover ReadCrossoverFile(const std::string& path, int* ranks, std::string* transport,
-                            std::vector<CrossoverPoint>* points) {
+                            std::vector<CrossoverPoint>* points, bool* registered) {
   // A regular file only: a folder or a FIFO is refused as such (not read as empty JSON, nor waited on).
   const std::string text = ReadTextFile(path, "crossover");
   if (text.size() > (16u << 20))
     throw InputError(fmt::format("crossover '{}': larger than 16 MiB", PrintableLine(path, 4096)));
-  return ParseCrossover(text, "'" + PrintableLine(path, 4096) + "'", ranks, transport, points);
+  return ParseCrossover(text, "'" + PrintableLine(path, 4096) + "'", ranks, transport, points, registered);
 }
 
 namespace {

@@ -59,6 +59,9 @@ struct CrossoverOptions {
   int rounds = 3;                              // candidates alternate within each round; each point keeps the median
   double target_s = 0.004;                     // timed seconds per candidate, size and round (at least 3 calls)
   std::shared_ptr<const Crossover> with_auto;  // also time auto choosing from this table
+  // Time every call on buffers in a shared window every rank maps (SharedWindow; one host, CPU),
+  // registered with every engine: the ring's column is then the ring over the window (MappedRing).
+  bool registered = false;
 };
 // Collective: measures every candidate (and the library) on `comm` at each size and returns the
 // points; the table is CrossoverFromPoints(points). All ranks return the same values.
@@ -68,14 +71,17 @@ std::vector<CrossoverPoint> MeasureCrossover(Communicator& comm, const std::vect
 // Written and read as JSON: {"format": "ciuic-crossover", "version": 1, "ranks": P, "transport": "mpi",
 // "bands": [{"below_bytes": B|null, "algo": "native"}, ...], "points": [{"bytes": B, "library_us": x,
 // "us": {"ring": y, ...}}, ...]}. Reading checks every field and throws InputError naming it.
+// A table measured on registered buffers also carries "buffers": "registered".
 std::string CrossoverJson(const Crossover& table, const std::vector<CrossoverPoint>& points, int ranks,
-                          const std::string& transport);
+                          const std::string& transport, bool registered = false);
 // `points`, when given, receives the measured points the file carries (each checked: a positive
-// multiple of 4 bytes, ascending, positive finite times of native/rd/ring/hier).
+// multiple of 4 bytes, ascending, positive finite times of native/rd/ring/hier). `registered`, when
+// given, receives whether the file says its times were measured on registered buffers.
 Crossover ReadCrossoverFile(const std::string& path, int* ranks = nullptr, std::string* transport = nullptr,
-                            std::vector<CrossoverPoint>* points = nullptr);
+                            std::vector<CrossoverPoint>* points = nullptr, bool* registered = nullptr);
 Crossover ParseCrossover(const std::string& text, const std::string& name, int* ranks = nullptr,
-                         std::string* transport = nullptr, std::vector<CrossoverPoint>* points = nullptr);
+                         std::string* transport = nullptr, std::vector<CrossoverPoint>* points = nullptr,
+                         bool* registered = nullptr);
 
 // The calibration database (`ciuic-tune calibrate --ranks P`; table calibrations, one row per point
 // and candidate: kernel "crossover:<transport>", codec the algorithm or "library", bytes, ranks, and

@@ -222,12 +222,18 @@ INSTANTIATE_TEST_SUITE_P(
         BadValueCase{"allreduce --backend mpi --register yes",
                      "--register: applies to --backend ciuic (the bundled runtime) only"},
         BadValueCase{"allreduce --backend ciuic --register 1", "--register 1: yes or no"},
-        BadValueCase{"allreduce --backend ciuic --register yes",
-                     "--register: the uncompressed ring reads and writes registered buffers; use --algo ring without "
-                     "--codec or --profile (this run: --algo auto --codec none)"},
+        BadValueCase{"allreduce --backend ciuic --algo rd --register yes",
+                     "--register: the uncompressed ring reads and writes registered buffers; use --algo ring or "
+                     "auto without --codec, --precision or --profile (this run: --algo rd --codec none --precision "
+                     "fp32)"},
+        BadValueCase{"allreduce --backend ciuic --algo native --precision bf16 --register yes",
+                     "--register: the uncompressed ring reads and writes registered buffers; use --algo ring or "
+                     "auto without --codec, --precision or --profile (this run: --algo native --codec none "
+                     "--precision bf16)"},
         BadValueCase{"allreduce --backend ciuic --algo ring --codec int8 --register yes",
-                     "--register: the uncompressed ring reads and writes registered buffers; use --algo ring without "
-                     "--codec or --profile (this run: --algo ring --codec int8)"}));
+                     "--register: the uncompressed ring reads and writes registered buffers; use --algo ring or "
+                     "auto without --codec, --precision or --profile (this run: --algo ring --codec int8 "
+                     "--precision fp32)"}));
 
 // Profiles: a bad field is named by its JSON path; a profile tuned for another topology is refused
 // unless --profile-override says to apply it anyway.
@@ -550,7 +556,8 @@ TEST(Cli, ForeignDatabaseIsRefusedAndKept) {
 }
 
 // --trace: one file, a track per rank, the phases of the backend, a summary line per rank on stderr.
-void CheckTraceRun(const std::string& args, int ranks, const std::set<std::string>& expected) {
+void CheckTraceRun(const std::string& args, int ranks, const std::set<std::string>& expected,
+                   const std::set<std::string>& absent = {}) {
   const std::string path =
       (std::filesystem::temp_directory_path() / ("ciuic_cli_trace_" + std::to_string(getpid()) + ".json")).string();
   std::filesystem::remove(path);
@@ -566,6 +573,7 @@ void CheckTraceRun(const std::string& args, int ranks, const std::set<std::strin
   for (int rank = 0; rank < ranks; ++rank) {
     const auto names = testing_trace::SpanNames(t, rank);
     for (const auto& n : expected) EXPECT_TRUE(names.count(n)) << args << ": rank " << rank << " has no " << n;
+    for (const auto& n : absent) EXPECT_FALSE(names.count(n)) << args << ": rank " << rank << " has a " << n;
   }
   const auto shares = trace::Summarize(t, "timed");
   ASSERT_EQ(shares.size(), static_cast<size_t>(ranks));
@@ -588,6 +596,46 @@ TEST(Cli, RegisteredBuffersRunTheRingOverSharedWindows) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("codec none  buffers registered\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
+}
+
+// --algo auto --register yes: auto chooses by its table, and where the table names the ring the ring
+// runs over the windows. A planted table decides (ring from 64 KiB, or native everywhere); a table
+// measured on registered buffers says so in the crossover table and in the file it writes, and a
+// run whose buffers differ from the file's is told.
+TEST(Cli, AutoRunsTheRingOverRegisteredBuffersWhereItsTableNamesTheRing) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ciuic_cli_autoreg_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string ring = (dir / "ring.json").string(), native = (dir / "native.json").string();
+  const std::string head = R"({"format":"ciuic-crossover","version":1,"ranks":2,"transport":"local","bands":[)";
+  std::ofstream(ring) << head << R"({"below_bytes":65536,"algo":"native"},{"below_bytes":null,"algo":"ring"}]})";
+  std::ofstream(native) << head << R"({"below_bytes":null,"algo":"native"}]})";
+  const std::string run =
+      "allreduce --backend ciuic --transport local --ranks 2 --register yes --sizes 4K,1M "
+      "--iters 3 --warmup 1 --crossover ";
+  CheckTraceRun(run + ring, 2, {"ciuic allreduce", "native", "mapped ring"});
+  CheckTraceRun(run + native, 2, {"ciuic allreduce", "native"}, {"ring", "mapped ring"});
+  const Result told = RunBenchCli(run + ring);
+  ASSERT_EQ(told.code, 0) << told.err;
+  EXPECT_NE(told.err.find("was measured on unregistered buffers; this run's are registered"), std::string::npos)
+      << told.err;
+  EXPECT_NE(told.out.find("buffers registered\n"), std::string::npos) << told.out;
+
+  const std::string out = (dir / "measured.json").string();
+  const Result table = RunBenchCli(
+      "allreduce --backend ciuic --transport local --ranks 2 --register yes --sizes 4K,1M --crossover measure "
+      "--crossover-rounds 1 --crossover-slot-ms 1 --crossover-table --crossover-out " +
+      out);
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("in place; buffers registered (the ring over shared windows)\n"), std::string::npos)
+      << table.out;
+  EXPECT_NE(table.err.find("measured on 2 ranks over local on registered buffers in "), std::string::npos) << table.err;
+  EXPECT_NE(Slurp(out).find(R"("buffers": "registered")"), std::string::npos) << Slurp(out);
+  const Result plain =
+      RunBenchCli("allreduce --backend ciuic --transport local --ranks 2 --sizes 4K --iters 2 --crossover " + out);
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_NE(plain.err.find("was measured on registered buffers; this run's are unregistered"), std::string::npos)
+      << plain.err;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Cli, TraceOfTheLibraryAndOfTheRuntime) {

@@ -219,6 +219,30 @@ TEST(Crossover, FileRoundTripAndRefusals) {
   EXPECT_THROW(ReadCrossoverFile("/nonexistent/crossover.json"), InputError);
 }
 
+// A table measured on registered buffers says so ("buffers": "registered"), and only that value is read.
+TEST(Crossover, AFileSaysWhetherItWasMeasuredOnRegisteredBuffers) {
+  const Crossover c = CrossoverFromPoints(Planted());
+  for (bool registered : {false, true}) {
+    const std::string text = CrossoverJson(c, Planted(), 2, "local", registered);
+    EXPECT_EQ(text.find("\"buffers\"") != std::string::npos, registered) << text;
+    bool back = !registered;
+    const Crossover read = ParseCrossover(text, "t", nullptr, nullptr, nullptr, &back);
+    EXPECT_EQ(back, registered);
+    EXPECT_EQ(read.Digest(), c.Digest());
+  }
+  const std::string head = R"({"format":"ciuic-crossover","version":1,"ranks":2,"transport":"mpi",)";
+  for (const char* value : {R"("pinned")", "true", "null", R"("")"}) {
+    const std::string text = head + R"("buffers":)" + value + R"(,"bands":[{"below_bytes":null,"algo":"ring"}]})";
+    try {
+      ParseCrossover(text, "t");
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("crossover t: buffers: expected \"registered\""), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(Crossover, FileCarriesItsMeasuredPointsAndRefusesBadOnes) {
   std::vector<CrossoverPoint> back;
   ParseCrossover(CrossoverJson(CrossoverFromPoints(Planted()), Planted(), 4, "mpi"), "t", nullptr, nullptr, &back);
@@ -454,6 +478,38 @@ TEST(Crossover, AMeasurementAgreesOnEveryRankAndNamesOnlyCandidates) {
   for (const auto& b : c.bands)
     EXPECT_TRUE(b.algo == A::kNative || b.algo == A::kRecursiveDoubling || b.algo == A::kRing);
   EXPECT_THROW(MeasureCrossover(*MakeLocalWorld(1)[0], {A::kSparse}), UsageError);
+}
+
+// Registered, every candidate is timed on buffers in one shared window: the ring's column is the ring
+// over the window (its "mapped ring" span), and auto's calls where its table names the ring run there
+// too. Unregistered, the ring goes through the transport.
+TEST(Crossover, ARegisteredMeasurementTimesTheRingOverTheWindow) {
+  for (bool registered : {false, true}) {
+    std::vector<std::string> events(2);
+    std::vector<std::vector<CrossoverPoint>> got(2);
+    RunLocalRanks(2, [&](Communicator& comm) {
+      trace::Recorder recorder(comm.Rank(), "test");
+      {
+        trace::Bind bind(&recorder);
+        CrossoverOptions o;
+        o.sizes = {4096, 65536};
+        o.rounds = 1;
+        o.target_s = 0.0005;
+        o.registered = registered;
+        o.with_auto = std::make_shared<Crossover>(CrossoverFromPoints({Point(4096, 1, 2, 3), Point(65536, 9, 8, 1)}));
+        got[comm.Rank()] = MeasureCrossover(comm, {A::kNative, A::kRing}, o);
+      }
+      events[comm.Rank()] = recorder.RenderEvents(0);
+    });
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(events[r].find("\"mapped ring\"") != std::string::npos, registered)
+          << "rank " << r << (registered ? ": no" : ": a") << " mapped ring span";
+      EXPECT_NE(events[r].find("\"ring\""), std::string::npos) << "rank " << r;
+      ASSERT_EQ(got[r].size(), 2u);
+      EXPECT_EQ(got[r][1].auto_algo, A::kRing);
+      for (const auto& p : got[r]) EXPECT_GT(p.us.at(A::kRing), 0);
+    }
+  }
 }
 
 }  // namespace

@@ -1414,6 +1414,13 @@ tc("CIUIC_PROGRESS=on: expected 0", "env CIUIC_PROGRESS=on {tune} model --topolo
 # is measured; they were refused by the child after the kernels, with exit 2.
 tc("--sizes 1T: size 1T does not fit", "{tune} validate --ranks 2 --sizes 1T --db {work}/c.db")
 tc("--link-sizes 1T: size 1T does not fit", "{tune} calibrate --ranks 2 --link-sizes 1T --db {work}/c.db")
+# --register: the uncompressed fp32 ring (--algo ring, or auto where its table names the ring) is what
+# reads registered buffers; a crossover file says "buffers": "registered" or nothing.
+bc("--register&&use --algo ring or auto&&--algo rd", "--register yes --algo rd", base=CIUIC)
+bc("--register&&--algo native --codec none --precision bf16", "--register yes --algo native --precision bf16", base=CIUIC)
+put("crossover/buffers-pinned.json", b'{"format":"ciuic-crossover","version":1,"ranks":2,"transport":"local",'
+    b'"buffers":"pinned","bands":[{"below_bytes":null,"algo":"ring"}]}')
+bc("crossover&&buffers: expected", "--crossover {case_dir}/crossover/buffers-pinned.json --register yes", base=CIUIC)
 
 
 # ---- writing ---------------------------------------------------------------------------------------
