@@ -37,6 +37,7 @@
 #include "collectives/backends/local/communicator.h"
 #include "collectives/backends/nccl/communicator.h"
 #include "collectives/runtime_comm.h"
+#include "collectives/shared_window.h"
 #include "collectives/trace_comm.h"
 #include "core/config.h"
 #include "core/cupti.h"
@@ -230,18 +231,34 @@ std::unique_ptr<Communicator> WrapRuntime(std::unique_ptr<Communicator> transpor
   const AlgoConfig& a = rc.algo;
   if (a.algo == AllReduceAlgo::kAuto && a.codec.kind == CodecKind::kNone && a.precision == DType::kFloat32 &&
       !rc.profile) {
-    // A measurement on registered buffers makes a window on every rank (collective).
-    if (cli.crossover.source == "measure" || cli.crossover.table) AgreeOnRegister(*transport, cli.bench.shared);
-    // Collective either way (a measurement, or the ranks agreeing on what their databases hold).
-    if (watchdog && (cli.crossover.source == "measure" || cli.crossover.source == "db"))
-      watchdog->Arm(cli.crossover.source == "db" ? "auto's crossover from the calibration database"
-                                                 : "auto's crossover measurement");
-    rc.algo.crossover = ResolveCrossover(*transport, cli.crossover);
-    if (watchdog) watchdog->Disarm();
-    if (cli.crossover.table) {
-      RunCrossoverTable(*transport, rc.algo.crossover, cli.bench.sizes, cli.crossover, std::cout);
-      *table_done = true;
-      return transport;
+    try {
+      if (cli.crossover.source == "measure" || cli.crossover.table) {
+        // A measurement on registered buffers makes a window on every rank (collective).
+        if (watchdog) watchdog->Arm("the ranks' agreement on --register");
+        AgreeOnRegister(*transport, cli.bench.shared);
+        // (a sweep's runner says it itself)
+        if (cli.bench.shared && cli.crossover.table && transport->Rank() == 0)
+          if (const std::string note = SharedWindow::HugePageNote(); !note.empty())
+            LogInfo("note: --register: {}", note);
+      }
+      // Collective either way (a measurement, or the ranks agreeing on what their databases hold).
+      if (watchdog && (cli.crossover.source == "measure" || cli.crossover.source == "db"))
+        watchdog->Arm(cli.crossover.source == "db" ? "auto's crossover from the calibration database"
+                                                   : "auto's crossover measurement");
+      rc.algo.crossover = ResolveCrossover(*transport, cli.crossover);
+      if (watchdog) watchdog->Disarm();
+      if (cli.crossover.table) {
+        RunCrossoverTable(*transport, rc.algo.crossover, cli.bench.sizes, cli.crossover, std::cout);
+        *table_done = true;
+        return transport;
+      }
+    } catch (const UsageError& e) {
+      // Found alike by every rank (ranks that disagree on --register, windows every rank refuses):
+      // rank 0 says it in one line, and the ranks end together.
+      if (transport->Rank() == 0) LogInfo("{}", OneLine(e));
+      double done = 0;
+      transport->HostAllReduce(&done, 1, ReduceOp::kMax);
+      throw ReportedByLead(ExitCode::kUsage);
     }
   }
   return MakeRuntimeCommunicator(std::move(transport), rc);

@@ -3,7 +3,7 @@
 // and the allgather writes the reduced chunk straight into every rank's result. Rank r owns chunk r:
 // piece by piece it sums the chunk of every source in rank order and writes the sum into every
 // result: with streaming stores above 256 KiB, with ordinary ones up to it (the call's buffers then
-// fit in the caches, where the next reader finds them: 1.5-2.3x faster from 4 to 256 KiB on the
+// fit in the caches, where the next reader finds them: 1.2-2.5x faster from 4 to 256 KiB on the
 // project's VM, 2 ranks; at 1 MiB alike, at 4 MiB slower). Passes over memory per element (a read or write of the
 // message = 1): from 3 ranks 2 (each source's chunk read once, each result's written once, the sum in a cache-resident
 // slot); on 2 ranks 2.5 (the sum streamed into the own result, read back for the peer's: on the project's VM faster
@@ -14,7 +14,9 @@
 // Ordering: a rank enters only with its source final and its result free (the caller's contract for
 // any collective), so the gather of buffer offsets that opens the call is also the barrier after
 // which peers may touch them; only rank r reads or writes chunk r of any buffer (in place too), and a
-// barrier closes the call once every peer has finished with this rank's buffers.
+// barrier closes the call once every peer has finished with this rank's buffers. Streaming stores are
+// fenced (sfence) before it; ordinary ones need no fence of their own: a barrier publishes what each
+// rank wrote before it (MPI's and gloo's through their messages, the thread world's through its locks).
 #include <cstring>
 #include <vector>
 

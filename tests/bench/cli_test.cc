@@ -13,6 +13,8 @@
 #include <sstream>
 
 #include "bench/coll_spec.h"
+#include "bench/crossover_table.h"
+#include "collectives/backends/local/communicator.h"
 #include "collectives/profile.h"
 #include "core/buffer.h"
 #include "core/trace.h"
@@ -33,11 +35,12 @@ std::string Slurp(const std::string& path) {
   return s.str();
 }
 
-Result RunBenchCli(const std::string& args) {
+// Runs a shell command line; its exit code, stdout and stderr.
+Result RunCommand(const std::string& command) {
   const auto dir = std::filesystem::temp_directory_path();
   const std::string out = (dir / ("ciuic_cli_out_" + std::to_string(getpid()))).string();
   const std::string err = (dir / ("ciuic_cli_err_" + std::to_string(getpid()))).string();
-  const std::string cmd = std::string(CIUIC_BENCH_EXE) + " " + args + " >" + out + " 2>" + err;
+  const std::string cmd = command + " >" + out + " 2>" + err;
   const int status = std::system(cmd.c_str());
   Result r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
@@ -47,6 +50,8 @@ Result RunBenchCli(const std::string& args) {
   std::filesystem::remove(err);
   return r;
 }
+
+Result RunBenchCli(const std::string& args) { return RunCommand(std::string(CIUIC_BENCH_EXE) + " " + args); }
 
 int CountLines(const std::string& s) {
   int n = 0;
@@ -638,6 +643,38 @@ TEST(Cli, AutoRunsTheRingOverRegisteredBuffersWhereItsTableNamesTheRing) {
   std::filesystem::remove_all(dir);
 }
 
+// --crossover measure and --crossover-table with --register yes time the candidates on registered
+// buffers: the ring's calls there run over the window (its "mapped ring" span), without it they do not.
+TEST(Cli, ARegisteredCrossoverMeasuresTheRingOverTheWindow) {
+  for (bool registered : {false, true}) {
+    for (bool table : {false, true}) {
+      std::vector<std::string> events(2);
+      RunLocalRanks(2, [&](Communicator& comm) {
+        trace::Recorder recorder(comm.Rank(), "test");
+        {
+          trace::Bind bind(&recorder);
+          CrossoverCli c;
+          c.source = "measure";
+          c.rounds = 1;
+          c.slot_s = 0.0005;
+          c.registered = registered;
+          const auto builtin = std::make_shared<const Crossover>(BuiltinCrossover("local"));
+          std::ostringstream out;
+          if (table) {
+            RunCrossoverTable(comm, builtin, {4096, 65536}, c, out);
+          } else {
+            ResolveCrossover(comm, c);
+          }
+        }
+        events[comm.Rank()] = recorder.RenderEvents(0);
+      });
+      for (int r = 0; r < 2; ++r)
+        EXPECT_EQ(events[r].find("\"mapped ring\"") != std::string::npos, registered)
+            << (table ? "--crossover-table" : "--crossover measure") << ", registered " << registered << ", rank " << r;
+    }
+  }
+}
+
 TEST(Cli, TraceOfTheLibraryAndOfTheRuntime) {
   CheckTraceRun("allreduce --backend local --ranks 2 --sizes 4K,64K --iters 3 --warmup 1", 2,
                 {"row", "warmup", "timed", "check", "barrier", "allreduce"});
@@ -661,6 +698,27 @@ TEST(CliMpi, TraceGathersEveryProcess) {
       "allreduce --backend ciuic --transport mpi --ranks 2 --codec topk:0.01 --sizes 64K --iters 3 "
       "--warmup 1",
       2, {"ciuic allreduce", "sparse", "encode", "decode", "send", "recv"});
+}
+
+// Ranks a launcher started with different --register: auto's measurement makes its windows on every
+// rank (collective), so the ranks first agree; rank 0 names the difference in one line and every rank
+// ends with exit 1 (no rank waits in a window another never makes).
+TEST(CliMpi, RanksThatDisagreeOnRegisterEndTogetherInOneLine) {
+  const std::string run = std::string(CIUIC_BENCH_EXE) +
+                          " allreduce --backend ciuic --sizes 4K --crossover measure --crossover-table "
+                          "--crossover-rounds 1 --timeout 60 --register ";
+  const Result r = RunCommand(
+      "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpiexec --quiet "
+      "--oversubscribe -n 1 " +
+      run + "yes : -n 1 " + run + "no");
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("ciuic-bench: the ranks disagree on --register: rank 0 has yes, rank 1 has no; launch "
+                        "every rank with the same options\n",
+                        0),
+            0u)
+      << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
 TEST(CliMpi, RelaunchesUnderMpiexecAndVerifies) {

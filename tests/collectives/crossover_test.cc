@@ -480,34 +480,33 @@ TEST(Crossover, AMeasurementAgreesOnEveryRankAndNamesOnlyCandidates) {
   EXPECT_THROW(MeasureCrossover(*MakeLocalWorld(1)[0], {A::kSparse}), UsageError);
 }
 
-// Registered, every candidate is timed on buffers in one shared window: the ring's column is the ring
-// over the window (its "mapped ring" span), and auto's calls where its table names the ring run there
-// too. Unregistered, the ring goes through the transport.
+// Registered, every call is timed on buffers in one shared window: the ring candidate's calls run over
+// it (their "mapped ring" span), and so do auto's where its table names the ring (the second case has
+// no ring candidate: any such span is auto's). Unregistered, nothing runs over a window.
 TEST(Crossover, ARegisteredMeasurementTimesTheRingOverTheWindow) {
-  for (bool registered : {false, true}) {
-    std::vector<std::string> events(2);
-    std::vector<std::vector<CrossoverPoint>> got(2);
-    RunLocalRanks(2, [&](Communicator& comm) {
-      trace::Recorder recorder(comm.Rank(), "test");
-      {
-        trace::Bind bind(&recorder);
-        CrossoverOptions o;
-        o.sizes = {4096, 65536};
-        o.rounds = 1;
-        o.target_s = 0.0005;
-        o.registered = registered;
-        o.with_auto = std::make_shared<Crossover>(CrossoverFromPoints({Point(4096, 1, 2, 3), Point(65536, 9, 8, 1)}));
-        got[comm.Rank()] = MeasureCrossover(comm, {A::kNative, A::kRing}, o);
-      }
-      events[comm.Rank()] = recorder.RenderEvents(0);
-    });
-    for (int r = 0; r < 2; ++r) {
-      EXPECT_EQ(events[r].find("\"mapped ring\"") != std::string::npos, registered)
-          << "rank " << r << (registered ? ": no" : ": a") << " mapped ring span";
-      EXPECT_NE(events[r].find("\"ring\""), std::string::npos) << "rank " << r;
-      ASSERT_EQ(got[r].size(), 2u);
-      EXPECT_EQ(got[r][1].auto_algo, A::kRing);
-      for (const auto& p : got[r]) EXPECT_GT(p.us.at(A::kRing), 0);
+  const auto ring_everywhere = std::make_shared<Crossover>(CrossoverFromPoints({Point(4096, 9, 8, 1)}));
+  for (bool by_auto : {false, true}) {
+    for (bool registered : {false, true}) {
+      std::vector<std::string> events(2);
+      RunLocalRanks(2, [&](Communicator& comm) {
+        trace::Recorder recorder(comm.Rank(), "test");
+        {
+          trace::Bind bind(&recorder);
+          CrossoverOptions o;
+          o.sizes = {4096, 65536};
+          o.rounds = 1;
+          o.target_s = 0.0005;
+          o.registered = registered;
+          if (by_auto) o.with_auto = ring_everywhere;
+          const auto points =
+              MeasureCrossover(comm, by_auto ? std::vector<A>{A::kNative} : std::vector<A>{A::kNative, A::kRing}, o);
+          EXPECT_EQ(points.size(), 2u);
+        }
+        events[comm.Rank()] = recorder.RenderEvents(0);
+      });
+      for (int r = 0; r < 2; ++r)
+        EXPECT_EQ(events[r].find("\"mapped ring\"") != std::string::npos, registered)
+            << (by_auto ? "auto" : "the ring candidate") << ", registered " << registered << ", rank " << r;
     }
   }
 }
