@@ -49,6 +49,9 @@ void CopyUncached(float* out, const float* in, size_t n) {
   if (i < n) std::memcpy(out + i, in + i, (n - i) * sizeof(float));
 }
 
+// out = in with ordinary stores.
+void CopyCached(float* out, const float* in, size_t n) { std::memcpy(out, in, n * sizeof(float)); }
+
 // Up to this many bytes per call the results are written with ordinary stores (see above).
 constexpr size_t kCachedBytes = size_t{256} << 10;
 
@@ -96,27 +99,23 @@ bool AllReduceEngine::Impl::MappedRing(Communicator& c, const float* src, float*
   // Chunks on 64-byte boundaries of the buffers: where those are 64-byte aligned (the bench's are),
   // no cache line is written by two ranks.
   const hops::Range chunk = hops::ChunkOf(n, p, r, 16);
+  // Ordinary stores up to kCachedBytes per call, streaming ones above (see the top of this file).
   const bool cached = n * sizeof(float) <= kCachedBytes;
+  auto* const add_to = cached ? &cpu::AddTo : &cpu::AddToUncached;
+  auto* const copy = cached ? &CopyCached : &CopyUncached;
   for (size_t o = chunk.begin; o < chunk.end; o += piece) {
     const size_t k = std::min(piece, chunk.end - o);
-    if (cached && p == 2) {
-      cpu::AddTo(results[r] + o, sources[0] + o, sources[1] + o, k, nullptr);
-      std::memcpy(results[1 - r] + o, results[r] + o, k * sizeof(float));
-    } else if (cached) {
-      cpu::AddTo(slot, sources[0] + o, sources[1] + o, k, nullptr);
-      for (int q = 2; q < p; ++q) cpu::AddInPlace(slot, sources[q] + o, k, nullptr);
-      for (int q = 0; q < p; ++q) std::memcpy(results[q] + o, slot, k * sizeof(float));
-    } else if (p == 2) {
+    if (p == 2) {
       // One sum (a + b is b + a in IEEE arithmetic, so both ranks' chunks agree bit for bit with a
-      // rank-order sum), streamed into this rank's result, then copied into the peer's.
-      cpu::AddToUncached(results[r] + o, sources[0] + o, sources[1] + o, k, nullptr);
-      CopyUncached(results[1 - r] + o, results[r] + o, k);
+      // rank-order sum), written into this rank's result, then copied into the peer's.
+      add_to(results[r] + o, sources[0] + o, sources[1] + o, k, nullptr);
+      copy(results[1 - r] + o, results[r] + o, k);
     } else {
       // Rank order into a cache-resident slot (every source's piece is read before any result is
       // written: in place, a result is its rank's source), then out to every result.
       cpu::AddTo(slot, sources[0] + o, sources[1] + o, k, nullptr);
       for (int q = 2; q < p; ++q) cpu::AddInPlace(slot, sources[q] + o, k, nullptr);
-      for (int q = 0; q < p; ++q) CopyUncached(results[q] + o, slot, k);
+      for (int q = 0; q < p; ++q) copy(results[q] + o, slot, k);
     }
   }
   c.Barrier();

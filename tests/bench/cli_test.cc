@@ -14,11 +14,11 @@
 
 #include "bench/coll_spec.h"
 #include "bench/crossover_table.h"
-#include "collectives/backends/local/communicator.h"
 #include "collectives/profile.h"
 #include "core/buffer.h"
 #include "core/trace.h"
 #include "tests/trace_check.h"
+#include "tests/traced_ranks.h"
 
 namespace ciuic {
 namespace {
@@ -648,28 +648,21 @@ TEST(Cli, AutoRunsTheRingOverRegisteredBuffersWhereItsTableNamesTheRing) {
 TEST(Cli, ARegisteredCrossoverMeasuresTheRingOverTheWindow) {
   for (bool registered : {false, true}) {
     for (bool table : {false, true}) {
-      std::vector<std::string> events(2);
-      RunLocalRanks(2, [&](Communicator& comm) {
-        trace::Recorder recorder(comm.Rank(), "test");
-        {
-          trace::Bind bind(&recorder);
-          CrossoverCli c;
-          c.source = "measure";
-          c.rounds = 1;
-          c.slot_s = 0.0005;
-          c.registered = registered;
-          const auto builtin = std::make_shared<const Crossover>(BuiltinCrossover("local"));
-          std::ostringstream out;
-          if (table) {
-            RunCrossoverTable(comm, builtin, {4096, 65536}, c, out);
-          } else {
-            ResolveCrossover(comm, c);
-          }
+      const auto events = testing_trace::TracedRanks(2, [&](Communicator& comm) {
+        CrossoverCli c;
+        c.source = "measure";
+        c.rounds = 1;
+        c.slot_s = 0.0005;
+        c.registered = registered;
+        std::ostringstream out;
+        if (table) {
+          RunCrossoverTable(comm, std::make_shared<const Crossover>(BuiltinCrossover("local")), {4096, 65536}, c, out);
+        } else {
+          ResolveCrossover(comm, c);
         }
-        events[comm.Rank()] = recorder.RenderEvents(0);
       });
       for (int r = 0; r < 2; ++r)
-        EXPECT_EQ(events[r].find("\"mapped ring\"") != std::string::npos, registered)
+        EXPECT_EQ(testing_trace::HasSpan(events[r], "mapped ring"), registered)
             << (table ? "--crossover-table" : "--crossover measure") << ", registered " << registered << ", rank " << r;
     }
   }

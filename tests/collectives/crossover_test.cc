@@ -24,6 +24,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/trace.h"
+#include "tests/traced_ranks.h"
 
 namespace ciuic {
 namespace {
@@ -487,25 +488,18 @@ TEST(Crossover, ARegisteredMeasurementTimesTheRingOverTheWindow) {
   const auto ring_everywhere = std::make_shared<Crossover>(CrossoverFromPoints({Point(4096, 9, 8, 1)}));
   for (bool by_auto : {false, true}) {
     for (bool registered : {false, true}) {
-      std::vector<std::string> events(2);
-      RunLocalRanks(2, [&](Communicator& comm) {
-        trace::Recorder recorder(comm.Rank(), "test");
-        {
-          trace::Bind bind(&recorder);
-          CrossoverOptions o;
-          o.sizes = {4096, 65536};
-          o.rounds = 1;
-          o.target_s = 0.0005;
-          o.registered = registered;
-          if (by_auto) o.with_auto = ring_everywhere;
-          const auto points =
-              MeasureCrossover(comm, by_auto ? std::vector<A>{A::kNative} : std::vector<A>{A::kNative, A::kRing}, o);
-          EXPECT_EQ(points.size(), 2u);
-        }
-        events[comm.Rank()] = recorder.RenderEvents(0);
+      const auto events = testing_trace::TracedRanks(2, [&](Communicator& comm) {
+        CrossoverOptions o;
+        o.sizes = {4096, 65536};
+        o.rounds = 1;
+        o.target_s = 0.0005;
+        o.registered = registered;
+        if (by_auto) o.with_auto = ring_everywhere;
+        const auto candidates = by_auto ? std::vector<A>{A::kNative} : std::vector<A>{A::kNative, A::kRing};
+        EXPECT_EQ(MeasureCrossover(comm, candidates, o).size(), 2u);
       });
       for (int r = 0; r < 2; ++r)
-        EXPECT_EQ(events[r].find("\"mapped ring\"") != std::string::npos, registered)
+        EXPECT_EQ(testing_trace::HasSpan(events[r], "mapped ring"), registered)
             << (by_auto ? "auto" : "the ring candidate") << ", registered " << registered << ", rank " << r;
     }
   }
