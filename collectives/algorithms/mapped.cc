@@ -2,14 +2,20 @@
 // result lie in memory every rank maps, so the reduce-scatter reads the peers' chunks where they lie
 // and the allgather writes the reduced chunk straight into every rank's result. Rank r owns chunk r:
 // piece by piece it sums the chunk of every source in rank order and writes the sum into every
-// result: with streaming stores above 256 KiB, with ordinary ones up to it (the call's buffers then
-// fit in the caches, where the next reader finds them: 1.2-2.5x faster from 4 to 256 KiB on the
-// project's VM, 2 ranks; at 1 MiB alike, at 4 MiB slower). Passes over memory per element (a read or write of the
-// message = 1): from 3 ranks 2 (each source's chunk read once, each result's written once, the sum in a cache-resident
-// slot); on 2 ranks 2.5 (the sum streamed into the own result, read back for the peer's: on the project's VM faster
-// than streaming one slot into both, 12.5-15.1 against 11.7-12.2 GB/s at 256 MiB). The ring over a transport makes 2.5
-// too, but its pieces also pass through the transport (a kernel copy per piece into a receive slot, a message per
-// piece).
+// result. Passes over memory per element (a read or write of the message = 1): from 3 ranks 2 (each
+// source's chunk read once, each result's written once, the sum in a cache-resident slot); on 2 ranks
+// 2.5 (the sum written into the own result, read back for the peer's: on the project's VM faster
+// than streaming one slot into both, 12.5-15.1 against 11.7-12.2 GB/s at 256 MiB). The ring over a
+// transport makes 2.5 too, but its pieces also pass through the transport (a kernel copy per piece
+// into a receive slot, a message per piece).
+//
+// Stores (measured on the project's VM, 2 ranks, bench/results/2026-11-29-mapped-stores):
+// - In place every result is a source this rank has just read, so its lines sit in this core's
+//   caches: ordinary stores at every size (a streaming store to a cached line evicts it first):
+//   2.2-3.0x faster than streaming ones at 1-4 MiB, 1.05-1.7x from 16 to 256 MiB, alike at 1 GiB.
+// - Out of place, ordinary stores up to 256 KiB per call (the call's buffers then fit in the caches,
+//   where the next reader finds them: 1.2-2.5x faster from 4 to 256 KiB), streaming ones above (they
+//   leave the caches to the sources: at 1 MiB alike, from 2 MiB ordinary ones are slower).
 //
 // Ordering: a rank enters only with its source final and its result free (the caller's contract for
 // any collective), so the gather of buffer offsets that opens the call is also the barrier after
@@ -52,7 +58,8 @@ void CopyUncached(float* out, const float* in, size_t n) {
 // out = in with ordinary stores.
 void CopyCached(float* out, const float* in, size_t n) { std::memcpy(out, in, n * sizeof(float)); }
 
-// Up to this many bytes per call the results are written with ordinary stores (see above).
+// Out of place, up to this many bytes per call the results are written with ordinary stores (see
+// the top of this file).
 constexpr size_t kCachedBytes = size_t{256} << 10;
 
 }  // namespace
@@ -99,8 +106,9 @@ bool AllReduceEngine::Impl::MappedRing(Communicator& c, const float* src, float*
   // Chunks on 64-byte boundaries of the buffers: where those are 64-byte aligned (the bench's are),
   // no cache line is written by two ranks.
   const hops::Range chunk = hops::ChunkOf(n, p, r, 16);
-  // Ordinary stores up to kCachedBytes per call, streaming ones above (see the top of this file).
-  const bool cached = n * sizeof(float) <= kCachedBytes;
+  // Ordinary stores in place, and out of place up to kCachedBytes per call; streaming ones above
+  // (see the top of this file). Each rank chooses for itself: the barrier publishes either.
+  const bool cached = src == data || n * sizeof(float) <= kCachedBytes;
   auto* const add_to = cached ? &cpu::AddTo : &cpu::AddToUncached;
   auto* const copy = cached ? &CopyCached : &CopyUncached;
   for (size_t o = chunk.begin; o < chunk.end; o += piece) {

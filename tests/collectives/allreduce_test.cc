@@ -158,8 +158,9 @@ TEST(AllReduceAlgo, ReceiveBuffersAreReadOnlyAfterTheirWait) {
 
 // Every rank's source and result in its shared window: each element is the rank-order sum
 // (((g0 + g1) + g2) + ...) of normal floats, the same bits on every rank, in and out of place, over
-// several pieces per chunk, and the sources stay as they were; average scales it once. Up to 256 KiB
-// the results are written with ordinary stores, above with streaming ones (70001 floats).
+// several pieces per chunk, and the sources stay as they were; average scales it once. The results
+// are written with ordinary stores in place and up to 256 KiB out of place, with streaming ones out
+// of place above it (70001 floats).
 TEST(MappedRing, RankOrderSumsInAndOutOfPlaceWithTheSourcesUntouched) {
   for (int ranks : {2, 3, 4}) {
     for (size_t n : {size_t{1}, size_t{37}, size_t{50001}, size_t{70001}}) {
