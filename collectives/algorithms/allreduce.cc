@@ -166,7 +166,9 @@ void AllReduceEngine::Run(const float* src, float* data, size_t n, CodecState* s
     switch (algo) {
       case AllReduceAlgo::kRing:
         if (k == CodecKind::kNone) {
-          if (impl_->windows.empty() || !impl_->MappedRing(comm_, src, data, n)) impl_->Ring(comm_, src, data, n);
+          if ((impl_->windows.empty() || !impl_->MappedRing(comm_, src, data, n)) &&
+              !impl_->StagedRing(comm_, src, data, n))
+            impl_->Ring(comm_, src, data, n);
         } else if (k == CodecKind::kRandomK) {
           impl_->RandomK(data, n, state);
         } else {

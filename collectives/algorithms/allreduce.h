@@ -68,6 +68,9 @@ struct AlgoConfig {
   // Out of place, a ring whose reduce-scatter writes more result bytes than this streams them past
   // the caches (the same bits); 0: the largest cache a core sees.
   size_t uncached_bytes = 0;
+  // Uncompressed ring calls up to this many bytes on a one-host CPU world go through a shared window
+  // of the engine's own (two barriers instead of the transport's messages); 0: never.
+  size_t staged_bytes = size_t{1} << 20;
   int ranks_per_node = 0;             // hier: 0 = group by host name
   int nodes_per_group = 0;            // hier depth 3: nodes per group (e.g. per rail or NVLink domain); 0 = depth 2
   DType precision = DType::kFloat32;  // native: the dtype the transport reduces in (fp32 bf16 fp16)
@@ -84,6 +87,7 @@ struct Counters {
   double wire_bytes = 0;  // bytes this rank sent
   double encode_s = 0, comm_s = 0, reduce_s = 0, total_s = 0;
   uint64_t mapped_calls = 0;  // calls whose ring read and wrote the peers' buffers in shared windows
+  uint64_t staged_calls = 0;  // calls whose ring went through the engine's own window
 };
 
 class AllReduceEngine {

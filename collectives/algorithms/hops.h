@@ -102,7 +102,14 @@ struct AllReduceEngine::Impl {
   // result lie in one window (decided alike on every rank, by the window's id). Their owners keep
   // them alive: a rank whose buffers lie in a window still holds it.
   std::vector<std::weak_ptr<const SharedWindow>> windows;
-  bool MappedRing(Communicator& c, const float* src, float* data, size_t n);      // mapped.cc
+  bool MappedRing(Communicator& c, const float* src, float* data, size_t n);  // mapped.cc
+  // The uncompressed ring on one host up to cfg.staged_bytes, through a shared window of the
+  // engine's own; false (nothing done) where it does not apply or the window cannot be made.
+  std::shared_ptr<SharedWindow> staging;
+  size_t staging_slot = 0;    // bytes per slot; two slots per rank
+  size_t staging_parity = 0;  // which slot this call uses
+  bool staging_failed = false;
+  bool StagedRing(Communicator& c, const float* src, float* data, size_t n);      // staged.cc
   void RecursiveDoubling(Communicator& c, float* data, size_t n);                 // rd.cc
   void MakeHierarchy();                                                           // hier.cc
   void HierLevel(size_t level, float* data, size_t n, size_t align, bool lossy);  // hier.cc

@@ -82,6 +82,7 @@ AlgoConfig Config(AllReduceAlgo algo, const char* codec, size_t piece = 4096, in
   c.piece_bytes = piece;
   c.in_flight = 3;
   c.ranks_per_node = rpn;
+  c.staged_bytes = 0;  // the ring over the transport at every size (StagedRing.* test the other path)
   return c;
 }
 
@@ -92,6 +93,8 @@ TEST(AllReduceAlgo, LosslessAlgorithmsAreExactFrom1To16Ranks) {
       const auto want = ExactSum(ranks, n, true);
       std::vector<AlgoConfig> cfgs = {Config(AllReduceAlgo::kRing, "none"),
                                       Config(AllReduceAlgo::kRecursiveDoubling, "none")};
+      cfgs.push_back(Config(AllReduceAlgo::kRing, "none"));  // staged through the engine's window
+      cfgs.back().staged_bytes = size_t{1} << 20;
       if (ranks % 2 == 0) cfgs.push_back(Config(AllReduceAlgo::kHierarchical, "none", 4096, 2));
       if (ranks % 4 == 0) cfgs.push_back(Config(AllReduceAlgo::kHierarchical, "none", 4096, 4));
       if (ranks % 4 == 0) {  // depth 3: pairs of ranks per node, pairs of nodes per group
@@ -206,6 +209,104 @@ TEST(MappedRing, RankOrderSumsInAndOutOfPlaceWithTheSourcesUntouched) {
           }
         }
       }
+    }
+  }
+}
+
+// ---- The ring staged through the engine's own window (collectives/algorithms/staged.cc) -----------
+
+// Calls up to staged_bytes: each element is the rank-order sum, the same bits on every rank, in and
+// out of place, over 5 calls in a row (the window's two slots taken in turn, each call's gradients
+// new), with the sources untouched; sizes from 1 element to most of a slot, and back.
+TEST(StagedRing, RankOrderSumsCallAfterCallInAndOutOfPlace) {
+  for (int ranks : {2, 3, 4}) {
+    for (bool in_place : {false, true}) {
+      // 300001 elements: 1.2 MB of the 2 MiB slots.
+      const std::vector<size_t> sizes = {1, 37, 50001, 300001, 7};
+      std::vector<std::vector<std::vector<float>>> got(static_cast<size_t>(ranks)), after(got.size());
+      std::vector<uint64_t> staged(static_cast<size_t>(ranks)), mapped(staged.size());
+      RunLocalRanks(ranks, [&](Communicator& comm) {
+        AlgoConfig cfg = Config(AllReduceAlgo::kRing, "none", 4096);
+        cfg.staged_bytes = size_t{2} << 20;
+        AllReduceEngine engine(comm, cfg);
+        for (size_t call = 0; call < sizes.size(); ++call) {
+          const size_t n = sizes[call];
+          std::vector<float> src = AllReduceGradient(comm.Rank(), n, static_cast<int>(call));
+          std::vector<float> out(n, -1.0f);
+          float* result = in_place ? src.data() : out.data();
+          CodecState st;
+          engine.Run(src.data(), result, n, &st, false);
+          got[static_cast<size_t>(comm.Rank())].emplace_back(result, result + n);
+          after[static_cast<size_t>(comm.Rank())].push_back(src);
+        }
+        staged[static_cast<size_t>(comm.Rank())] = engine.counters().staged_calls;
+        mapped[static_cast<size_t>(comm.Rank())] = engine.counters().mapped_calls;
+      });
+      for (size_t call = 0; call < sizes.size(); ++call) {
+        const size_t n = sizes[call];
+        const std::string what =
+            fmt::format("ranks {} call {} n {} {}", ranks, call, n, in_place ? "in place" : "out of place");
+        std::vector<std::vector<float>> grads(static_cast<size_t>(ranks));
+        for (int r = 0; r < ranks; ++r) grads[static_cast<size_t>(r)] = AllReduceGradient(r, n, static_cast<int>(call));
+        for (size_t i = 0; i < n; ++i) {
+          float want = grads[0][i];
+          for (int r = 1; r < ranks; ++r) want += grads[static_cast<size_t>(r)][i];
+          for (int r = 0; r < ranks; ++r) {
+            const float v = got[static_cast<size_t>(r)][call][i];
+            ASSERT_EQ(std::memcmp(&v, &want, sizeof v), 0)
+                << what << " rank " << r << " i " << i << ": " << v << " != " << want;
+            if (!in_place) {
+              ASSERT_EQ(after[static_cast<size_t>(r)][call][i], grads[static_cast<size_t>(r)][i]) << what << " source";
+            }
+          }
+        }
+      }
+      for (int r = 0; r < ranks; ++r) {
+        EXPECT_EQ(staged[static_cast<size_t>(r)], sizes.size()) << "ranks " << ranks << " rank " << r;
+        EXPECT_EQ(mapped[static_cast<size_t>(r)], 0u);
+      }
+    }
+  }
+}
+
+// Above staged_bytes, with staged_bytes 0, on one rank, and where the window cannot be made (here:
+// ranks that ask for windows of different sizes, refused alike on every rank) the ring runs over the
+// transport on every rank, exactly; after a failed window it stays there (no second try).
+TEST(StagedRing, WhereItDoesNotApplyEveryRankRunsTheRingOverTheTransport) {
+  struct Case {
+    const char* what;
+    int ranks;
+    size_t n;
+    std::function<size_t(int rank)> limit;
+    uint64_t want_staged;
+  };
+  const std::vector<Case> cases = {
+      {"above the limit", 3, 5000, [](int) { return size_t{4096}; }, 0},
+      {"staged_bytes 0", 3, 5000, [](int) { return size_t{0}; }, 0},
+      {"one rank", 1, 5000, [](int) { return size_t{1} << 20; }, 0},
+      {"windows of different sizes", 2, 300000, [](int r) { return r == 0 ? size_t{2} << 20 : size_t{4} << 20; }, 0},
+      {"the same limit", 2, 300000, [](int) { return size_t{2} << 20; }, 2},
+  };
+  for (const Case& c : cases) {
+    const auto want = ExactSum(c.ranks, c.n, true);
+    std::vector<std::vector<float>> got(static_cast<size_t>(c.ranks));
+    std::vector<uint64_t> staged(static_cast<size_t>(c.ranks));
+    RunLocalRanks(c.ranks, [&](Communicator& comm) {
+      AlgoConfig cfg = Config(AllReduceAlgo::kRing, "none", 4096);
+      cfg.staged_bytes = c.limit(comm.Rank());
+      AllReduceEngine engine(comm, cfg);
+      CodecState st;
+      for (int call = 0; call < 2; ++call) {
+        std::vector<float> data = AllReduceGradient(comm.Rank(), c.n, 0, true);
+        engine.Run(data.data(), c.n, &st, false);
+        if (call == 1) got[static_cast<size_t>(comm.Rank())] = data;
+      }
+      staged[static_cast<size_t>(comm.Rank())] = engine.counters().staged_calls;
+    });
+    for (int r = 0; r < c.ranks; ++r) {
+      EXPECT_EQ(staged[static_cast<size_t>(r)], c.want_staged) << c.what << " rank " << r;
+      for (size_t i = 0; i < c.n; ++i)
+        ASSERT_EQ(got[static_cast<size_t>(r)][i], static_cast<float>(want[i])) << c.what << " rank " << r << " i " << i;
     }
   }
 }
