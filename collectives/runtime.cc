@@ -94,6 +94,7 @@ Runtime::Runtime(Communicator& comm, const RuntimeConfig& config)
                        .Add(engine_.codec().Name())
                        .Add(AlgoName(engine_.algo()))
                        .Add(config.bucket_bytes)
+                       .Add(config.algo.staged_bytes)
                        .Add(engine_.crossover() ? engine_.crossover()->Digest() : 0)
                        .value();
   flag_ = Buffer(4, comm.BufferKind());

@@ -350,6 +350,8 @@ Counters RuleRuntime::counters() const {
     sum.comm_s += c.comm_s;
     sum.reduce_s += c.reduce_s;
     sum.total_s += c.total_s;
+    sum.mapped_calls += c.mapped_calls;
+    sum.staged_calls += c.staged_calls;
   }
   return sum;
 }

@@ -50,9 +50,30 @@ std::string Failures(const std::vector<int64_t>& errors, const char* what) {
 }  // namespace
 
 std::shared_ptr<SharedWindow> SharedWindow::Create(Communicator& comm, size_t bytes) {
+  bool usage = false;
+  std::string why;
+  auto w = Make(comm, bytes, &usage, &why);
+  if (!w && usage) throw UsageError(why);
+  if (!w) throw RuntimeError(why);
+  return w;
+}
+
+std::shared_ptr<SharedWindow> SharedWindow::TryCreate(Communicator& comm, size_t bytes, std::string* why) {
+  bool usage = false;
+  return Make(comm, bytes, &usage, why);
+}
+
+std::shared_ptr<SharedWindow> SharedWindow::Make(Communicator& comm, size_t bytes, bool* usage, std::string* why) {
+  // Every refusal below is decided from what every rank sees alike (its own device, the gathered
+  // identities and reports), so every rank returns it.
+  auto refuse = [&](bool is_usage, std::string line) {
+    *usage = is_usage;
+    *why = std::move(line);
+    return std::shared_ptr<SharedWindow>();
+  };
   if (comm.Device() != DeviceKind::kCpu)
-    throw UsageError(fmt::format("shared windows are host memory; the {} communicator's buffers are on a device",
-                                 comm.BackendName()));
+    return refuse(true, fmt::format("shared windows are host memory; the {} communicator's buffers are on a device",
+                                    comm.BackendName()));
   const int p = comm.Size();
   std::shared_ptr<SharedWindow> w(new SharedWindow());
   w->rank_ = comm.Rank();
@@ -95,19 +116,18 @@ std::shared_ptr<SharedWindow> SharedWindow::Create(Communicator& comm, size_t by
     hosts.insert(std::string(id.host, strnlen(id.host, sizeof id.host)) + "/" +
                  std::string(id.boot, strnlen(id.boot, sizeof id.boot)));
   if (hosts.size() > 1)
-    throw UsageError(
-        fmt::format("shared windows need every rank on one host; these {} ranks run on {} hosts", p, hosts.size()));
+    return refuse(true, fmt::format("shared windows need every rank on one host; these {} ranks run on {} hosts", p,
+                                    hosts.size()));
   for (int r = 1; r < p; ++r)
     if (all[r].bytes != all[0].bytes)
-      throw UsageError(
-          fmt::format("shared windows are made alike on every rank: rank {} asked for {} bytes, rank 0 "
-                      "for {} (rounded to 2 MiB pages)",
-                      r, all[r].bytes, all[0].bytes));
+      return refuse(true, fmt::format("shared windows are made alike on every rank: rank {} asked for {} bytes, rank 0 "
+                                      "for {} (rounded to 2 MiB pages)",
+                                      r, all[r].bytes, all[0].bytes));
   w->id_ = all[0].dev * 0x9E3779B97F4A7C15ull ^ all[0].ino ^ static_cast<uint64_t>(all[0].pid) << 40;
   if (w->id_ == 0) w->id_ = 1;
   std::vector<int64_t> errors(p);
   for (int r = 0; r < p; ++r) errors[r] = all[r].error;
-  if (const std::string f = Failures(errors, "could not make its shared window"); !f.empty()) throw RuntimeError(f);
+  if (std::string f = Failures(errors, "could not make its shared window"); !f.empty()) return refuse(false, f);
 
   int64_t error = 0;
   int first_failed = -1;
@@ -149,7 +169,7 @@ std::shared_ptr<SharedWindow> SharedWindow::Create(Communicator& comm, size_t by
     failed += fmt::format("{}rank {} could not map rank {}'s shared window: {}", failed.empty() ? "" : "; ", r,
                           reports[2 * r + 1], std::strerror(static_cast<int>(reports[2 * r])));
   }
-  if (!failed.empty()) throw RuntimeError(failed);
+  if (!failed.empty()) return refuse(false, failed);
   return w;
 }
 

@@ -22,6 +22,10 @@ class SharedWindow {
   // host or sizes that differ; RuntimeError
   // (the same on every rank, naming the ranks) when a window cannot be made or mapped.
   static std::shared_ptr<SharedWindow> Create(Communicator& comm, size_t bytes);
+  // Create, but a window that cannot be made (every reason above, decided alike on every rank from
+  // what the ranks gathered) returns null and its line in *why; a failure of the transport itself
+  // (a dead peer in a gather) still throws.
+  static std::shared_ptr<SharedWindow> TryCreate(Communicator& comm, size_t bytes, std::string* why);
   ~SharedWindow();
   SharedWindow(const SharedWindow&) = delete;
   SharedWindow& operator=(const SharedWindow&) = delete;
@@ -40,6 +44,8 @@ class SharedWindow {
 
  private:
   SharedWindow() = default;
+  // Create's work: a window, or null with *usage true (a usage refusal) or false and *why.
+  static std::shared_ptr<SharedWindow> Make(Communicator& comm, size_t bytes, bool* usage, std::string* why);
   int rank_ = 0;
   int fd_ = -1;
   size_t bytes_ = 0;

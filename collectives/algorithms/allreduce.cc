@@ -68,6 +68,9 @@ AllReduceAlgo DefaultAlgo(CodecKind codec) {
 AllReduceEngine::AllReduceEngine(Communicator& comm, const AlgoConfig& config)
     : comm_(comm), config_(config), algo_(config.algo), codec_(config.codec) {
   const CodecKind k = config.codec.kind;
+  if (config.staged_bytes > kMaxStagedBytes)
+    throw UsageError(
+        fmt::format("staged bytes {} exceed the most a staged ring takes ({})", config.staged_bytes, kMaxStagedBytes));
   if (algo_ == AllReduceAlgo::kAuto && k == CodecKind::kNone && config.precision == DType::kFloat32) {
     crossover_ =
         config.crossover ? config.crossover : std::make_shared<const Crossover>(BuiltinCrossover(comm.BackendName()));

@@ -60,6 +60,9 @@ AllReduceAlgo DefaultAlgo(CodecKind codec);
 struct Crossover;
 class SharedWindow;
 
+// The largest AlgoConfig::staged_bytes an engine takes (each rank's window holds two such slots).
+constexpr size_t kMaxStagedBytes = size_t{1} << 30;
+
 struct AlgoConfig {
   AllReduceAlgo algo = AllReduceAlgo::kAuto;
   CodecSpec codec;               // kind none: uncompressed
@@ -70,10 +73,10 @@ struct AlgoConfig {
   size_t uncached_bytes = 0;
   // Uncompressed ring calls up to this many bytes on a one-host CPU world go through a shared window
   // of the engine's own (two barriers instead of the transport's messages); 0: never.
-  size_t staged_bytes = size_t{1} << 20;
-  int ranks_per_node = 0;             // hier: 0 = group by host name
-  int nodes_per_group = 0;            // hier depth 3: nodes per group (e.g. per rail or NVLink domain); 0 = depth 2
-  DType precision = DType::kFloat32;  // native: the dtype the transport reduces in (fp32 bf16 fp16)
+  size_t staged_bytes = size_t{1} << 20;  // at most kMaxStagedBytes (UsageError)
+  int ranks_per_node = 0;                 // hier: 0 = group by host name
+  int nodes_per_group = 0;                // hier depth 3: nodes per group (e.g. per rail or NVLink domain); 0 = depth 2
+  DType precision = DType::kFloat32;      // native: the dtype the transport reduces in (fp32 bf16 fp16)
   // auto, uncompressed fp32: the table it chooses from per message size; null: the built-in one of
   // the transport (BuiltinCrossover).
   std::shared_ptr<const Crossover> crossover;

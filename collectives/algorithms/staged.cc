@@ -15,14 +15,13 @@
 //
 // The window is made on the first call that needs it (collective: every rank takes this path for
 // the same call, the table and the size being the same on every rank). Where it cannot be made
-// (ranks on several hosts, a PID namespace per rank, no memfd) every rank falls back to the ring
-// over the transport for good, agreeing on it in one gather; a failure of the transport itself
-// still ends the call.
+// (ranks on several hosts, a PID namespace per rank, no memfd) every rank knows it alike from the
+// window's own gathers and falls back to the ring over the transport for good; a failure of the
+// transport itself still ends the call.
 #include <cstring>
 
 #include "collectives/algorithms/hops.h"
 #include "collectives/shared_window.h"
-#include "core/error.h"
 #include "core/trace.h"
 #include "kernels/codec_kernels.h"
 
@@ -37,18 +36,11 @@ bool AllReduceEngine::Impl::StagedRing(Communicator& c, const float* src, float*
   if (!staging) {
     // Two slots per rank, each on a 64-byte boundary.
     const size_t slot = (cfg.staged_bytes + 63) / 64 * 64;
-    int64_t failed = 0;
-    try {
-      staging = SharedWindow::Create(c, 2 * slot);
-    } catch (const Error&) {
-      failed = 1;
-    }
-    // A window failure is the same on every rank; a dead peer ends this gather too (and the call).
-    std::vector<int64_t> all(static_cast<size_t>(p));
-    c.HostAllGather(&failed, all.data(), sizeof failed);
-    for (const int64_t f : all) staging_failed = staging_failed || f != 0;
-    if (staging_failed) {
-      staging.reset();
+    // Null alike on every rank where the window cannot be made; a dead peer ends the call.
+    std::string why;
+    staging = SharedWindow::TryCreate(c, 2 * slot, &why);
+    if (!staging) {
+      staging_failed = true;
       return false;
     }
     staging_slot = slot;

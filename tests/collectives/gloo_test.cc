@@ -164,17 +164,20 @@ TEST_P(GlooRanks, RandomIntegerSumsEveryAlgorithm) {
 }
 
 // The runtime's own algorithms over gloo's pairs (ISend/IRecv/Wait on unbound buffers), the
-// hierarchy over sub-worlds made by Split (their own rendezvous): exact integer sums.
+// hierarchy over sub-worlds made by Split (their own rendezvous), and the ring staged through the
+// engine's window between gloo's barriers: exact integer sums.
 TEST_P(GlooRanks, RuntimeRingAndHierOverGlooPointToPoint) {
   SKIP_WITHOUT_GLOO();
   const int n = GetParam();
   const uint64_t seed = std::random_device{}();
-  std::vector<AlgoConfig> configs(2);
+  std::vector<AlgoConfig> configs(3);
   configs[0].algo = AllReduceAlgo::kRing;
   configs[0].piece_bytes = 4096;
+  configs[0].staged_bytes = 0;  // over gloo's pairs
   configs[1].algo = AllReduceAlgo::kHierarchical;
   configs[1].ranks_per_node = n % 2 == 0 ? 2 : 1;
   configs[1].piece_bytes = 4096;
+  configs[2].algo = AllReduceAlgo::kRing;  // staged: every count below fits its 1 MiB
   for (const AlgoConfig& cfg : configs) {
     RunGloo(n, Loopback(), [&](Communicator& c) {
       AllReduceEngine engine(c, cfg);
@@ -195,6 +198,8 @@ TEST_P(GlooRanks, RuntimeRingAndHierOverGlooPointToPoint) {
           ASSERT_EQ(mine[i], static_cast<float>(want[i]))
               << AlgoName(cfg.algo) << " count " << count << " element " << i;
       }
+      const bool staged = cfg.algo == AllReduceAlgo::kRing && cfg.staged_bytes > 0 && n > 1;
+      EXPECT_EQ(engine.counters().staged_calls, staged ? 3u : 0u) << AlgoName(cfg.algo);
     });
   }
 }

@@ -28,6 +28,7 @@ TEST(Tags, ThePipelinedRingWrapsItsPieceTagsAtTheTransportsMaxTag) {
         cfg.piece_bytes = 4096;
         cfg.in_flight = 4;
         cfg.uncached_bytes = 4096;  // out of place, the streamed results too
+        cfg.staged_bytes = 0;       // the ring over the transport (its pieces, their tags)
         AllReduceEngine engine(comm, cfg);
         std::vector<float> x(n), out(n, -1.0f);
         for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 7 + comm.Rank() * 13) % 101);
@@ -45,6 +46,7 @@ TEST(Tags, ThePipelinedRingWrapsItsPieceTagsAtTheTransportsMaxTag) {
           ASSERT_EQ(x[i], want) << ranks << " ranks, max tag " << max_tag << (in_place ? ", in place" : "") << ": rank "
                                 << comm.Rank() << " element " << i;
         }
+        EXPECT_EQ(engine.counters().staged_calls, 0u);
       });
     }
   }
