@@ -82,12 +82,13 @@ std::shared_ptr<const Crossover> ResolveCrossover(Communicator& transport, const
     o.target_s = c.slot_s;
     o.registered = c.registered;
     const auto points = MeasureCrossover(transport, candidates, o);
+    const int hosts = CrossoverHosts(transport);
     table = std::make_shared<Crossover>(CrossoverFromPoints(points));
     table->source = fmt::format("measured on {} ranks over {}{} in {:.1f} s", transport.Size(), transport.BackendName(),
                                 c.registered ? " on registered buffers" : "", NowSeconds() - t0);
     if (transport.Rank() == 0 && !c.out_path.empty()) {
-      WriteFileAtomically(c.out_path,
-                          CrossoverJson(*table, points, transport.Size(), transport.BackendName(), c.registered));
+      WriteFileAtomically(
+          c.out_path, CrossoverJson(*table, points, transport.Size(), transport.BackendName(), c.registered, hosts));
       LogInfo("wrote the crossover to {}", PrintableLine(c.out_path, 4096));
     }
   } else {

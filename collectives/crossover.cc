@@ -8,6 +8,7 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -205,14 +206,24 @@ std::vector<CrossoverPoint> MeasureCrossover(Communicator& comm, const std::vect
   return points;
 }
 
+int CrossoverHosts(Communicator& comm) {
+  const auto names = GatherHostnames(comm);
+  return static_cast<int>(std::set<std::string>(names.begin(), names.end()).size());
+}
+
+std::string CrossoverDeviceKey(const std::string& device, int hosts) {
+  return hosts > 1 ? fmt::format("{} ({} hosts)", device, hosts) : device;
+}
+
 std::string CrossoverJson(const Crossover& table, const std::vector<CrossoverPoint>& points, int ranks,
-                          const std::string& transport, bool registered) {
+                          const std::string& transport, bool registered, int hosts) {
   nlohmann::json j;
   j["format"] = "ciuic-crossover";
   j["version"] = 1;
   j["ranks"] = ranks;
   j["transport"] = transport;
   if (registered) j["buffers"] = "registered";
+  if (hosts > 0) j["hosts"] = hosts;
   j["bands"] = nlohmann::json::array();
   for (const auto& b : table.bands) {
     nlohmann::json band;
@@ -232,7 +243,7 @@ std::string CrossoverJson(const Crossover& table, const std::vector<CrossoverPoi
 }
 
 Crossover ParseCrossover(const std::string& text, const std::string& name, int* ranks, std::string* transport,
-                         std::vector<CrossoverPoint>* points, bool* registered) {
+                         std::vector<CrossoverPoint>* points, bool* registered, int* hosts) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -251,6 +262,9 @@ Crossover ParseCrossover(const std::string& text, const std::string& name, int* 
   if (!j.contains("transport") || !j["transport"].is_string()) throw bad("transport: expected a string");
   if (j.contains("buffers") && j["buffers"] != "registered")
     throw bad("buffers: expected \"registered\" (or no key: measured on unregistered buffers)");
+  if (j.contains("hosts") &&
+      (!j["hosts"].is_number_integer() || j["hosts"].get<int64_t>() < 1 || j["hosts"].get<int64_t>() > j["ranks"]))
+    throw bad("hosts: expected a positive integer up to ranks (or no key)");
   if (!j.contains("bands") || !j["bands"].is_array() || j["bands"].empty()) throw bad("bands: expected a list");
   Crossover c;
   c.source = "file " + name;
@@ -281,6 +295,7 @@ Crossover ParseCrossover(const std::string& text, const std::string& name, int* 
   if (ranks) *ranks = static_cast<int>(j["ranks"].get<int64_t>());
   if (transport) *transport = j["transport"].get<std::string>();
   if (registered) *registered = j.contains("buffers");
+  if (hosts) *hosts = j.contains("hosts") ? static_cast<int>(j["hosts"].get<int64_t>()) : 0;
   if (points) {
     points->clear();
     auto time = [&](const nlohmann::json& v, const std::string& where) {
@@ -321,12 +336,12 @@ Crossover ParseCrossover(const std::string& text, const std::string& name, int* 
 }
 
 Crossover ReadCrossoverFile(const std::string& path, int* ranks, std::string* transport,
-                            std::vector<CrossoverPoint>* points, bool* registered) {
+                            std::vector<CrossoverPoint>* points, bool* registered, int* hosts) {
   // A regular file only: a folder or a FIFO is refused as such (not read as empty JSON, nor waited on).
   const std::string text = ReadTextFile(path, "crossover");
   if (text.size() > (16u << 20))
     throw InputError(fmt::format("crossover '{}': larger than 16 MiB", PrintableLine(path, 4096)));
-  return ParseCrossover(text, "'" + PrintableLine(path, 4096) + "'", ranks, transport, points, registered);
+  return ParseCrossover(text, "'" + PrintableLine(path, 4096) + "'", ranks, transport, points, registered, hosts);
 }
 
 namespace {
@@ -463,6 +478,7 @@ void AgreeOnTable(Communicator& comm, const Crossover& table, const std::string&
 std::shared_ptr<Crossover> CalibratedCrossover(Communicator& comm, const std::string& db_path, bool required) {
   // Collective on every rank alike (it gathers host names), before anything a rank may fail at alone.
   const std::vector<AllReduceAlgo> candidates = CrossoverCandidates(comm);
+  const std::string device = CrossoverDeviceKey("cpu:" + CpuModelName(), CrossoverHosts(comm));
   std::string error, created, path = db_path;
   Crossover table;
   try {
@@ -474,7 +490,7 @@ std::shared_ptr<Crossover> CalibratedCrossover(Communicator& comm, const std::st
       }
     }
     if (!path.empty() && comm.Device() == DeviceKind::kCpu) {
-      const auto points = LoadCrossoverPoints(path, "cpu:" + CpuModelName(), comm.BackendName(), comm.Size(), &created);
+      const auto points = LoadCrossoverPoints(path, device, comm.BackendName(), comm.Size(), &created);
       table = CrossoverFromStoredPoints(points, candidates);
     }
   } catch (const Error& e) {
@@ -486,8 +502,8 @@ std::shared_ptr<Crossover> CalibratedCrossover(Communicator& comm, const std::st
     if (required)
       throw InputError(fmt::format(
           "'{}' holds no crossover for {} on this machine ({}; `ciuic-tune calibrate --ranks {}` measures one)",
-          PrintableLine(path, 4096), world,
-          comm.Device() == DeviceKind::kCpu ? "cpu:" + CpuModelName() : "a GPU: CPU only", comm.Size()));
+          PrintableLine(path, 4096), world, comm.Device() == DeviceKind::kCpu ? device : "a GPU: CPU only",
+          comm.Size()));
     auto builtin = std::make_shared<Crossover>(BuiltinCrossover(comm.BackendName()));
     builtin->source += path.empty()                        ? ": no data folder"
                        : comm.Device() == DeviceKind::kCpu ? ": nothing calibrated for " + world

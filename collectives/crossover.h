@@ -71,17 +71,28 @@ std::vector<CrossoverPoint> MeasureCrossover(Communicator& comm, const std::vect
 // Written and read as JSON: {"format": "ciuic-crossover", "version": 1, "ranks": P, "transport": "mpi",
 // "bands": [{"below_bytes": B|null, "algo": "native"}, ...], "points": [{"bytes": B, "library_us": x,
 // "us": {"ring": y, ...}}, ...]}. Reading checks every field and throws InputError naming it.
-// A table measured on registered buffers also carries "buffers": "registered".
+// A table measured on registered buffers also carries "buffers": "registered"; `hosts` > 0 is
+// written as "hosts": how many hosts the measured world spanned (on one host the ring stages small
+// calls through a shared window, across hosts it cannot: the times differ).
 std::string CrossoverJson(const Crossover& table, const std::vector<CrossoverPoint>& points, int ranks,
-                          const std::string& transport, bool registered = false);
+                          const std::string& transport, bool registered = false, int hosts = 0);
 // `points`, when given, receives the measured points the file carries (each checked: a positive
 // multiple of 4 bytes, ascending, positive finite times of native/rd/ring/hier). `registered`, when
-// given, receives whether the file says its times were measured on registered buffers.
+// given, receives whether the file says its times were measured on registered buffers; `hosts` its
+// host count (a positive integer up to ranks; 0 where the file does not say).
 Crossover ReadCrossoverFile(const std::string& path, int* ranks = nullptr, std::string* transport = nullptr,
-                            std::vector<CrossoverPoint>* points = nullptr, bool* registered = nullptr);
+                            std::vector<CrossoverPoint>* points = nullptr, bool* registered = nullptr,
+                            int* hosts = nullptr);
 Crossover ParseCrossover(const std::string& text, const std::string& name, int* ranks = nullptr,
                          std::string* transport = nullptr, std::vector<CrossoverPoint>* points = nullptr,
-                         bool* registered = nullptr);
+                         bool* registered = nullptr, int* hosts = nullptr);
+
+// How many hosts `comm`'s ranks run on (by host name). Collective.
+int CrossoverHosts(Communicator& comm);
+// The calibration database's device key of a crossover measured on `hosts` hosts: `device` itself
+// for one host (or an unknown count, 0), "DEVICE (N hosts)" across N: a table calibrated on one host
+// is never read for a world that spans several, nor the other way round.
+std::string CrossoverDeviceKey(const std::string& device, int hosts);
 
 // The calibration database (`ciuic-tune calibrate --ranks P`; table calibrations, one row per point
 // and candidate: kernel "crossover:<transport>", codec the algorithm or "library", bytes, ranks, and

@@ -361,12 +361,16 @@ void CalibrateCrossovers(const std::string& db_path, const std::string& device, 
     std::vector<CrossoverPoint> points;
     int ranks = 0;
     std::string transport;
-    const Crossover table = ReadCrossoverFile(file.string(), &ranks, &transport, &points);
+    int hosts = 0;
+    const Crossover table = ReadCrossoverFile(file.string(), &ranks, &transport, &points, nullptr, &hosts);
     if (ranks != p || transport != "mpi")
       throw RuntimeError(
           fmt::format("calibrate: the crossover run measured {} ranks over {}, not {} over mpi", ranks, transport, p));
-    StoreCrossoverPoints(db_path, device, transport, p, points);
-    out << fmt::format("#   {} ranks: auto = {}\n", p, table.Describe());
+    // Keyed by the hosts the ranks ran on: a one-host table (the ring staged through a window) is
+    // never read for a world across hosts.
+    StoreCrossoverPoints(db_path, CrossoverDeviceKey(device, hosts), transport, p, points);
+    out << fmt::format("#   {} ranks{}: auto = {}\n", p, hosts > 1 ? fmt::format(" on {} hosts", hosts) : "",
+                       table.Describe());
     for (const auto& q : points) {
       std::string line = fmt::format("  {:>10} library {:>10.2f}", FormatSize(q.bytes), q.library_us);
       for (const auto& [a, us] : q.us) line += fmt::format(" {} {:>10.2f}", AlgoName(a), us);

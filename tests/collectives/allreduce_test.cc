@@ -273,7 +273,8 @@ TEST(StagedRing, RankOrderSumsCallAfterCallInAndOutOfPlace) {
 }
 
 // Above staged_bytes, with staged_bytes 0 and on one rank the ring runs over the transport on every
-// rank, exactly.
+// rank, exactly; a staged_bytes above kMaxStagedBytes (a window of two such slots per rank) is a
+// UsageError when the engine is made.
 TEST(StagedRing, WhereItDoesNotApplyEveryRankRunsTheRingOverTheTransport) {
   struct Case {
     const char* what;
@@ -288,6 +289,16 @@ TEST(StagedRing, WhereItDoesNotApplyEveryRankRunsTheRingOverTheTransport) {
       {"one rank", 1, 5000, [](int) { return size_t{1} << 20; }, 0},
       {"the same limit", 2, 300000, [](int) { return size_t{2} << 20; }, 2},
   };
+  RunLocalRanks(1, [&](Communicator& comm) {
+    for (size_t limit : {kMaxStagedBytes + 1, SIZE_MAX}) {
+      AlgoConfig cfg = Config(AllReduceAlgo::kRing, "none", 4096);
+      cfg.staged_bytes = limit;
+      EXPECT_THROW(AllReduceEngine(comm, cfg), UsageError) << limit;
+    }
+    AlgoConfig cfg = Config(AllReduceAlgo::kRing, "none", 4096);
+    cfg.staged_bytes = kMaxStagedBytes;
+    EXPECT_NO_THROW(AllReduceEngine(comm, cfg));
+  });
   for (const Case& c : cases) {
     const auto want = ExactSum(c.ranks, c.n, true);
     std::vector<std::vector<float>> got(static_cast<size_t>(c.ranks));

@@ -244,6 +244,42 @@ TEST(Crossover, AFileSaysWhetherItWasMeasuredOnRegisteredBuffers) {
   }
 }
 
+// A file says how many hosts its world spanned ("hosts", up to ranks), and a calibration is keyed by
+// it: a table measured on one host (where the ring stages small calls through a window) is never
+// read for a world across hosts, nor the other way round.
+TEST(Crossover, AFileSaysHowManyHostsItsWorldSpannedAndCalibrationsAreKeyedByIt) {
+  const Crossover c = CrossoverFromPoints(Planted());
+  for (int hosts : {0, 1, 2}) {
+    const std::string text = CrossoverJson(c, Planted(), 2, "mpi", false, hosts);
+    EXPECT_EQ(text.find("\"hosts\"") != std::string::npos, hosts > 0) << text;
+    int back = -1;
+    ParseCrossover(text, "t", nullptr, nullptr, nullptr, nullptr, &back);
+    EXPECT_EQ(back, hosts);
+  }
+  const std::string head = R"({"format":"ciuic-crossover","version":1,"ranks":2,"transport":"mpi",)";
+  for (const char* value : {"0", "-1", "3", "1.5", R"("2")", "null"}) {
+    const std::string text = head + R"("hosts":)" + value + R"(,"bands":[{"below_bytes":null,"algo":"ring"}]})";
+    try {
+      ParseCrossover(text, "t");
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("crossover t: hosts: expected a positive integer up to ranks"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(CrossoverDeviceKey("cpu:x", 0), "cpu:x");
+  EXPECT_EQ(CrossoverDeviceKey("cpu:x", 1), "cpu:x");
+  EXPECT_EQ(CrossoverDeviceKey("cpu:x", 3), "cpu:x (3 hosts)");
+  const std::string dir = testing::TempDir() + "/crossover_hosts_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string db = dir + "/c.db";
+  StoreCrossoverPoints(db, CrossoverDeviceKey("cpu:x", 2), "mpi", 4, Planted());
+  EXPECT_TRUE(LoadCrossoverPoints(db, CrossoverDeviceKey("cpu:x", 1), "mpi", 4).empty());
+  EXPECT_EQ(LoadCrossoverPoints(db, CrossoverDeviceKey("cpu:x", 2), "mpi", 4).size(), Planted().size());
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Crossover, FileCarriesItsMeasuredPointsAndRefusesBadOnes) {
   std::vector<CrossoverPoint> back;
   ParseCrossover(CrossoverJson(CrossoverFromPoints(Planted()), Planted(), 4, "mpi"), "t", nullptr, nullptr, &back);
