@@ -71,7 +71,7 @@ void CheckCrossoverOptions(const CrossoverCli& c) {
 std::shared_ptr<const Crossover> ResolveCrossover(Communicator& transport, const CrossoverCli& c) {
   std::shared_ptr<Crossover> table;
   if (c.source == "builtin") {
-    table = std::make_shared<Crossover>(BuiltinCrossover(transport.BackendName()));
+    table = std::make_shared<Crossover>(BuiltinCrossover(transport.BackendName(), CrossoverHosts(transport)));
   } else if (c.source == "db") {
     table = FromDatabase(transport, c);
   } else if (c.source == "measure") {

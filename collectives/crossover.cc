@@ -54,6 +54,7 @@ uint64_t Crossover::Digest() const {
     for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 0x100000001b3ull;
   };
   for (const auto& b : bands) add(b.below_bytes), add(static_cast<uint64_t>(b.algo));
+  if (staged_below) add(staged_below);
   return h;
 }
 
@@ -67,11 +68,21 @@ std::string Crossover::Describe() const {
   return out;
 }
 
-Crossover BuiltinCrossover(const std::string& transport) {
+Crossover BuiltinCrossover(const std::string& transport, int hosts) {
   Crossover c;
   c.source = fmt::format("built-in ({})", transport);
   if (transport == "nccl") {
     c.bands = {{kLast, AllReduceAlgo::kNative}};
+  } else if (hosts == 1) {
+    // The ring staged through a window beat MPI's allreduce from 4 to 256 KiB on the project's VM in
+    // every round (2 ranks), lost at 1 KiB and split at 1 MiB (0.93-3.14x with the VM's modes); the
+    // bounds at the geometric means, as a measured table's: bench/results/2026-11-29-staged-ring.
+    c.source = fmt::format("built-in ({}, one host)", transport);
+    c.bands = {{2ull << 10, AllReduceAlgo::kNative},
+               {512ull << 10, AllReduceAlgo::kRing},
+               {8ull << 20, AllReduceAlgo::kNative},
+               {kLast, AllReduceAlgo::kRing}};
+    c.staged_below = 512ull << 10;
   } else {
     c.bands = {{8ull << 20, AllReduceAlgo::kNative}, {kLast, AllReduceAlgo::kRing}};
   }
@@ -478,7 +489,8 @@ void AgreeOnTable(Communicator& comm, const Crossover& table, const std::string&
 std::shared_ptr<Crossover> CalibratedCrossover(Communicator& comm, const std::string& db_path, bool required) {
   // Collective on every rank alike (it gathers host names), before anything a rank may fail at alone.
   const std::vector<AllReduceAlgo> candidates = CrossoverCandidates(comm);
-  const std::string device = CrossoverDeviceKey("cpu:" + CpuModelName(), CrossoverHosts(comm));
+  const int hosts = CrossoverHosts(comm);
+  const std::string device = CrossoverDeviceKey("cpu:" + CpuModelName(), hosts);
   std::string error, created, path = db_path;
   Crossover table;
   try {
@@ -504,7 +516,7 @@ std::shared_ptr<Crossover> CalibratedCrossover(Communicator& comm, const std::st
           "'{}' holds no crossover for {} on this machine ({}; `ciuic-tune calibrate --ranks {}` measures one)",
           PrintableLine(path, 4096), world, comm.Device() == DeviceKind::kCpu ? device : "a GPU: CPU only",
           comm.Size()));
-    auto builtin = std::make_shared<Crossover>(BuiltinCrossover(comm.BackendName()));
+    auto builtin = std::make_shared<Crossover>(BuiltinCrossover(comm.BackendName(), hosts));
     builtin->source += path.empty()                        ? ": no data folder"
                        : comm.Device() == DeviceKind::kCpu ? ": nothing calibrated for " + world
                                                            : ": calibrations are CPU only";

@@ -24,6 +24,10 @@ struct CrossoverBand {
 struct Crossover {
   std::string source;                // "built-in (mpi)", "measured on 2 ranks", "file x.json": for messages
   std::vector<CrossoverBand> bands;  // ascending below_bytes, the last one UINT64_MAX
+  // Below this many bytes the table's ring assumes the ring staged through a shared window (one
+  // host, AlgoConfig::staged_bytes): where the engine cannot stage a call it chooses the ring for,
+  // native runs it instead. 0: the ring is the ring wherever it runs (measured tables).
+  uint64_t staged_below = 0;
 
   AllReduceAlgo Choose(uint64_t bytes) const;
   uint64_t Digest() const;       // of the bands only
@@ -31,8 +35,10 @@ struct Crossover {
 };
 
 // The default with no measurement: the transport's own allreduce up to 8 MiB, the ring above on
-// host transports (mpi, gloo, local); nccl: its own allreduce at every size.
-Crossover BuiltinCrossover(const std::string& transport);
+// host transports (mpi, gloo, local); nccl: its own allreduce at every size. Where the world is
+// known to run on one host (`hosts` 1), host transports take the ring staged through a shared window
+// from 2 KiB to 512 KiB (staged_below 512 KiB: native where a call cannot be staged).
+Crossover BuiltinCrossover(const std::string& transport, int hosts = 0);
 
 // The algorithms auto may choose from on `comm` (collective when it asks for host names): native,
 // rd, ring, and hier where the world spans several hosts with equal ranks per host.

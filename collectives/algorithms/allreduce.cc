@@ -170,8 +170,16 @@ void AllReduceEngine::Run(const float* src, float* data, size_t n, CodecState* s
       case AllReduceAlgo::kRing:
         if (k == CodecKind::kNone) {
           if ((impl_->windows.empty() || !impl_->MappedRing(comm_, src, data, n)) &&
-              !impl_->StagedRing(comm_, src, data, n))
-            impl_->Ring(comm_, src, data, n);
+              !impl_->StagedRing(comm_, src, data, n)) {
+            if (crossover_ && static_cast<uint64_t>(n) * 4 < crossover_->staged_below) {
+              // The table chose the ring for its staged speed; unstaged, native is the safe choice
+              // (every rank decides alike: the same table, size and staging state).
+              trace::Span unstaged("native", trace::Category::kPhase);
+              averaged = impl_->Native(src, data, n, average);
+            } else {
+              impl_->Ring(comm_, src, data, n);
+            }
+          }
         } else if (k == CodecKind::kRandomK) {
           impl_->RandomK(data, n, state);
         } else {

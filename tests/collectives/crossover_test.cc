@@ -95,6 +95,60 @@ TEST(Crossover, BuiltinTablePerTransport) {
   EXPECT_EQ(mpi.Choose(8), A::kNative);
   EXPECT_EQ(mpi.Choose((8u << 20) - 4), A::kNative);
   EXPECT_EQ(mpi.Choose(8u << 20), A::kRing);
+  EXPECT_EQ(mpi.staged_below, 0u);
+  // Known to run on one host: the ring (staged) from 2 to 512 KiB; across hosts as without a count.
+  const Crossover one = BuiltinCrossover("mpi", 1);
+  EXPECT_EQ(one.Choose(1024), A::kNative);
+  EXPECT_EQ(one.Choose(2048), A::kRing);
+  EXPECT_EQ(one.Choose((512u << 10) - 4), A::kRing);
+  EXPECT_EQ(one.Choose(512u << 10), A::kNative);
+  EXPECT_EQ(one.Choose(8u << 20), A::kRing);
+  EXPECT_EQ(one.staged_below, 512u << 10);
+  EXPECT_NE(one.Digest(), mpi.Digest());
+  EXPECT_EQ(one.Describe(), "native <2K, ring <512K, native <8M, ring");
+  EXPECT_EQ(BuiltinCrossover("mpi", 2).Digest(), mpi.Digest());
+  EXPECT_EQ(BuiltinCrossover("nccl", 1).Choose(4096), A::kNative);
+}
+
+// The one-host built-in table's ring is the staged ring: where the engine stages a call it runs
+// it (exact, staged_calls); where it cannot (staged_bytes 0, or above staged_bytes but below the
+// table's staged_below) every rank runs native instead of the ring over the transport, exactly.
+TEST(Crossover, TheOneHostBuiltinRingIsStagedOrNative) {
+  auto table = std::make_shared<Crossover>(BuiltinCrossover("local", 1));
+  for (size_t staged_bytes : {size_t{1} << 20, size_t{64} << 10, size_t{0}}) {
+    for (size_t n : {size_t{4096}, size_t{32768}}) {  // 16 KiB; 128 KiB (above a 64 KiB staged_bytes)
+      const bool stages = staged_bytes > 0 && n * 4 <= staged_bytes;
+      std::vector<uint64_t> staged(3);
+      std::vector<int> wrong(3, -1);
+      const auto events = testing_trace::TracedRanks(3, [&](Communicator& comm) {
+        AlgoConfig cfg;
+        cfg.crossover = table;
+        cfg.staged_bytes = staged_bytes;
+        AllReduceEngine engine(comm, cfg);
+        EXPECT_EQ(engine.AlgoFor(n), A::kRing);
+        std::vector<float> data(n);
+        for (size_t i = 0; i < n; ++i)
+          data[i] = static_cast<float>((i * 7 + static_cast<size_t>(comm.Rank()) * 13) % 101);
+        engine.Run(data.data(), n, nullptr, false);
+        int bad = 0;
+        for (size_t i = 0; i < n; ++i) {
+          float want = 0;
+          for (int r = 0; r < 3; ++r) want += static_cast<float>((i * 7 + static_cast<size_t>(r) * 13) % 101);
+          bad += data[i] != want;
+        }
+        wrong[static_cast<size_t>(comm.Rank())] = bad;
+        staged[static_cast<size_t>(comm.Rank())] = engine.counters().staged_calls;
+      });
+      for (int r = 0; r < 3; ++r) {
+        const std::string what = fmt::format("staged_bytes {} n {} rank {}", staged_bytes, n, r);
+        EXPECT_EQ(wrong[static_cast<size_t>(r)], 0) << what;
+        EXPECT_EQ(staged[static_cast<size_t>(r)], stages ? 1u : 0u) << what;
+        EXPECT_EQ(testing_trace::HasSpan(events[static_cast<size_t>(r)], "staged ring"), stages) << what;
+        EXPECT_EQ(testing_trace::HasSpan(events[static_cast<size_t>(r)], "native"), !stages) << what;
+        EXPECT_FALSE(testing_trace::HasSpan(events[static_cast<size_t>(r)], "recv")) << what;  // no ring hop
+      }
+    }
+  }
 }
 
 // Which algorithm spans the engine recorded under one call.
@@ -399,8 +453,10 @@ TEST(Crossover, RuntimeReadsTheCalibrationDatabaseAFileOrTheBuiltinAndRanksAgree
   auto none = read("");
   for (const auto& [t, e] : none) {
     ASSERT_TRUE(t) << e;
-    EXPECT_EQ(t->Digest(), BuiltinCrossover("local").Digest());
-    EXPECT_NE(t->source.find("nothing calibrated for 2 ranks over local"), std::string::npos) << t->source;
+    EXPECT_EQ(t->Digest(), BuiltinCrossover("local", 1).Digest());  // the thread ranks share one host
+    EXPECT_NE(t->source.find("built-in (local, one host): nothing calibrated for 2 ranks over local"),
+              std::string::npos)
+        << t->source;
   }
   for (const auto& [t, e] : read("db")) {
     EXPECT_FALSE(t);
