@@ -241,10 +241,12 @@ std::unique_ptr<Communicator> WrapRuntime(std::unique_ptr<Communicator> transpor
           if (const std::string note = SharedWindow::HugePageNote(); !note.empty())
             LogInfo("note: --register: {}", note);
       }
-      // Collective either way (a measurement, or the ranks agreeing on what their databases hold).
-      if (watchdog && (cli.crossover.source == "measure" || cli.crossover.source == "db"))
-        watchdog->Arm(cli.crossover.source == "db" ? "auto's crossover from the calibration database"
-                                                   : "auto's crossover measurement");
+      // Collective for every source (a measurement, the ranks agreeing on what their databases hold,
+      // or gathering their host names for the built-in table and a file's).
+      if (watchdog)
+        watchdog->Arm(cli.crossover.source == "db"        ? "auto's crossover from the calibration database"
+                      : cli.crossover.source == "measure" ? "auto's crossover measurement"
+                                                          : "auto's crossover (the ranks' host names)");
       rc.algo.crossover = ResolveCrossover(*transport, cli.crossover);
       if (watchdog) watchdog->Disarm();
       if (cli.crossover.table) {

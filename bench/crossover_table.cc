@@ -71,7 +71,9 @@ void CheckCrossoverOptions(const CrossoverCli& c) {
 std::shared_ptr<const Crossover> ResolveCrossover(Communicator& transport, const CrossoverCli& c) {
   std::shared_ptr<Crossover> table;
   if (c.source == "builtin") {
-    table = std::make_shared<Crossover>(BuiltinCrossover(transport.BackendName(), CrossoverHosts(transport)));
+    const int hosts = CrossoverHosts(transport);
+    table = std::make_shared<Crossover>(
+        BuiltinCrossover(transport.BackendName(), transport.Device() == DeviceKind::kCpu ? hosts : 0));
   } else if (c.source == "db") {
     table = FromDatabase(transport, c);
   } else if (c.source == "measure") {
@@ -95,7 +97,15 @@ std::shared_ptr<const Crossover> ResolveCrossover(Communicator& transport, const
     int ranks = 0;
     std::string over;
     bool registered = false;
-    table = std::make_shared<Crossover>(ReadCrossoverFile(c.source, &ranks, &over, nullptr, &registered));
+    int hosts = 0;
+    table = std::make_shared<Crossover>(ReadCrossoverFile(c.source, &ranks, &over, nullptr, &registered, &hosts));
+    // Collective like the other sources (every rank reads the same file).
+    const int here = CrossoverHosts(transport);
+    if (hosts > 0 && hosts != here && transport.Rank() == 0)
+      LogInfo(
+          "note: crossover {} was measured on {} host{}; this run's ranks are on {} (on one host the ring "
+          "stages small calls through a shared window, across hosts it cannot)",
+          PrintableLine(c.source, 4096), hosts, hosts == 1 ? "" : "s", here);
     if (ranks != transport.Size() || over != transport.BackendName()) {
       if (transport.Rank() == 0)
         LogInfo("note: crossover {} was measured on {} ranks over {}; this run has {} over {}",

@@ -509,14 +509,17 @@ std::shared_ptr<Crossover> CalibratedCrossover(Communicator& comm, const std::st
     error = e.what();
   }
   AgreeOnTable(comm, table, error);
-  const std::string world = fmt::format("{} ranks over {}", comm.Size(), comm.BackendName());
+  const std::string world = fmt::format("{} ranks over {}{}", comm.Size(), comm.BackendName(),
+                                        hosts > 1 ? fmt::format(" on {} hosts", hosts) : "");
   if (table.bands.empty()) {
     if (required)
       throw InputError(fmt::format(
           "'{}' holds no crossover for {} on this machine ({}; `ciuic-tune calibrate --ranks {}` measures one)",
           PrintableLine(path, 4096), world, comm.Device() == DeviceKind::kCpu ? device : "a GPU: CPU only",
           comm.Size()));
-    auto builtin = std::make_shared<Crossover>(BuiltinCrossover(comm.BackendName(), hosts));
+    // The one-host table's ring is the staged ring: host memory only.
+    auto builtin = std::make_shared<Crossover>(
+        BuiltinCrossover(comm.BackendName(), comm.Device() == DeviceKind::kCpu ? hosts : 0));
     builtin->source += path.empty()                        ? ": no data folder"
                        : comm.Device() == DeviceKind::kCpu ? ": nothing calibrated for " + world
                                                            : ": calibrations are CPU only";

@@ -30,7 +30,7 @@ struct Crossover {
   uint64_t staged_below = 0;
 
   AllReduceAlgo Choose(uint64_t bytes) const;
-  uint64_t Digest() const;       // of the bands only
+  uint64_t Digest() const;       // of the bands and staged_below
   std::string Describe() const;  // "native <8 MiB, ring" for logs
 };
 

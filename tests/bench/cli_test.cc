@@ -640,6 +640,18 @@ TEST(Cli, AutoRunsTheRingOverRegisteredBuffersWhereItsTableNamesTheRing) {
   ASSERT_EQ(plain.code, 0) << plain.err;
   EXPECT_NE(plain.err.find("was measured on registered buffers; this run's are unregistered"), std::string::npos)
       << plain.err;
+  // The file says how many hosts the measured ranks ran on; a run on another count is told.
+  EXPECT_NE(Slurp(out).find(R"("hosts": 1)"), std::string::npos) << Slurp(out);
+  EXPECT_EQ(plain.err.find(" host"), std::string::npos) << plain.err;
+  const std::string two = (dir / "two_hosts.json").string();
+  std::ofstream(two) << R"({"format":"ciuic-crossover","version":1,"ranks":2,"transport":"local","hosts":2,)"
+                     << R"("bands":[{"below_bytes":null,"algo":"native"}]})";
+  const Result across =
+      RunBenchCli("allreduce --backend ciuic --transport local --ranks 2 --sizes 4K --iters 2 --crossover " + two);
+  ASSERT_EQ(across.code, 0) << across.err;
+  EXPECT_NE(across.err.find("was measured on 2 hosts; this run's ranks are on 1 (on one host the ring stages"),
+            std::string::npos)
+      << across.err;
   std::filesystem::remove_all(dir);
 }
 

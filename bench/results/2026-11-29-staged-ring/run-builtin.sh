@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Auto over the built-in table, 2 ranks over MPI: this build's one-host table (native <2K, the staged
-# ring <2M, native <8M, ring) against the build before's (native <8M, ring; a copy of its ciuic-bench
+# ring <512K, native <8M, ring) against the build before's (native <8M, ring; a copy of its ciuic-bench
 # given as $1), each in a crossover table (--crossover builtin: its auto column runs that table),
 # 3 alternating rounds. From the project root, on a quiet machine, after scripts/build.sh.
 set -euo pipefail
