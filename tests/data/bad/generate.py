@@ -1421,6 +1421,12 @@ bc("--register&&--algo native --codec none --precision bf16", "--register yes --
 put("crossover/buffers-pinned.json", b'{"format":"ciuic-crossover","version":1,"ranks":2,"transport":"local",'
     b'"buffers":"pinned","bands":[{"below_bytes":null,"algo":"ring"}]}')
 bc("crossover&&buffers: expected", "--crossover {case_dir}/crossover/buffers-pinned.json --register yes", base=CIUIC)
+# A crossover file's host count: a positive integer up to its ranks (or no key).
+for name, hosts in [("hosts-zero", b"0"), ("hosts-above-ranks", b"3")]:
+    put(f"crossover/{name}.json", b'{"format":"ciuic-crossover","version":1,"ranks":2,"transport":"local","hosts":'
+        + hosts + b',"bands":[{"below_bytes":null,"algo":"ring"}]}')
+    bc("crossover&&hosts: expected a positive integer up to ranks", f"--crossover {{case_dir}}/crossover/{name}.json",
+       base=CIUIC)
 
 
 # ---- writing ---------------------------------------------------------------------------------------
