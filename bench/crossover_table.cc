@@ -77,14 +77,14 @@ std::shared_ptr<const Crossover> ResolveCrossover(Communicator& transport, const
   } else if (c.source == "db") {
     table = FromDatabase(transport, c);
   } else if (c.source == "measure") {
-    const auto candidates = CrossoverCandidates(transport);
+    int hosts = 0;
+    const auto candidates = CrossoverCandidates(transport, &hosts);
     const double t0 = NowSeconds();
     CrossoverOptions o;
     o.rounds = c.rounds;
     o.target_s = c.slot_s;
     o.registered = c.registered;
     const auto points = MeasureCrossover(transport, candidates, o);
-    const int hosts = CrossoverHosts(transport);
     table = std::make_shared<Crossover>(CrossoverFromPoints(points));
     table->source = fmt::format("measured on {} ranks over {}{} in {:.1f} s", transport.Size(), transport.BackendName(),
                                 c.registered ? " on registered buffers" : "", NowSeconds() - t0);

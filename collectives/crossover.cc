@@ -89,7 +89,7 @@ Crossover BuiltinCrossover(const std::string& transport, int hosts) {
   return c;
 }
 
-std::vector<AllReduceAlgo> CrossoverCandidates(Communicator& comm) {
+std::vector<AllReduceAlgo> CrossoverCandidates(Communicator& comm, int* hosts_out) {
   std::vector<AllReduceAlgo> c = {AllReduceAlgo::kNative, AllReduceAlgo::kRecursiveDoubling, AllReduceAlgo::kRing};
   const auto hosts = GatherHostnames(comm);
   std::map<std::string, int> per_host;
@@ -97,6 +97,7 @@ std::vector<AllReduceAlgo> CrossoverCandidates(Communicator& comm) {
   bool equal = per_host.size() > 1;
   for (const auto& [h, n] : per_host) equal = equal && n == per_host.begin()->second && n > 1;
   if (equal) c.push_back(AllReduceAlgo::kHierarchical);
+  if (hosts_out) *hosts_out = static_cast<int>(per_host.size());
   return c;
 }
 
@@ -488,8 +489,8 @@ void AgreeOnTable(Communicator& comm, const Crossover& table, const std::string&
 
 std::shared_ptr<Crossover> CalibratedCrossover(Communicator& comm, const std::string& db_path, bool required) {
   // Collective on every rank alike (it gathers host names), before anything a rank may fail at alone.
-  const std::vector<AllReduceAlgo> candidates = CrossoverCandidates(comm);
-  const int hosts = CrossoverHosts(comm);
+  int hosts = 0;
+  const std::vector<AllReduceAlgo> candidates = CrossoverCandidates(comm, &hosts);
   const std::string device = CrossoverDeviceKey("cpu:" + CpuModelName(), hosts);
   std::string error, created, path = db_path;
   Crossover table;

@@ -42,7 +42,8 @@ Crossover BuiltinCrossover(const std::string& transport, int hosts = 0);
 
 // The algorithms auto may choose from on `comm` (collective when it asks for host names): native,
 // rd, ring, and hier where the world spans several hosts with equal ranks per host.
-std::vector<AllReduceAlgo> CrossoverCandidates(Communicator& comm);
+// `hosts`, when given, receives how many hosts the ranks run on (from the same gather).
+std::vector<AllReduceAlgo> CrossoverCandidates(Communicator& comm, int* hosts = nullptr);
 
 // One measured size: the slowest rank's median µs per call for each candidate, and the transport's
 // own call made directly (the library, without the runtime around it).

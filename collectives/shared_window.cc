@@ -60,7 +60,8 @@ std::shared_ptr<SharedWindow> SharedWindow::Create(Communicator& comm, size_t by
 
 std::shared_ptr<SharedWindow> SharedWindow::TryCreate(Communicator& comm, size_t bytes, std::string* why) {
   bool usage = false;
-  return Make(comm, bytes, &usage, why);
+  std::string line;
+  return Make(comm, bytes, &usage, why ? why : &line);
 }
 
 std::shared_ptr<SharedWindow> SharedWindow::Make(Communicator& comm, size_t bytes, bool* usage, std::string* why) {

@@ -23,7 +23,7 @@ class SharedWindow {
   // (the same on every rank, naming the ranks) when a window cannot be made or mapped.
   static std::shared_ptr<SharedWindow> Create(Communicator& comm, size_t bytes);
   // Create, but a window that cannot be made (every reason above, decided alike on every rank from
-  // what the ranks gathered) returns null and its line in *why; a failure of the transport itself
+  // what the ranks gathered) returns null and its line in *why (when given); a failure of the transport itself
   // (a dead peer in a gather) still throws.
   static std::shared_ptr<SharedWindow> TryCreate(Communicator& comm, size_t bytes, std::string* why);
   ~SharedWindow();

@@ -37,8 +37,7 @@ bool AllReduceEngine::Impl::StagedRing(Communicator& c, const float* src, float*
     // Two slots per rank, each on a 64-byte boundary.
     const size_t slot = (cfg.staged_bytes + 63) / 64 * 64;
     // Null alike on every rank where the window cannot be made; a dead peer ends the call.
-    std::string why;
-    staging = SharedWindow::TryCreate(c, 2 * slot, &why);
+    staging = SharedWindow::TryCreate(c, 2 * slot, nullptr);
     if (!staging) {
       staging_failed = true;
       return false;
