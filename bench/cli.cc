@@ -49,6 +49,7 @@
 #include "core/parallel.h"
 #include "core/progress.h"
 #include "core/sizes.h"
+#include "core/watchdog.h"
 #if CIUIC_HAVE_MPI
 #include "collectives/backends/mpi/communicator.h"
 #endif
@@ -465,6 +466,14 @@ int RunAsJobRank(const Cli& cli, const JobRank& job) {
   CheckWorld(cli, job.size);
   if (job.rank == 0) ValidateOutputs(cli);
   if (cli.dry_run) return DryRun(cli, job.size, job.rank, job.local_size, job.launcher);
+  // The launcher passes on the user's Ctrl-C or SIGTERM to every rank (rank 0 says so for the job);
+  // a launcher that is SIGKILLed passes on nothing, so each rank watches for it.
+  ExitOnInterrupt("ciuic-bench", fmt::format("rank {} of {} ({})", job.rank, job.size, job.launcher), job.rank == 0);
+  EndWhenParentEnds(fmt::format("rank {} of {}: its launcher ({}, pid {}) has ended; ending this rank", job.rank,
+                                job.size, job.launcher, getppid()));
+  // A peer that ended closed its connections: writing to them is an error that names it, not a silent
+  // death by SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
   SetParallelThreads(std::max(1u, std::thread::hardware_concurrency() / static_cast<unsigned>(job.local_size)));
   Watchdog watchdog(cli.timeout_s, OnTimeout);
   watchdog.Arm(fmt::format("rank {} meeting the job's ranks through the store at {}:{} ({})", job.rank, job.store_host,

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -292,6 +294,47 @@ std::string Heartbeats::FirstSilent(const std::string& dir, int size) {
   if (next - oldest.wall < 0.3) return "";
   return fmt::format("rank {} (pid {}) went silent first, {:.1f} s before the others", first, oldest.pid,
                      next - oldest.wall);
+}
+
+namespace {
+
+char g_interrupt_lines[3][160];  // SIGINT, SIGTERM, SIGHUP; empty: end silently
+
+int InterruptSlot(int sig) { return sig == SIGINT ? 0 : sig == SIGTERM ? 1 : 2; }
+
+extern "C" void OnJobInterrupt(int sig) {
+  const char* line = g_interrupt_lines[InterruptSlot(sig)];
+  if (*line) (void)!write(STDERR_FILENO, line, std::strlen(line));
+  _exit(128 + sig);
+}
+
+}  // namespace
+
+void ExitOnInterrupt(const std::string& tool, const std::string& who, bool speak) {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    char* line = g_interrupt_lines[InterruptSlot(sig)];
+    line[0] = '\0';
+    if (speak) {
+      const char* name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
+      std::snprintf(line, sizeof g_interrupt_lines[0], "%s: interrupted (%s): %s ends; exit %d\n", tool.c_str(), name,
+                    who.c_str(), 128 + sig);
+    }
+    struct sigaction sa {};
+    sa.sa_handler = OnJobInterrupt;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, nullptr);
+  }
+}
+
+void EndWhenParentEnds(std::string line) {
+  static std::atomic<bool> started{false};
+  const pid_t parent = getppid();
+  if (parent <= 1 || started.exchange(true)) return;
+  std::thread([parent, line = std::move(line)] {
+    while (getppid() == parent) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    LogInfo("{}", line);
+    kill(getpid(), SIGTERM);
+  }).detach();
 }
 
 std::string Watchdog::FailedPeers() {

@@ -67,6 +67,19 @@ class Heartbeats {
   int fd_ = -1;
 };
 
+// For a rank a job launcher started (torchrun, srun), which nothing else ends when the launcher is
+// SIGKILLed: a thread polls the parent process every 0.2 s, and once this process has been reparented
+// (the launcher is gone) prints `line` and sends this process SIGTERM, so it ends as it would by the
+// launcher's own SIGTERM (its handler reports it and cleans up). Once per process; a process whose
+// parent is already init does nothing.
+void EndWhenParentEnds(std::string line);
+
+// SIGINT, SIGTERM and SIGHUP end this process at once with exit 128 + signal, writing
+// "<tool>: interrupted (SIGTERM): <who> ends; exit 143" first when `speak` (one rank of a job speaks
+// for it). For a rank of a job launcher that sends its workers the user's Ctrl-C or SIGTERM: no rank
+// waits for another, and nothing of a run's outputs is written (they are written at the end, whole).
+void ExitOnInterrupt(const std::string& tool, const std::string& who, bool speak);
+
 class Watchdog {
  public:
   // timeout_s <= 0 disables it.

@@ -209,10 +209,11 @@ void EndJobRuns(int code) {
   const std::string v = fmt::format("end {}", code);
   try {
     g_lead->store->set(fmt::format("{}{}", kRunKey, g_lead->next), std::vector<char>(v.begin(), v.end()));
-    // The followers read it before the store goes: each says it did.
+    // The followers read it before the store goes: each says it did. Interrupted, they were too (the
+    // launcher passed the signal on, or ended): a moment is enough, not 10 s for ranks already gone.
     std::vector<std::string> keys;
     for (int r = 1; r < g_lead->job.size; ++r) keys.push_back(fmt::format("ciuic-tune/ended/{}", r));
-    g_lead->store->wait(keys, std::chrono::milliseconds(10000));
+    g_lead->store->wait(keys, std::chrono::milliseconds(g_signal ? 1000 : 10000));
   } catch (const std::exception& e) {
     LogInfo("note: not every rank heard that the study ended ({}); they end when this process does", e.what());
   }

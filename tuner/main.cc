@@ -2,6 +2,8 @@
 // run (the default), show, calibrate, validate, export, topologies (built-ins and the model against
 // published nccl-tests figures, fitted and held-out apart) and model (predicted allreduce time and busbw
 // per algorithm and size).
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -24,6 +26,7 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/sizes.h"
+#include "core/watchdog.h"
 #include "kernels/codec_spec.h"
 #include "tuner/bench_runner.h"
 #include "tuner/calibrate.h"
@@ -274,6 +277,11 @@ int RunTune(const cxxopts::ParseResult& r) {
   if (!db_dir.empty() && !std::filesystem::is_directory(db_dir))
     throw InputError(
         fmt::format("--db '{}': folder '{}' does not exist", PrintableLine(o.db), PrintableLine(db_dir.string())));
+  // A launcher SIGKILLed passes on no signal: each rank watches for it and ends as if by SIGTERM
+  // (rank 0's study keeps what it stored; every ciuic-bench run it started ends with it).
+  if (job)
+    EndWhenParentEnds(fmt::format("rank {} of {}: its launcher ({}, pid {}) has ended; ending this rank", job->rank,
+                                  job->size, job->launcher, getppid()));
   if (job && job->rank != 0) {
     // Rank 0 runs the study; this rank starts each of its measurements' runs with it.
     const int code = FollowJobRuns(*job, kFollowSeconds);

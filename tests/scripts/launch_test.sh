@@ -12,7 +12,10 @@
 #      over gloo: every survivor exits 2 within the deadline and names the victim (the job's store
 #      saw its connection close without a word; rank 0's death ends the store itself), never another
 #      rank; a stopped rank: the survivors end at their deadline with exit 2 and name it (its beats in
-#      the job's store stopped), or, rank 0 stopped, say that its store did not answer.
+#      the job's store stopped), or, rank 0 stopped, say that its store did not answer;
+#   5. the launcher ended: torchrun sent SIGTERM (it passes it on: rank 0 says "interrupted", exit
+#      143) or SIGKILL, and a shell standing in for srun SIGKILLed (nothing passed on: each rank finds
+#      itself orphaned and ends); no rank left after 5 s, --out never written.
 # Usage: launch_test.sh CIUIC_BENCH
 set -u
 bench=$1
@@ -149,6 +152,65 @@ died exit 2 --backend ciuic --transport gloo --algo ring 2>/dev/null
 died kill 0 --backend gloo 2>/dev/null
 died stop 1 --backend gloo 2>/dev/null
 died stop 0 --backend ciuic --transport gloo --algo ring 2>/dev/null
+
+# ended LAUNCHER SIGNAL: a 2-rank job in a long run, its launcher (torchrun, or a shell standing in for
+# srun) sent SIGNAL. TERM: torchrun passes it on to its workers; rank 0 says "interrupted (SIGTERM)" and
+# every rank exits 143. KILL: nothing is passed on; each rank finds itself orphaned within 0.2 s, says
+# its launcher has ended and ends as by SIGTERM. Either way no rank is left after 5 s (the run has
+# --timeout 30 and would take minutes) and --out is never written.
+ended() {
+  local launcher=$1 sig=$2 tag="ended-$1-$2" port pid left=1 want
+  port=$(free_port)
+  local run=(allreduce --backend gloo --sizes 1M --iters 1000000 --warmup 1 --timeout 30 --out "$work/$tag.json")
+  if [ "$launcher" = torchrun ]; then
+    /usr/bin/python3 -m torch.distributed.run --no_python --nproc_per_node 2 --master_addr 127.0.0.1 \
+      --master_port "$port" --redirects 2 --tee 2 --log_dir "$work/$tag-logs" "$bench" "${run[@]}" > "$work/$tag.log" 2>&1 &
+  else
+    bash -c 'for r in 0 1; do env SLURM_PROCID=$r SLURM_NTASKS=2 SLURM_LOCALID=$r SLURM_NTASKS_PER_NODE=2 \
+      SLURM_NODELIST=localhost CIUIC_STORE_PORT='"$port"' "$@" > "$0-$r.log" 2>&1 & done; wait' "$work/$tag" "$bench" "${run[@]}" > "$work/$tag.log" 2>&1 &
+  fi
+  pid=$!
+  for _ in $(seq 300); do  # both ranks running their timed loop: rank 0 has printed the table's head
+    [ "$(pgrep -c -f -- "--out $work/$tag.json")" -ge 2 ] && grep -q "in-place" "$work/$tag.log" && break
+    sleep 0.1
+  done
+  sleep 1
+  kill "-$sig" "$pid"
+  wait "$pid" 2>/dev/null
+  local start=$SECONDS
+  for _ in $(seq 50); do
+    pgrep -f -- "--out $work/$tag.json" > /dev/null || { left=0; break; }
+    sleep 0.1
+  done
+  if [ "$sig" = TERM ]; then
+    want="interrupted (SIGTERM): rank 0 of 2 ($launcher) ends; exit 143"
+  else
+    want="rank [01] of 2: its launcher ($launcher, pid $pid) has ended; ending this rank"
+  fi
+  # Each rank's own stderr: torchrun's log folder (its tee into $tag.log dies with it), the shell's files.
+  local ranks_said=0 any_said=0 f files
+  if [ "$launcher" = torchrun ]; then
+    files=$(find "$work/$tag-logs" -name stderr.log 2>/dev/null | sort)
+  else
+    files="$work/$tag-0.log $work/$tag-1.log"
+  fi
+  for f in $files; do grep -q -- "$want" "$f" && ranks_said=$((ranks_said + 1)); done
+  grep -rq -- "$want" "$work/$tag.log" $files && any_said=1
+  if [ "$left" -ne 0 ] || [ -e "$work/$tag.json" ] || [ "$any_said" -ne 1 ] ||
+     { [ "$sig" = KILL ] && [ "$ranks_said" -ne 2 ]; }; then
+    echo "launch_test: $launcher sent SIG$sig: ranks left: $left, out written: $([ -e "$work/$tag.json" ] && echo yes || echo no), expected '$want' (from each rank on SIGKILL: $ranks_said did):"
+    for f in "$work/$tag.log" $files; do grep -v '^#' "$f" | sed 's/^/    /'; done
+    fail=1
+    pkill -KILL -f -- "--out $work/$tag.json"
+  else
+    echo "launch_test: $launcher sent SIG$sig: every rank ended within $((SECONDS - start)) s: $(cat "$work/$tag.log" $files | grep -o -m 1 -- "$want")"
+  fi
+}
+if [ "${skipped:-0}" -eq 0 ]; then
+  ended torchrun TERM
+  ended torchrun KILL
+fi
+ended srun KILL
 
 [ "$fail" -eq 0 ] || exit 1
 [ "${skipped:-0}" -eq 0 ] || exit 77

@@ -9,7 +9,9 @@
 #   4. --transport mpi under a launcher: exit 1 and one line, before any rank waits;
 #   5. rank 0 killed mid-run (torchrun's variables, MASTER_ADDR=::1): the other rank ends within 15 s
 #      naming rank 0, nothing left running (its own ciuic-bench, waiting for rank 0's, is ended when
-#      rank 0's store closes).
+#      rank 0's store closes);
+#   6. the launcher SIGKILLed mid-study (a shell standing in for srun): each rank says its launcher
+#      ended and ends as by SIGTERM within 5 s, its ciuic-bench runs too; no profile written.
 # Usage: tune_launch_test.sh CIUIC_TUNE GATE_DB (a database holding the accuracy gate's verdicts for
 # these options, mpi.tune_measure's: the gate is read back, not trained again)
 set -u
@@ -143,6 +145,37 @@ sleep 1
 # The ranks (their arguments name $work) and their ciuic-bench runs (named after their pids).
 left="$work/kill|ciuic_tune_${kpids[0]}_|ciuic_tune_${kpids[1]}_"
 if pgrep -f "$left" > /dev/null; then echo "tune_launch_test: processes left:"; pgrep -af "$left"; fail=1; fi
+
+# The launcher SIGKILLed while the study runs (a shell standing in for srun): it passes nothing on, so
+# each rank finds itself orphaned, says so and ends as by SIGTERM (rank 0: "interrupted", exit 143,
+# what the study stored kept); within 5 s nothing is left, its ciuic-bench runs included, and no
+# profile is written.
+cp "$gate_db" "$work/orphan.db"
+port=$(free_port)
+bash -c 'for r in 0 1; do env SLURM_PROCID=$r SLURM_NTASKS=2 SLURM_LOCALID=$r SLURM_NTASKS_PER_NODE=2 \
+  SLURM_NODELIST=localhost CIUIC_STORE_PORT='"$port"' "$@" > "$0-$r.log" 2>&1 & echo $! > "$0-$r.pid"; done; wait' \
+  "$work/orphan" "$tune" "${study[@]}" --db "$work/orphan.db" --out "$work/orphan.profile.json" &
+shell=$!
+for _ in $(seq 1 300); do grep -q "^measure: ciuic-bench on the 2 ranks" "$work/orphan-0.log" 2>/dev/null && break; sleep 0.1; done
+sleep 0.5
+opids="$(cat "$work/orphan-0.pid") $(cat "$work/orphan-1.pid")"
+kill -KILL "$shell"
+wait "$shell" 2>/dev/null
+start=$(date +%s)
+left="$work/orphan|$(for p in $opids; do printf 'ciuic_tune_%s_|' "$p"; done)"
+left=${left%|}
+for _ in $(seq 1 50); do pgrep -f "$left" > /dev/null || break; sleep 0.1; done
+want="its launcher (srun, pid $shell) has ended; ending this rank"
+if pgrep -f "$left" > /dev/null; then
+  echo "tune_launch_test: the launcher SIGKILLed: processes left after 5 s:"; pgrep -af "$left"; fail=1
+  pkill -KILL -f "$left"
+elif ! grep -q "rank 0 of 2: $want" "$work/orphan-0.log" || ! grep -q "rank 1 of 2: $want" "$work/orphan-1.log" ||
+     ! grep -q "interrupted (SIGTERM)" "$work/orphan-0.log" || [ -e "$work/orphan.profile.json" ]; then
+  echo "tune_launch_test: the launcher SIGKILLed: expected each rank to say '$want', rank 0 'interrupted (SIGTERM)', no profile:"
+  tail -n 3 "$work"/orphan-*.log; fail=1
+else
+  echo "tune_launch_test: the launcher SIGKILLed: every rank ended within $(( $(date +%s) - start )) s: $(grep -h -o "rank 0 of 2: $want" "$work/orphan-0.log")"
+fi
 
 [ "$fail" -eq 0 ] || exit 1
 [ "${skipped:-0}" -eq 1 ] && exit 77
