@@ -5,7 +5,8 @@
     c = ciuic.Codec("int8"); st = ciuic.CodecState(c, n)
     wire, step = c.encode(x, st); y = c.decode(wire, n, step)
 
-The library is $CIUIC_LIBRARY, else <repo>/build/lib/libciuic.so (cmake --build build --target ciuic).
+The library is $CIUIC_LIBRARY, else the installed prefix's, else <repo>/build/lib/libciuic.so, else the one
+beside a ciuic-bench on PATH (the order and details: ciuic._lib).
 """
 from ciuic._lib import library_path
 from ciuic.codec import Codec, CodecState

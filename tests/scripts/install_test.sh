@@ -25,6 +25,43 @@ rm -rf "$work/pysrc/ciuic/__pycache__"
 "$work/venv/bin/pip" install --no-build-isolation --no-index --quiet "$work/pysrc" > "$work/pip.log" 2>&1 ||
   { cat "$work/pip.log"; exit 1; }
 site=$(ls -d "$prefix"/lib/python3*/site-packages)
+# Every installed ELF file runs from a copied tree: its run path starts at $ORIGIN/../lib and holds the
+# folder of each library it needs from outside the loader's default folders (CUDA, NCCL, Open MPI),
+# so ld.so.conf is not what makes it load.
+for elf in "$prefix"/bin/ciuic-bench "$prefix"/bin/ciuic-tune "$prefix"/lib/lib*.so; do
+  runpath=$(readelf -d "$elf" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
+  case ":$runpath:" in *':$ORIGIN/../lib:'*) ;; *) echo "install_test: $elf: run path '$runpath' lacks \$ORIGIN/../lib"; exit 1 ;; esac
+  ldd "$elf" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p' | while read -r lib; do
+    dir=$(dirname "$lib")
+    case "$dir" in /lib | /usr/lib | /lib/x86_64-linux-gnu | /usr/lib/x86_64-linux-gnu | /lib64 | /usr/lib64) continue ;; esac
+    real=$(readlink -f "$dir")
+    found=0
+    IFS=: read -ra entries <<< "$runpath"
+    for e in "${entries[@]}"; do [ -n "$e" ] && [ "$(readlink -f "${e/\$ORIGIN/$(dirname "$elf")}")" = "$real" ] && found=1; done
+    [ "$found" -eq 1 ] || { echo "install_test: $elf needs $lib, whose folder is not in its run path '$runpath'"; exit 1; }
+  done || exit 1
+done
+echo "install_test: run paths hold \$ORIGIN/../lib and every non-system library folder"
+# Under /usr/local (and /usr) the package goes where Debian's Python looks (DESTDIR: nothing leaves $work).
+for system in /usr/local /usr; do
+  DESTDIR="$work/destdir" cmake --install "$build" --prefix "$system" >/dev/null
+  pkg=$(cd "$work/destdir" && ls -d ."$system"/lib/python3*/dist-packages/ciuic 2>/dev/null | head -n 1)
+  pkg=${pkg#.}
+  [ -n "$pkg" ] || { echo "install_test: --prefix $system: no ciuic package under a dist-packages folder"; exit 1; }
+  /usr/bin/python3 - "$(dirname "$pkg")" "$work/destdir$pkg" <<'PY'
+import os, sys
+folder, pkg = sys.argv[1], sys.argv[2]
+if folder not in sys.path:
+    raise SystemExit(f"install_test: {folder} is not on /usr/bin/python3's path {sys.path}")
+ns = {}
+exec(open(os.path.join(pkg, "_installed.py")).read(), ns)
+lib = os.path.normpath(os.path.join(pkg, ns["LIBRARY_DIR"], "libciuic.so"))
+if not os.path.isfile(lib):
+    raise SystemExit(f"install_test: {pkg}/_installed.py points at {lib}, which is not there")
+print(f"install_test: --prefix {folder.split('/lib/')[0]}: the package in {folder}, on Debian's path; it finds libciuic")
+PY
+  rm -rf "$work/destdir"
+done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unshare -m env -i PATH=/usr/bin:/bin HOME="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
   bash -eu -c '
@@ -51,7 +88,8 @@ unshare -m env -i PATH=/usr/bin:/bin HOME="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_
   PYTHONPATH="$site" /usr/bin/python3 -c "
 import ciuic, sys
 p = ciuic.library_path()
-assert p.startswith(sys.argv[1]), p
+if not p.startswith(sys.argv[1]):
+    raise SystemExit(\"install_test: ciuic loaded \" + p + \", not the library under the prefix \" + sys.argv[1])
 c = ciuic.Codec(\"int8\")
 print(\"loaded\", p, c)
 " "$prefix"
@@ -59,7 +97,8 @@ print(\"loaded\", p, c)
   PATH="$prefix/bin:$PATH" "$work/venv/bin/python" -c "
 import ciuic, sys
 p = ciuic.library_path()
-assert p.startswith(sys.argv[1]), p
+if not p.startswith(sys.argv[1]):
+    raise SystemExit(\"install_test: ciuic loaded \" + p + \", not the library under the prefix \" + sys.argv[1])
 print(\"loaded\", p)
 " "$prefix"
   step "every check passed"
