@@ -265,7 +265,8 @@ Crossover ParseCrossover(const std::string& text, const std::string& name, int* 
   // A key given twice (the last would win silently) and nesting, as every reader of ours refuses them.
   const JsonDocument checked(text, "crossover", "crossover " + name);
   auto bad = [&](const std::string& what) { return InputError(fmt::format("crossover {}: {}", name, what)); };
-  if (!j.is_object() || j.value("format", "") != "ciuic-crossover") throw bad("not a ciuic crossover (format)");
+  if (!j.is_object() || !j.contains("format") || !j["format"].is_string() || j["format"] != "ciuic-crossover")
+    throw bad("not a ciuic crossover (format)");
   if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != 1)
     throw bad("version: expected 1");
   if (!j.contains("ranks") || !j["ranks"].is_number_integer() || j["ranks"].get<int64_t>() < 1 ||
@@ -297,8 +298,11 @@ Crossover ParseCrossover(const std::string& text, const std::string& name, int* 
     if (last) {
       if (!b["below_bytes"].is_null()) throw bad(fmt::format("bands[{}].below_bytes: the last band is null", i));
     } else {
-      if (!b["below_bytes"].is_number_unsigned() || b["below_bytes"].get<uint64_t>() <= prev)
-        throw bad(fmt::format("bands[{}].below_bytes: expected a byte count above the previous band's", i));
+      // The largest count is the last band's (written as null): a band before it cannot reach it.
+      if (!b["below_bytes"].is_number_unsigned() || b["below_bytes"].get<uint64_t>() <= prev ||
+          b["below_bytes"].get<uint64_t>() == kLast)
+        throw bad(fmt::format(
+            "bands[{}].below_bytes: expected a byte count above the previous band's and below 2^64 - 1", i));
       below = b["below_bytes"].get<uint64_t>();
     }
     prev = below;

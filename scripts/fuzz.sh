@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses (clang, ASan + UBSan, CUDA and MPI off) into build-fuzz/ and runs
 # each for SECONDS (default 60) from its seeds in fuzz/corpus/<name>/ and the project's files of that
-# kind (new inputs go to a temporary folder; the committed seeds are never modified). A crash, leak, sanitizer report or
+# kind: the shipped profiles, topologies and workloads, tests/data's results and profiles, and the
+# bad-input corpus's files for that reader in tests/data/bad/ (folders are read as they are, single
+# files copied into a temporary seed folder; new inputs go to a temporary folder; the committed seeds
+# are never modified). A crash, leak, sanitizer report or
 # uncaught non-ciuic exception is a finding: its input is kept in build-fuzz/findings/ and the script
 # exits 1. Prints per harness: executions, seconds, corpus size, verdict.
 # Usage: scripts/fuzz.sh [SECONDS] [HARNESS...]   (harnesses: sizes profile topology workload state_load
-#   codec_wire codec_spec run_json baseline published sqlite)
+#   codec_wire codec_spec run_json baseline published sqlite crossover)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 shift || true
 harnesses=("$@")
 [ ${#harnesses[@]} -gt 0 ] || harnesses=(sizes profile topology workload state_load codec_wire codec_spec run_json baseline
-  published sqlite)
+  published sqlite crossover)
 command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (scripts/setup.sh installs clang)" >&2; exit 1; }
 # The tree scripts/test.sh's sanitizer stage builds its ASan + UBSan tests in too (scripts/fuzz_tree.sh:
 # one instrumented build for both). CIUIC_FUZZ_BUILT=1: the harnesses are built already (test.sh runs
@@ -30,16 +33,33 @@ for h in "${harnesses[@]}"; do
   work=$(mktemp -d)
   log="$work/log"
   rc=0
-  # Seeds: fuzz/corpus/<name>/, plus the files the project already keeps of that kind.
+  # Seeds: fuzz/corpus/<name>/, plus the files the project already keeps of that kind (folders, or
+  # files: the shipped profiles sit beside other files, the topologies beside a README).
   seeds=("fuzz/corpus/$h")
   case $h in
+    profile) seeds+=(profiles/*.profile.json tests/data/profiles tests/data/bad/profile) ;;
+    topology) seeds+=(profiles/topologies/*.json tests/data/bad/topology) ;;
+    workload) seeds+=(profiles/workloads tests/data/bad/workload) ;;
+    state_load) seeds+=(tests/data/bad/state) ;;
+    crossover) seeds+=(tests/data/bad/crossover) ;;
     run_json) seeds+=(tests/data/results) ;;
     baseline) seeds+=(profiles/baselines) ;;
     published) seeds+=(profiles/published) ;;
     sqlite) seeds+=(tests/data/bad/db tests/data/results) ;;
   esac
+  # libFuzzer runs a file named on its command line once instead of fuzzing: single files go into a
+  # seed folder of this run (removed with it; read, never written).
+  files="$work.seeds"
+  mkdir -p "$files"
   seed_paths=()
-  for d in "${seeds[@]}"; do [ -d "$d" ] && seed_paths+=("$PWD/$d"); done
+  for d in "${seeds[@]}"; do
+    if [ -d "$d" ]; then
+      seed_paths+=("$PWD/$d")
+    elif [ -f "$d" ]; then
+      cp "$d" "$files/$(echo "$d" | tr / _)"
+    fi
+  done
+  [ -z "$(ls -A "$files")" ] || seed_paths+=("$files")
   (cd "$work" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 "$OLDPWD/build-fuzz/fuzz/${h}_fuzz" -max_total_time="$secs" \
      -print_final_stats=1 -timeout=10 -rss_limit_mb=4096 "$work" "${seed_paths[@]}" >"$log" 2>&1) || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
@@ -55,6 +75,6 @@ for h in "${harnesses[@]}"; do
     grep -m 3 -E "ERROR|runtime error|terminate called|what\(\)" "$log" | sed 's/^/    /' || true
   fi
   printf '%-11s %10s %7s %7s %s\n' "$h" "${execs:-?}" "$secs" "$corpus" "$verdict"
-  rm -rf "$work"
+  rm -rf "$work" "$files"
 done
 exit "$failed"

@@ -86,15 +86,17 @@ sanitized() {
 # 580 s). Not -O0: it halves the tests' compile time, but their own loops (reference sums, damaged
 # files) then ran the jobs about 130 s longer than it saved.
 # TSan: every test binary that starts threads: the thread backend (ranks as threads) and every
-# algorithm over it, the watchdog, heartbeats, progress line and trace recorder (test_core), gloo's
-# transport under our calls (test_gloo), the runner's sweeps over rank-threads (test_bench).
+# algorithm over it, the watchdog, heartbeats and trace recorder (test_core), gloo's transport under
+# our calls (test_gloo), the runner's sweeps over rank-threads (test_bench). Not the progress line's
+# ticker (core/progress.cc): no test binary turns the line on; only the tools do, uninstrumented, in
+# unit.progress.
 sanitizer_builds() {
   local t0=$SECONDS
   "$root/scripts/fuzz_tree.sh" || return 1
   cmake --build build-fuzz -j "$(nproc)" --target test_core test_kernels test_collectives test_bench test_c_api \
     test_gloo test_tuner test_cli test_db_writers test_nccl_tuner test_compare test_nccl_flags test_c_codec_api \
     test_c_store_api test_mpi test_c_mpi ciuic-bench ciuic-tune state_load_driver sizes_fuzz profile_fuzz topology_fuzz workload_fuzz state_load_fuzz \
-    codec_wire_fuzz codec_spec_fuzz run_json_fuzz baseline_fuzz published_fuzz sqlite_fuzz >/dev/null || return 1
+    codec_wire_fuzz codec_spec_fuzz run_json_fuzz baseline_fuzz published_fuzz sqlite_fuzz crossover_fuzz >/dev/null || return 1
   echo "test: asan build: $((SECONDS - t0)) s of its own"
   t0=$SECONDS
   sanitized build-tsan "-fsanitize=thread -fno-omit-frame-pointer" test_collectives test_core test_gloo test_bench || return 1
@@ -106,7 +108,7 @@ san_jobs() {
   printf '%s\n' asan-collectives asan-bench tsan-collectives asan-bad-inputs tsan-bench asan-tuner asan-gloo \
     tsan-gloo asan-mpi asan-db-writers asan-cli asan-core tsan-core asan-kernels asan-small
   local h
-  for h in sizes profile topology workload state_load codec_wire codec_spec run_json baseline published sqlite; do
+  for h in sizes profile topology workload state_load codec_wire codec_spec run_json baseline published sqlite crossover; do
     echo "fuzz-$h"
   done
 }
@@ -158,7 +160,7 @@ san_job() {
           mpiexec -n 2 --oversubscribe ./test_mpi --gtest_brief=1 && mpiexec -n 2 --oversubscribe ./test_c_mpi &&
           ./test_cli --gtest_brief=1 '--gtest_filter=CliMpi*') ;;
       asan-bad-inputs)
-        # The 1061 cases through the instrumented tools.
+        # The 1063 cases through the instrumented tools.
         BAD_INPUTS_GATE_DB="$SAN_GATE_DB" BAD_INPUTS_CONTROL_TIMEOUT=600 tests/scripts/bad_inputs.sh build-fuzz/bin/ciuic-bench \
           build-fuzz/bin/ciuic-tune build-fuzz/tests/state_load_driver tests/data/bad ;;
       tsan-*)

@@ -1427,6 +1427,14 @@ for name, hosts in [("hosts-zero", b"0"), ("hosts-above-ranks", b"3")]:
         + hosts + b',"bands":[{"below_bytes":null,"algo":"ring"}]}')
     bc("crossover&&hosts: expected a positive integer up to ranks", f"--crossover {{case_dir}}/crossover/{name}.json",
        base=CIUIC)
+# Found by the crossover fuzzer: a format that is not a string; a band before the last at the count
+# reserved for the last (2^64 - 1), which the writer would have turned into null.
+put("crossover/format-number.json", b'{"format":1}')
+bc("crossover&&not a ciuic crossover (format)", "--crossover {case_dir}/crossover/format-number.json", base=CIUIC)
+put("crossover/sentinel-band.json", b'{"format":"ciuic-crossover","version":1,"ranks":2,"transport":"local",'
+    b'"bands":[{"below_bytes":18446744073709551615,"algo":"native"},{"below_bytes":null,"algo":"ring"}]}')
+bc("crossover&&bands[0].below_bytes&&below 2^64 - 1", "--crossover {case_dir}/crossover/sentinel-band.json",
+   base=CIUIC)
 
 
 # ---- writing ---------------------------------------------------------------------------------------
