@@ -1,5 +1,6 @@
 #include "core/database.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
 
 #include <unistd.h>
@@ -283,6 +284,17 @@ std::string SchemaProblem(sqlite3* db, int version) {
   return "";
 }
 
+// fsyncs the folder holding `path`: a name linked there is durable once the folder's entry is (as
+// core/files.cc's renames are; a file system without directory fsync keeps the entry anyway, so a
+// refusal is no error).
+void SyncFolderOf(const std::string& path) {
+  const std::string folder = std::filesystem::path(path).parent_path().string();
+  const int dir = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return;
+  (void)::fsync(dir);
+  ::close(dir);
+}
+
 }  // namespace
 
 Database::Database(const std::string& path, Access access) : path_(path) {
@@ -516,13 +528,16 @@ void Database::CreateOrMigrate() {
 }
 
 // Gives `copy` the name `wanted`, or `wanted.1`, `wanted.2`, ... where that is taken: a hard link never
-// replaces a file (a backup of an earlier migration, or anything else the user keeps there). Returns
-// the name; throws InputError when none of 100 names is free or the folder refuses a link.
+// replaces a file (a backup of an earlier migration, or anything else the user keeps there). The folder
+// is fsync'd before the migration goes on, so a crash after it commits cannot lose the backup's name
+// (the copy's data SQLite synced when the backup committed). Returns the name; throws InputError when
+// none of 100 names is free or the folder refuses a link.
 std::string Database::KeepBackup(const std::string& copy, const std::string& wanted) {
   for (int i = 0; i < 100; ++i) {
     const std::string name = i == 0 ? wanted : fmt::format("{}.{}", wanted, i);
     if (link(copy.c_str(), name.c_str()) == 0) {
       std::remove(copy.c_str());
+      SyncFolderOf(name);
       return name;
     }
     if (errno != EEXIST) {

@@ -98,7 +98,9 @@ def log_time_axis(axis):
 
 
 def save(fig, path, tool):
-    """Writes the PNG through a temporary file beside it, renamed over it: never half a file."""
+    """Writes the PNG through a temporary file beside it, fsync'd and renamed over it, then fsyncs the
+    folder (as core/files.cc does): never half a file, nor, after a crash, a renamed file whose data was
+    still only in the page cache."""
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise Fail(f"--out {path}: folder '{folder}' does not exist")
@@ -111,10 +113,26 @@ def save(fig, path, tool):
     os.chmod(tmp, 0o666 & ~umask)  # a new file's usual mode, not mkstemp's 0600
     try:
         fig.savefig(tmp, dpi=110)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except OSError as e:
         os.unlink(tmp)
         raise Fail(f"--out {path}: {e.strerror}")
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        pass  # the file is in place; a folder that cannot be opened cannot be synced either
+    else:
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass  # a file system without directory fsync still has the file
+        finally:
+            os.close(fd)
     print(f"{tool}: wrote {path}", file=sys.stderr)
 
 

@@ -1,8 +1,8 @@
 // The gloo backend with ranks as threads: a local world is the control plane, gloo's TCP pairs run
 // over loopback. Every collective x dtype x op through ciuic-bench's runner (exact expected values
 // for every element, in and out of place) on 2, 3 and 4 ranks, each allreduce algorithm on fresh
-// random integer-valued inputs, the runtime's ring and hier over gloo point-to-point, the file
-// store, and a peer that leaves or never calls: an error, not a hang.
+// random integer-valued inputs (CIUIC_TEST_SEED replays them), the runtime's ring and hier over gloo
+// point-to-point, the file store, and a peer that leaves or never calls: an error naming it, not a hang.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -21,6 +21,7 @@
 #include "collectives/backends/local/communicator.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "tests/test_seed.h"
 
 namespace ciuic {
 namespace {
@@ -72,7 +73,7 @@ BenchOptions Small(const CollSpec* spec) {
   o.iters = 1;
   o.warmup = 0;
   o.check = 1;
-  o.seed = std::random_device{}();
+  o.seed = testing_seed::TestSeed();
   return o;
 }
 
@@ -135,7 +136,7 @@ TEST_P(GlooRanks, EachAllReduceAlgorithmVerifiesExactly) {
 TEST_P(GlooRanks, RandomIntegerSumsEveryAlgorithm) {
   SKIP_WITHOUT_GLOO();
   const int n = GetParam();
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = testing_seed::TestSeed();
   for (GlooAlgo algo :
        {GlooAlgo::kAuto, GlooAlgo::kRing, GlooAlgo::kRingChunked, GlooAlgo::kHalvingDoubling, GlooAlgo::kBcube}) {
     RunGloo(n, Loopback(algo), [&](Communicator& c) {
@@ -169,7 +170,7 @@ TEST_P(GlooRanks, RandomIntegerSumsEveryAlgorithm) {
 TEST_P(GlooRanks, RuntimeRingAndHierOverGlooPointToPoint) {
   SKIP_WITHOUT_GLOO();
   const int n = GetParam();
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = testing_seed::TestSeed();
   std::vector<AlgoConfig> configs(3);
   configs[0].algo = AllReduceAlgo::kRing;
   configs[0].piece_bytes = 4096;
@@ -239,7 +240,8 @@ TEST(Gloo, NamesItselfAndItsAlgorithms) {
 }
 
 // A peer that is gone (its connections closed) fails the call at once; one that never calls fails it
-// at gloo's timeout. Either way a RuntimeError naming the call and the rank, within seconds.
+// at gloo's timeout. Either way a RuntimeError naming the call, the rank and the peer (whose
+// connection closed, or whom the call waits for), within seconds.
 TEST(Gloo, DeadOrSilentPeerIsAnErrorNotAHang) {
   SKIP_WITHOUT_GLOO();
   for (const bool gone : {true, false}) {
@@ -269,6 +271,7 @@ TEST(Gloo, DeadOrSilentPeerIsAnErrorNotAHang) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_NE(message.find("rank 0"), std::string::npos) << message;
     EXPECT_NE(message.find("allreduce"), std::string::npos) << message;
+    EXPECT_NE(message.find(gone ? "(the connection to rank 1)" : "(waiting for rank 1)"), std::string::npos) << message;
     EXPECT_LT(s, 10) << message;
   }
 }

@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "tests/test_seed.h"
 
 namespace ciuic {
 namespace {
@@ -39,10 +40,10 @@ class FilesTest : public testing::Test {
     s << f.rdbuf();
     return s.str();
   }
-  static std::string RandomText(size_t n) {
-    std::mt19937 rng(std::random_device{}());
+  // Fresh text each call; the test's calls in turn follow from the process's seed (CIUIC_TEST_SEED).
+  std::string RandomText(size_t n) {
     std::string s(n, ' ');
-    for (char& c : s) c = static_cast<char>('a' + rng() % 26);
+    for (char& c : s) c = static_cast<char>('a' + rng_() % 26);
     return s;
   }
   std::vector<std::string> Entries() const {
@@ -52,6 +53,7 @@ class FilesTest : public testing::Test {
     return out;
   }
   std::filesystem::path dir_;
+  std::mt19937 rng_{testing_seed::TestSeed()};
 };
 
 // A file written aside is put in place (the old one replaced, no temporary left); when it cannot be

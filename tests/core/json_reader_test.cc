@@ -15,6 +15,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "tests/test_seed.h"
 
 namespace ciuic {
 namespace {
@@ -142,7 +143,7 @@ class JsonReaderFileTest : public testing::Test {
 };
 
 TEST_F(JsonReaderFileTest, ReadsARegularFileWhole) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(testing_seed::TestSeed());
   std::string bytes(200000 + rng() % 10000, '\0');  // several reads, NULs and all byte values
   for (char& c : bytes) c = static_cast<char>(rng());
   const std::string p = Path("a.json");

@@ -10,7 +10,10 @@ uncompressed run's parameters. A 64 MiB bucket's hook returns before its Future 
 bucket whose values the runtime reduced is what the next kernel on the caller's stream reads
 (the parameters change by the averaged gradient, not by a stale buffer).
 
-Exits 77 (skipped, and says why) without torch with CUDA or with a libciuic built without CUDA.
+Exits 77 (skipped, and says why) without torch with CUDA or with a libciuic built without CUDA. Where
+only one set-up can run (a libciuic without NCCL), that one runs and must pass, each one that could not
+is printed as "SKIPPED: ..." and the exit is still 77: a partial run is reported as skipped, never as
+passed (failures exit 1 either way).
     comm_hook_gpu_test.py        (CIUIC_LIBRARY names libciuic.so; PYTHONPATH holds python/)
 """
 import datetime
@@ -129,20 +132,22 @@ def main():
     # A one-rank communicator tells whether this libciuic has CUDA (and NCCL).
     store = ciuic.torch._Store(dist.HashStore())
     setups = []
+    not_run = []
     for setup, device in (("gloo", b"cuda-gloo"), ("nccl", b"cuda")):
         comm = ctypes.c_void_p()
         status = lib.ciuic_comm_create_store(0, 1, b"probe-" + device, device, store.set_fn, store.get_fn, None, 30.0,
                                              ctypes.byref(comm))
         if status != 0:
-            print(f"{setup}: not run: libciuic cannot make a {device.decode()} communicator: "
-                  f"{lib.ciuic_last_error().decode()}")
+            not_run.append(f"{setup}: libciuic cannot make a {device.decode()} communicator: "
+                           f"{lib.ciuic_last_error().decode()}")
+            print("SKIPPED:", not_run[-1])
             continue
         lib.ciuic_comm_destroy(comm)
         if setup == "nccl" and torch.cuda.device_count() < 2:
             setup = "nccl-one-gpu"  # both processes on GPU 0, two hosts to NCCL
         setups.append(setup)
     if not setups:
-        skip("neither set-up can run here")
+        skip("neither set-up can run here: " + "; ".join(not_run))
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
         for setup in setups:
@@ -152,7 +157,15 @@ def main():
             check(setup, a, b, failures)
     for f in failures:
         print("FAIL:", f)
-    sys.exit(1 if failures else 0)
+    if failures:
+        sys.exit(1)
+    if not_run:
+        for n in not_run:
+            print("SKIPPED:", n)
+        print(f"skipped: {len(not_run)} of {len(setups) + len(not_run)} set-ups did not run "
+              f"({', '.join(setups)} ran and passed); a partial run is not a pass")
+        sys.exit(77)
+    sys.exit(0)
 
 
 if __name__ == "__main__":

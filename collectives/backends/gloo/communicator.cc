@@ -25,6 +25,8 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/context.h>
+#include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <ifaddrs.h>
@@ -32,6 +34,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cctype>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -40,6 +43,7 @@
 #include <deque>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <random>
 
 #include "collectives/backends/gloo/tcp_store.h"
@@ -47,8 +51,9 @@
 #include "kernels/reduce.h"
 
 // Gloo reports a dead peer, a timeout or a misuse by exception (IoException, EnforceNotMet, ...):
-// inside the communicator each becomes a RuntimeError naming the call, the rank and file:line, and
-// the rank that is gone where the job's store knows (GoneNote: gloo itself names only a socket).
+// inside the communicator each becomes a RuntimeError naming the call, the rank and file:line, the
+// peer whose connection failed or whom a receive waits for (FailedPeers: gloo itself names only a
+// socket), and the rank that is gone where the job's store knows (GoneNote).
 #define CIUIC_GLOO_CHECK(call)                                                                                   \
   do {                                                                                                           \
     try {                                                                                                        \
@@ -347,13 +352,126 @@ class PeerScope {
   PeerScope& operator=(const PeerScope&) = delete;
 };
 
-// The failed call in the failing communicator's ranks, the transfer's peer, then what the job's store
-// says in the world's ranks (a sub-world of Split says so: its rank 1 need not be the world's).
+// Gloo names a failed connection by an address ("Connection closed by peer [127.0.0.1]:41234") and
+// a timed-out receive by nothing. A MeshContext keeps, per rank, the addresses gloo may give for that
+// rank's connection: the connection's far end (read from this process's socket whose near end is the
+// pair's public address) and the address the peer published for it, which gloo keeps instead when the
+// peer connected before this side read it. The ranks a receive still waits to hear from lie in
+// protected members of gloo's transport context, read through a derived class that is never made (a
+// gloo whose members differ fails to compile here rather than misname a rank).
+class MeshContext : public gloo::rendezvous::Context {
+ public:
+  using gloo::rendezvous::Context::Context;
+
+  // connectFullMesh through `store`, keeping each rank's addresses.
+  void Connect(gloo::rendezvous::Store& store, std::shared_ptr<gloo::transport::Device>& device) {
+    Recorder recorder(store);
+    connectFullMesh(recorder, device);
+    ends_.assign(static_cast<size_t>(size), {});
+    std::map<std::string, int> near;  // this process's sockets by near end; -1 where several share one
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end; it.increment(ec)) {
+      const int fd = std::atoi(it->path().filename().c_str());
+      sockaddr_storage ss{};
+      socklen_t len = sizeof(ss);
+      if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) continue;
+      if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) continue;
+      const auto [at, fresh] = near.emplace(Printed(ss, len), fd);
+      if (!fresh) at->second = -1;
+    }
+    for (int r = 0; r < size; ++r) {
+      if (r == rank) continue;
+      auto& ends = ends_[static_cast<size_t>(r)];
+      const auto socket = near.find(getPair(r)->address().str());
+      sockaddr_storage ss{};
+      socklen_t len = sizeof(ss);
+      if (socket != near.end() && socket->second >= 0 &&
+          getpeername(socket->second, reinterpret_cast<sockaddr*>(&ss), &len) == 0)
+        ends.push_back(Printed(ss, len));
+      if (const auto published = recorder.read.find(std::to_string(r)); published != recorder.read.end()) {
+        try {
+          std::vector<char> all = published->second;
+          ends.push_back(gloo::transport::tcp::Address(extractAddress(all, r)).str());
+        } catch (const std::exception&) {  // not an address: this rank goes unnamed
+        }
+      }
+    }
+  }
+
+  // The rank whose connection gloo's error `what` names by its address; -1 when none is.
+  int RankNamedIn(const std::string& what) const {
+    for (size_t r = 0; r < ends_.size(); ++r)
+      for (const std::string& end : ends_[r])
+        for (size_t at = what.find(end); !end.empty() && at != std::string::npos; at = what.find(end, at + 1)) {
+          const size_t after = at + end.size();
+          if (after == what.size() || !std::isdigit(static_cast<unsigned char>(what[after])))
+            return static_cast<int>(r);
+        }
+    return -1;
+  }
+
+  // The ranks whose word that they are sending a posted receive still waits for (sorted, once each).
+  std::vector<int> AwaitedSenders() {
+    struct Peek : gloo::transport::Context {
+      static std::vector<int> Senders(gloo::transport::Context& context) {
+        std::lock_guard lock(context.*(&Peek::mutex_));
+        std::vector<int> ranks;
+        for (const Tally& tally : context.*(&Peek::expectedNotifications_))
+          ranks.insert(ranks.end(), tally.getSendList().begin(), tally.getSendList().end());
+        return ranks;
+      }
+    };
+    std::vector<int> ranks = transportContext_ ? Peek::Senders(*transportContext_) : std::vector<int>{};
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    return ranks;
+  }
+
+ private:
+  // A store that forwards and keeps what was read (connectFullMesh reads each rank's pair addresses).
+  class Recorder : public gloo::rendezvous::Store {
+   public:
+    explicit Recorder(gloo::rendezvous::Store& inner) : inner_(inner) {}
+    void set(const std::string& key, const std::vector<char>& data) override { inner_.set(key, data); }
+    std::vector<char> get(const std::string& key) override { return read[key] = inner_.get(key); }
+    void wait(const std::vector<std::string>& keys) override { inner_.wait(keys); }
+    void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+      inner_.wait(keys, timeout);
+    }
+    std::map<std::string, std::vector<char>> read;
+
+   private:
+    gloo::rendezvous::Store& inner_;
+  };
+
+  static std::string Printed(const sockaddr_storage& ss, socklen_t len) {
+    return gloo::transport::tcp::Address(reinterpret_cast<const sockaddr*>(&ss), len).str();
+  }
+
+  std::vector<std::vector<std::string>> ends_;  // per rank: the addresses gloo may name its connection by
+};
+
+// " (the connection to rank 1)": the rank whose connection gloo's error names by address; else
+// " (waiting for rank 1)": the ranks the failing context's receives still wait to hear from; "" when
+// neither is known. In the failing communicator's ranks.
+std::string FailedPeers(const std::string& what, gloo::Context* failing) {
+  auto* mesh = dynamic_cast<MeshContext*>(failing);
+  if (!mesh) return "";
+  if (const int r = mesh->RankNamedIn(what); r >= 0) return fmt::format(" (the connection to rank {})", r);
+  std::string waiting;
+  for (const int r : mesh->AwaitedSenders()) waiting += fmt::format("{}rank {}", waiting.empty() ? "" : ", ", r);
+  return waiting.empty() ? "" : " (waiting for " + waiting + ")";
+}
+
+// The failed call in the failing communicator's ranks, the transfer's peer (else FailedPeers), then
+// what the job's store says in the world's ranks (a sub-world of Split says so: its rank 1 need not be
+// the world's).
 RuntimeError GlooFailure(const char* call, const std::exception& e, const char* file, int line, int rank,
                          Shared& shared, bool sub_world, gloo::Context* failing) {
+  const std::string peer = t_transfer_peer.empty() ? FailedPeers(e.what(), failing) : t_transfer_peer;
   std::string note = GoneNote(shared, shared.world_rank, failing);
   if (sub_world && !note.empty()) note = "; in the job's world: " + note.substr(2);
-  return RuntimeError(FormatCallFailure(call, e.what(), file, line, rank) + t_transfer_peer + note);
+  return RuntimeError(FormatCallFailure(call, e.what(), file, line, rank) + peer + note);
 }
 
 // Liveness through the job's store (none without one): beats are pulses; at a deadline the report
@@ -384,12 +502,12 @@ Liveness PresenceLiveness(std::shared_ptr<TcpStore> presence, int rank) {
 // Connects a full mesh of `control`'s ranks under `prefix` of the store; a control-plane barrier
 // after it, so no rank leaves (and rank 0 stops serving) while another still reads the store.
 std::shared_ptr<gloo::Context> Rendezvous(Communicator& control, Shared& shared, const std::string& prefix) {
-  auto context = std::make_shared<gloo::rendezvous::Context>(control.Rank(), control.Size());
+  auto context = std::make_shared<MeshContext>(control.Rank(), control.Size());
   context->setTimeout(TimeoutOf(shared.options.timeout_s));
   std::string why;
   try {
     gloo::rendezvous::PrefixStore store(prefix, *shared.store);
-    context->connectFullMesh(store, shared.device);
+    context->Connect(store, shared.device);
   } catch (const std::exception& e) {
     why = e.what();
   }
@@ -804,10 +922,10 @@ class GlooControl : public Communicator {
     std::string why;
     std::shared_ptr<gloo::Context> context;
     try {
-      auto c = std::make_shared<gloo::rendezvous::Context>(sub_rank, static_cast<int>(members.size()));
+      auto c = std::make_shared<MeshContext>(sub_rank, static_cast<int>(members.size()));
       c->setTimeout(TimeoutOf(shared_->options.timeout_s));
       gloo::rendezvous::PrefixStore store(prefix, *shared_->store);
-      c->connectFullMesh(store, shared_->device);
+      c->Connect(store, shared_->device);
       context = c;
     } catch (const std::exception& e) {
       why = e.what();
@@ -1046,10 +1164,10 @@ std::unique_ptr<Communicator> StoreWorld(std::shared_ptr<KeyValueStore> kv, int 
   if (!shared->presence) shared->presence = ServePresence(*kv, rank, prefix, attr, *shared);
   std::shared_ptr<gloo::Context> control_context;
   try {
-    auto c = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    auto c = std::make_shared<MeshContext>(rank, size);
     c->setTimeout(TimeoutOf(options.timeout_s));
     gloo::rendezvous::PrefixStore store(prefix + "/control", *shared->store);
-    c->connectFullMesh(store, shared->device);
+    c->Connect(store, shared->device);
     control_context = c;
   } catch (const std::exception& e) {
     throw RuntimeError(fmt::format("rank {}: gloo rendezvous over {} through the job's store failed: {}", rank,
