@@ -168,6 +168,28 @@ bool ProgressWanted(const Cli& cli) { return cli.format == "table" || !cli.out_p
   std::exit(code);
 }
 
+// For ranks as threads: "; ranks 0 and 2 saw it (local backend: rank 1 failed)" when ranks other than
+// the first to fail (failures[0]) ended with an error naming it; "" otherwise (every rank refused the
+// same input, or nobody else noticed).
+std::string SurvivorsSaw(const std::vector<std::pair<int, std::string>>& failures) {
+  if (failures.size() < 2) return "";
+  const std::string mark = fmt::format("rank {} failed", failures[0].first);
+  std::vector<int> who;
+  std::string said;
+  for (size_t i = 1; i < failures.size(); ++i) {
+    const size_t at = failures[i].second.find(mark);
+    if (at == std::string::npos) continue;
+    who.push_back(failures[i].first);
+    if (said.empty()) said = failures[i].second.substr(0, at + mark.size());
+  }
+  if (who.empty()) return "";
+  std::sort(who.begin(), who.end());
+  std::string names;
+  for (size_t i = 0; i < who.size(); ++i)
+    names += (i == 0 ? "" : i + 1 == who.size() ? " and " : ", ") + std::to_string(who[i]);
+  return fmt::format("; {} {} saw it ({})", who.size() == 1 ? "rank" : "ranks", names, said);
+}
+
 int ListBuild() {
   std::cout << "ciuic-bench " << CIUIC_VERSION << " (" << CIUIC_GIT_COMMIT << ")\n";
   std::cout << "backends:    " << AvailableBackends() << "\n";
@@ -552,20 +574,37 @@ int Run(int argc, char** argv) {
     watchdog.SetPeerReport(DescribeLocalRanks);  // a timeout names the rank the others wait on
     int code = 0;
     std::mutex mu;
-    RunLocalRanks(
-        ranks,
-        [&](Communicator& base) {
-          std::unique_ptr<Communicator> wrapped;
-          if (gloo_threads) wrapped = MakeGlooWorld(base.Split(0, base.Rank()), cli.gloo);
-          bool table_done = false;
-          if (cli.backend == "ciuic")
-            wrapped = WrapRuntime(wrapped ? std::move(wrapped) : base.Split(0, base.Rank()), cli, nullptr, &table_done);
-          Communicator& comm = wrapped ? *wrapped : base;
-          const int c = table_done ? 0 : RunOnComm(comm, cli, ranks, &watchdog);
-          std::lock_guard lock(mu);
-          if (comm.Rank() == 0) code = c;
-        },
-        cli.device == "cuda" ? DeviceKind::kCuda : DeviceKind::kCpu);
+    std::vector<std::pair<int, std::string>> failures;  // (rank, error) in the order the ranks failed
+    try {
+      RunLocalRanks(
+          ranks,
+          [&](Communicator& base) {
+            try {
+              std::unique_ptr<Communicator> wrapped;
+              if (gloo_threads) wrapped = MakeGlooWorld(base.Split(0, base.Rank()), cli.gloo);
+              bool table_done = false;
+              if (cli.backend == "ciuic")
+                wrapped =
+                    WrapRuntime(wrapped ? std::move(wrapped) : base.Split(0, base.Rank()), cli, nullptr, &table_done);
+              Communicator& comm = wrapped ? *wrapped : base;
+              const int c = table_done ? 0 : RunOnComm(comm, cli, ranks, &watchdog);
+              std::lock_guard lock(mu);
+              if (comm.Rank() == 0) code = c;
+            } catch (const std::exception& e) {
+              std::lock_guard lock(mu);
+              failures.emplace_back(base.Rank(), e.what());
+              throw;
+            }
+          },
+          cli.device == "cuda" ? DeviceKind::kCuda : DeviceKind::kCpu);
+    } catch (const ReportedByLead&) {
+      throw;
+    } catch (const Error& e) {
+      // The first error is the failed rank's own; the line also says which ranks saw it fail from
+      // their side (their blocked calls were ended naming it), as a launcher's survivors do.
+      if (const std::string seen = SurvivorsSaw(failures); !seen.empty()) throw Error(e.code(), e.what() + seen);
+      throw;
+    }
     return code;
   }
 

@@ -86,27 +86,30 @@ sanitized() {
 # 580 s). Not -O0: it halves the tests' compile time, but their own loops (reference sums, damaged
 # files) then ran the jobs about 130 s longer than it saved.
 # TSan: every test binary that starts threads: the thread backend (ranks as threads) and every
-# algorithm over it, the watchdog, heartbeats and trace recorder (test_core), gloo's transport under
-# our calls (test_gloo), the runner's sweeps over rank-threads (test_bench). Not the progress line's
-# ticker (core/progress.cc): no test binary turns the line on; only the tools do, uninstrumented, in
-# unit.progress.
+# algorithm over it, the watchdog, heartbeats and trace recorder (test_core), the progress line's
+# ticker while threads print (test_progress), gloo's transport under our calls (test_gloo), the
+# runner's sweeps over rank-threads (test_bench), three rank-threads through the C API's store-made
+# communicators and asynchronous allreduces (test_c_store_api). Not the NCCL plugin's harness: the
+# plugin wraps glibc's symbols to keep its floor (plugins/nccl_tuner/glibc_floor.cc) and links
+# libstdc++ statically, and under TSan's interceptors its wrapped stat() crashes in TSan's runtime.
 sanitizer_builds() {
   local t0=$SECONDS
   "$root/scripts/fuzz_tree.sh" || return 1
-  cmake --build build-fuzz -j "$(nproc)" --target test_core test_kernels test_collectives test_bench test_c_api \
+  cmake --build build-fuzz -j "$(nproc)" --target test_core test_progress test_kernels test_collectives test_bench test_c_api \
     test_gloo test_tuner test_cli test_db_writers test_nccl_tuner test_compare test_nccl_flags test_c_codec_api \
     test_c_store_api test_mpi test_c_mpi ciuic-bench ciuic-tune state_load_driver sizes_fuzz profile_fuzz topology_fuzz workload_fuzz state_load_fuzz \
     codec_wire_fuzz codec_spec_fuzz run_json_fuzz baseline_fuzz published_fuzz sqlite_fuzz crossover_fuzz >/dev/null || return 1
   echo "test: asan build: $((SECONDS - t0)) s of its own"
   t0=$SECONDS
-  sanitized build-tsan "-fsanitize=thread -fno-omit-frame-pointer" test_collectives test_core test_gloo test_bench || return 1
+  sanitized build-tsan "-fsanitize=thread -fno-omit-frame-pointer" test_collectives test_core test_progress test_gloo \
+    test_bench test_c_store_api || return 1
   echo "test: tsan build: $((SECONDS - t0)) s of its own"
 }
 
 # The sanitizer stage's jobs, longest first (names for san_job).
 san_jobs() {
   printf '%s\n' asan-collectives asan-bench tsan-collectives asan-bad-inputs tsan-bench asan-tuner asan-gloo \
-    tsan-gloo asan-mpi asan-db-writers asan-cli asan-core tsan-core asan-kernels asan-small
+    tsan-gloo asan-mpi asan-db-writers asan-cli asan-core tsan-core asan-kernels asan-small tsan-progress tsan-c_store_api
   local h
   for h in sizes profile topology workload state_load codec_wire codec_spec run_json baseline published sqlite crossover; do
     echo "fuzz-$h"
@@ -153,7 +156,7 @@ san_job() {
       asan-cli) (cd build-fuzz/tests && ./test_cli --gtest_brief=1 '--gtest_filter=-CliMpi*') ;;
       asan-db-writers) (cd build-fuzz/tests && CIUIC_DB_WRITERS_RUNS=100 ./test_db_writers --gtest_brief=1) ;;
       asan-small)
-        (cd build-fuzz/tests && ./test_c_api && ./test_compare && ./test_nccl_flags && ./test_c_codec_api &&
+        (cd build-fuzz/tests && ./test_c_api && ./test_progress --gtest_brief=1 && ./test_compare && ./test_nccl_flags && ./test_c_codec_api &&
           ./test_c_store_api && ASAN_OPTIONS=$no_leaks ./test_nccl_tuner --gtest_brief=1) ;;
       asan-mpi)
         (cd build-fuzz/tests && export ASAN_OPTIONS=$no_leaks &&

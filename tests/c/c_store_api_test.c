@@ -65,7 +65,7 @@ static int store_refuses(void* user, const char* key, const void* value, size_t 
 }
 
 static const char* profile_json(int ranks) {
-  static char text[2048];
+  static _Thread_local char text[2048];  // one per rank-thread: the ranks parse at once
   snprintf(
       text, sizeof text,
       "{\"schema\": \"ciuic.profile/1\", \"topology\": {\"name\": \"cpu_local\", \"fingerprint\": \"0\", "

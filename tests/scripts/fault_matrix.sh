@@ -278,9 +278,9 @@ launcher_case() {
 # Ranks as threads (--backend local, and the runtime over it): a rank's thread hangs (blocks for ever,
 # as in a stuck library call) or throws. A hang: the deadline expires and its line names the rank the
 # others wait on ("rank V is not waiting on any peer"), nobody else. A throw: the run ends at once with
-# exit 2 and the first error, the culprit's own (column "own"); that its peers' blocked calls fail
-# naming it ("local backend: rank V failed: ...") is Local.PeersNameTheRankThatFailed's to check, as
-# those errors are not printed. Files as in run_case.
+# exit 2 and one line, the culprit's own error followed by every other rank's view of it (their
+# blocked calls failed naming it): "...; ranks 0 and 2 saw it (local backend: rank 1 failed)" (column
+# "named"; the culprit's error alone is "own", a failure). Files as in run_case.
 thread_case() {
   local action=$1 phase=$2 backend=$3 ranks=$4 victim=$5
   local tag="$work/case-$action-$phase-threads-$backend-$ranks-$victim"
@@ -308,7 +308,21 @@ thread_case() {
     [ "$named" = "rank $victim is not waiting on any peer" ] && survivors=hung
     [ -n "$named" ] && [ "$survivors" = none ] && survivors=wrong
   else
-    grep -v "does .throw." "$tag.err" | grep -q "fault injection: rank $victim threw in the $phase phase" && survivors=own
+    # Every other rank must have seen it from its side: "; ranks 0 and 2 saw it (local backend: rank 1
+    # failed)". The culprit's own error alone is column "own", a failure.
+    local list=() r who
+    for r in $(seq 0 $((ranks - 1))); do [ "$r" -ne "$victim" ] && list+=("$r"); done
+    if [ "${#list[@]}" -eq 1 ]; then
+      who="rank ${list[0]}"
+    else
+      who="ranks $(printf '%s, ' "${list[@]:0:${#list[@]}-1}")"
+      who="${who%, } and ${list[-1]}"
+    fi
+    if grep -q "fault injection: rank $victim threw in the $phase phase; $who saw it (local backend: rank $victim failed)" "$tag.err"; then
+      survivors=named
+    elif grep -v "does .throw." "$tag.err" | grep -q "fault injection: rank $victim threw in the $phase phase"; then
+      survivors=own
+    fi
   fi
   local left files
   left=$(leftovers "$tag")
@@ -316,7 +330,7 @@ thread_case() {
   [ "$code" -eq 2 ] || ok=no
   [ -n "$fault_t" ] || ok=no
   awk -v s="$secs" -v t="$timeout_s" 'BEGIN { exit !(s <= 2 * t + 1) }' || ok=no
-  case $survivors in none | wrong) ok=no ;; esac
+  case $survivors in none | wrong | own) ok=no ;; esac
   [ "$left" -eq 0 ] || ok=no
   [ "$files" = same ] || ok=no
   row "$action" "$phase" threads "$backend" "$ranks" "$victim" "$secs" "$code" "$survivors" - "$left" "$files" "$ok"
