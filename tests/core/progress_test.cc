@@ -85,8 +85,8 @@ TEST(Progress, TheTickerRedrawsWhileThreadsPrintAndNoLineIsSplit) {
       ++whole;
       const bool after_clear = at >= 4 && text.compare(at - 4, 4, "\r\033[K") == 0;
       const bool after_newline = at == 0 || text[at - 1] == '\n';
-      EXPECT_TRUE(after_clear || after_newline) << "line at " << at << " follows '"
-                                                << text.substr(at >= 40 ? at - 40 : 0, 40) << "'";
+      EXPECT_TRUE(after_clear || after_newline)
+          << "line at " << at << " follows '" << text.substr(at >= 40 ? at - 40 : 0, 40) << "'";
     }
   }
   EXPECT_EQ(whole, 100);
