@@ -17,8 +17,8 @@ double Baseline::BusbwAt(uint64_t bytes) const {
 }
 
 std::string BaselinesDir() {
-  if (const char* env = std::getenv("CIUIC_PROFILES_DIR"); env && *env)
-    return (std::filesystem::path(env) / "baselines").string();
+  if (const std::string dir = FolderFromEnvironment("CIUIC_PROFILES_DIR"); !dir.empty())
+    return (std::filesystem::path(dir) / "baselines").string();
   return (std::filesystem::path(ShareDir()) / "profiles" / "baselines").string();
 }
 

@@ -3,6 +3,7 @@
 // "--OPTION VALUE: PROBLEM" (`--streams -1: must be in 1..64`), exit 1. cxxopts' own refusals are
 // turned into it here, so the library's text never reaches the user. The message is one printable
 // line whatever the value holds (a newline, a control character); an empty value shows as ''.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -70,7 +71,9 @@ inline std::string Dashed(const std::string& name) { return (name.size() == 1 ? 
 }  // namespace cli_detail
 
 // cxxopts' exception as one of our lines, naming the option (found in argv for a bad value).
-inline UsageError FromCxxopts(const cxxopts::exceptions::exception& e, int argc, char** argv) {
+// `options`, when given, tells a flag (which takes no value) from an option that wants a number.
+inline UsageError FromCxxopts(const cxxopts::exceptions::exception& e, int argc, char** argv,
+                              const cxxopts::Options* options = nullptr) {
   using cli_detail::Dashed;
   const std::string name = cli_detail::Quoted(e.what());
   if (dynamic_cast<const cxxopts::exceptions::no_such_option*>(&e))
@@ -92,6 +95,12 @@ inline UsageError FromCxxopts(const cxxopts::exceptions::exception& e, int argc,
       else if (eq == std::string_view::npos && i + 1 < argc && name == argv[i + 1])
         option = std::string(a.substr(2));
     }
+    if (options && !option.empty()) {
+      for (const auto& group : options->groups())
+        for (const auto& o : options->group_help(group).options)
+          if (o.is_boolean && std::find(o.l.begin(), o.l.end(), option) != o.l.end())
+            return BadOption(option, name, fmt::format("a flag takes no value (--{0}, or --{0}=true|false)", option));
+    }
     char* end = nullptr;
     std::strtod(name.c_str(), &end);
     const bool number = !name.empty() && end && *end == '\0';
@@ -112,7 +121,7 @@ inline cxxopts::ParseResult ParseOrExit(cxxopts::Options& options, int argc, cha
   try {
     r = options.parse(argc, argv);
   } catch (const cxxopts::exceptions::exception& e) {
-    throw FromCxxopts(e, argc, argv);
+    throw FromCxxopts(e, argc, argv, &options);
   }
   if (r.count("help")) {
     std::cout << options.help() << "\n";

@@ -689,7 +689,8 @@ void ParseRuntime(const cxxopts::ParseResult& r, Cli& cli) {
   a.codec.error_feedback = false;  // rows report the one-shot error; timing loops must not feed it
   a.algo = Named(r, "algo", [](const std::string& v) { return ParseAlgo(v); });
   a.precision = Named(r, "precision", [](const std::string& v) { return ParsePrecision(v); });
-  if (a.precision != DType::kFloat32 && a.algo != AllReduceAlgo::kNative)
+  // With a profile its own checks speak first: it sets the precision per size.
+  if (!r.count("profile") && a.precision != DType::kFloat32 && a.algo != AllReduceAlgo::kNative)
     throw UsageError(
         fmt::format("--precision {}: a 16-bit reduction is --algo native's (the runtime's own "
                     "algorithms accumulate in fp32; 16-bit wires: --codec fp16|bf16)",

@@ -18,7 +18,7 @@ constexpr const char* kPython = "/usr/bin/python3";
 }  // namespace
 
 std::string ScriptsDir() {
-  if (const char* env = std::getenv("CIUIC_SCRIPTS_DIR"); env && *env) return env;
+  if (std::string dir = FolderFromEnvironment("CIUIC_SCRIPTS_DIR"); !dir.empty()) return dir;
   return ShareDir() + "/scripts";
 }
 

@@ -42,7 +42,7 @@ const char* AverageName(Average a) {
 Average ParseAverage(std::string_view text) {
   for (Average a : {Average::kAvg, Average::kMax, Average::kMin, Average::kRank0})
     if (text == AverageName(a)) return a;
-  throw UsageError(fmt::format("--average {}: expected avg, max, min or rank0", text));
+  throw UsageError("expected avg, max, min or rank0");  // the caller names the option and the value
 }
 
 std::string AverageDescription(Average a) {

@@ -27,7 +27,7 @@ enum class Average { kAvg, kMax, kMin, kRank0 };
 enum class Timing { kEvents, kHost, kBatch };
 const char* TimingName(Timing t, bool device);
 const char* AverageName(Average a);
-Average ParseAverage(std::string_view text);  // avg max min rank0 (UsageError otherwise)
+Average ParseAverage(std::string_view text);  // avg max min rank0 (UsageError saying so, without the value)
 // Combines every rank's values element by element as `a` says; every rank gets the result.
 void CombineRanks(Communicator& comm, Average a, double* values, size_t n);
 // The footer's description of the row statistic ("max over ranks of each rank's mean").

@@ -155,40 +155,44 @@ void WriteFileAtomically(const std::string& path, const std::string& text) {
 
 void CheckWritableOutput(const std::string& path, std::string_view what, bool regular_file_only) {
   if (path.empty()) throw InputError(fmt::format("{}: an empty path", what));
+  const std::string shown = PrintablePath(path);
   if (const int fd = DescriptorAlias(path); fd >= 0) {
-    if (regular_file_only) throw InputError(fmt::format("{} '{}' is not a regular file", what, path));
+    if (regular_file_only) throw InputError(fmt::format("{} '{}' is not a regular file", what, shown));
     const int flags = ::fcntl(fd, F_GETFL);
     if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY)
-      throw InputError(fmt::format("{} '{}': descriptor {} is not open for writing", what, path, fd));
+      throw InputError(fmt::format("{} '{}': descriptor {} is not open for writing", what, shown, fd));
     return;
   }
   struct stat st;
   const bool exists = ::stat(path.c_str(), &st) == 0;
-  if (!exists && errno != ENOENT) throw InputError(fmt::format("{} '{}': {}", what, path, Errno()));
-  if (exists && S_ISDIR(st.st_mode)) throw InputError(fmt::format("{} '{}' is a directory", what, path));
+  if (!exists && errno != ENOENT) throw InputError(fmt::format("{} '{}': {}", what, shown, Errno()));
+  if (exists && S_ISDIR(st.st_mode)) throw InputError(fmt::format("{} '{}' is a directory", what, shown));
   if (exists && !S_ISREG(st.st_mode)) {
-    if (regular_file_only) throw InputError(fmt::format("{} '{}' is not a regular file", what, path));
+    if (regular_file_only) throw InputError(fmt::format("{} '{}' is not a regular file", what, shown));
     if (::access(path.c_str(), W_OK) != 0)
-      throw InputError(fmt::format("{} '{}' is not writable: {}", what, path, Errno()));
+      throw InputError(fmt::format("{} '{}' is not writable: {}", what, shown, Errno()));
     return;
   }
   const std::string target = ResolveLink(path);
   const std::string folder = FolderOf(target);
   struct stat fst;
   if (::stat(folder.c_str(), &fst) != 0 || !S_ISDIR(fst.st_mode))
-    throw InputError(fmt::format("{} '{}': directory '{}' does not exist", what, path, folder));
+    throw InputError(fmt::format("{} '{}': directory '{}' does not exist", what, shown, PrintablePath(folder)));
   if (exists && ::access(path.c_str(), W_OK) != 0)
-    throw InputError(fmt::format("{} '{}' is not writable: {}", what, path, Errno()));
+    throw InputError(fmt::format("{} '{}' is not writable: {}", what, shown, Errno()));
   // The write creates a temporary file (SQLite: its -wal and -shm files) in the folder: try one.
   const std::string probe = TempNameFor(target);
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) throw InputError(fmt::format("{} '{}': cannot create files in '{}': {}", what, path, folder, Errno()));
+  if (fd < 0)
+    throw InputError(
+        fmt::format("{} '{}': cannot create files in '{}': {}", what, shown, PrintablePath(folder), Errno()));
   // A full file system (or an exhausted quota) still lets an empty file be made: one byte must fit.
   const bool wrote = ::write(fd, "\n", 1) == 1;
   const std::string why = wrote ? "" : Errno();
   ::close(fd);
   ::unlink(probe.c_str());
-  if (!wrote) throw InputError(fmt::format("{} '{}': cannot write in '{}': {}", what, path, folder, why));
+  if (!wrote)
+    throw InputError(fmt::format("{} '{}': cannot write in '{}': {}", what, shown, PrintablePath(folder), why));
 }
 
 std::string DataHome(bool create) {
@@ -236,6 +240,12 @@ std::string PrintableLine(std::string_view text, std::size_t limit) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
   if (text.size() > limit) shown += "...";
   return shown;
+}
+
+std::string PrintablePath(std::string_view path, std::size_t limit) {
+  if (path.size() <= limit) return PrintableLine(path, limit);
+  const size_t tail = limit / 3, head = limit - tail;
+  return PrintableLine(path.substr(0, head), head) + "..." + PrintableLine(path.substr(path.size() - tail), tail);
 }
 
 void CheckPathGiven(std::string_view option, const std::string& path) {

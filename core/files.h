@@ -32,6 +32,9 @@ void CheckFileNameComponent(const std::string& name, std::string_view what);
 // `text` made one printable line for an error message: control characters (a newline included) become
 // '?', and more than `limit` characters end in "...".
 std::string PrintableLine(std::string_view text, std::size_t limit = 160);
+// A path as PrintableLine shows text, but one longer than `limit` keeps its start and its end (the
+// file name) around a "...": a message naming it still ends with its reason.
+std::string PrintablePath(std::string_view path, std::size_t limit = 240);
 
 // Throws InputError ("{option} '': ...") when a path option was given an empty value: an empty --out or
 // --db is a mistake, never "not given".
@@ -55,6 +58,11 @@ std::string DataHome(bool create);
 // (libciuic.so loaded by Python: <prefix>/lib/../share/ciuic), else $CIUIC_SHARE_DIR. When none
 // exists, the first candidate (messages then name a folder that is missing).
 std::string ShareDir();
+
+// A folder a variable overrides ($CIUIC_PROFILES_DIR, $CIUIC_SCRIPTS_DIR): "" when `var` is unset or
+// empty, else its value, which must name a folder: InputError "CIUIC_PROFILES_DIR '/x': no such
+// folder" (or "not a folder"), rather than a later message blaming what was looked up in it.
+std::string FolderFromEnvironment(const char* var);
 
 // The UTC time now: "2026-11-22T17:48:19Z", or with milliseconds "2026-11-22T17:48:19.123Z" (rows
 // stored together share a stamp, two stores a moment apart do not).

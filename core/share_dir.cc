@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/files.h"
 
 namespace ciuic {
@@ -26,6 +27,16 @@ std::string ShareDir() {
   for (const auto& c : candidates)
     if (fs::is_directory(c, ec)) return c.lexically_normal().string();
   return candidates.empty() ? std::string("share/ciuic") : candidates.front().lexically_normal().string();
+}
+
+std::string FolderFromEnvironment(const char* var) {
+  const char* env = std::getenv(var);
+  if (!env || !*env) return "";
+  std::error_code ec;
+  const auto kind = std::filesystem::status(env, ec).type();
+  if (kind == std::filesystem::file_type::directory) return env;
+  throw InputError(fmt::format("{} '{}': {}", var, PrintableLine(env),
+                               kind == std::filesystem::file_type::not_found ? "no such folder" : "not a folder"));
 }
 
 }  // namespace ciuic

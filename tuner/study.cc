@@ -216,8 +216,15 @@ struct Study {
   // GPU (calibrate --device cuda, here or in --calibration) when there is one; else memory bandwidth.
   void LoadCodecCosts() {
     cal_db = o.calibration_db.empty() ? o.db : o.calibration_db;
-    if (!o.calibration_db.empty() && !std::filesystem::is_regular_file(o.calibration_db))
-      throw InputError(fmt::format("--calibration '{}': no such database file", o.calibration_db));
+    if (!o.calibration_db.empty() && !std::filesystem::is_regular_file(o.calibration_db)) {
+      std::error_code ec;
+      const auto kind = std::filesystem::status(o.calibration_db, ec).type();
+      throw InputError(fmt::format("--calibration '{}': {}", PrintableLine(o.calibration_db),
+                                   kind == std::filesystem::file_type::not_found ? "no such database file"
+                                   : kind == std::filesystem::file_type::directory
+                                       ? "is a folder, not a database file"
+                                       : "not a regular file (a database file is)"));
+    }
     if (CpuTopology()) {
       cal = LoadCalibration(cal_db, CalibrationDevice(false));
     } else {

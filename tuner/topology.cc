@@ -42,7 +42,7 @@ double MeasureMemcpyGbps() {
 }  // namespace
 
 std::string ProfilesDir() {
-  if (const char* env = std::getenv("CIUIC_PROFILES_DIR"); env && *env) return env;
+  if (std::string dir = FolderFromEnvironment("CIUIC_PROFILES_DIR"); !dir.empty()) return dir;
   return (std::filesystem::path(ShareDir()) / "profiles").string();
 }
 

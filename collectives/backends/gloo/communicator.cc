@@ -103,8 +103,8 @@ void CheckGlooInterface(const std::string& iface, const std::string& option) {
     for (auto* p = list; p->if_index != 0; ++p) known += fmt::format("{}{}", known.empty() ? "" : ", ", p->if_name);
     if_freenameindex(list);
   }
-  throw UsageError(
-      fmt::format("{} {}: no such network interface on this host (it has: {})", option, PrintableLine(iface), known));
+  throw UsageError(fmt::format("{} {}: no such network interface on this host (it has: {})", option,
+                               iface.empty() ? "''" : PrintableLine(iface), known));
 }
 
 #if CIUIC_HAVE_GLOO
