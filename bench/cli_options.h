@@ -1,6 +1,7 @@
 #pragma once
-// ciuic-bench's command line: the option table, its parsing and checks (nccl-tests' and OSU's
-// flags mapped onto ours), and the checks that need the world size. bench/cli.cc launches and runs.
+// ciuic-bench's command line: the option table, its parsing and checks, and the checks that need the
+// world size. The sweep's options with nccl-tests' and OSU's flags mapped onto ours: bench/cli_flags.h.
+// bench/cli.cc launches (mpiexec, a job launcher's ranks, rank-threads) and runs.
 #include <memory>
 #include <string>
 #include <utility>
