@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer harnesses (clang, ASan + UBSan, CUDA and MPI off) into build-fuzz/ and runs
+# Builds the libFuzzer harnesses (clang, ASan + UBSan, CUDA off; scripts/fuzz_tree.sh) into build-fuzz/ and runs
 # each for SECONDS (default 60) from its seeds in fuzz/corpus/<name>/ and the project's files of that
 # kind: the shipped profiles, topologies and workloads, tests/data's results and profiles, and the
 # bad-input corpus's files for that reader in tests/data/bad/ (folders are read as they are, single
