@@ -251,6 +251,29 @@ std::vector<ProfileRule> ParseRules(const JsonValue& array, int nodes) {
                                   y.max_bytes ? std::to_string(y.max_bytes) : "inf"));
     }
   }
+  // And they leave no size without one: from 0 on, each band starts where the one below it ends and the
+  // last has no end (a size in a gap would fail mid-run, not here).
+  std::vector<size_t> order(out.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return out[a].op != out[b].op ? out[a].op < out[b].op : out[a].min_bytes < out[b].min_bytes;
+  });
+  for (size_t k = 0; k < order.size(); ++k) {
+    const ProfileRule& x = out[order[k]];
+    const bool first = k == 0 || out[order[k - 1]].op != x.op;
+    const bool last = k + 1 == order.size() || out[order[k + 1]].op != x.op;
+    const uint64_t from = first ? 0 : out[order[k - 1]].max_bytes;
+    if (x.min_bytes != from)
+      rules[order[k]].Fail(
+          fmt::format("band [{}, {}) leaves {} sizes from {} to {} without a rule (an op's bands "
+                      "cover every size from 0)",
+                      x.min_bytes, x.max_bytes ? std::to_string(x.max_bytes) : "inf", x.op, from, x.min_bytes));
+    if (last && x.max_bytes != 0)
+      rules[order[k]].Fail(
+          fmt::format("band [{}, {}) is {}'s last: sizes from {} have no rule (max_bytes 0: no "
+                      "upper bound)",
+                      x.min_bytes, x.max_bytes, x.op, x.max_bytes));
+  }
   return out;
 }
 

@@ -1507,6 +1507,12 @@ put("crossover/sentinel-band.json", b'{"format":"ciuic-crossover","version":1,"r
 bc("crossover&&bands[0].below_bytes&&below 2^64 - 1", "--crossover {case_dir}/crossover/sentinel-band.json",
    base=CIUIC)
 
+# A profile's bands of one op cover every size from 0: a size in a gap, or above a last band with an
+# end, would fail mid-run ("no rule for N bytes"), not when the profile is read.
+pr(setk(["rules", 1, "min_bytes"], 131072), "profile.rules[1]: band [131072, 1048576) leaves allreduce sizes from "
+   "65536 to 131072 without a rule")
+pr(setk(["rules", 4, "max_bytes"], 1 << 30), "profile.rules[4]: band [268435456, 1073741824) is allreduce's last")
+
 
 # ---- writing ---------------------------------------------------------------------------------------
 
