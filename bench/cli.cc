@@ -489,10 +489,11 @@ int RunAsJobRank(const Cli& cli, const JobRank& job) {
   if (job.rank == 0) ValidateOutputs(cli);
   if (cli.dry_run) return DryRun(cli, job.size, job.rank, job.local_size, job.launcher);
   // The launcher passes on the user's Ctrl-C or SIGTERM to every rank (rank 0 says so for the job);
-  // a launcher that is SIGKILLed passes on nothing, so each rank watches for it.
+  // torchrun's agent SIGKILLed passes on nothing, so each rank it started watches for its end.
   ExitOnInterrupt("ciuic-bench", fmt::format("rank {} of {} ({})", job.rank, job.size, job.launcher), job.rank == 0);
-  EndWhenParentEnds(fmt::format("rank {} of {}: its launcher ({}, pid {}) has ended; ending this rank", job.rank,
-                                job.size, job.launcher, getppid()));
+  if (ParentIsTorchrunAgent(job))
+    EndWhenParentEnds(fmt::format("rank {} of {}: its launcher ({}, pid {}) has ended; ending this rank", job.rank,
+                                  job.size, job.launcher, getppid()));
   // A peer that ended closed its connections: writing to them is an error that names it, not a silent
   // death by SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
@@ -523,6 +524,15 @@ int RunAsJobRank(const Cli& cli, const JobRank& job) {
   const int code = table_done ? 0 : RunOnComm(*comm, cli, job.local_size, &watchdog);
   watchdog.Arm(fmt::format("shut-down on rank {}", job.rank));
   comm.reset();
+  // With SIGPIPE ignored a closed stdout (`| head`) is a write error, not the end: end as the signal
+  // would have ended the process outside a job, not with exit 0 and the report lost.
+  std::cout.flush();
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) || std::cout.fail()) {
+    std::signal(SIGPIPE, SIG_DFL);
+    if (errno == EPIPE) raise(SIGPIPE);
+    LogInfo("rank {}: writing the report to stdout failed: {}", job.rank, std::strerror(errno));
+    return 2;
+  }
   return code;
 }
 

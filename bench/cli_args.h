@@ -84,23 +84,37 @@ inline UsageError FromCxxopts(const cxxopts::exceptions::exception& e, int argc,
   if (dynamic_cast<const cxxopts::exceptions::gratuitous_argument_for_option*>(&e))
     return UsageError(fmt::format("{}: takes no value", Dashed(name)));
   if (dynamic_cast<const cxxopts::exceptions::incorrect_argument_type*>(&e)) {
-    // The option whose value this is: `--opt value` or `--opt=value`.
-    std::string option;
-    for (int i = 1; i < argc && option.empty(); ++i) {
+    // The option whose value this is: `--opt value` or `--opt=value`. Several may carry the same text
+    // (`--dry-run=true --iters true`): a flag given a value it takes (true, false, 1, 0) or followed by
+    // a word it does not take is not the one; a flag given another value after `=` surely is.
+    auto is_flag = [&](const std::string& option) {
+      if (!options) return false;
+      for (const auto& group : options->groups())
+        for (const auto& o : options->group_help(group).options)
+          if (o.is_boolean && std::find(o.l.begin(), o.l.end(), option) != o.l.end()) return true;
+      return false;
+    };
+    const bool boolean_text = name == "1" || name == "0" || name == "t" || name == "T" || name == "true" ||
+                              name == "True" || name == "f" || name == "F" || name == "false" || name == "False";
+    std::string option, flag;
+    for (int i = 1; i < argc; ++i) {
       const std::string_view a = argv[i];
       if (a.rfind("--", 0) != 0) continue;
       const size_t eq = a.find('=');
+      std::string candidate;
       if (eq != std::string_view::npos && a.substr(eq + 1) == name)
-        option = std::string(a.substr(2, eq - 2));
+        candidate = std::string(a.substr(2, eq - 2));
       else if (eq == std::string_view::npos && i + 1 < argc && name == argv[i + 1])
-        option = std::string(a.substr(2));
+        candidate = std::string(a.substr(2));
+      if (candidate.empty()) continue;
+      if (is_flag(candidate)) {
+        if (eq != std::string_view::npos && !boolean_text && flag.empty()) flag = candidate;
+      } else if (option.empty()) {
+        option = candidate;
+      }
     }
-    if (options && !option.empty()) {
-      for (const auto& group : options->groups())
-        for (const auto& o : options->group_help(group).options)
-          if (o.is_boolean && std::find(o.l.begin(), o.l.end(), option) != o.l.end())
-            return BadOption(option, name, fmt::format("a flag takes no value (--{0}, or --{0}=true|false)", option));
-    }
+    if (!flag.empty())
+      return BadOption(flag, name, fmt::format("a flag takes no value (--{0}, or --{0}=true|false)", flag));
     char* end = nullptr;
     std::strtod(name.c_str(), &end);
     const bool number = !name.empty() && end && *end == '\0';

@@ -319,6 +319,8 @@ void ExitOnInterrupt(const std::string& tool, const std::string& who, bool speak
       std::snprintf(line, sizeof g_interrupt_lines[0], "%s: interrupted (%s): %s ends; exit %d\n", tool.c_str(), name,
                     who.c_str(), 128 + sig);
     }
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;  // nohup, a background job
     struct sigaction sa {};
     sa.sa_handler = OnJobInterrupt;
     sigemptyset(&sa.sa_mask);

@@ -78,6 +78,7 @@ void EndWhenParentEnds(std::string line);
 // "<tool>: interrupted (SIGTERM): <who> ends; exit 143" first when `speak` (one rank of a job speaks
 // for it). For a rank of a job launcher that sends its workers the user's Ctrl-C or SIGTERM: no rank
 // waits for another, and nothing of a run's outputs is written (they are written at the end, whole).
+// A signal this process was started ignoring (nohup's SIGHUP) stays ignored.
 void ExitOnInterrupt(const std::string& tool, const std::string& who, bool speak);
 
 class Watchdog {

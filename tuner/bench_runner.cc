@@ -209,8 +209,9 @@ void EndJobRuns(int code) {
   const std::string v = fmt::format("end {}", code);
   try {
     g_lead->store->set(fmt::format("{}{}", kRunKey, g_lead->next), std::vector<char>(v.begin(), v.end()));
-    // The followers read it before the store goes: each says it did. Interrupted, they were too (the
-    // launcher passed the signal on, or ended): a moment is enough, not 10 s for ranks already gone.
+    // The followers read it before the store goes: each says it did. Interrupted, they mostly were too
+    // (the launcher passed the signal on, or its agent ended): a moment, not 10 s for ranks already
+    // gone; a follower that was not interrupted and misses the end says rank 0 went away (exit 2).
     std::vector<std::string> keys;
     for (int r = 1; r < g_lead->job.size; ++r) keys.push_back(fmt::format("ciuic-tune/ended/{}", r));
     g_lead->store->wait(keys, std::chrono::milliseconds(g_signal ? 1000 : 10000));

@@ -18,6 +18,7 @@
 
 #include "bench/cli_args.h"
 #include "bench/plot.h"
+#include "collectives/bootstrap/job_launch.h"
 #include "collectives/profile.h"
 #include "core/config.h"
 #include "core/database.h"
@@ -277,9 +278,9 @@ int RunTune(const cxxopts::ParseResult& r) {
   if (!db_dir.empty() && !std::filesystem::is_directory(db_dir))
     throw InputError(
         fmt::format("--db '{}': folder '{}' does not exist", PrintableLine(o.db), PrintableLine(db_dir.string())));
-  // A launcher SIGKILLed passes on no signal: each rank watches for it and ends as if by SIGTERM
-  // (rank 0's study keeps what it stored; every ciuic-bench run it started ends with it).
-  if (job)
+  // torchrun's agent SIGKILLed passes on no signal: each rank it started watches for its end and ends
+  // as if by SIGTERM (rank 0's study keeps what it stored; every ciuic-bench run it started ends with it).
+  if (job && ParentIsTorchrunAgent(*job))
     EndWhenParentEnds(fmt::format("rank {} of {}: its launcher ({}, pid {}) has ended; ending this rank", job->rank,
                                   job->size, job->launcher, getppid()));
   if (job && job->rank != 0) {

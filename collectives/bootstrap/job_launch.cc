@@ -1,7 +1,11 @@
 #include "collectives/bootstrap/job_launch.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -61,6 +65,14 @@ std::string FirstSlurmHost(const std::string& nodelist) {
   if (range.empty() || range.find_first_not_of("0123456789") != std::string::npos)
     throw UsageError(fmt::format("Slurm node list '{}': expected host[N-M,...]", PrintableLine(nodelist)));
   return first.substr(0, open) + range + first.substr(close + 1);
+}
+
+bool ParentIsTorchrunAgent(const JobRank& job) {
+  if (job.launcher != "torchrun") return false;
+  std::ifstream in(fmt::format("/proc/{}/cmdline", getppid()), std::ios::binary);
+  const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // "python3 -m torch.distributed.run ...", "python3 .../bin/torchrun ...", torch.distributed.launch.
+  return cmdline.find("torch.distributed.") != std::string::npos || cmdline.find("torchrun") != std::string::npos;
 }
 
 std::optional<JobRank> JobFromEnvironment() {

@@ -24,6 +24,13 @@ struct JobRank {
 // and another is missing or out of range.
 std::optional<JobRank> JobFromEnvironment();
 
+// Whether this process's parent is torchrun's agent (its command line names torch's launcher): the
+// launcher whose SIGKILL would leave this rank running, so it watches for the agent's end
+// (EndWhenParentEnds, core/watchdog.h). Not under srun, whose tasks' parent is slurmstepd (Slurm ends a
+// step's tasks itself), and not a shell that started a rank with torchrun's variables by hand and may
+// well exit before it (nohup, `&`).
+bool ParentIsTorchrunAgent(const JobRank& job);
+
 // The first host of a Slurm node list: "gpu[003-005,010],cpu1" -> "gpu003". UsageError when empty.
 std::string FirstSlurmHost(const std::string& nodelist);
 

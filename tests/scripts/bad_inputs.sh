@@ -41,14 +41,15 @@ if [ "${1:-}" = --cases ]; then
     s=${s//\{work\}/"$w"}
     printf -v "$1" '%s' "$s"
   }
-  # names TEXT EXPECT: whether TEXT contains EXPECT: A, A&&B (all of them), A||B (one of them).
+  # names TEXT EXPECT: whether TEXT contains EXPECT: A, A&&B (all of them), A||B (one of them); && binds
+  # looser, so A&&B||C is A and one of B or C (a reason a build words its own way: no NCCL here).
   names() {
     local text=$1 expect=$2 part
     if [[ "$expect" == *"&&"* ]]; then
       while [ -n "$expect" ]; do
         part=${expect%%&&*}
         if [ "$part" = "$expect" ]; then expect=""; else expect=${expect#*&&}; fi
-        [[ "$text" == *"$part"* ]] || return 1
+        names "$text" "$part" || return 1
       done
       return 0
     elif [[ "$expect" == *"||"* ]]; then

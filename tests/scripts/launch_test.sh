@@ -14,8 +14,9 @@
 #      rank; a stopped rank: the survivors end at their deadline with exit 2 and name it (its beats in
 #      the job's store stopped), or, rank 0 stopped, say that its store did not answer;
 #   5. the launcher ended: torchrun sent SIGTERM (it passes it on: rank 0 says "interrupted", exit
-#      143) or SIGKILL, and a shell standing in for srun SIGKILLed (nothing passed on: each rank finds
-#      itself orphaned and ends); no rank left after 5 s, --out never written.
+#      143) or SIGKILL (nothing passed on: each rank finds its agent gone and ends); no rank left after
+#      5 s, --out never written. A shell that started a rank by hand and exited is no such launcher:
+#      the rank runs to its end.
 # Usage: launch_test.sh CIUIC_BENCH
 set -u
 bench=$1
@@ -153,8 +154,7 @@ died kill 0 --backend gloo 2>/dev/null
 died stop 1 --backend gloo 2>/dev/null
 died stop 0 --backend ciuic --transport gloo --algo ring 2>/dev/null
 
-# ended LAUNCHER SIGNAL: a 2-rank job in a long run, its launcher (torchrun, or a shell standing in for
-# srun) sent SIGNAL. TERM: torchrun passes it on to its workers; rank 0 says "interrupted (SIGTERM)" and
+# ended LAUNCHER SIGNAL: a 2-rank job in a long run, its launcher (torchrun) sent SIGNAL. TERM: torchrun passes it on to its workers; rank 0 says "interrupted (SIGTERM)" and
 # every rank exits 143. KILL: nothing is passed on; each rank finds itself orphaned within 0.2 s, says
 # its launcher has ended and ends as by SIGTERM. Either way no rank is left after 5 s (the run has
 # --timeout 30 and would take minutes) and --out is never written.
@@ -162,13 +162,8 @@ ended() {
   local launcher=$1 sig=$2 tag="ended-$1-$2" port pid left=1 want
   port=$(free_port)
   local run=(allreduce --backend gloo --sizes 1M --iters 1000000 --warmup 1 --timeout 30 --out "$work/$tag.json")
-  if [ "$launcher" = torchrun ]; then
-    /usr/bin/python3 -m torch.distributed.run --no_python --nproc_per_node 2 --master_addr 127.0.0.1 \
-      --master_port "$port" --redirects 2 --tee 2 --log_dir "$work/$tag-logs" "$bench" "${run[@]}" > "$work/$tag.log" 2>&1 &
-  else
-    bash -c 'for r in 0 1; do env SLURM_PROCID=$r SLURM_NTASKS=2 SLURM_LOCALID=$r SLURM_NTASKS_PER_NODE=2 \
-      SLURM_NODELIST=localhost CIUIC_STORE_PORT='"$port"' "$@" > "$0-$r.log" 2>&1 & done; wait' "$work/$tag" "$bench" "${run[@]}" > "$work/$tag.log" 2>&1 &
-  fi
+  /usr/bin/python3 -m torch.distributed.run --no_python --nproc_per_node 2 --master_addr 127.0.0.1 \
+    --master_port "$port" --redirects 2 --tee 2 --log_dir "$work/$tag-logs" "$bench" "${run[@]}" > "$work/$tag.log" 2>&1 &
   pid=$!
   for _ in $(seq 300); do  # both ranks running their timed loop: rank 0 has printed the table's head
     [ "$(pgrep -c -f -- "--out $work/$tag.json")" -ge 2 ] && grep -q "in-place" "$work/$tag.log" && break
@@ -187,13 +182,9 @@ ended() {
   else
     want="rank [01] of 2: its launcher ($launcher, pid $pid) has ended; ending this rank"
   fi
-  # Each rank's own stderr: torchrun's log folder (its tee into $tag.log dies with it), the shell's files.
+  # Each rank's own stderr: torchrun's log folder (its tee into $tag.log dies with it).
   local ranks_said=0 any_said=0 f files
-  if [ "$launcher" = torchrun ]; then
-    files=$(find "$work/$tag-logs" -name stderr.log 2>/dev/null | sort)
-  else
-    files="$work/$tag-0.log $work/$tag-1.log"
-  fi
+  files=$(find "$work/$tag-logs" -name stderr.log 2>/dev/null | sort)
   for f in $files; do grep -q -- "$want" "$f" && ranks_said=$((ranks_said + 1)); done
   grep -rq -- "$want" "$work/$tag.log" $files && any_said=1
   if [ "$left" -ne 0 ] || [ -e "$work/$tag.json" ] || [ "$any_said" -ne 1 ] ||
@@ -210,7 +201,17 @@ if [ "${skipped:-0}" -eq 0 ]; then
   ended torchrun TERM
   ended torchrun KILL
 fi
-ended srun KILL
+# A shell that starts a rank with torchrun's variables by hand and exits while it runs (nohup, `&`)
+# is no launcher that died: the rank, a world of 1, runs to its end and writes its report.
+port=$(free_port)
+bash -c 'env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT='"$port"' "$@" > "$0.log" 2>&1 & sleep 1' \
+  "$work/detached" "$bench" allreduce --backend gloo --sizes 64M --iters 600 --warmup 1 --timeout 30 --format json --out "$work/detached.json"
+for _ in $(seq 300); do pgrep -f -- "--out $work/detached.json" > /dev/null || break; sleep 0.1; done
+if [ -s "$work/detached.json" ] && ! grep -q "has ended" "$work/detached.log"; then
+  echo "launch_test: a rank outlived the shell that started it, ran to its end and wrote its report"
+else
+  echo "launch_test: a rank whose shell exited did not run to its end:"; sed 's/^/    /' "$work/detached.log"; fail=1
+fi
 
 [ "$fail" -eq 0 ] || exit 1
 [ "${skipped:-0}" -eq 0 ] || exit 77

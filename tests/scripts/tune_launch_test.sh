@@ -10,8 +10,8 @@
 #   5. rank 0 killed mid-run (torchrun's variables, MASTER_ADDR=::1): the other rank ends within 15 s
 #      naming rank 0, nothing left running (its own ciuic-bench, waiting for rank 0's, is ended when
 #      rank 0's store closes);
-#   6. the launcher SIGKILLed mid-study (a shell standing in for srun): each rank says its launcher
-#      ended and ends as by SIGTERM within 5 s, its ciuic-bench runs too; no profile written.
+#   6. torchrun's agent SIGKILLed mid-study: each rank says its launcher ended and ends as by SIGTERM
+#      within 5 s, its ciuic-bench runs too; no profile written.
 # Usage: tune_launch_test.sh CIUIC_TUNE GATE_DB (a database holding the accuracy gate's verdicts for
 # these options, mpi.tune_measure's: the gate is read back, not trained again)
 set -u
@@ -146,35 +146,38 @@ sleep 1
 left="$work/kill|ciuic_tune_${kpids[0]}_|ciuic_tune_${kpids[1]}_"
 if pgrep -f "$left" > /dev/null; then echo "tune_launch_test: processes left:"; pgrep -af "$left"; fail=1; fi
 
-# The launcher SIGKILLed while the study runs (a shell standing in for srun): it passes nothing on, so
-# each rank finds itself orphaned, says so and ends as by SIGTERM (rank 0: "interrupted", exit 143,
-# what the study stored kept); within 5 s nothing is left, its ciuic-bench runs included, and no
-# profile is written.
-cp "$gate_db" "$work/orphan.db"
-port=$(free_port)
-bash -c 'for r in 0 1; do env SLURM_PROCID=$r SLURM_NTASKS=2 SLURM_LOCALID=$r SLURM_NTASKS_PER_NODE=2 \
-  SLURM_NODELIST=localhost CIUIC_STORE_PORT='"$port"' "$@" > "$0-$r.log" 2>&1 & echo $! > "$0-$r.pid"; done; wait' \
-  "$work/orphan" "$tune" "${study[@]}" --db "$work/orphan.db" --out "$work/orphan.profile.json" &
-shell=$!
-for _ in $(seq 1 300); do grep -q "^measure: ciuic-bench on the 2 ranks" "$work/orphan-0.log" 2>/dev/null && break; sleep 0.1; done
-sleep 0.5
-opids="$(cat "$work/orphan-0.pid") $(cat "$work/orphan-1.pid")"
-kill -KILL "$shell"
-wait "$shell" 2>/dev/null
-start=$(date +%s)
-left="$work/orphan|$(for p in $opids; do printf 'ciuic_tune_%s_|' "$p"; done)"
-left=${left%|}
-for _ in $(seq 1 50); do pgrep -f "$left" > /dev/null || break; sleep 0.1; done
-want="its launcher (srun, pid $shell) has ended; ending this rank"
-if pgrep -f "$left" > /dev/null; then
-  echo "tune_launch_test: the launcher SIGKILLed: processes left after 5 s:"; pgrep -af "$left"; fail=1
-  pkill -KILL -f "$left"
-elif ! grep -q "rank 0 of 2: $want" "$work/orphan-0.log" || ! grep -q "rank 1 of 2: $want" "$work/orphan-1.log" ||
-     ! grep -q "interrupted (SIGTERM)" "$work/orphan-0.log" || [ -e "$work/orphan.profile.json" ]; then
-  echo "tune_launch_test: the launcher SIGKILLed: expected each rank to say '$want', rank 0 'interrupted (SIGTERM)', no profile:"
-  tail -n 3 "$work"/orphan-*.log; fail=1
-else
-  echo "tune_launch_test: the launcher SIGKILLed: every rank ended within $(( $(date +%s) - start )) s: $(grep -h -o "rank 0 of 2: $want" "$work/orphan-0.log")"
+# torchrun's agent SIGKILLed while the study runs: it passes nothing on, so each rank finds its agent
+# gone, says so and ends as by SIGTERM (rank 0: "interrupted", exit 143, what the study stored kept);
+# within 5 s nothing is left, its ciuic-bench runs included, and no profile is written.
+if [ "${skipped:-0}" -eq 0 ]; then
+  cp "$gate_db" "$work/orphan.db"
+  port=$(free_port)
+  /usr/bin/python3 -m torch.distributed.run --no_python --nproc_per_node 2 --master_addr 127.0.0.1 \
+    --master_port "$port" --redirects 2 --tee 2 --log_dir "$work/orphan-logs" "$tune" "${study[@]}" \
+    --db "$work/orphan.db" --out "$work/orphan.profile.json" > "$work/orphan.log" 2>&1 &
+  agent=$!
+  for _ in $(seq 1 300); do grep -q "^measure: ciuic-bench on the 2 ranks" "$work/orphan.log" 2>/dev/null && break; sleep 0.1; done
+  sleep 0.5
+  opids=$(pgrep -P "$agent" | tr '\n' ' ')
+  kill -KILL "$agent"
+  wait "$agent" 2>/dev/null
+  start=$(date +%s)
+  left="$work/orphan"
+  for p in $opids; do left="$left|ciuic_tune_${p}_"; done
+  for _ in $(seq 1 50); do pgrep -f "$left" > /dev/null || break; sleep 0.1; done
+  want="its launcher (torchrun, pid $agent) has ended; ending this rank"
+  logs=$(find "$work/orphan-logs" -name stderr.log | sort)
+  said=0
+  for f in $logs; do grep -q "rank [01] of 2: $want" "$f" && said=$((said + 1)); done
+  if pgrep -f "$left" > /dev/null; then
+    echo "tune_launch_test: torchrun SIGKILLed: processes left after 5 s:"; pgrep -af "$left"; fail=1
+    pkill -KILL -f "$left"
+  elif [ "$said" -ne 2 ] || ! grep -q "interrupted (SIGTERM)" $logs || [ -e "$work/orphan.profile.json" ]; then
+    echo "tune_launch_test: torchrun SIGKILLed: expected each rank to say '$want' ($said did), rank 0 'interrupted (SIGTERM)', no profile:"
+    tail -n 3 $logs; fail=1
+  else
+    echo "tune_launch_test: torchrun SIGKILLed: every rank ended within $(( $(date +%s) - start )) s: $(cat $logs | grep -o -m 1 "rank [01] of 2: $want")"
+  fi
 fi
 
 [ "$fail" -eq 0 ] || exit 1

@@ -208,8 +208,9 @@ for flags, expect in [("--nccl-algo Ring", "--nccl-algo"), ("--nccl-algo ''", "-
                "--nccl-channels ''": "use a whole number in 1..64"}.get(flags))
 bc("--transport", "--transport ciuic", base="{bench} allreduce --backend ciuic --sizes 4K")
 bc("--transport", "--transport bogus", base="{bench} allreduce --backend ciuic --sizes 4K")
+# A build without NCCL (the sanitizer stage's) says that first.
 bc("--backend nccl", "--backend nccl --device cpu", base="{bench} allreduce --sizes 4K --iters 1 --warmup 0",
-   reason="needs --device cuda")
+   reason="needs --device cuda||this build has no NCCL")
 bc("--backend mpi", "--backend mpi --device cuda", base="{bench} allreduce --sizes 4K", reason="use --device cpu")
 for v in ["gpu", "", "CPU"]:
     bc("--device", f"--device {sq(v)}", reason={"": "use cpu or cuda"}.get(v))
