@@ -294,8 +294,8 @@ if [ "$mode" != quick ]; then
   trap - EXIT
   grep -h '^fuzz ' build-fuzz/jobs/fuzz-*.log | sed 's/^fuzz /test: fuzz /'
   summary+=("asan+ubsan: every unit test binary (test_gloo at 2 ranks, test_tuner without its 13 longest studies and gate trainings), test_mpi and test_c_mpi under mpiexec, the bad-input corpus clean")
-  summary+=("tsan: test_collectives test_core test_gloo test_bench clean")
-  summary+=("fuzz: 11 harnesses x ${SAN_FUZZ_SECONDS} s, no finding")
+  summary+=("tsan: $(san_jobs | sed -n 's/^tsan-/test_/p' | tr '\n' ' ')clean")
+  summary+=("fuzz: $(san_jobs | grep -c '^fuzz-') harnesses x ${SAN_FUZZ_SECONDS} s, no finding")
   stage "sanitizer tests and fuzzing (${CIUIC_SAN_JOBS:-3} jobs at a time)"
 fi
 summary+=("time: $((SECONDS - t_start)) s")
