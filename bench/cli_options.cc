@@ -459,6 +459,8 @@ void ParseRuntime(const cxxopts::ParseResult& r, Cli& cli) {
   if (r.count("db")) x.db_path = Get<std::string>(r, "db");
   if (r.count("crossover-out")) x.out_path = Get<std::string>(r, "crossover-out");
   x.table = r.count("crossover-table") > 0;
+  x.in_place = b.in_place;
+  x.out_of_place = b.out_of_place;
   x.rounds = Get<int>(r, "crossover-rounds");
   x.slot_s = Get<double>(r, "crossover-slot-ms") / 1e3;
   const bool per_size = a.algo == AllReduceAlgo::kAuto && a.codec.kind == CodecKind::kNone &&

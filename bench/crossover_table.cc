@@ -129,39 +129,47 @@ std::vector<CrossoverPoint> RunCrossoverTable(Communicator& transport, std::shar
                                               const std::vector<uint64_t>& sizes, const CrossoverCli& c,
                                               std::ostream& out) {
   const auto candidates = CrossoverCandidates(transport);
-  CrossoverOptions o;
-  o.sizes = sizes;
-  o.rounds = c.rounds;
-  o.target_s = c.slot_s;
-  o.with_auto = table;
-  o.registered = c.registered;
-  const auto points = MeasureCrossover(transport, candidates, o);
-  if (transport.Rank() != 0) return points;
-  out << fmt::format(
-      "# crossover table: {} ranks over {}; median of {} alternating rounds of the slowest rank's time "
-      "per call (us), in place{}\n",
-      transport.Size(), transport.BackendName(), o.rounds,
-      c.registered ? "; buffers registered (the ring over shared windows)" : "");
-  out << fmt::format("# auto: {} ({})\n", table->Describe(), table->source);
-  out << "# library: the transport's own allreduce called directly; native: the same through the runtime's engine\n";
-  out << "# auto/best = best time / auto's time; auto/lib = library time / auto's time (1 = as fast)\n";
-  std::string head = fmt::format("# {:>10} {:>10}", "size", "library");
-  for (AllReduceAlgo a : candidates) head += fmt::format(" {:>10}", AlgoName(a));
-  head += fmt::format(" {:>10} {:<7} {:>9} {:>9}", "auto", "chose", "auto/best", "auto/lib");
-  out << head << "\n";
-  for (const auto& p : points) {
-    std::string line = fmt::format("  {:>10} {:>10.2f}", p.bytes, p.library_us);
-    double best = p.library_us;
-    for (AllReduceAlgo a : candidates) {
-      line += fmt::format(" {:>10.2f}", p.us.at(a));
-      best = std::min(best, p.us.at(a));
+  std::vector<CrossoverPoint> first;
+  for (const bool out_of_place : {false, true}) {
+    if (out_of_place ? !c.out_of_place : !c.in_place) continue;
+    CrossoverOptions o;
+    o.sizes = sizes;
+    o.rounds = c.rounds;
+    o.target_s = c.slot_s;
+    o.with_auto = table;
+    o.registered = c.registered;
+    o.out_of_place = out_of_place;
+    auto points = MeasureCrossover(transport, candidates, o);
+    if (transport.Rank() == 0) {
+      out << fmt::format(
+          "# crossover table: {} ranks over {}; median of {} alternating rounds of the slowest rank's time "
+          "per call (us), {}{}\n",
+          transport.Size(), transport.BackendName(), o.rounds, out_of_place ? "out of place" : "in place",
+          c.registered ? "; buffers registered (the ring over shared windows)" : "");
+      out << fmt::format("# auto: {} ({})\n", table->Describe(), table->source);
+      out << "# library: the transport's own allreduce called directly; native: the same through the runtime's "
+             "engine\n";
+      out << "# auto/best = best time / auto's time; auto/lib = library time / auto's time (1 = as fast)\n";
+      std::string head = fmt::format("# {:>10} {:>10}", "size", "library");
+      for (AllReduceAlgo a : candidates) head += fmt::format(" {:>10}", AlgoName(a));
+      head += fmt::format(" {:>10} {:<7} {:>9} {:>9}", "auto", "chose", "auto/best", "auto/lib");
+      out << head << "\n";
+      for (const auto& p : points) {
+        std::string line = fmt::format("  {:>10} {:>10.2f}", p.bytes, p.library_us);
+        double best = p.library_us;
+        for (AllReduceAlgo a : candidates) {
+          line += fmt::format(" {:>10.2f}", p.us.at(a));
+          best = std::min(best, p.us.at(a));
+        }
+        line += fmt::format(" {:>10.2f} {:<7} {:>9.2f} {:>9.2f}", p.auto_us, AlgoName(p.auto_algo), best / p.auto_us,
+                            p.library_us / p.auto_us);
+        out << line << "\n";
+      }
+      out.flush();
     }
-    line += fmt::format(" {:>10.2f} {:<7} {:>9.2f} {:>9.2f}", p.auto_us, AlgoName(p.auto_algo), best / p.auto_us,
-                        p.library_us / p.auto_us);
-    out << line << "\n";
+    if (first.empty()) first = std::move(points);
   }
-  out.flush();
-  return points;
+  return first;
 }
 
 }  // namespace ciuic

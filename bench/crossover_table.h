@@ -25,6 +25,9 @@ struct CrossoverCli {
   int rounds = 3;             // measure and --crossover-table: alternating rounds, median per point
   double slot_s = 0.004;      // ... timed seconds per candidate, size and round
   bool registered = false;    // --register yes: measure on buffers in a shared window
+  // --crossover-table's placements (--inplace yes | no | both): one table each, in place first.
+  bool in_place = true;
+  bool out_of_place = true;
 };
 
 // Checks the options (UsageError / InputError) and reads a file or an asked-for database once, before
@@ -35,8 +38,9 @@ void CheckCrossoverOptions(const CrossoverCli& c);
 // and bands, and writes --crossover-out.
 std::shared_ptr<const Crossover> ResolveCrossover(Communicator& transport, const CrossoverCli& c);
 
-// The crossover table over `sizes` with auto choosing from `table` (collective; c's rounds and slot).
-// Rank 0 prints it on `out`. Returns the points.
+// The crossover table over `sizes` with auto choosing from `table` (collective; c's rounds, slot and
+// placements): one table per placement, rank 0 printing each on `out`. Returns the points of the
+// first (in place where c asks for it).
 std::vector<CrossoverPoint> RunCrossoverTable(Communicator& transport, std::shared_ptr<const Crossover> table,
                                               const std::vector<uint64_t>& sizes, const CrossoverCli& c,
                                               std::ostream& out);

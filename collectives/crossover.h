@@ -69,6 +69,9 @@ struct CrossoverOptions {
   // Time every call on buffers in a shared window every rank maps (SharedWindow; one host, CPU),
   // registered with every engine: the ring's column is then the ring over the window (MappedRing).
   bool registered = false;
+  // Time every call out of place (a source apart from the result, both in the window when registered)
+  // instead of in place.
+  bool out_of_place = false;
 };
 // Collective: measures every candidate (and the library) on `comm` at each size and returns the
 // points; the table is CrossoverFromPoints(points). All ranks return the same values.

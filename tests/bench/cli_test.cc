@@ -680,6 +680,44 @@ TEST(Cli, ARegisteredCrossoverMeasuresTheRingOverTheWindow) {
   }
 }
 
+// --crossover-table prints one table per placement --inplace asks for, in place first; out of place
+// every candidate is handed a source apart from its result (rd, which works in place, then copies
+// the source first: its "copy" span), registered too (both lie in the window: the "mapped ring").
+TEST(Cli, TheCrossoverTableHasATablePerPlacement) {
+  for (const auto& [in_place, out_of_place] : {std::pair{true, false}, {false, true}, {true, true}}) {
+    for (bool registered : {false, true}) {
+      std::string printed;
+      const auto events = testing_trace::TracedRanks(2, [&](Communicator& comm) {
+        CrossoverCli c;
+        c.rounds = 1;
+        c.slot_s = 0.0005;
+        c.registered = registered;
+        c.in_place = in_place;
+        c.out_of_place = out_of_place;
+        std::ostringstream out;
+        RunCrossoverTable(comm, std::make_shared<const Crossover>(BuiltinCrossover("local")), {4096, 65536}, c, out);
+        if (comm.Rank() == 0) printed = out.str();
+      });
+      const std::string what =
+          fmt::format("in place {}, out of place {}, registered {}", in_place, out_of_place, registered);
+      const size_t in_at = printed.find("us), in place"), out_at = printed.find("us), out of place");
+      EXPECT_EQ(in_at != std::string::npos, in_place) << what << "\n" << printed;
+      EXPECT_EQ(out_at != std::string::npos, out_of_place) << what << "\n" << printed;
+      if (in_place && out_of_place) EXPECT_LT(in_at, out_at) << what;
+      // Two sizes per table, each a row.
+      size_t rows = 0;
+      for (size_t at = printed.find("\n        4096 "); at != std::string::npos;
+           at = printed.find("\n        4096 ", at + 1))
+        ++rows;
+      EXPECT_EQ(rows, static_cast<size_t>(in_place) + static_cast<size_t>(out_of_place)) << what << "\n" << printed;
+      for (int r = 0; r < 2; ++r) {
+        EXPECT_EQ(testing_trace::HasSpan(events[r], "copy"), out_of_place) << what << ", rank " << r;
+        EXPECT_EQ(testing_trace::HasSpan(events[r], "mapped ring"), registered) << what << ", rank " << r;
+      }
+    }
+  }
+}
+
 TEST(Cli, TraceOfTheLibraryAndOfTheRuntime) {
   CheckTraceRun("allreduce --backend local --ranks 2 --sizes 4K,64K --iters 3 --warmup 1", 2,
                 {"row", "warmup", "timed", "check", "barrier", "allreduce"});
