@@ -91,6 +91,10 @@ CodecBenchOptions ParseCodecBench(int argc, char** argv) {
   std::string help =
       "Usage: ciuic-bench compress --codec C [options]\n       ciuic-bench kernel NAME [options]\n\nKernels:\n";
   for (const auto& k : kKernels) help += fmt::format("  {:<18} {}\n", k[0], k[1]);
+  help +=
+      "\nTraining kernels (fused vs unfused vs PyTorch eager): ln-dropout-gelu, ln-dropout-gelu-tanh, "
+      "ln-dropout-relu,\n  bias-gelu, bias-gelu-tanh, bias-relu, add-ln, all-training; their options: "
+      "ciuic-bench kernel all-training --help\n";
   cxxopts::Options opts("ciuic-bench", help);
   // clang-format off
   opts.add_options()

@@ -21,6 +21,8 @@
 #include "core/cupti.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "core/timer.h"
+#include "kernels/reduce.h"
 
 namespace ciuic {
 
@@ -28,6 +30,16 @@ namespace {
 
 // Bits of a rank's verdict on one bucket before the exchange.
 constexpr uint32_t kNonFinite = 1, kStateSize = 2;
+
+// The agreement's message, summed over the ranks (doubles): [0] ranks that saw a NaN/Inf, [1] ranks
+// whose codec state has another size, then the call's 52-bit fingerprint in four 13-bit pieces and
+// their squares (every sum exact below 2^27 ranks), then up to kInlineFloats of the call's own floats
+// where it has no more and runs the transport's fp32 allreduce on host memory (zeros otherwise). One
+// size for every call, so that ranks disagreeing on the call still exchange alike.
+constexpr int kFingerprintPieces = 4;
+constexpr size_t kAgreeHead = 2 + 2 * kFingerprintPieces;
+constexpr size_t kInlineFloats = 22;
+constexpr size_t kAgreeWords = kAgreeHead + kInlineFloats;  // 256 bytes
 
 // FNV-1a: fingerprints of calls and loaded states the ranks compare.
 class Digest {
@@ -189,25 +201,58 @@ void Runtime::Reduce(float* data, size_t n, uint64_t key_id, uint64_t key_bucket
         SetBytes(flag_.data(), flag_.kind(), 0, 4, comm_.Stream());
       }
     }
-    // One host allreduce: any rank's verdict, and max/min of the call's fingerprint (52 bits, exact
-    // in a double) so that ranks making different calls or running another codec are caught too.
-    const auto call = static_cast<double>(
-        Digest().Add(seq).Add(key_id).Add(key_bucket).Add(n).Add(average).Add(config_digest_).value() >> 12);
-    double agree[3] = {static_cast<double>(bad), call, -call};
+    // One host allreduce (AgreeWords doubles, summed): how many ranks saw a NaN/Inf or hold a state
+    // of another size, and the call's fingerprint, so that ranks making different calls or running
+    // another codec are caught too; a small native call carries its floats in the same message.
+    const uint64_t call =
+        Digest().Add(seq).Add(key_id).Add(key_bucket).Add(n).Add(average).Add(config_digest_).value() >> 12;
+    const bool inline_sum = n <= kInlineFloats && comm_.BufferKind() == MemoryKind::kHost && engine_.RunsNativeFp32(n);
+    double agree[kAgreeWords] = {};
+    agree[0] = (bad & kNonFinite) ? 1 : 0;
+    agree[1] = (bad & kStateSize) ? 1 : 0;
+    double piece[kFingerprintPieces];
+    for (int k = 0; k < kFingerprintPieces; ++k) {
+      piece[k] = static_cast<double>((call >> (13 * k)) & 0x1fff);
+      agree[2 + k] = piece[k];
+      agree[2 + kFingerprintPieces + k] = piece[k] * piece[k];
+    }
+    if (inline_sum)
+      for (size_t i = 0; i < n; ++i) agree[kAgreeHead + i] = data[i];
+    const double t0 = inline_sum ? NowSeconds() : 0;
     {
       // Waits for the slowest rank to reach this bucket.
       trace::Span wait("agree", trace::Category::kWait);
-      comm_.HostAllReduce(agree, 3, ReduceOp::kMax);
+      if (inline_sum) wait.With("inline", static_cast<int64_t>(n));
+      comm_.HostAllReduce(agree, kAgreeWords, ReduceOp::kSum);
     }
-    const bool same_call = agree[1] == -agree[2];
-    if (config_.propagate_nonfinite && same_call && agree[0] == kNonFinite) {
+    // Every rank's pieces equal its own exactly when every rank's do (sums of small integers are
+    // exact): a rank passes only where the sum is P x and the sum of squares P x^2, i.e. where the
+    // pieces' variance over the ranks is 0. So every rank reaches the same verdict.
+    const double ranks = comm_.Size();
+    bool same_call = true;
+    for (int k = 0; k < kFingerprintPieces; ++k)
+      same_call = same_call && agree[2 + k] == ranks * piece[k] &&
+                  agree[2 + kFingerprintPieces + k] == ranks * piece[k] * piece[k];
+    const bool any_nonfinite = agree[0] > 0, any_state_size = agree[1] > 0;
+    const bool plain = config_.propagate_nonfinite && same_call && any_nonfinite && !any_state_size;
+    if (plain) ++nonfinite_;
+    if (same_call && !any_state_size && (!any_nonfinite || plain) && inline_sum) {
+      // The exchange was the call: each float's sum over the ranks, exact in fp64 on 2 ranks and
+      // rounded once to fp32 (the bits of an fp32 sum; from 3 ranks one rounding, where the
+      // transport rounds once per addition), a NaN/Inf summed as it would be (plain).
+      trace::Span sum("inline native", trace::Category::kCompute);
+      for (size_t i = 0; i < n; ++i) data[i] = static_cast<float>(agree[kAgreeHead + i]);
+      if (average && comm_.Size() > 1) DivideBy(data, n, DType::kFloat32, comm_.Size());
+      engine_.CountNative(n, NowSeconds() - t0);
+      return;
+    }
+    if (plain) {
       // Summed uncompressed: every rank sees the NaN/Inf; no residual or step takes it in.
-      ++nonfinite_;
-      trace::Span plain("nonfinite: plain sum", trace::Category::kComm);
+      trace::Span plain_sum("nonfinite: plain sum", trace::Category::kComm);
       comm_.AllReduce(data, data, n, DType::kFloat32, average ? ReduceOp::kAvg : ReduceOp::kSum);
       return;
     }
-    if (agree[0] != 0 || !same_call) FailTogether(bad, n, key_id, key_bucket, seq, average, state);
+    if (any_nonfinite || any_state_size || !same_call) FailTogether(bad, n, key_id, key_bucket, seq, average, state);
   } else if (bad) {
     throw InputError(fmt::format("tensor {} {}: its codec state was made for {} elements, not {} (nothing was reduced)",
                                  key_id, BucketName(key_bucket), state->count, n));

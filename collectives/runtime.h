@@ -27,9 +27,11 @@ namespace ciuic {
 struct RuntimeConfig {
   AlgoConfig algo;
   size_t bucket_bytes = 25u << 20;  // DDP's default bucket_cap_mb
-  // One fused NaN/Inf pass + a three-word host allreduce per bucket that also agrees on the call
-  // (sequence number, tensor id, bucket, count, codec) and the state's shape. Off: neither; a state
-  // of another size then throws on every rank alike only if the ranks make the same calls.
+  // One fused NaN/Inf pass + a 256-byte host allreduce per bucket that also agrees on the call
+  // (sequence number, tensor id, bucket, count, codec) and the state's shape; a bucket of up to 22
+  // floats that runs native in fp32 on host memory travels in that same message (one exchange, not
+  // two). Off: neither; a state of another size then throws on every rank alike only if the ranks
+  // make the same calls.
   bool check_finite = true;
   // Seconds an allreduce, Load or Save may go without progress (no bucket finished) before the
   // runtime prints one line naming the stuck call and the peers that went silent, and ends the

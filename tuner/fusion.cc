@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "core/buffer.h"
+#include "core/files.h"
 #include "core/parallel.h"
 #include "kernels/codec_kernels.h"
 #include "kernels/train_sequences.h"
@@ -66,8 +68,15 @@ std::string FusionAdvice(const Workload& w, int batch, bool gpu_study, const std
   }
   const double fused_ms = t.layers * scale * (2 * add_ln.fused_us + bias_gelu.fused_us) / 1e3;
   const double unfused_ms = t.layers * scale * (2 * add_ln.unfused_us + bias_gelu.unfused_us) / 1e3;
-  const std::string where = device ? fmt::format("this host's GPU (the study is for {})", device_name)
-                                   : fmt::format("this CPU, {} threads", ParallelThreads());
+  // The device the kernels ran on, by name; a GPU other than the study's says so.
+  std::string where;
+  if (device) {
+    const std::string here = CudaDeviceName();
+    where = here.empty() ? "this host's GPU" : here;
+    if (here != device_name) where += fmt::format("; the study is for {}", device_name);
+  } else {
+    where = fmt::format("{}, {} threads", CpuModelName(), ParallelThreads());
+  }
   return fmt::format(
       "fusion: fused add-ln x{} + bias-gelu x{} per step ({} tokens x {}/{}, fp32, forward + backward, timed now on "
       "{}{}): {:.1f} ms vs {:.1f} ms unfused: saves {:.1f} ms per step ({:.2f}x)",

@@ -150,6 +150,20 @@ AllReduceAlgo AllReduceEngine::AlgoFor(size_t n) const {
   return crossover_ ? crossover_->Choose(static_cast<uint64_t>(n) * 4) : algo_;
 }
 
+bool AllReduceEngine::RunsNativeFp32(size_t n) const {
+  return config_.codec.kind == CodecKind::kNone && config_.precision == DType::kFloat32 &&
+         AlgoFor(n) == AllReduceAlgo::kNative;
+}
+
+void AllReduceEngine::CountNative(size_t n, double seconds) {
+  const int p = comm_.Size();
+  counters_.calls++;
+  counters_.raw_bytes += static_cast<double>(n) * 4;
+  counters_.wire_bytes += 2.0 * (p - 1) / p * static_cast<double>(n) * 4;
+  counters_.total_s += seconds;
+  counters_.comm_s += seconds;
+}
+
 void AllReduceEngine::Run(const float* src, float* data, size_t n, CodecState* state, bool average) {
   const double t0 = NowSeconds();
   const CodecKind k = config_.codec.kind;

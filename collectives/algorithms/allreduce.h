@@ -126,6 +126,11 @@ class AllReduceEngine {
   const Crossover* crossover() const { return crossover_.get(); }  // null unless auto chooses per size
   const Codec& codec() const { return codec_; }
   const Counters& counters() const { return counters_; }
+  // Whether a call of n floats runs the transport's own fp32 allreduce, uncompressed.
+  bool RunsNativeFp32(size_t n) const;
+  // Counts a call of n floats that its caller reduced as that allreduce would (ciuic::Runtime's
+  // small calls, summed inside its agreement), in `seconds`.
+  void CountNative(size_t n, double seconds);
 
  private:
   struct Impl;

@@ -703,7 +703,9 @@ TEST(Cli, TheCrossoverTableHasATablePerPlacement) {
       const size_t in_at = printed.find("us), in place"), out_at = printed.find("us), out of place");
       EXPECT_EQ(in_at != std::string::npos, in_place) << what << "\n" << printed;
       EXPECT_EQ(out_at != std::string::npos, out_of_place) << what << "\n" << printed;
-      if (in_place && out_of_place) EXPECT_LT(in_at, out_at) << what;
+      if (in_place && out_of_place) {
+        EXPECT_LT(in_at, out_at) << what;
+      }
       // Two sizes per table, each a row.
       size_t rows = 0;
       for (size_t at = printed.find("\n        4096 "); at != std::string::npos;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "kernels/codec_kernels.h"
 #include "tuner/fusion.h"
 #include "tuner/workload.h"
@@ -36,6 +37,8 @@ TEST(Fusion, TimesTheTransformerShapeAndSubtracts) {
   EXPECT_GT(unfused, 0.0);
   EXPECT_NEAR(saved, unfused - fused, 0.11);                  // one decimal each
   EXPECT_EQ(line.find("scaled"), std::string::npos) << line;  // 64 tokens: timed as they are
+  // The device it was timed on, by name.
+  EXPECT_NE(line.find("timed now on " + CpuModelName() + ", "), std::string::npos) << line;
 }
 
 TEST(Fusion, ScalesFromTheTimedTokensToTheMicroBatch) {
