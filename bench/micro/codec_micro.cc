@@ -149,6 +149,9 @@ void BM_Flatten(benchmark::State& st) {
 }
 BENCHMARK(BM_Flatten)->Arg(1 << 20)->Arg(64 << 20);
 
+}  // namespace
+
+// Registered by main.cc.
 void Register() {
   const struct {
     Op op;
@@ -179,14 +182,4 @@ void Register() {
   }
 }
 
-}  // namespace
 }  // namespace ciuic
-
-int main(int argc, char** argv) {
-  ciuic::Register();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
