@@ -42,7 +42,7 @@ struct World {
 
 void Transport(benchmark::State& state) {
   World w;
-  std::vector<float> x(static_cast<size_t>(state.range(0)) / 4, 1.0f);
+  std::vector<float> x(static_cast<size_t>(state.range(0)) / 4, 0.0f);  // zeros: sums on several ranks stay finite
   for (auto _ : state) w.comm.AllReduce(x.data(), x.data(), x.size(), DType::kFloat32, ReduceOp::kSum);
 }
 
@@ -51,7 +51,7 @@ void Engine(benchmark::State& state, AllReduceAlgo algo) {
   AlgoConfig cfg;
   cfg.algo = algo;
   AllReduceEngine engine(w.comm, cfg);
-  std::vector<float> x(static_cast<size_t>(state.range(0)) / 4, 1.0f);
+  std::vector<float> x(static_cast<size_t>(state.range(0)) / 4, 0.0f);  // zeros: sums on several ranks stay finite
   for (auto _ : state) engine.Run(x.data(), x.size(), nullptr, false);
 }
 void EngineNative(benchmark::State& state) { Engine(state, AllReduceAlgo::kNative); }
@@ -61,7 +61,7 @@ void RuntimeComm(benchmark::State& state) {
   World w;
   RuntimeCommConfig cfg;
   auto comm = MakeRuntimeCommunicator(w.comm.Split(0, 0), cfg);
-  std::vector<float> x(static_cast<size_t>(state.range(0)) / 4, 1.0f);
+  std::vector<float> x(static_cast<size_t>(state.range(0)) / 4, 0.0f);  // zeros: sums on several ranks stay finite
   for (auto _ : state) comm->AllReduce(x.data(), x.data(), x.size(), DType::kFloat32, ReduceOp::kSum);
 }
 
@@ -71,7 +71,7 @@ void RuntimeCall(benchmark::State& state, bool safe) {
   cfg.check_finite = safe;
   cfg.timeout_s = safe ? 60 : 0;
   Runtime rt(w.comm, cfg);
-  std::vector<float> x(static_cast<size_t>(state.range(0)) / 4, 1.0f);
+  std::vector<float> x(static_cast<size_t>(state.range(0)) / 4, 0.0f);  // zeros: sums on several ranks stay finite
   for (auto _ : state) rt.AllReduce(x.data(), x.size(), 0);
 }
 void Runtime_(benchmark::State& state) { RuntimeCall(state, true); }
