@@ -85,12 +85,16 @@ std::shared_ptr<const Crossover> ResolveCrossover(Communicator& transport, const
     o.target_s = c.slot_s;
     o.registered = c.registered;
     const auto points = MeasureCrossover(transport, candidates, o);
+    // Out of place too: there the library and the ring pay differently (Crossover::out_of_place).
+    o.out_of_place = true;
+    const auto points_out_of_place = MeasureCrossover(transport, candidates, o);
     table = std::make_shared<Crossover>(CrossoverFromPoints(points));
+    table->out_of_place = OutOfPlaceBands(*table, CrossoverFromPoints(points_out_of_place));
     table->source = fmt::format("measured on {} ranks over {}{} in {:.1f} s", transport.Size(), transport.BackendName(),
                                 c.registered ? " on registered buffers" : "", NowSeconds() - t0);
     if (transport.Rank() == 0 && !c.out_path.empty()) {
-      WriteFileAtomically(
-          c.out_path, CrossoverJson(*table, points, transport.Size(), transport.BackendName(), c.registered, hosts));
+      WriteFileAtomically(c.out_path, CrossoverJson(*table, points, transport.Size(), transport.BackendName(),
+                                                    c.registered, hosts, points_out_of_place));
       LogInfo("wrote the crossover to {}", PrintableLine(c.out_path, 4096));
     }
   } else {

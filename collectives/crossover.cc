@@ -42,10 +42,11 @@ double Median(std::vector<double> v) {
 
 }  // namespace
 
-AllReduceAlgo Crossover::Choose(uint64_t bytes) const {
-  for (const auto& b : bands)
+AllReduceAlgo Crossover::Choose(uint64_t bytes, bool oop) const {
+  const auto& use = oop && !out_of_place.empty() ? out_of_place : bands;
+  for (const auto& b : use)
     if (bytes < b.below_bytes) return b.algo;
-  return bands.empty() ? AllReduceAlgo::kNative : bands.back().algo;
+  return use.empty() ? AllReduceAlgo::kNative : use.back().algo;
 }
 
 uint64_t Crossover::Digest() const {
@@ -55,16 +56,30 @@ uint64_t Crossover::Digest() const {
   };
   for (const auto& b : bands) add(b.below_bytes), add(static_cast<uint64_t>(b.algo));
   if (staged_below) add(staged_below);
+  if (!out_of_place.empty()) {
+    add(0);  // (no band ends below 1 byte: apart from the bands before it)
+    for (const auto& b : out_of_place) add(b.below_bytes), add(static_cast<uint64_t>(b.algo));
+  }
   return h;
 }
 
-std::string Crossover::Describe() const {
+namespace {
+
+std::string DescribeBands(const std::vector<CrossoverBand>& bands) {
   std::string out;
   for (const auto& b : bands) {
     if (!out.empty()) out += ", ";
     out += AlgoName(b.algo);
     if (b.below_bytes != kLast) out += fmt::format(" <{}", FormatSize(b.below_bytes));
   }
+  return out;
+}
+
+}  // namespace
+
+std::string Crossover::Describe() const {
+  std::string out = DescribeBands(bands);
+  if (!out_of_place.empty()) out += "; out of place: " + DescribeBands(out_of_place);
   return out;
 }
 
@@ -83,6 +98,10 @@ Crossover BuiltinCrossover(const std::string& transport, int hosts) {
                {8ull << 20, AllReduceAlgo::kNative},
                {kLast, AllReduceAlgo::kRing}};
     c.staged_below = 512ull << 10;
+    // Out of place the ring, reading the source where it lies, beat MPI's allreduce from 1 to 16 MiB
+    // in all eight tables in both of the VM's speeds (1 MiB 1.06-1.36x, 4 MiB 1.27-1.88x), where in
+    // place native won or tied: bench/results/2026-11-29-crossover-placements.
+    c.out_of_place = {{2ull << 10, AllReduceAlgo::kNative}, {kLast, AllReduceAlgo::kRing}};
   } else {
     c.bands = {{8ull << 20, AllReduceAlgo::kNative}, {kLast, AllReduceAlgo::kRing}};
   }
@@ -99,6 +118,15 @@ std::vector<AllReduceAlgo> CrossoverCandidates(Communicator& comm, int* hosts_ou
   if (equal) c.push_back(AllReduceAlgo::kHierarchical);
   if (hosts_out) *hosts_out = static_cast<int>(per_host.size());
   return c;
+}
+
+std::vector<CrossoverBand> OutOfPlaceBands(const Crossover& in_place, const Crossover& out_of_place) {
+  const auto& a = in_place.bands;
+  const auto& b = out_of_place.bands;
+  const bool same = a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](const auto& x, const auto& y) {
+                      return x.below_bytes == y.below_bytes && x.algo == y.algo;
+                    });
+  return same ? std::vector<CrossoverBand>{} : b;
 }
 
 Crossover CrossoverFromPoints(const std::vector<CrossoverPoint>& points, double margin) {
@@ -221,7 +249,7 @@ std::vector<CrossoverPoint> MeasureCrossover(Communicator& comm, const std::vect
     for (AllReduceAlgo a : candidates) p.us[a] = Median(samples.at({s, static_cast<int>(a)}));
     if (o.with_auto) {
       p.auto_us = Median(samples.at({s, kAutoKey}));
-      p.auto_algo = o.with_auto->Choose(s);
+      p.auto_algo = o.with_auto->Choose(s, o.out_of_place);
     }
     points.push_back(p);
   }
@@ -238,7 +266,8 @@ std::string CrossoverDeviceKey(const std::string& device, int hosts) {
 }
 
 std::string CrossoverJson(const Crossover& table, const std::vector<CrossoverPoint>& points, int ranks,
-                          const std::string& transport, bool registered, int hosts) {
+                          const std::string& transport, bool registered, int hosts,
+                          const std::vector<CrossoverPoint>& points_out_of_place) {
   nlohmann::json j;
   j["format"] = "ciuic-crossover";
   j["version"] = 1;
@@ -246,26 +275,37 @@ std::string CrossoverJson(const Crossover& table, const std::vector<CrossoverPoi
   j["transport"] = transport;
   if (registered) j["buffers"] = "registered";
   if (hosts > 0) j["hosts"] = hosts;
-  j["bands"] = nlohmann::json::array();
-  for (const auto& b : table.bands) {
-    nlohmann::json band;
-    band["below_bytes"] = b.below_bytes == kLast ? nlohmann::json(nullptr) : nlohmann::json(b.below_bytes);
-    band["algo"] = AlgoName(b.algo);
-    j["bands"].push_back(band);
-  }
-  j["points"] = nlohmann::json::array();
-  for (const auto& p : points) {
-    nlohmann::json q;
-    q["bytes"] = p.bytes;
-    q["library_us"] = p.library_us;
-    for (const auto& [a, us] : p.us) q["us"][AlgoName(a)] = us;
-    j["points"].push_back(q);
-  }
+  auto bands = [](const std::vector<CrossoverBand>& from) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& b : from) {
+      nlohmann::json band;
+      band["below_bytes"] = b.below_bytes == kLast ? nlohmann::json(nullptr) : nlohmann::json(b.below_bytes);
+      band["algo"] = AlgoName(b.algo);
+      out.push_back(band);
+    }
+    return out;
+  };
+  auto measured = [](const std::vector<CrossoverPoint>& from) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& p : from) {
+      nlohmann::json q;
+      q["bytes"] = p.bytes;
+      q["library_us"] = p.library_us;
+      for (const auto& [a, us] : p.us) q["us"][AlgoName(a)] = us;
+      out.push_back(q);
+    }
+    return out;
+  };
+  j["bands"] = bands(table.bands);
+  j["points"] = measured(points);
+  if (!table.out_of_place.empty()) j["bands_out_of_place"] = bands(table.out_of_place);
+  if (!points_out_of_place.empty()) j["points_out_of_place"] = measured(points_out_of_place);
   return j.dump(1) + "\n";
 }
 
 Crossover ParseCrossover(const std::string& text, const std::string& name, int* ranks, std::string* transport,
-                         std::vector<CrossoverPoint>* points, bool* registered, int* hosts) {
+                         std::vector<CrossoverPoint>* points, bool* registered, int* hosts,
+                         std::vector<CrossoverPoint>* points_out_of_place) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -288,53 +328,59 @@ Crossover ParseCrossover(const std::string& text, const std::string& name, int* 
   if (j.contains("hosts") &&
       (!j["hosts"].is_number_integer() || j["hosts"].get<int64_t>() < 1 || j["hosts"].get<int64_t>() > j["ranks"]))
     throw bad("hosts: expected a positive integer up to ranks (or no key)");
-  if (!j.contains("bands") || !j["bands"].is_array() || j["bands"].empty()) throw bad("bands: expected a list");
+  auto read_bands = [&](const std::string& key) {
+    if (!j.contains(key) || !j[key].is_array() || j[key].empty()) throw bad(key + ": expected a list");
+    std::vector<CrossoverBand> out;
+    uint64_t prev = 0;
+    for (size_t i = 0; i < j[key].size(); ++i) {
+      const auto& b = j[key][i];
+      const bool last = i + 1 == j[key].size();
+      if (!b.is_object() || !b.contains("algo") || !b["algo"].is_string() || !b.contains("below_bytes"))
+        throw bad(fmt::format("{}[{}]: expected {{\"below_bytes\", \"algo\"}}", key, i));
+      AllReduceAlgo a;
+      try {
+        a = ParseAlgo(b["algo"].get<std::string>());
+      } catch (const UsageError& e) {
+        throw bad(fmt::format("{}[{}].algo: {}", key, i, e.what()));
+      }
+      if (!Allowed(a)) throw bad(fmt::format("{}[{}].algo: auto chooses among native, rd, ring, hier", key, i));
+      uint64_t below = kLast;
+      if (last) {
+        if (!b["below_bytes"].is_null()) throw bad(fmt::format("{}[{}].below_bytes: the last band is null", key, i));
+      } else {
+        // The largest count is the last band's (written as null): a band before it cannot reach it.
+        if (!b["below_bytes"].is_number_unsigned() || b["below_bytes"].get<uint64_t>() <= prev ||
+            b["below_bytes"].get<uint64_t>() == kLast)
+          throw bad(fmt::format(
+              "{}[{}].below_bytes: expected a byte count above the previous band's and below 2^64 - 1", key, i));
+        below = b["below_bytes"].get<uint64_t>();
+      }
+      prev = below;
+      out.push_back({below, a});
+    }
+    return out;
+  };
   Crossover c;
   c.source = "file " + name;
-  uint64_t prev = 0;
-  for (size_t i = 0; i < j["bands"].size(); ++i) {
-    const auto& b = j["bands"][i];
-    const bool last = i + 1 == j["bands"].size();
-    if (!b.is_object() || !b.contains("algo") || !b["algo"].is_string() || !b.contains("below_bytes"))
-      throw bad(fmt::format("bands[{}]: expected {{\"below_bytes\", \"algo\"}}", i));
-    AllReduceAlgo a;
-    try {
-      a = ParseAlgo(b["algo"].get<std::string>());
-    } catch (const UsageError& e) {
-      throw bad(fmt::format("bands[{}].algo: {}", i, e.what()));
-    }
-    if (!Allowed(a)) throw bad(fmt::format("bands[{}].algo: auto chooses among native, rd, ring, hier", i));
-    uint64_t below = kLast;
-    if (last) {
-      if (!b["below_bytes"].is_null()) throw bad(fmt::format("bands[{}].below_bytes: the last band is null", i));
-    } else {
-      // The largest count is the last band's (written as null): a band before it cannot reach it.
-      if (!b["below_bytes"].is_number_unsigned() || b["below_bytes"].get<uint64_t>() <= prev ||
-          b["below_bytes"].get<uint64_t>() == kLast)
-        throw bad(fmt::format(
-            "bands[{}].below_bytes: expected a byte count above the previous band's and below 2^64 - 1", i));
-      below = b["below_bytes"].get<uint64_t>();
-    }
-    prev = below;
-    c.bands.push_back({below, a});
-  }
+  c.bands = read_bands("bands");
+  if (j.contains("bands_out_of_place")) c.out_of_place = read_bands("bands_out_of_place");
   if (ranks) *ranks = static_cast<int>(j["ranks"].get<int64_t>());
   if (transport) *transport = j["transport"].get<std::string>();
   if (registered) *registered = j.contains("buffers");
   if (hosts) *hosts = j.contains("hosts") ? static_cast<int>(j["hosts"].get<int64_t>()) : 0;
-  if (points) {
-    points->clear();
+  auto read_points = [&](const std::string& key, std::vector<CrossoverPoint>* out) {
+    out->clear();
     auto time = [&](const nlohmann::json& v, const std::string& where) {
       if (!v.is_number() || !std::isfinite(v.get<double>()) || !(v.get<double>() > 0))
         throw bad(fmt::format("{}: expected a positive time in us", where));
       return v.get<double>();
     };
-    if (!j.contains("points") || !j["points"].is_array() || j["points"].empty())
-      throw bad("points: expected the measured points (a list)");
+    if (!j.contains(key) || !j[key].is_array() || j[key].empty())
+      throw bad(key + ": expected the measured points (a list)");
     uint64_t last = 0;
-    for (size_t i = 0; i < j["points"].size(); ++i) {
-      const auto& q = j["points"][i];
-      const std::string at = fmt::format("points[{}]", i);
+    for (size_t i = 0; i < j[key].size(); ++i) {
+      const auto& q = j[key][i];
+      const std::string at = fmt::format("{}[{}]", key, i);
       if (!q.is_object() || !q.contains("bytes") || !q.contains("library_us") || !q.contains("us") ||
           !q["us"].is_object())
         throw bad(at + ": expected {\"bytes\", \"library_us\", \"us\": {algo: us}}");
@@ -344,68 +390,81 @@ Crossover ParseCrossover(const std::string& text, const std::string& name, int* 
       CrossoverPoint p;
       p.bytes = last = q["bytes"].get<uint64_t>();
       p.library_us = time(q["library_us"], at + ".library_us");
-      for (const auto& [name, v] : q["us"].items()) {
+      for (const auto& [algo, v] : q["us"].items()) {
         AllReduceAlgo a;
         try {
-          a = ParseAlgo(name);
+          a = ParseAlgo(algo);
         } catch (const UsageError& e) {
-          throw bad(fmt::format("{}.us.{}: {}", at, PrintableLine(name), e.what()));
+          throw bad(fmt::format("{}.us.{}: {}", at, PrintableLine(algo), e.what()));
         }
-        if (!Allowed(a)) throw bad(fmt::format("{}.us.{}: auto chooses among native, rd, ring, hier", at, name));
-        p.us[a] = time(v, fmt::format("{}.us.{}", at, name));
+        if (!Allowed(a)) throw bad(fmt::format("{}.us.{}: auto chooses among native, rd, ring, hier", at, algo));
+        p.us[a] = time(v, fmt::format("{}.us.{}", at, algo));
       }
       if (p.us.empty()) throw bad(at + ".us: expected at least one algorithm's time");
-      points->push_back(p);
+      out->push_back(p);
     }
+  };
+  if (points) read_points("points", points);
+  if (points_out_of_place) {
+    points_out_of_place->clear();
+    if (j.contains("points_out_of_place")) read_points("points_out_of_place", points_out_of_place);
   }
   return c;
 }
 
 Crossover ReadCrossoverFile(const std::string& path, int* ranks, std::string* transport,
-                            std::vector<CrossoverPoint>* points, bool* registered, int* hosts) {
+                            std::vector<CrossoverPoint>* points, bool* registered, int* hosts,
+                            std::vector<CrossoverPoint>* points_out_of_place) {
   // A regular file only: a folder or a FIFO is refused as such (not read as empty JSON, nor waited on).
   const std::string text = ReadTextFile(path, "crossover");
   if (text.size() > (16u << 20))
     throw InputError(fmt::format("crossover '{}': larger than 16 MiB", PrintableLine(path, 4096)));
-  return ParseCrossover(text, "'" + PrintableLine(path, 4096) + "'", ranks, transport, points, registered, hosts);
+  return ParseCrossover(text, "'" + PrintableLine(path, 4096) + "'", ranks, transport, points, registered, hosts,
+                        points_out_of_place);
 }
 
 namespace {
 
 constexpr const char* kLibraryRow = "library";
 
-std::string CrossoverKernel(const std::string& transport) { return "crossover:" + transport; }
+std::string CrossoverKernel(const std::string& transport, bool out_of_place = false) {
+  return "crossover:" + transport + (out_of_place ? ":out-of-place" : "");
+}
 
 }  // namespace
 
 void StoreCrossoverPoints(const std::string& db_path, const std::string& device, const std::string& transport,
-                          int ranks, const std::vector<CrossoverPoint>& points) {
+                          int ranks, const std::vector<CrossoverPoint>& points,
+                          const std::vector<CrossoverPoint>& points_out_of_place) {
   if (points.empty()) throw InputError("a crossover calibration needs at least one measured point");
   Database db(db_path);
   Database::Transaction tx(db);
   const std::string now = IsoNow(/*milliseconds=*/true);  // one calibration's rows share it
   Statement ins(db.handle(),
                 "INSERT INTO calibrations (created, device, kernel, codec, gbps, bytes, ranks) VALUES (?,?,?,?,?,?,?)");
-  auto row = [&](const std::string& codec, uint64_t bytes, double us) {
+  auto row = [&](const std::string& codec, uint64_t bytes, double us, bool out_of_place) {
     ins.Reset();
-    ins.Bind(1, now).Bind(2, device).Bind(3, CrossoverKernel(transport)).Bind(4, codec);
+    ins.Bind(1, now).Bind(2, device).Bind(3, CrossoverKernel(transport, out_of_place)).Bind(4, codec);
     ins.Bind(5, static_cast<double>(bytes) / (us * 1e3)).Bind(6, static_cast<int64_t>(bytes));
     ins.Bind(7, static_cast<int64_t>(ranks));
     ins.Step();
   };
-  for (const auto& p : points) {
-    row(kLibraryRow, p.bytes, p.library_us);
-    for (const auto& [a, us] : p.us) row(AlgoName(a), p.bytes, us);
+  for (const bool out_of_place : {false, true}) {
+    for (const auto& p : out_of_place ? points_out_of_place : points) {
+      row(kLibraryRow, p.bytes, p.library_us, out_of_place);
+      for (const auto& [a, us] : p.us) row(AlgoName(a), p.bytes, us, out_of_place);
+    }
   }
   tx.Commit();
 }
 
 std::vector<CrossoverPoint> LoadCrossoverPoints(const std::string& db_path, const std::string& device,
-                                                const std::string& transport, int ranks, std::string* created) {
+                                                const std::string& transport, int ranks, std::string* created,
+                                                bool out_of_place) {
   if (Database::NothingStored(db_path)) return {};
   Database db(db_path, Database::Access::kReadOnly);
   if (db.SchemaVersion() < 3) return {};  // calibrations carry sizes and rank counts from v3
-  const std::string kernel = CrossoverKernel(transport);
+  const std::string kernel = CrossoverKernel(transport, out_of_place);
   std::string newest;
   {
     Statement q(
@@ -519,6 +578,12 @@ std::shared_ptr<Crossover> CalibratedCrossover(Communicator& comm, const std::st
     if (!path.empty() && comm.Device() == DeviceKind::kCpu) {
       const auto points = LoadCrossoverPoints(path, device, comm.BackendName(), comm.Size(), &created);
       table = CrossoverFromStoredPoints(points, candidates);
+      // Out of place from the same calibration only (an older one's never mixes in).
+      std::string created_oop;
+      const auto oop =
+          LoadCrossoverPoints(path, device, comm.BackendName(), comm.Size(), &created_oop, /*out_of_place=*/true);
+      if (!table.bands.empty() && !oop.empty() && created_oop == created)
+        table.out_of_place = OutOfPlaceBands(table, CrossoverFromStoredPoints(oop, candidates));
     }
   } catch (const Error& e) {
     error = e.what();

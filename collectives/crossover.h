@@ -24,20 +24,25 @@ struct CrossoverBand {
 struct Crossover {
   std::string source;                // "built-in (mpi)", "measured on 2 ranks", "file x.json": for messages
   std::vector<CrossoverBand> bands;  // ascending below_bytes, the last one UINT64_MAX
+  // Out of place (a source apart from the result), where it differs: there the transport's own
+  // allreduce and the ring pay differently (the ring reads the source where it lies). Empty: the
+  // bands above for both placements.
+  std::vector<CrossoverBand> out_of_place;
   // Below this many bytes the table's ring assumes the ring staged through a shared window (one
   // host, AlgoConfig::staged_bytes): where the engine cannot stage a call it chooses the ring for,
   // native runs it instead. 0: the ring is the ring wherever it runs (measured tables).
   uint64_t staged_below = 0;
 
-  AllReduceAlgo Choose(uint64_t bytes) const;
-  uint64_t Digest() const;       // of the bands and staged_below
-  std::string Describe() const;  // "native <8 MiB, ring" for logs
+  AllReduceAlgo Choose(uint64_t bytes, bool out_of_place = false) const;
+  uint64_t Digest() const;       // of both placements' bands and staged_below
+  std::string Describe() const;  // "native <8 MiB, ring" for logs, then "; out of place: ..." where it differs
 };
 
 // The default with no measurement: the transport's own allreduce up to 8 MiB, the ring above on
 // host transports (mpi, gloo, local); nccl: its own allreduce at every size. Where the world is
 // known to run on one host (`hosts` 1), host transports take the ring staged through a shared window
-// from 2 KiB to 512 KiB (staged_below 512 KiB: native where a call cannot be staged).
+// from 2 KiB to 512 KiB (staged_below 512 KiB: native where a call cannot be staged), and out of
+// place the ring from 2 KiB up.
 Crossover BuiltinCrossover(const std::string& transport, int hosts = 0);
 
 // The algorithms auto may choose from on `comm` (collective when it asks for host names): native,
@@ -60,6 +65,9 @@ struct CrossoverPoint {
 // is the safe choice on a tie); a change of choice between two measured sizes goes at their
 // geometric mean; sizes below the first point take its choice, above the last the last's.
 Crossover CrossoverFromPoints(const std::vector<CrossoverPoint>& points, double margin = 0.03);
+// What a table measured out of place adds to one measured in place: its bands, or none where they
+// are the same.
+std::vector<CrossoverBand> OutOfPlaceBands(const Crossover& in_place, const Crossover& out_of_place);
 
 struct CrossoverOptions {
   std::vector<uint64_t> sizes;                 // empty: 1 KiB to 64 MiB, x4
@@ -84,18 +92,23 @@ std::vector<CrossoverPoint> MeasureCrossover(Communicator& comm, const std::vect
 // A table measured on registered buffers also carries "buffers": "registered"; `hosts` > 0 is
 // written as "hosts": how many hosts the measured world spanned (on one host the ring stages small
 // calls through a shared window, across hosts it cannot: the times differ).
+// A table whose out-of-place bands differ carries them as "bands_out_of_place" (and the points they
+// came from as "points_out_of_place"), checked as "bands" and "points" are.
 std::string CrossoverJson(const Crossover& table, const std::vector<CrossoverPoint>& points, int ranks,
-                          const std::string& transport, bool registered = false, int hosts = 0);
+                          const std::string& transport, bool registered = false, int hosts = 0,
+                          const std::vector<CrossoverPoint>& points_out_of_place = {});
 // `points`, when given, receives the measured points the file carries (each checked: a positive
 // multiple of 4 bytes, ascending, positive finite times of native/rd/ring/hier). `registered`, when
 // given, receives whether the file says its times were measured on registered buffers; `hosts` its
 // host count (a positive integer up to ranks; 0 where the file does not say).
+// `points_out_of_place`, when given, receives the out-of-place points (empty where the file has none).
 Crossover ReadCrossoverFile(const std::string& path, int* ranks = nullptr, std::string* transport = nullptr,
                             std::vector<CrossoverPoint>* points = nullptr, bool* registered = nullptr,
-                            int* hosts = nullptr);
+                            int* hosts = nullptr, std::vector<CrossoverPoint>* points_out_of_place = nullptr);
 Crossover ParseCrossover(const std::string& text, const std::string& name, int* ranks = nullptr,
                          std::string* transport = nullptr, std::vector<CrossoverPoint>* points = nullptr,
-                         bool* registered = nullptr, int* hosts = nullptr);
+                         bool* registered = nullptr, int* hosts = nullptr,
+                         std::vector<CrossoverPoint>* points_out_of_place = nullptr);
 
 // How many hosts `comm`'s ranks run on (by host name). Collective.
 int CrossoverHosts(Communicator& comm);
@@ -105,23 +118,27 @@ int CrossoverHosts(Communicator& comm);
 std::string CrossoverDeviceKey(const std::string& device, int hosts);
 
 // The calibration database (`ciuic-tune calibrate --ranks P`; table calibrations, one row per point
-// and candidate: kernel "crossover:<transport>", codec the algorithm or "library", bytes, ranks, and
-// the time as the table's GB/s). Stored as one calibration: every row shares its `created` stamp.
+// and candidate: kernel "crossover:<transport>", out of place "crossover:<transport>:out-of-place",
+// codec the algorithm or "library", bytes, ranks, and the time as the table's GB/s). Stored as one
+// calibration: every row shares its `created` stamp.
 void StoreCrossoverPoints(const std::string& db_path, const std::string& device, const std::string& transport,
-                          int ranks, const std::vector<CrossoverPoint>& points);
+                          int ranks, const std::vector<CrossoverPoint>& points,
+                          const std::vector<CrossoverPoint>& points_out_of_place = {});
 // The newest calibration stored for (device, transport, ranks), never mixed with older ones; empty
 // when there is none (no file, an empty one, a schema without sized calibrations). *created gets its
 // stamp. Throws InputError for a file that is not a ciuic database.
+// `out_of_place`: the out-of-place points instead.
 std::vector<CrossoverPoint> LoadCrossoverPoints(const std::string& db_path, const std::string& device,
-                                                const std::string& transport, int ranks,
-                                                std::string* created = nullptr);
+                                                const std::string& transport, int ranks, std::string* created = nullptr,
+                                                bool out_of_place = false);
 // The table from stored points, choosing only among `candidates` (a calibration made where hier ran
 // is read on one host without it); empty bands when no point has a candidate's time.
 Crossover CrossoverFromStoredPoints(std::vector<CrossoverPoint> points, const std::vector<AllReduceAlgo>& candidates);
 
 // The table `comm`'s world reads from the calibration database at `db_path` (empty: the data folder's
 // ciuic.db, DataHome): the newest crossover stored for this machine's CPU model, the transport and
-// the world size, choosing among CrossoverCandidates(comm). Collective: every rank reads its own
+// the world size, choosing among CrossoverCandidates(comm) (out-of-place bands from the same
+// calibration's out-of-place points, where it stored them). Collective: every rank reads its own
 // database and the ranks agree on what they read. With nothing stored (no data folder, no file, no
 // calibration for this world, a GPU transport) it is the built-in table, its source saying why,
 // unless `required`. Throws InputError, the same message on every rank, when a rank cannot read its

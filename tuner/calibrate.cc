@@ -358,23 +358,26 @@ void CalibrateCrossovers(const std::string& db_path, const std::string& device, 
                     "--crossover-rounds {} --crossover-slot-ms 20 --crossover-out {} --sizes 4 --iters 1 "
                     "--warmup 0 --check 0 --inplace yes",
                     p, rounds, file.string()));
-    std::vector<CrossoverPoint> points;
+    std::vector<CrossoverPoint> points, points_out_of_place;
     int ranks = 0;
     std::string transport;
     int hosts = 0;
-    const Crossover table = ReadCrossoverFile(file.string(), &ranks, &transport, &points, nullptr, &hosts);
+    const Crossover table =
+        ReadCrossoverFile(file.string(), &ranks, &transport, &points, nullptr, &hosts, &points_out_of_place);
     if (ranks != p || transport != "mpi")
       throw RuntimeError(
           fmt::format("calibrate: the crossover run measured {} ranks over {}, not {} over mpi", ranks, transport, p));
     // Keyed by the hosts the ranks ran on: a one-host table (the ring staged through a window) is
     // never read for a world across hosts.
-    StoreCrossoverPoints(db_path, CrossoverDeviceKey(device, hosts), transport, p, points);
+    StoreCrossoverPoints(db_path, CrossoverDeviceKey(device, hosts), transport, p, points, points_out_of_place);
     out << fmt::format("#   {} ranks{}: auto = {}\n", p, hosts > 1 ? fmt::format(" on {} hosts", hosts) : "",
                        table.Describe());
-    for (const auto& q : points) {
-      std::string line = fmt::format("  {:>10} library {:>10.2f}", FormatSize(q.bytes), q.library_us);
-      for (const auto& [a, us] : q.us) line += fmt::format(" {} {:>10.2f}", AlgoName(a), us);
-      out << line << "\n";
+    for (const bool oop : {false, true}) {
+      for (const auto& q : oop ? points_out_of_place : points) {
+        std::string line = fmt::format("  {:>10} library {:>10.2f}", FormatSize(q.bytes), q.library_us);
+        for (const auto& [a, us] : q.us) line += fmt::format(" {} {:>10.2f}", AlgoName(a), us);
+        out << line << (oop ? " (out of place)" : "") << "\n";
+      }
     }
   }
 }

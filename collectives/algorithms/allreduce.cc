@@ -74,7 +74,9 @@ AllReduceEngine::AllReduceEngine(Communicator& comm, const AlgoConfig& config)
   if (algo_ == AllReduceAlgo::kAuto && k == CodecKind::kNone && config.precision == DType::kFloat32) {
     crossover_ =
         config.crossover ? config.crossover : std::make_shared<const Crossover>(BuiltinCrossover(comm.BackendName()));
-    for (const auto& b : crossover_->bands) {
+    std::vector<CrossoverBand> all = crossover_->bands;
+    all.insert(all.end(), crossover_->out_of_place.begin(), crossover_->out_of_place.end());
+    for (const auto& b : all) {
       if (b.algo != AllReduceAlgo::kNative && b.algo != AllReduceAlgo::kRecursiveDoubling &&
           b.algo != AllReduceAlgo::kRing && b.algo != AllReduceAlgo::kHierarchical)
         throw UsageError(
@@ -146,8 +148,8 @@ void AllReduceEngine::Register(std::weak_ptr<const SharedWindow> window) {
   if (!window.expired()) w.push_back(std::move(window));
 }
 
-AllReduceAlgo AllReduceEngine::AlgoFor(size_t n) const {
-  return crossover_ ? crossover_->Choose(static_cast<uint64_t>(n) * 4) : algo_;
+AllReduceAlgo AllReduceEngine::AlgoFor(size_t n, bool out_of_place) const {
+  return crossover_ ? crossover_->Choose(static_cast<uint64_t>(n) * 4, out_of_place) : algo_;
 }
 
 bool AllReduceEngine::RunsNativeFp32(size_t n) const {
@@ -167,7 +169,7 @@ void AllReduceEngine::CountNative(size_t n, double seconds) {
 void AllReduceEngine::Run(const float* src, float* data, size_t n, CodecState* state, bool average) {
   const double t0 = NowSeconds();
   const CodecKind k = config_.codec.kind;
-  const AllReduceAlgo algo = AlgoFor(n);
+  const AllReduceAlgo algo = AlgoFor(n, src != data);
   bool averaged = false;
   bool ran_native = algo == AllReduceAlgo::kNative;  // also a ring the table meant staged, run unstaged
   trace::Span span(AlgoName(algo), trace::Category::kPhase);

@@ -121,8 +121,8 @@ class AllReduceEngine {
   void Register(std::weak_ptr<const SharedWindow> window);
 
   AllReduceAlgo algo() const { return algo_; }  // kAuto when a crossover chooses per size
-  // What a message of n floats runs (auto's choice, or the one algorithm).
-  AllReduceAlgo AlgoFor(size_t n) const;
+  // What a message of n floats runs (auto's choice, or the one algorithm), in place or out of place.
+  AllReduceAlgo AlgoFor(size_t n, bool out_of_place = false) const;
   const Crossover* crossover() const { return crossover_.get(); }  // null unless auto chooses per size
   const Codec& codec() const { return codec_; }
   const Counters& counters() const { return counters_; }

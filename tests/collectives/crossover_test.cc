@@ -105,7 +105,7 @@ TEST(Crossover, BuiltinTablePerTransport) {
   EXPECT_EQ(one.Choose(8u << 20), A::kRing);
   EXPECT_EQ(one.staged_below, 512u << 10);
   EXPECT_NE(one.Digest(), mpi.Digest());
-  EXPECT_EQ(one.Describe(), "native <2K, ring <512K, native <8M, ring");
+  EXPECT_EQ(one.Describe(), "native <2K, ring <512K, native <8M, ring; out of place: native <2K, ring");
   EXPECT_EQ(BuiltinCrossover("mpi", 2).Digest(), mpi.Digest());
   EXPECT_EQ(BuiltinCrossover("nccl", 1).Choose(4096), A::kNative);
 }
@@ -649,6 +649,147 @@ TEST(OutOfPlace, MatchesInPlaceBitForBitAndLeavesTheSourceAlone) {
       }
     }
   }
+}
+
+// Out of place a table may choose otherwise (the library and the ring pay differently there): the
+// engine runs the out-of-place bands for a call whose source lies apart from its result and the
+// in-place bands otherwise, exactly; the one-host built-in table's ring from 2 KiB out of place.
+TEST(Crossover, OutOfPlaceCallsRunTheOutOfPlaceBands) {
+  auto table = std::make_shared<Crossover>();
+  table->source = "test";
+  table->bands = {{kLast, A::kNative}};
+  table->out_of_place = {{4096, A::kNative}, {kLast, A::kRing}};
+  EXPECT_EQ(table->Choose(1 << 20), A::kNative);
+  EXPECT_EQ(table->Choose(1 << 20, true), A::kRing);
+  EXPECT_EQ(table->Choose(1024, true), A::kNative);
+  EXPECT_EQ(table->Describe(), "native; out of place: native <4K, ring");
+  Crossover in_place_only = *table;
+  in_place_only.out_of_place.clear();
+  EXPECT_NE(table->Digest(), in_place_only.Digest());
+  EXPECT_EQ(in_place_only.Choose(1 << 20, true), A::kNative);  // no out-of-place bands: the in-place ones
+  AlgoConfig cfg;
+  cfg.crossover = table;
+  for (const bool out_of_place : {false, true}) {
+    for (const size_t n : {size_t{256}, size_t{65536}}) {  // 1 KiB, 256 KiB
+      std::vector<std::string> seen(3);
+      std::vector<int> wrong(3, -1), touched(3, -1);
+      RunLocalRanks(3, [&](Communicator& comm) {
+        AllReduceEngine engine(comm, cfg);
+        EXPECT_EQ(engine.AlgoFor(n, out_of_place), table->Choose(n * 4, out_of_place));
+        std::vector<float> src(n), data(n, -1.0f);
+        for (size_t i = 0; i < n; ++i) src[i] = static_cast<float>((i * 5 + static_cast<size_t>(comm.Rank()) * 3) % 61);
+        const std::vector<float> kept = src;
+        if (!out_of_place) data = src;
+        trace::Recorder rec(comm.Rank(), "test");
+        {
+          const trace::Bind bind(&rec);
+          engine.Run(out_of_place ? src.data() : data.data(), data.data(), n, nullptr, false);
+        }
+        seen[comm.Rank()] = AlgoSpans(rec);
+        int bad = 0;
+        for (size_t i = 0; i < n; ++i) {
+          float want = 0;
+          for (int r = 0; r < 3; ++r) want += static_cast<float>((i * 5 + static_cast<size_t>(r) * 3) % 61);
+          bad += data[i] != want;
+        }
+        wrong[comm.Rank()] = bad;
+        touched[comm.Rank()] = src != kept;
+      });
+      const std::string what = std::to_string(n * 4) + " B" + (out_of_place ? " out of place" : " in place");
+      for (int r = 0; r < 3; ++r) {
+        EXPECT_EQ(seen[r], AlgoName(table->Choose(n * 4, out_of_place))) << what << ", rank " << r;
+        EXPECT_EQ(wrong[r], 0) << what << ", rank " << r;
+        EXPECT_EQ(touched[r], 0) << what << ", rank " << r;
+      }
+    }
+  }
+  const Crossover one = BuiltinCrossover("mpi", 1);
+  EXPECT_EQ(one.Choose(1u << 20, true), A::kRing);
+  EXPECT_EQ(one.Choose(4u << 20, true), A::kRing);
+  EXPECT_EQ(one.Choose(4u << 20), A::kNative);
+  EXPECT_EQ(one.Choose(1024, true), A::kNative);
+  EXPECT_TRUE(BuiltinCrossover("mpi").out_of_place.empty());
+  EXPECT_TRUE(BuiltinCrossover("nccl", 1).out_of_place.empty());
+}
+
+// A file keeps the out-of-place bands and points (round trip), refuses bad ones naming the key, and
+// without them reads as before; a table whose out-of-place measurement chose the same bands carries
+// none (OutOfPlaceBands).
+TEST(Crossover, AFileCarriesTheOutOfPlaceBandsAndPoints) {
+  Crossover c = CrossoverFromPoints(Planted());
+  std::vector<CrossoverPoint> oop = Planted();
+  for (auto& p : oop) p.us[A::kRing] = p.library_us / 2;  // the ring twice the library's speed
+  c.out_of_place = OutOfPlaceBands(c, CrossoverFromPoints(oop));
+  ASSERT_FALSE(c.out_of_place.empty());
+  EXPECT_TRUE(OutOfPlaceBands(c, CrossoverFromPoints(Planted())).empty());
+  std::vector<CrossoverPoint> points, points_oop;
+  const Crossover back = ParseCrossover(CrossoverJson(c, Planted(), 2, "mpi", false, 1, oop), "t", nullptr, nullptr,
+                                        &points, nullptr, nullptr, &points_oop);
+  EXPECT_EQ(back.Digest(), c.Digest());
+  EXPECT_EQ(back.Describe(), c.Describe());
+  EXPECT_EQ(points.size(), Planted().size());
+  ASSERT_EQ(points_oop.size(), oop.size());
+  EXPECT_DOUBLE_EQ(points_oop[2].us.at(A::kRing), oop[2].us.at(A::kRing));
+  const Crossover plain = ParseCrossover(CrossoverJson(CrossoverFromPoints(Planted()), Planted(), 2, "mpi"), "t",
+                                         nullptr, nullptr, nullptr, nullptr, nullptr, &points_oop);
+  EXPECT_TRUE(plain.out_of_place.empty());
+  EXPECT_TRUE(points_oop.empty());
+  const std::string head =
+      R"({"format":"ciuic-crossover","version":1,"ranks":2,"transport":"mpi","bands":[{"below_bytes":null,"algo":"ring"}],)";
+  const std::pair<std::string, std::string> bad[] = {
+      {head + R"("bands_out_of_place":[]})", "bands_out_of_place: expected a list"},
+      {head + R"("bands_out_of_place":[{"below_bytes":10,"algo":"ring"}]})",
+       "bands_out_of_place[0].below_bytes: the last band is null"},
+      {head + R"("bands_out_of_place":[{"below_bytes":null,"algo":"sparse"}]})", "bands_out_of_place[0].algo"},
+      {head + R"("points":[{"bytes":4,"library_us":1,"us":{"ring":1}}],"points_out_of_place":{}})",
+       "points_out_of_place: expected the measured points"},
+      {head +
+           R"("points":[{"bytes":4,"library_us":1,"us":{"ring":1}}],"points_out_of_place":[{"bytes":4,"library_us":0,"us":{"ring":1}}]})",
+       "points_out_of_place[0].library_us"},
+  };
+  for (const auto& [text, want] : bad) {
+    try {
+      std::vector<CrossoverPoint> p, q;
+      ParseCrossover(text, "t", nullptr, nullptr, &p, nullptr, nullptr, &q);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The calibration database keeps a calibration's out-of-place points beside its in-place ones, and a
+// world reads the out-of-place bands only from the same calibration.
+TEST(Crossover, ACalibrationsOutOfPlacePointsGiveItsOutOfPlaceBands) {
+  const std::string dir = testing::TempDir() + "/crossover_oop_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string db = dir + "/c.db";
+  std::vector<CrossoverPoint> oop = Planted();
+  for (auto& p : oop) p.us[A::kRing] = p.library_us / 2;
+  const std::string device = CrossoverDeviceKey("cpu:" + CpuModelName(), 1);
+  StoreCrossoverPoints(db, device, "local", 2, Planted(), oop);
+  std::string a, b;
+  EXPECT_EQ(LoadCrossoverPoints(db, device, "local", 2, &a).size(), Planted().size());
+  EXPECT_EQ(LoadCrossoverPoints(db, device, "local", 2, &b, true).size(), oop.size());
+  EXPECT_EQ(a, b);
+  auto read = [&] {
+    std::vector<std::string> described(2);
+    RunLocalRanks(
+        2, [&](Communicator& comm) { described[comm.Rank()] = CalibratedCrossover(comm, db, true)->Describe(); });
+    EXPECT_EQ(described[0], described[1]);
+    return described[0];
+  };
+  Crossover want = CrossoverFromStoredPoints(Planted(), {A::kNative, A::kRecursiveDoubling, A::kRing});
+  want.out_of_place =
+      OutOfPlaceBands(want, CrossoverFromStoredPoints(oop, {A::kNative, A::kRecursiveDoubling, A::kRing}));
+  ASSERT_FALSE(want.out_of_place.empty());
+  EXPECT_EQ(read(), want.Describe());
+  // A newer calibration without out-of-place points: the older one's never mix in.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  StoreCrossoverPoints(db, device, "local", 2, Planted());
+  EXPECT_EQ(read(), CrossoverFromStoredPoints(Planted(), {A::kNative, A::kRecursiveDoubling, A::kRing}).Describe());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ fail() { echo "crossover_db: $*" >&2; exit 1; }
 export CIUIC_DATA_DIR=$work/empty
 "$bench" allreduce --backend ciuic --sizes 1K --iters 2 --warmup 1 >"$work/builtin.out" 2>"$work/builtin.err" ||
   fail "the run without a database failed: $(cat "$work/builtin.err")"
-grep -q 'auto: native <2K, ring <512K, native <8M, ring (built-in (mpi, one host)' "$work/builtin.err" ||
+grep -q 'auto: native <2K, ring <512K, native <8M, ring; out of place: native <2K, ring (built-in (mpi, one host)' "$work/builtin.err" ||
   fail "without a database auto did not say it runs the built-in table: $(cat "$work/builtin.err")"
 
 export CIUIC_DATA_DIR=$work/data

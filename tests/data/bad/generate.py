@@ -1515,6 +1515,15 @@ pr(setk(["rules", 1, "min_bytes"], 131072), "profile.rules[1]: band [131072, 104
 pr(setk(["rules", 4, "max_bytes"], 1 << 30), "profile.rules[4]: band [268435456, 1073741824) is allreduce's last")
 
 
+# A crossover's out-of-place bands are checked as its bands are.
+put("crossover/oop-last-not-null.json", b'{"format":"ciuic-crossover","version":1,"ranks":2,"transport":"local",'
+    b'"bands":[{"below_bytes":null,"algo":"native"}],"bands_out_of_place":[{"below_bytes":100,"algo":"ring"}]}')
+bc("crossover&&bands_out_of_place[0].below_bytes&&the last band is null",
+   "--crossover {case_dir}/crossover/oop-last-not-null.json", base=CIUIC)
+put("crossover/oop-empty.json", b'{"format":"ciuic-crossover","version":1,"ranks":2,"transport":"local",'
+    b'"bands":[{"below_bytes":null,"algo":"native"}],"bands_out_of_place":[]}')
+bc("crossover&&bands_out_of_place: expected a list", "--crossover {case_dir}/crossover/oop-empty.json", base=CIUIC)
+
 # ---- writing ---------------------------------------------------------------------------------------
 
 def manifest():
