@@ -37,23 +37,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const ciuic::InputError&) {
     return 0;  // refused with a message: what bad input must get
   }
-  std::vector<ciuic::CrossoverPoint> points;
+  std::vector<ciuic::CrossoverPoint> points, points_oop;
   try {
-    (void)ciuic::ParseCrossover(text, "fuzz.json", nullptr, nullptr, &points);
+    (void)ciuic::ParseCrossover(text, "fuzz.json", nullptr, nullptr, &points, nullptr, nullptr, &points_oop);
   } catch (const ciuic::InputError&) {
     points.clear();  // a table without (good) points: what --crossover reads, not a calibration
+    points_oop.clear();
   }
-  // What the writer makes of an accepted table must read back to it; a refusal there is a finding.
-  const std::string again = ciuic::CrossoverJson(table, points, ranks, transport, registered, hosts);
+  // What the writer makes of an accepted table must read back to it (both placements' bands and
+  // points); a refusal there is a finding.
+  const std::string again = ciuic::CrossoverJson(table, points, ranks, transport, registered, hosts, points_oop);
   int ranks2 = 0, hosts2 = 0;
   std::string transport2;
   bool registered2 = false;
-  std::vector<ciuic::CrossoverPoint> points2;
+  std::vector<ciuic::CrossoverPoint> points2, points_oop2;
   try {
-    const ciuic::Crossover back = ciuic::ParseCrossover(again, "again.json", &ranks2, &transport2,
-                                                        points.empty() ? nullptr : &points2, &registered2, &hosts2);
+    const ciuic::Crossover back =
+        ciuic::ParseCrossover(again, "again.json", &ranks2, &transport2, points.empty() ? nullptr : &points2,
+                              &registered2, &hosts2, points.empty() ? nullptr : &points_oop2);
     if (back.Digest() != table.Digest() || ranks2 != ranks || transport2 != transport || registered2 != registered ||
-        hosts2 != hosts || !SamePoints(points, points2))
+        hosts2 != hosts || !SamePoints(points, points2) || !SamePoints(points_oop, points_oop2))
       __builtin_trap();
   } catch (const ciuic::InputError&) {
     __builtin_trap();
