@@ -26,7 +26,8 @@ struct Crossover {
   std::vector<CrossoverBand> bands;  // ascending below_bytes, the last one UINT64_MAX
   // Out of place (a source apart from the result), where it differs: there the transport's own
   // allreduce and the ring pay differently (the ring reads the source where it lies). Empty: the
-  // bands above for both placements.
+  // bands above for both placements. Every rank of one call must use the same placement (as
+  // MPI_IN_PLACE must be given on every rank); ciuic::Runtime always reduces in place.
   std::vector<CrossoverBand> out_of_place;
   // Below this many bytes the table's ring assumes the ring staged through a shared window (one
   // host, AlgoConfig::staged_bytes): where the engine cannot stage a call it chooses the ring for,

@@ -101,13 +101,17 @@ struct CallVote {
 Runtime::Runtime(Communicator& comm, const RuntimeConfig& config)
     : comm_(comm), config_(config), engine_(comm, config.algo) {
   if (config.bucket_bytes < 4) throw UsageError("bucket bytes must hold at least one fp32 element");
-  // With auto choosing per size, the table too: ranks that read different tables fail together.
+  // With auto choosing per size, the table too: ranks that read different tables fail together. The
+  // precision and the buffers' memory decide whether a small call rides in the agreement (Reduce):
+  // ranks that differ there fail together too, rather than one summing inline while another calls.
   config_digest_ = Digest()
                        .Add(engine_.codec().Name())
                        .Add(AlgoName(engine_.algo()))
                        .Add(config.bucket_bytes)
                        .Add(config.algo.staged_bytes)
                        .Add(engine_.crossover() ? engine_.crossover()->Digest() : 0)
+                       .Add(static_cast<uint64_t>(config.algo.precision))
+                       .Add(static_cast<uint64_t>(comm.BufferKind()))
                        .value();
   flag_ = Buffer(4, comm.BufferKind());
   SetBytes(flag_.data(), comm.BufferKind(), 0, 4, comm.Stream());
@@ -243,7 +247,9 @@ void Runtime::Reduce(float* data, size_t n, uint64_t key_id, uint64_t key_bucket
       trace::Span sum("inline native", trace::Category::kCompute);
       for (size_t i = 0; i < n; ++i) data[i] = static_cast<float>(agree[kAgreeHead + i]);
       if (average && comm_.Size() > 1) DivideBy(data, n, DType::kFloat32, comm_.Size());
-      engine_.CountNative(n, NowSeconds() - t0);
+      // Counted as the engine's call (the exchange, its wait for the slowest rank included); a plain
+      // NaN/Inf sum is not, as the transport's plain sum below is not.
+      if (!plain) engine_.CountNative(n, NowSeconds() - t0);
       return;
     }
     if (plain) {
@@ -280,7 +286,8 @@ void Runtime::FailTogether(uint32_t bad, size_t n, uint64_t key_id, uint64_t key
   const std::string what = fmt::format("tensor {} {}", ref.id, BucketName(ref.bucket));
   std::vector<std::string> parts;
   if (!config.empty())
-    parts.push_back(fmt::format("{} run another codec, algorithm or bucket size than rank 0", RankList(config)));
+    parts.push_back(
+        fmt::format("{} run another codec, algorithm, precision or bucket size than rank 0", RankList(config)));
   if (!call.empty()) {
     const CallVote& v = all[static_cast<size_t>(call[0])];
     parts.push_back(fmt::format(

@@ -102,7 +102,9 @@ class AllReduceEngine {
   // (required for lossy codecs with error feedback, PowerSGD and two-phase sign1).
   void Run(float* data, size_t n, CodecState* state, bool average) { Run(data, data, n, state, average); }
   // Out of place: src's n floats reduced into data (src unchanged). The uncompressed ring and native
-  // fp32 read src directly (no copy pass); the others copy it into data first.
+  // fp32 read src directly (no copy pass); the others copy it into data first. Every rank of one call
+  // must pass the same placement (as MPI_IN_PLACE must be given on every rank): auto's table may
+  // choose another algorithm out of place (Crossover::out_of_place).
   void Run(const float* src, float* data, size_t n, CodecState* state, bool average);
 
   // The floats of each codec-state buffer this engine keeps for a tensor of n elements on this rank

@@ -234,7 +234,7 @@ TEST(Crossover, RanksRunningDifferentTablesFailTogether) {
     }
   });
   for (const auto& e : errors)
-    EXPECT_NE(e.find("rank 1 run another codec, algorithm or bucket size"), std::string::npos) << e;
+    EXPECT_NE(e.find("rank 1 run another codec, algorithm, precision or bucket size"), std::string::npos) << e;
 }
 
 TEST(Crossover, FileRoundTripAndRefusals) {

@@ -177,6 +177,25 @@ TEST(RuntimeInline, ADisagreementOnASmallCallFailsEveryRankAndChangesNothing) {
   }
 }
 
+// Ranks whose precision differs (one would sum inline, the other call the transport in bf16) fail
+// together, naming the rank, instead of pairing one rank's call with another's next agreement.
+TEST(RuntimeInline, RanksWithAnotherPrecisionFailTogether) {
+  std::vector<std::string> errors(2);
+  RunLocalRanks(2, [&](Communicator& comm) {
+    RuntimeConfig c = Native();
+    if (comm.Rank() == 1) c.algo.precision = DType::kBFloat16;
+    Runtime rt(comm, c);
+    std::vector<float> x(4, 1.0f);
+    try {
+      rt.AllReduce(x.data(), x.size(), 1);
+    } catch (const UsageError& e) {
+      errors[static_cast<size_t>(comm.Rank())] = e.what();
+    }
+  });
+  for (const std::string& e : errors)
+    EXPECT_NE(e.find("rank 1 run another codec, algorithm, precision or bucket size"), std::string::npos) << e;
+}
+
 // A NaN on one rank: with propagation every rank holds the plain sum (the NaN where it was, the
 // others summed) and counts it; without, every rank refuses and its data stays as it was.
 TEST(RuntimeInline, ANanInASmallCallPropagatesOrFailsOnEveryRank) {
