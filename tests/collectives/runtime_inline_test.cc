@@ -16,14 +16,19 @@
 #include "collectives/crossover.h"
 #include "collectives/runtime.h"
 #include "core/error.h"
+#include "tests/test_seed.h"
 #include "tests/traced_ranks.h"
 
 namespace ciuic {
 namespace {
 
-// Floats over a wide range of magnitudes and both signs (the sums round), distinct per rank and call.
+// Floats over a wide range of magnitudes and both signs (the sums round), distinct per rank and call,
+// from the test process's seed (CIUIC_TEST_SEED replays it).
+// Each test sets it on its own thread before its ranks draw.
+uint32_t g_seed = 0;
+
 std::vector<float> Spread(int rank, size_t n, uint32_t call) {
-  std::mt19937 rng(1000u * call + static_cast<uint32_t>(rank) + 1);
+  std::mt19937 rng(g_seed ^ (1000u * call + static_cast<uint32_t>(rank) + 1));
   std::uniform_real_distribution<float> mant(-1.0f, 1.0f);
   std::uniform_int_distribution<int> expo(-30, 30);
   std::vector<float> v(n);
@@ -45,6 +50,7 @@ std::vector<uint32_t> Bits(const std::vector<float>& v) {
 }
 
 TEST(RuntimeInline, SmallNativeCallsGiveTheTransportsBitsInOneExchange) {
+  g_seed = testing_seed::TestSeed();
   for (const bool average : {false, true}) {
     for (const size_t n : {size_t{1}, size_t{2}, size_t{7}, size_t{22}, size_t{23}, size_t{100}}) {
       std::vector<std::vector<float>> got(2), want(2);
@@ -73,6 +79,7 @@ TEST(RuntimeInline, SmallNativeCallsGiveTheTransportsBitsInOneExchange) {
 }
 
 TEST(RuntimeInline, FromThreeRanksEveryRankHoldsTheSameRoundedSum) {
+  g_seed = testing_seed::TestSeed();
   for (const int ranks : {3, 4}) {
     std::vector<std::vector<float>> got(static_cast<size_t>(ranks));
     RunLocalRanks(ranks, [&](Communicator& comm) {
@@ -146,6 +153,7 @@ TEST(RuntimeInline, OnlyCallsThatRunTheTransportsFp32SumTravelInline) {
 // A rank whose call differs (another size, one inline and one not, or both inline) fails with every
 // other rank, naming it, and nothing is written into any rank's data; the world works afterwards.
 TEST(RuntimeInline, ADisagreementOnASmallCallFailsEveryRankAndChangesNothing) {
+  g_seed = testing_seed::TestSeed();
   for (const size_t odd : {size_t{5}, size_t{40}}) {
     std::vector<std::string> errors(3);
     std::vector<int> unchanged(3, 0);
