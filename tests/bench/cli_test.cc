@@ -684,7 +684,9 @@ TEST(Cli, ARegisteredCrossoverMeasuresTheRingOverTheWindow) {
 // every candidate is handed a source apart from its result (rd, which works in place, then copies
 // the source first: its "copy" span), registered too (both lie in the window: the "mapped ring").
 TEST(Cli, TheCrossoverTableHasATablePerPlacement) {
-  for (const auto& [in_place, out_of_place] : {std::pair{true, false}, {false, true}, {true, true}}) {
+  for (const auto& placement : {std::pair{true, false}, {false, true}, {true, true}}) {
+    // Plain locals: the ranks' lambda captures them (clang 14 refuses a structured binding there).
+    const bool in_place = placement.first, out_of_place = placement.second;
     for (bool registered : {false, true}) {
       std::string printed;
       const auto events = testing_trace::TracedRanks(2, [&](Communicator& comm) {
