@@ -74,14 +74,12 @@ AllReduceEngine::AllReduceEngine(Communicator& comm, const AlgoConfig& config)
   if (algo_ == AllReduceAlgo::kAuto && k == CodecKind::kNone && config.precision == DType::kFloat32) {
     crossover_ =
         config.crossover ? config.crossover : std::make_shared<const Crossover>(BuiltinCrossover(comm.BackendName()));
-    std::vector<CrossoverBand> all = crossover_->bands;
-    all.insert(all.end(), crossover_->out_of_place.begin(), crossover_->out_of_place.end());
-    for (const auto& b : all) {
-      if (b.algo != AllReduceAlgo::kNative && b.algo != AllReduceAlgo::kRecursiveDoubling &&
-          b.algo != AllReduceAlgo::kRing && b.algo != AllReduceAlgo::kHierarchical)
-        throw UsageError(
-            fmt::format("auto chooses among native, rd, ring, hier (the crossover names {})", AlgoName(b.algo)));
-    }
+    for (const auto* bands : {&crossover_->bands, &crossover_->out_of_place})
+      for (const auto& b : *bands)
+        if (b.algo != AllReduceAlgo::kNative && b.algo != AllReduceAlgo::kRecursiveDoubling &&
+            b.algo != AllReduceAlgo::kRing && b.algo != AllReduceAlgo::kHierarchical)
+          throw UsageError(
+              fmt::format("auto chooses among native, rd, ring, hier (the crossover names {})", AlgoName(b.algo)));
   } else if (algo_ == AllReduceAlgo::kAuto) {
     algo_ = k == CodecKind::kNone ? AllReduceAlgo::kNative : DefaultAlgo(k);
   }

@@ -110,6 +110,19 @@ TEST(Crossover, BuiltinTablePerTransport) {
   EXPECT_EQ(BuiltinCrossover("nccl", 1).Choose(4096), A::kNative);
 }
 
+// Rank r's planted value at element i (small integers: every summation order gives the same bits),
+// and how many elements of a result differ from the sum of `ranks` ranks' values.
+float RankValue(size_t i, int r) { return static_cast<float>((i * 7 + static_cast<size_t>(r) * 13) % 101); }
+int WrongSums(const std::vector<float>& data, int ranks) {
+  int bad = 0;
+  for (size_t i = 0; i < data.size(); ++i) {
+    float want = 0;
+    for (int r = 0; r < ranks; ++r) want += RankValue(i, r);
+    bad += data[i] != want;
+  }
+  return bad;
+}
+
 // The one-host built-in table's ring is the staged ring: where the engine stages a call it runs
 // it (exact, staged_calls); where it cannot (staged_bytes 0, or above staged_bytes but below the
 // table's staged_below) every rank runs native instead of the ring over the transport, exactly.
@@ -127,16 +140,9 @@ TEST(Crossover, TheOneHostBuiltinRingIsStagedOrNative) {
         AllReduceEngine engine(comm, cfg);
         EXPECT_EQ(engine.AlgoFor(n), A::kRing);
         std::vector<float> data(n);
-        for (size_t i = 0; i < n; ++i)
-          data[i] = static_cast<float>((i * 7 + static_cast<size_t>(comm.Rank()) * 13) % 101);
+        for (size_t i = 0; i < n; ++i) data[i] = RankValue(i, comm.Rank());
         engine.Run(data.data(), n, nullptr, false);
-        int bad = 0;
-        for (size_t i = 0; i < n; ++i) {
-          float want = 0;
-          for (int r = 0; r < 3; ++r) want += static_cast<float>((i * 7 + static_cast<size_t>(r) * 13) % 101);
-          bad += data[i] != want;
-        }
-        wrong[static_cast<size_t>(comm.Rank())] = bad;
+        wrong[static_cast<size_t>(comm.Rank())] = WrongSums(data, 3);
         staged[static_cast<size_t>(comm.Rank())] = engine.counters().staged_calls;
       });
       for (int r = 0; r < 3; ++r) {
@@ -175,21 +181,14 @@ TEST(Crossover, EngineRunsWhatThePlantedTableNamesAndStaysExact) {
       EXPECT_EQ(engine.algo(), A::kAuto);
       EXPECT_EQ(engine.AlgoFor(n), table->Choose(bytes));
       std::vector<float> data(n);
-      for (size_t i = 0; i < n; ++i)
-        data[i] = static_cast<float>((i * 7 + static_cast<size_t>(comm.Rank()) * 13) % 101);
+      for (size_t i = 0; i < n; ++i) data[i] = RankValue(i, comm.Rank());
       trace::Recorder rec(comm.Rank(), "test");
       {
         const trace::Bind bind(&rec);
         engine.Run(data.data(), n, nullptr, false);
       }
       seen[comm.Rank()] = AlgoSpans(rec);
-      int bad = 0;
-      for (size_t i = 0; i < n; ++i) {
-        float want = 0;
-        for (int r = 0; r < 4; ++r) want += static_cast<float>((i * 7 + static_cast<size_t>(r) * 13) % 101);
-        bad += data[i] != want;
-      }
-      wrong[comm.Rank()] = bad;
+      wrong[comm.Rank()] = WrongSums(data, 4);
     });
     for (int r = 0; r < 4; ++r) {
       EXPECT_EQ(seen[r], AlgoName(table->Choose(bytes))) << bytes << " B, rank " << r;
@@ -677,7 +676,7 @@ TEST(Crossover, OutOfPlaceCallsRunTheOutOfPlaceBands) {
         AllReduceEngine engine(comm, cfg);
         EXPECT_EQ(engine.AlgoFor(n, out_of_place), table->Choose(n * 4, out_of_place));
         std::vector<float> src(n), data(n, -1.0f);
-        for (size_t i = 0; i < n; ++i) src[i] = static_cast<float>((i * 5 + static_cast<size_t>(comm.Rank()) * 3) % 61);
+        for (size_t i = 0; i < n; ++i) src[i] = RankValue(i, comm.Rank());
         const std::vector<float> kept = src;
         if (!out_of_place) data = src;
         trace::Recorder rec(comm.Rank(), "test");
@@ -686,13 +685,7 @@ TEST(Crossover, OutOfPlaceCallsRunTheOutOfPlaceBands) {
           engine.Run(out_of_place ? src.data() : data.data(), data.data(), n, nullptr, false);
         }
         seen[comm.Rank()] = AlgoSpans(rec);
-        int bad = 0;
-        for (size_t i = 0; i < n; ++i) {
-          float want = 0;
-          for (int r = 0; r < 3; ++r) want += static_cast<float>((i * 5 + static_cast<size_t>(r) * 3) % 61);
-          bad += data[i] != want;
-        }
-        wrong[comm.Rank()] = bad;
+        wrong[comm.Rank()] = WrongSums(data, 3);
         touched[comm.Rank()] = src != kept;
       });
       const std::string what = std::to_string(n * 4) + " B" + (out_of_place ? " out of place" : " in place");
