@@ -1,6 +1,7 @@
 // Helpers of the training kernels that are neither CPU nor CUDA: names, workspace size, the host mask.
 #include "kernels/train_kernels.h"
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -9,7 +10,13 @@
 namespace ciuic {
 
 size_t TrainWorkspaceBytes(size_t rows, size_t cols) {
-  return 2 * ((rows + kGradRowChunk - 1) / kGradRowChunk) * cols * sizeof(float);
+  const size_t chunks = (rows + kGradRowChunk - 1) / kGradRowChunk;
+  // In floats: two partial rows per chunk, dz (rows × cols), two row means per row.
+  const size_t limit = SIZE_MAX / sizeof(float) / 4;
+  if (cols != 0 && (rows > limit / cols || chunks > limit / cols)) {
+    throw UsageError("training kernel workspace: rows × cols overflows");
+  }
+  return (2 * chunks * cols + rows * cols + 2 * rows) * sizeof(float);
 }
 
 Activation ParseActivation(const char* name) {

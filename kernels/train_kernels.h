@@ -33,7 +33,10 @@ using DropoutArgs = tm::DropoutArgs;
 
 // Rows per column-gradient chunk (see above).
 constexpr size_t kGradRowChunk = 32;
-// Bytes of the workspace the backward kernels take: two fp32 partial rows (cols each) per chunk.
+// Bytes of the workspace the backward kernels take: two fp32 partial rows (cols each) per chunk, then
+// (used by the CUDA LayerNorm backward with an activation or dropout, which keeps dz in it instead of
+// computing it in each of its passes) rows × cols fp32 and two fp32 per row. The CPU kernels use the
+// partials only; a CUDA backward given no workspace (no dgamma/dbeta) recomputes dz per pass.
 size_t TrainWorkspaceBytes(size_t rows, size_t cols);
 
 // "none", "relu", "gelu" (erf form, PyTorch's default), "gelu-tanh". Throws UsageError.

@@ -276,6 +276,18 @@ TEST(TrainTwin, LnActDropoutForwardBackward) {
           EXPECT_TRUE(SameBits(dev_dx, dx, t, "dx"));
           EXPECT_TRUE(SameBits(dev_dgamma, dgamma, "dgamma"));
           EXPECT_TRUE(SameBits(dev_dbeta, dbeta, "dbeta"));
+          // Both device paths: no workspace (dz recomputed in each pass), and a workspace without column
+          // gradients with dx written over dy (dz kept; dy read by its first kernel only).
+          Buffer dev_dx2 = Nans(bytes);
+          LnActDropoutBackward(t, s.rows, s.cols, a, d, dev_dy.data(), dev_x.data(), dev_gamma.as<float>(),
+                               dev_beta.as<float>(), mean_in.as<float>(), rstd_in.as<float>(), dev_dx2.data(), nullptr,
+                               nullptr, nullptr, nullptr);
+          EXPECT_TRUE(SameBits(dev_dx2, dx, t, "dx without a workspace"));
+          Buffer dev_inplace = Up(in.dy), dev_ws2 = Nans(TrainWorkspaceBytes(s.rows, s.cols));
+          LnActDropoutBackward(t, s.rows, s.cols, a, d, dev_inplace.data(), dev_x.data(), dev_gamma.as<float>(),
+                               dev_beta.as<float>(), mean_in.as<float>(), rstd_in.as<float>(), dev_inplace.data(),
+                               nullptr, nullptr, dev_ws2.as<float>(), nullptr);
+          EXPECT_TRUE(SameBits(dev_inplace, dx, t, "dx over dy, workspace, no dgamma/dbeta"));
         }
       }
     }

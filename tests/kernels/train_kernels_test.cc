@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -437,7 +438,8 @@ TEST(TrainKernels, RefusesOtherDtypesAndActivations) {
   EXPECT_THROW(ParseActivation("swish"), UsageError);
   EXPECT_EQ(ParseActivation("gelu"), Activation::kGeluErf);
   EXPECT_STREQ(ActivationName(ParseActivation("gelu-tanh")), "gelu-tanh");
-  EXPECT_EQ(TrainWorkspaceBytes(33, 10), 2 * 2 * 10 * sizeof(float));
+  EXPECT_EQ(TrainWorkspaceBytes(33, 10), (2 * 2 * 10 + 33 * 10 + 2 * 33) * sizeof(float));
+  EXPECT_THROW(TrainWorkspaceBytes(SIZE_MAX / 8, 8), UsageError);
 }
 
 // kernels/cpu/train.cc converts fp16/bf16 rows with its own branch-free (vectorising) code: it must give
