@@ -209,6 +209,13 @@ step_j() {
   CIUIC_PYTHON=$(command -v "$py") CIUIC_PYTHONPATH=$bundle/python "$bench" kernel all-training --device cuda \
     --shape "${J_SHAPES:-4096x1024,4096x1600,4096x4096}" --dtype "${J_DTYPES:-fp32,bf16}" --iters 20 --format csv \
     --out "$logs/train-kernels.csv" || rc=$?
+  # fp16 rows (none measured on a GPU before 2026-11-30) at the smallest and largest hidden size, in what
+  # is left of the step's box; J_FP16=0 leaves them out.
+  if [ "${J_FP16:-1}" = 1 ]; then
+    CIUIC_PYTHON=$(command -v "$py") CIUIC_PYTHONPATH=$bundle/python timeout -k 5 $((45 * scale)) "$bench" kernel \
+      all-training --device cuda --shape 4096x1024,4096x4096 --dtype fp16 --iters 20 --format csv \
+      --out "$logs/train-kernels-fp16.csv" || rc=$?
+  fi
   return $rc
 }
 
@@ -286,7 +293,7 @@ step f 40 "CUPTI trace of --backend ciuic --device cuda" -- bash -c step_f
 step g 45 "NCCL start-up with rank 1 missing: abort, culprit" -- bash -c step_g
 step k 90 "torchrun and Slurm's variables starting --backend nccl" -- bash -c step_k
 step h 200 "roofline kernels, top-k vs torch, nccl-tests side by side" -- bash -c step_h
-step j 150 "training kernels fused/unfused/torch on CUDA, fusion line" -- bash -c step_j
+step j 170 "training kernels fused/unfused/torch on CUDA, fusion line" -- bash -c step_j
 step i 150 "Nsight Compute over the codec, top-k and flatten kernels" -- bash -c step_i
 echo
 cat "$summary"
