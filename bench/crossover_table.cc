@@ -90,6 +90,7 @@ std::shared_ptr<const Crossover> ResolveCrossover(Communicator& transport, const
     const auto points_out_of_place = MeasureCrossover(transport, candidates, o);
     table = std::make_shared<Crossover>(CrossoverFromPoints(points));
     table->out_of_place = OutOfPlaceBands(*table, CrossoverFromPoints(points_out_of_place));
+    MarkStagedRing(*table, hosts, c.registered, transport.Device());
     table->source = fmt::format("measured on {} ranks over {}{} in {:.1f} s", transport.Size(), transport.BackendName(),
                                 c.registered ? " on registered buffers" : "", NowSeconds() - t0);
     if (transport.Rank() == 0 && !c.out_path.empty()) {
@@ -103,6 +104,7 @@ std::shared_ptr<const Crossover> ResolveCrossover(Communicator& transport, const
     bool registered = false;
     int hosts = 0;
     table = std::make_shared<Crossover>(ReadCrossoverFile(c.source, &ranks, &over, nullptr, &registered, &hosts));
+    MarkStagedRing(*table, hosts, registered, transport.Device());
     // Collective like the other sources (every rank reads the same file).
     const int here = CrossoverHosts(transport);
     if (hosts > 0 && hosts != here && transport.Rank() == 0)

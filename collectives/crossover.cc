@@ -256,6 +256,10 @@ std::vector<CrossoverPoint> MeasureCrossover(Communicator& comm, const std::vect
   return points;
 }
 
+void MarkStagedRing(Crossover& table, int hosts, bool registered, DeviceKind device) {
+  if (hosts == 1 && !registered && device == DeviceKind::kCpu) table.staged_below = AlgoConfig{}.staged_bytes + 1;
+}
+
 int CrossoverHosts(Communicator& comm) {
   const auto names = GatherHostnames(comm);
   return static_cast<int>(std::set<std::string>(names.begin(), names.end()).size());
@@ -584,6 +588,8 @@ std::shared_ptr<Crossover> CalibratedCrossover(Communicator& comm, const std::st
           LoadCrossoverPoints(path, device, comm.BackendName(), comm.Size(), &created_oop, /*out_of_place=*/true);
       if (!table.bands.empty() && !oop.empty() && created_oop == created)
         table.out_of_place = OutOfPlaceBands(table, CrossoverFromStoredPoints(oop, candidates));
+      // Calibrations are measured on unregistered buffers (ciuic-tune calibrate), keyed by host count.
+      if (!table.bands.empty()) MarkStagedRing(table, hosts, false, comm.Device());
     }
   } catch (const Error& e) {
     error = e.what();
@@ -625,7 +631,10 @@ std::shared_ptr<const Crossover> RuntimeCrossover(Communicator& comm) {
     Crossover table;
     std::string error;
     try {
-      table = ReadCrossoverFile(v);
+      bool registered = false;
+      int hosts = 0;
+      table = ReadCrossoverFile(v, nullptr, nullptr, nullptr, &registered, &hosts);
+      MarkStagedRing(table, hosts, registered, comm.Device());
     } catch (const Error& e) {
       error = e.what();
     }

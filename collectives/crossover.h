@@ -111,6 +111,13 @@ Crossover ParseCrossover(const std::string& text, const std::string& name, int* 
                          bool* registered = nullptr, int* hosts = nullptr,
                          std::vector<CrossoverPoint>* points_out_of_place = nullptr);
 
+// A table measured on one host (`hosts` 1) on unregistered host buffers timed, in its ring column, the
+// ring staged through a shared window up to the measuring engine's staged_bytes (AlgoConfig's
+// default): sets staged_below past that, so that where a run cannot stage such a call (a rank per PID
+// namespace, no memfd, a smaller staged_bytes) native runs it, as with the one-host built-in table,
+// instead of the ring over the transport the table never timed there. Leaves other tables alone.
+void MarkStagedRing(Crossover& table, int hosts, bool registered, DeviceKind device);
+
 // How many hosts `comm`'s ranks run on (by host name). Collective.
 int CrossoverHosts(Communicator& comm);
 // The calibration database's device key of a crossover measured on `hosts` hosts: `device` itself

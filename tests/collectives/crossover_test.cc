@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <unistd.h>
@@ -152,6 +153,55 @@ TEST(Crossover, TheOneHostBuiltinRingIsStagedOrNative) {
         EXPECT_EQ(testing_trace::HasSpan(events[static_cast<size_t>(r)], "staged ring"), stages) << what;
         EXPECT_EQ(testing_trace::HasSpan(events[static_cast<size_t>(r)], "native"), !stages) << what;
         EXPECT_FALSE(testing_trace::HasSpan(events[static_cast<size_t>(r)], "recv")) << what;  // no ring hop
+      }
+    }
+  }
+}
+
+// A measured table is marked staged only where its ring column timed the staged ring: one host,
+// unregistered host buffers. Marked, a ring band below the measuring engine's staged_bytes that a run
+// cannot stage runs native; unmarked it runs the ring over the transport; either way exact.
+TEST(Crossover, AMeasuredOneHostTablesRingIsStagedOrNative) {
+  const Crossover measured = CrossoverFromPoints(Planted());  // the ring from 64 KiB to 1 MiB, hier above
+  const size_t staged_default = AlgoConfig{}.staged_bytes;
+  for (const auto& [hosts, registered, device, marks] :
+       std::vector<std::tuple<int, bool, DeviceKind, bool>>{{1, false, DeviceKind::kCpu, true},
+                                                            {0, false, DeviceKind::kCpu, false},
+                                                            {2, false, DeviceKind::kCpu, false},
+                                                            {1, true, DeviceKind::kCpu, false},
+                                                            {1, false, DeviceKind::kCuda, false}}) {
+    Crossover t = measured;
+    MarkStagedRing(t, hosts, registered, device);
+    EXPECT_EQ(t.staged_below, marks ? staged_default + 1 : 0u) << hosts << " " << registered;
+    EXPECT_EQ(t.Digest() != measured.Digest(), marks) << hosts << " " << registered;
+  }
+  for (const bool marked : {true, false}) {
+    auto table = std::make_shared<Crossover>(measured);
+    if (marked) MarkStagedRing(*table, 1, false, DeviceKind::kCpu);
+    for (size_t staged_bytes : {staged_default, size_t{0}}) {
+      // 64 KiB, and 1 MiB: the largest call the measuring engine staged.
+      for (size_t n : {size_t{16384}, staged_default / 4}) {
+        const bool stages = staged_bytes > 0;
+        const bool native = !stages && marked;
+        std::vector<int> wrong(2, -1);
+        const auto events = testing_trace::TracedRanks(2, [&](Communicator& comm) {
+          AlgoConfig cfg;
+          cfg.crossover = table;
+          cfg.staged_bytes = staged_bytes;
+          AllReduceEngine engine(comm, cfg);
+          EXPECT_EQ(engine.AlgoFor(n), A::kRing);
+          std::vector<float> data(n);
+          for (size_t i = 0; i < n; ++i) data[i] = RankValue(i, comm.Rank());
+          engine.Run(data.data(), n, nullptr, false);
+          wrong[static_cast<size_t>(comm.Rank())] = WrongSums(data, 2);
+        });
+        for (size_t r = 0; r < 2; ++r) {
+          const std::string what = fmt::format("marked {} staged_bytes {} n {} rank {}", marked, staged_bytes, n, r);
+          EXPECT_EQ(wrong[r], 0) << what;
+          EXPECT_EQ(testing_trace::HasSpan(events[r], "staged ring"), stages) << what;
+          EXPECT_EQ(testing_trace::HasSpan(events[r], "native"), native) << what;
+          EXPECT_EQ(testing_trace::HasSpan(events[r], "recv"), !stages && !native) << what;  // the ring's hops
+        }
       }
     }
   }
@@ -467,7 +517,10 @@ TEST(Crossover, RuntimeReadsTheCalibrationDatabaseAFileOrTheBuiltinAndRanksAgree
 
   StoreCrossoverPoints(dir + "/data/ciuic.db", device, "local", 2, Planted());
   StoreCrossoverPoints(dir + "/data/ciuic.db", device, "local", 3, {Point(1024, 9, 9, 1)});  // another world's
-  const uint64_t planted = CrossoverFromStoredPoints(Planted(), flat).Digest();
+  // Read on one host (the thread ranks), a calibration's ring column was the staged ring.
+  Crossover planted_table = CrossoverFromStoredPoints(Planted(), flat);
+  MarkStagedRing(planted_table, 1, false, DeviceKind::kCpu);
+  const uint64_t planted = planted_table.Digest();
   ::unsetenv("CIUIC_CROSSOVER");
   std::vector<std::vector<A>> chose(2);
   RunLocalRanks(2, [&](Communicator& comm) {
@@ -496,6 +549,7 @@ TEST(Crossover, RuntimeReadsTheCalibrationDatabaseAFileOrTheBuiltinAndRanksAgree
     for (const auto& [t, e] : read(source)) {
       ASSERT_TRUE(t) << source << ": " << e;
       EXPECT_EQ(t->Digest(), planted) << source << ": " << t->Describe();
+      EXPECT_EQ(t->staged_below, AlgoConfig{}.staged_bytes + 1) << source;
       EXPECT_NE(t->source.find("for 2 ranks over local, " + dir + "/data/ciuic.db"), std::string::npos) << t->source;
     }
   }
@@ -505,7 +559,12 @@ TEST(Crossover, RuntimeReadsTheCalibrationDatabaseAFileOrTheBuiltinAndRanksAgree
   { std::ofstream(dir + "/t.json") << CrossoverJson(file_table, {}, 2, "local"); }
   for (const auto& [t, e] : read(dir + "/t.json")) {
     ASSERT_TRUE(t) << e;
-    EXPECT_EQ(t->Digest(), file_table.Digest());
+    EXPECT_EQ(t->Digest(), file_table.Digest());  // no host count: not marked
+  }
+  { std::ofstream(dir + "/one-host.json") << CrossoverJson(file_table, {}, 2, "local", false, 1); }
+  for (const auto& [t, e] : read(dir + "/one-host.json")) {
+    ASSERT_TRUE(t) << e;
+    EXPECT_EQ(t->staged_below, AlgoConfig{}.staged_bytes + 1);
   }
   for (const auto& [t, e] : read(dir + "/missing.json")) {
     EXPECT_FALSE(t);
