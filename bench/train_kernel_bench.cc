@@ -200,10 +200,13 @@ std::string KernelBenchScript() {
   std::error_code ec;
   if (const fs::path exe = fs::read_symlink("/proc/self/exe", ec); !ec)
     candidates.push_back(exe.parent_path() / ".." / ".." / "python" / "ciuic");  // build tree: build/bin
+  // Installed: where cmake/install_python.cmake puts the package under the prefix, lib/pythonX.Y/site-packages,
+  // or on Debian (/usr/local, /usr) lib/python3.11/dist-packages and lib/python3/dist-packages.
   const fs::path prefix_lib = fs::path(ShareDir()) / ".." / ".." / "lib";
   for (const auto& entry : fs::directory_iterator(prefix_lib, ec))
     if (entry.path().filename().string().rfind("python", 0) == 0)
-      candidates.push_back(entry.path() / "site-packages" / "ciuic");
+      for (const char* packages : {"site-packages", "dist-packages"})
+        candidates.push_back(entry.path() / packages / "ciuic");
   for (const auto& c : candidates)
     if (fs::is_regular_file(c / "kernel_bench.py", ec)) return (c / "kernel_bench.py").lexically_normal().string();
   return "";

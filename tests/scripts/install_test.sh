@@ -4,7 +4,8 @@
 # tmpfs, from another directory: ciuic-bench (a run with a shipped baseline by name, a plot of it),
 # ciuic-tune (a model-mode study on a shipped topology and workload, an export) and the Python package
 # (the prefix's site-packages, and a venv made by `pip install --no-build-isolation`), each loading the
-# prefix's libciuic. Exit 77 (skip) where no mount namespace can be made (not root, or a container
+# prefix's libciuic; under /usr/local and /usr (DESTDIR) the package on Debian's path and ciuic-bench kernel
+# finding its PyTorch timer there. Exit 77 (skip) where no mount namespace can be made (not root, or a container
 # that forbids it): the reason is printed.
 # Usage: install_test.sh BUILD_DIR SOURCE_DIR
 set -eu
@@ -60,6 +61,13 @@ if not os.path.isfile(lib):
     raise SystemExit(f"install_test: {pkg}/_installed.py points at {lib}, which is not there")
 print(f"install_test: --prefix {folder.split('/lib/')[0]}: the package in {folder}, on Debian's path; it finds libciuic")
 PY
+  # ciuic-bench kernel finds the package's PyTorch timer (kernel_bench.py) in that dist-packages folder.
+  "$work/destdir$system/bin/ciuic-bench" kernel bias-relu --shape 64x128 --iters 1 > "$work/kernel.txt" 2>&1 ||
+    { cat "$work/kernel.txt"; exit 1; }
+  if grep -q "kernel_bench.py not found" "$work/kernel.txt"; then
+    echo "install_test: --prefix $system: ciuic-bench kernel did not find the installed kernel_bench.py"
+    exit 1
+  fi
   rm -rf "$work/destdir"
 done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
