@@ -55,8 +55,9 @@ std::string DataHome(bool create);
 // example profiles; scripts/plot.py), found relative to the code itself, never through a path compiled
 // in: <the executable's folder>/../share/ciuic (an install prefix; in a build tree CMake links
 // build/share/ciuic to the sources), else the same beside the library holding this code
-// (libciuic.so loaded by Python: <prefix>/lib/../share/ciuic), else $CIUIC_SHARE_DIR. When none
-// exists, the first candidate (messages then name a folder that is missing).
+// (libciuic.so loaded by Python: <prefix>/lib/../share/ciuic), else $CIUIC_SHARE_DIR, else
+// $CIUIC_DATA_DIR where it holds a profiles/ folder (a tool copied on its own beside its data). When
+// none exists, the first candidate (messages then name a folder that is missing).
 std::string ShareDir();
 
 // A folder a variable overrides ($CIUIC_PROFILES_DIR, $CIUIC_SCRIPTS_DIR): "" when `var` is unset or

@@ -26,6 +26,9 @@ std::string ShareDir() {
   if (const char* env = std::getenv("CIUIC_SHARE_DIR"); env && *env) candidates.emplace_back(env);
   for (const auto& c : candidates)
     if (fs::is_directory(c, ec)) return c.lexically_normal().string();
+  // A tool copied on its own: the user's data folder, where it holds the shipped layout (profiles/).
+  if (const char* env = std::getenv("CIUIC_DATA_DIR"); env && *env && fs::is_directory(fs::path(env) / "profiles", ec))
+    return fs::path(env).lexically_normal().string();
   return candidates.empty() ? std::string("share/ciuic") : candidates.front().lexically_normal().string();
 }
 

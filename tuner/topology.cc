@@ -155,8 +155,8 @@ Topology LoadTopology(const std::string& name_or_path, int nodes) {
     if (!std::filesystem::exists(path)) {
       std::string known;
       for (const auto& n : BuiltinTopologies()) known += (known.empty() ? "" : " ") + n;
-      throw InputError(
-          fmt::format("unknown topology '{}' (built-in: {}; or a path to a JSON file)", name_or_path, known));
+      throw InputError(fmt::format("unknown topology '{}' (built-in: {}; or a path to a JSON file; looked in {})",
+                                   name_or_path, known, PrintableLine(path.parent_path().string(), 4096)));
     }
     t = ParseTopology(ReadTextFile(path.string(), "topology"), path.string());
   }

@@ -2,7 +2,8 @@
 # The installed tree stands alone. cmake --install BUILD to a temporary prefix; then, in a private
 # mount namespace where the source tree (and the build tree inside it) is hidden behind an empty
 # tmpfs, from another directory: ciuic-bench (a run with a shipped baseline by name, a plot of it),
-# ciuic-tune (a model-mode study on a shipped topology and workload, an export) and the Python package
+# ciuic-tune (a model-mode study on a shipped topology and workload, an export; a copy of it alone, finding
+# the data through $CIUIC_DATA_DIR) and the Python package
 # (the prefix's site-packages, and a venv made by `pip install --no-build-isolation`), each loading the
 # prefix's libciuic; under /usr/local and /usr (DESTDIR) the package on Debian's path and ciuic-bench kernel
 # finding its PyTorch timer there. Exit 77 (skip) where no mount namespace can be made (not root, or a container
@@ -89,6 +90,11 @@ unshare -m env -i PATH=/usr/bin:/bin HOME="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_
   "$prefix/bin/ciuic-tune" run --topology dgx_a100 --workload resnet50 --budget 20 --gate-seeds 1 --accumulation 1 --db tune.db \
     --out a100.profile.json > tune.txt 2>&1 || { tail -5 tune.txt; exit 1; }
   [ -s a100.profile.json ]
+  step "a ciuic-tune copied on its own finds the shipped data through \$CIUIC_DATA_DIR, and says where it looked"
+  mkdir alone && cp "$prefix/bin/ciuic-tune" alone/
+  if alone/ciuic-tune model --topology dgx_a100 > alone.txt 2>&1; then echo "found data without being told"; exit 1; fi
+  grep -q "looked in $work/share/ciuic/profiles/topologies" alone.txt || { cat alone.txt; exit 1; }
+  CIUIC_DATA_DIR="$prefix/share/ciuic" alone/ciuic-tune model --topology dgx_a100 > alone.txt 2>&1 || { cat alone.txt; exit 1; }
   step "ciuic-tune export"
   "$prefix/bin/ciuic-tune" export --profile a100.profile.json --format nccl-tuner > env.sh
   grep -q "NCCL_TUNER_PLUGIN=.*$prefix" env.sh
