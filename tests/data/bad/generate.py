@@ -46,6 +46,12 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 
 # ---- the cases ------------------------------------------------------------------------------------
 
+def check(ok, *what):
+    """The generator's own rules, kept under python -O (where a bare assert is removed)."""
+    if not ok:
+        sys.exit("generate.py: " + " ".join(str(w) for w in what))
+
+
 CASES = []  # (id, category, expect, setup, command)
 FILES = {}  # relative path -> bytes
 _counts = {}
@@ -87,10 +93,11 @@ def case(category, expect, command, setup="-", reason=None, defect=None):
     _counts[category] = _counts.get(category, 0) + 1
     cid = f"{category}-{_counts[category]:03d}"
     loose = "&&" not in expect and any(OPTION_NAME.fullmatch(a) for a in expect.split("||"))
-    assert loose == bool(defect), (cid, expect, "an option's name without the reason" if loose else
-                                   "defect= on a case that pins its reason")
+    if loose != bool(defect):
+        check(False, cid, expect, "an option's name without the reason" if loose else
+              "defect= on a case that pins its reason")
     for text in (expect, command, setup):
-        assert "\t" not in text and "\n" not in text, (cid, text)
+        check("\t" not in text and "\n" not in text, cid, text)
     CASES.append((cid, category, expect, setup, command))
     return cid
 
@@ -100,7 +107,7 @@ def next_id(category):
 
 
 def put(rel, data):
-    assert rel not in FILES, rel
+    check(rel not in FILES, rel, "written twice")
     FILES[rel] = data if isinstance(data, bytes) else data.encode()
 
 
@@ -495,7 +502,7 @@ tc("CIUIC_PROFILES_DIR&&none': no such folder",
 # ---- profile JSON ---------------------------------------------------------------------------------
 
 GOOD_PROFILE_JSON = json.load(open(os.path.join(ROOT, "profiles", "dgx_h100.profile.json")))
-assert len(GOOD_PROFILE_JSON["rules"]) == 5
+check(len(GOOD_PROFILE_JSON["rules"]) == 5, "profiles/dgx_h100.profile.json", "expected 5 rules")
 put("profile/good.profile.json", dump(GOOD_PROFILE_JSON))
 
 
@@ -509,7 +516,7 @@ def json_case(category, root, good, edit, where, readers):
         text = edit
     else:
         j = copy.deepcopy(good)
-        assert edit(j) is None, cid  # an edit changes the copy; raw text is passed as a str
+        check(edit(j) is None, cid, "an edit changes the copy; raw text is passed as a str")
         text = dump(j)
     put(f"{category}/{name}", text)
     expect = f"{name}: {where}" if where else name
@@ -1307,7 +1314,7 @@ def sqlite_verdict(data):
 
 
 for name in ["corrupt_page", "truncated"]:  # damaged as SQLite sees it, not only as we think
-    assert sqlite_verdict(dict(DBS)[name]) != "ok", name
+    check(sqlite_verdict(dict(DBS)[name]) != "ok", name, "SQLite reads it as sound")
 
 DB_COMMANDS = {
     "bench": BENCH + " --db {db}",
