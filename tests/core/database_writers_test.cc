@@ -179,11 +179,12 @@ class DatabaseWritersTest : public testing::Test {
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
 
   // Starts the writers together and SIGKILLs the chosen ones once each has reported a random number
-  // of runs: the first victim, and every second one, as soon as it next holds the WAL write lock
-  // (inside BEGIN IMMEDIATE..COMMIT) plus a random 0-1 ms; the others a random 0-3 ms later,
-  // wherever that lands (opening, inspecting, writing, closing). With `creator`, the writer giving
-  // the fresh file its schema dies too, while its rollback journal is hot (the file has pages and
-  // -journal exists): the one moment ciuic writes outside WAL.
+  // of runs: the first victim, and every second one, inside a transaction (BEGIN IMMEDIATE..COMMIT):
+  // once it holds the WAL write lock, a random 0-1 ms later it is stopped (SIGSTOP) and asked again
+  // (fcntl F_GETLK), and killed only if it still holds the lock, else let go and caught again; the
+  // others a random 0-3 ms later, wherever that lands (opening, inspecting, writing, closing). With
+  // `creator`, the writer giving the fresh file its schema dies too, while its rollback journal is hot
+  // (the file has pages and -journal exists): the one moment ciuic writes outside WAL.
   Outcome RunWriters(const std::string& db, std::mt19937& rng, bool creator) {
     Outcome out;
     std::vector<int> order(kWriters);
@@ -200,8 +201,10 @@ class DatabaseWritersTest : public testing::Test {
     std::vector<Victim> victims;
     for (int i = 0; i < kKilledPerCase - (creator ? 1 : 0); ++i) {
       const bool in_transaction = i % 2 == 0;
+      // In the first half of its runs, so it is caught holding the lock before it has stored them all.
       victims.push_back(
-          {order[i], std::uniform_int_distribution<int>(0, runs_ - 1)(rng), in_transaction,
+          {order[i], std::uniform_int_distribution<int>(0, in_transaction ? (runs_ - 1) / 2 : runs_ - 1)(rng),
+           in_transaction,
            std::chrono::microseconds(std::uniform_int_distribution<int>(0, in_transaction ? 1000 : 3000)(rng))});
     }
     const auto creator_delay = std::chrono::microseconds(std::uniform_int_distribution<int>(0, 1000)(rng));
@@ -222,6 +225,18 @@ class DatabaseWritersTest : public testing::Test {
     if (creator) out.creator_killed = KillCreator(db, pids, creator_delay);
     int alive = kWriters;
     std::vector<bool> done(kWriters, false);
+    auto ended = [&](pid_t pid, int status) {
+      const int w = static_cast<int>(std::find(pids.begin(), pids.end(), pid) - pids.begin());
+      if (w == kWriters) return;
+      done[w] = true;
+      --alive;
+      if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+        out.was_killed[w] = true;
+        ++out.killed;
+      } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        out.failures.push_back(fmt::format("writer {} (status {:#x}): {}", w, status, Slurp(Err(w))));
+      }
+    };
     while (alive > 0) {
       const auto now = std::chrono::steady_clock::now();
       for (auto& v : victims) {
@@ -230,25 +245,28 @@ class DatabaseWritersTest : public testing::Test {
           v.armed = !v.in_transaction || LockHolder(db + "-shm", kWalWriteLock) == pids[v.w];
           v.due = now + v.delay;
         }
-        if (v.armed && now >= v.due) {
-          out.killed_writing += LockHolder(db + "-shm", kWalWriteLock) == pids[v.w];
-          ::kill(pids[v.w], SIGKILL);
-          v.after_runs = -1;
+        if (!v.armed || now < v.due) continue;
+        if (v.in_transaction) {
+          ::kill(pids[v.w], SIGSTOP);
+          int status = 0;
+          if (::waitpid(pids[v.w], &status, WUNTRACED) == pids[v.w] && !WIFSTOPPED(status)) {
+            ended(pids[v.w], status);  // it ended before the stop landed
+            continue;
+          }
+          if (LockHolder(db + "-shm", kWalWriteLock) != pids[v.w]) {
+            ::kill(pids[v.w], SIGCONT);
+            v.armed = false;  // caught between transactions: again at its next hold of the lock
+            continue;
+          }
+          ++out.killed_writing;
         }
+        ::kill(pids[v.w], SIGKILL);
+        v.after_runs = -1;
       }
       int status = 0;
       const pid_t pid = ::waitpid(-1, &status, WNOHANG);
       if (pid > 0) {
-        const int w = static_cast<int>(std::find(pids.begin(), pids.end(), pid) - pids.begin());
-        if (w == kWriters) continue;
-        done[w] = true;
-        --alive;
-        if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
-          out.was_killed[w] = true;
-          ++out.killed;
-        } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-          out.failures.push_back(fmt::format("writer {} (status {:#x}): {}", w, status, Slurp(Err(w))));
-        }
+        ended(pid, status);
         continue;
       }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -420,6 +438,7 @@ TEST_F(DatabaseWritersTest, FreshDatabaseSurvivesKilledWriters) {
   const std::string db = Path("fresh.db");
   ASSERT_FALSE(std::filesystem::exists(db));
   const Outcome out = RunWriters(db, rng, /*creator=*/true);
+  EXPECT_GE(out.killed_writing, 1) << "no writer was killed holding the WAL write lock";
   Verify(db, out, /*with_earlier=*/false, "fresh");
 }
 
@@ -428,6 +447,7 @@ TEST_F(DatabaseWritersTest, ExistingDatabaseSurvivesKilledWriters) {
   const std::string db = Path("existing.db");
   for (int k = 0; k < kEarlierRuns; ++k) StoreRun(db, -1, k);
   const Outcome out = RunWriters(db, rng, /*creator=*/false);
+  EXPECT_GE(out.killed_writing, 2) << "the two in-transaction victims were not both killed holding the write lock";
   Verify(db, out, /*with_earlier=*/true, "existing");
 }
 
