@@ -488,8 +488,8 @@ TEST(RuntimeState, SmallerBucketsOrAMissingFileAreRefusedOnEveryRank) {
 
 // A save killed at any moment (SIGKILL after a random delay; CIUIC_FUZZ_SEED replays the delays, not
 // the child's pace)
-// leaves the file it replaces whole: absent before the first save ends, else byte for byte one of the
-// states saved, and it loads. A kill keeps the page cache, so this checks the write aside and the
+// leaves the file it replaces whole: before the first save ends, absent or (every odd trial) the earlier
+// job's state byte for byte, else byte for byte one of the states saved, and it loads. A kill keeps the page cache, so this checks the write aside and the
 // rename, not the fsyncs (unit.save_order checks their order).
 TEST(RuntimeState, ASaveKilledAtAnyMomentLeavesTheOldOrTheNewFile) {
   TempDir dir;
@@ -519,11 +519,22 @@ TEST(RuntimeState, ASaveKilledAtAnyMomentLeavesTheOldOrTheNewFile) {
   }
   const auto run_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
   for (int k = 1; k < kVersions; ++k) ASSERT_NE(versions[static_cast<size_t>(k)], versions[0]);
+  // A state an earlier job left (another step): every odd trial starts from it instead of no file.
+  Bytes earlier;
+  {
+    auto world = MakeLocalWorld(1);
+    Runtime rt(*world[0], config);
+    step(rt, 50);
+    rt.Save(path);
+    earlier = ReadAll(path);
+  }
+  for (const Bytes& v : versions) ASSERT_NE(v, earlier);
   std::mt19937_64 rng(Seed());
-  int absent = 0, whole = 0;
+  int absent = 0, whole = 0, kept = 0;
   std::vector<int> seen(kVersions, 0);
   for (int trial = 0; trial < 40; ++trial) {
     std::filesystem::remove(path);
+    if (trial % 2) WriteAll(path, earlier);
     const auto delay = std::chrono::microseconds(rng() % static_cast<uint64_t>(1 + run_us.count() * 3 / 2));
     const pid_t child = fork();
     ASSERT_GE(child, 0);
@@ -547,6 +558,7 @@ TEST(RuntimeState, ASaveKilledAtAnyMomentLeavesTheOldOrTheNewFile) {
     int status = 0;
     ASSERT_EQ(waitpid(child, &status, 0), child);
     if (!std::filesystem::exists(path)) {
+      ASSERT_EQ(trial % 2, 0) << "trial " << trial << " (seed " << Seed() << "): the earlier state is gone";
       ++absent;
       continue;
     }
@@ -554,17 +566,22 @@ TEST(RuntimeState, ASaveKilledAtAnyMomentLeavesTheOldOrTheNewFile) {
     int which = -1;
     for (int k = 0; k < kVersions; ++k)
       if (b == versions[static_cast<size_t>(k)]) which = k;
-    ASSERT_GE(which, 0) << "trial " << trial << " (seed " << Seed() << ", killed after " << delay.count()
-                        << " us): a file of " << b.size() << " bytes that no save wrote";
-    ++seen[static_cast<size_t>(which)];
-    ++whole;
+    if (which < 0 && trial % 2 && b == earlier) {
+      ++kept;  // killed before its first save replaced the earlier state
+    } else {
+      ASSERT_GE(which, 0) << "trial " << trial << " (seed " << Seed() << ", killed after " << delay.count()
+                          << " us): a file of " << b.size() << " bytes that no save wrote";
+      ++seen[static_cast<size_t>(which)];
+      ++whole;
+    }
     auto world = MakeLocalWorld(1);
     Runtime loaded(*world[0], config);
     EXPECT_NO_THROW(loaded.Load(path)) << "trial " << trial << " (seed " << Seed() << ")";
   }
   std::printf(
-      "killed 40 saving processes (seed %llu): %d before the first save, %d whole files (versions %d %d %d %d)\n",
-      static_cast<unsigned long long>(Seed()), absent, whole, seen[0], seen[1], seen[2], seen[3]);
+      "killed 40 saving processes (seed %llu): %d before the first save (%d of them over an earlier state, kept "
+      "whole), %d whole files (versions %d %d %d %d)\n",
+      static_cast<unsigned long long>(Seed()), absent + kept, kept, whole, seen[0], seen[1], seen[2], seen[3]);
   EXPECT_GT(whole, 0) << "no kill came after a save: the delays are too short for this machine";
 }
 
