@@ -489,8 +489,8 @@ TEST(RuntimeState, SmallerBucketsOrAMissingFileAreRefusedOnEveryRank) {
 // A save killed at any moment (SIGKILL after a random delay; CIUIC_FUZZ_SEED replays the delays, not
 // the child's pace)
 // leaves the file it replaces whole: before the first save ends, absent or (every odd trial) the earlier
-// job's state byte for byte, else byte for byte one of the states saved, and it loads. A kill keeps the page cache, so this checks the write aside and the
-// rename, not the fsyncs (unit.save_order checks their order).
+// job's state byte for byte, else byte for byte one of the states saved, and it loads. A kill keeps the page cache, so
+// this checks the write aside and the rename, not the fsyncs (unit.save_order checks their order).
 TEST(RuntimeState, ASaveKilledAtAnyMomentLeavesTheOldOrTheNewFile) {
   TempDir dir;
   const std::string path = dir.File("killed", 0);
