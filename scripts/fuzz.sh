@@ -36,21 +36,33 @@ for h in "${harnesses[@]}"; do
   # Seeds: fuzz/corpus/<name>/, plus the files the project already keeps of that kind (folders, or
   # files: the shipped profiles sit beside other files, the topologies beside a README).
   seeds=("fuzz/corpus/$h")
+  # tests/data/bad/json holds what every JSON reader refuses alike (nesting beyond the limit).
   case $h in
-    profile) seeds+=(profiles/*.profile.json tests/data/profiles tests/data/bad/profile) ;;
-    topology) seeds+=(profiles/topologies/*.json tests/data/bad/topology) ;;
-    workload) seeds+=(profiles/workloads tests/data/bad/workload) ;;
+    profile) seeds+=(profiles/*.profile.json tests/data/profiles tests/data/bad/profile tests/data/bad/json) ;;
+    topology) seeds+=(profiles/topologies/*.json tests/data/bad/topology tests/data/bad/json) ;;
+    workload) seeds+=(profiles/workloads tests/data/bad/workload tests/data/bad/json) ;;
     state_load) seeds+=(tests/data/bad/state) ;;
-    crossover) seeds+=(tests/data/bad/crossover) ;;
-    run_json) seeds+=(tests/data/results) ;;
-    baseline) seeds+=(profiles/baselines) ;;
-    published) seeds+=(profiles/published) ;;
+    crossover) seeds+=(tests/data/bad/crossover tests/data/bad/json) ;;
+    run_json) seeds+=(tests/data/results tests/data/bad/json) ;;
+    baseline) seeds+=(profiles/baselines tests/data/bad/json) ;;
+    published) seeds+=(profiles/published tests/data/bad/published tests/data/bad/json) ;;
     sqlite) seeds+=(tests/data/bad/db tests/data/results) ;;
   esac
   # libFuzzer runs a file named on its command line once instead of fuzzing: single files go into a
   # seed folder of this run (removed with it; read, never written).
   files="$work.seeds"
   mkdir -p "$files"
+  # The text parsers also start from every value the bad-input corpus gives their options (quotes
+  # dropped): --sizes for sizes, --codec and --algo for codec_spec.
+  case $h in
+    sizes) opts='--sizes' ;;
+    codec_spec) opts='--codec|--algo' ;;
+    *) opts='' ;;
+  esac
+  if [ -n "$opts" ]; then
+    grep -oE -- "($opts)[ =][^ ]*" tests/data/bad/cases.tsv | sed -E "s/^($opts)[ =]//; s/^['\"\$]+//; s/['\"]+\$//" |
+      sort -u | awk -v d="$files" '{ f = sprintf("%s/tsv-%04d", d, NR); printf "%s", $0 > f; close(f) }'
+  fi
   seed_paths=()
   for d in "${seeds[@]}"; do
     if [ -d "$d" ]; then
