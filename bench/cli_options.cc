@@ -182,8 +182,10 @@ cxxopts::Options MakeOptions() {
       "trace",
       "write a Chrome trace-event JSON of every rank's phases to FILE (open in ui.perfetto.dev); a summary goes to "
       "stderr",
-      cxxopts::value<std::string>())(
-      "ranks", "ranks to start when not under a launcher (default: one per GPU, or 2 on CPU)", cxxopts::value<int>())(
+      cxxopts::value<std::string>())("ranks",
+                                     "ranks to start when not under a launcher (mpiexec, torchrun, srun: their world "
+                                     "is used; default: one per GPU, or 2 on CPU)",
+                                     cxxopts::value<int>())(
       "dry-run",
       "check every option, the world, the sizes against memory and the outputs; say what would run and start "
       "nothing")("nccl-algo",

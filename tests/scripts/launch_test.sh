@@ -5,7 +5,7 @@
 #      transport defaulting to gloo under a job launcher): exit 0, one report, world size 2, no
 #      mpiexec started;
 #   2. two processes given Slurm's variables by hand (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
-#      SLURM_NODELIST=localhost, CIUIC_STORE_PORT): the same;
+#      SLURM_NODELIST=localhost, CIUIC_STORE_PORT): the same, --backend gloo and --backend ciuic;
 #   3. refusals: --backend mpi under a job launcher, --ranks 3 in a 2-rank job, a half-set environment;
 #   4. a rank that dies mid-run (CIUIC_FAULT kill or exit in a timed iteration) in a 3-rank job on
 #      torchrun's variables, victims rank 0, 1 and 2, over gloo's own allreduce and the runtime's ring
@@ -57,20 +57,33 @@ else
   skipped=1
 fi
 
-port=$(free_port)
-pids=()
-for r in 0 1; do
-  env SLURM_PROCID=$r SLURM_NTASKS=2 SLURM_LOCALID=$r SLURM_NTASKS_PER_NODE=2 SLURM_NODELIST=localhost \
-    CIUIC_STORE_PORT="$port" "$bench" "${args[@]}" --backend ciuic --transport gloo --out "$work/srun.json" \
-    > "$work/srun-$r.log" 2>&1 &
-  pids+=($!)
+for backend in gloo ciuic; do
+  port=$(free_port)
+  pids=()
+  extra=()
+  [ "$backend" = ciuic ] && extra=(--transport gloo)
+  for r in 0 1; do
+    env SLURM_PROCID=$r SLURM_NTASKS=2 SLURM_LOCALID=$r SLURM_NTASKS_PER_NODE=2 SLURM_NODELIST=localhost \
+      CIUIC_STORE_PORT="$port" "$bench" "${args[@]}" --backend "$backend" "${extra[@]}" --out "$work/srun-$backend.json" \
+      > "$work/srun-$backend-$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in 0 1; do
+    wait "${pids[$i]}"
+    code=$?
+    if [ "$code" -ne 0 ]; then
+      echo "launch_test: srun variables, --backend $backend, rank $i: exit $code"
+      tail -n 8 "$work/srun-$backend-$i.log"
+      fail=1
+    fi
+  done
+  if [ -s "$work/srun-$backend.json" ]; then
+    check_report "$work/srun-$backend.json" "Slurm's variables, --backend $backend${extra[*]:+ ${extra[*]}}"
+  else
+    echo "launch_test: Slurm's variables, --backend $backend: no report"
+    fail=1
+  fi
 done
-for i in 0 1; do
-  wait "${pids[$i]}"
-  code=$?
-  if [ "$code" -ne 0 ]; then echo "launch_test: srun variables, rank $i: exit $code"; tail -n 8 "$work/srun-$i.log"; fail=1; fi
-done
-[ -s "$work/srun.json" ] && check_report "$work/srun.json" "Slurm's variables, --backend ciuic --transport gloo"
 if grep -q "starting .*mpiexec" "$work"/srun-*.log; then echo "launch_test: a Slurm rank started mpiexec"; fail=1; fi
 
 refused() {  # WANT ENV... -- ARGS: exit 1 and one line containing WANT
