@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# nccl-tests' own analysis tool reads ciuic-bench's -J file: a 2-rank run with -J FILE.json -I 1, then
+# nccl-tests' own analysis tool reads ciuic-bench's -J file: a 2-process run (mpiexec, self-launched) with -J FILE.json -I 1, then
 # nccl-tests' tools/analyze_perf_json.py on it, out-of-place and in-place, every analysis (--all).
 #
 #     nccl_tests_json_analyze.sh CIUIC_BENCH
@@ -28,7 +28,7 @@ fail() {
   exit 1
 }
 
-"$bench" allreduce --backend local --ranks 2 -b 4K -e 1M -f 16 -n 8 -w 2 -J "$work/r.json" -I 1 \
+"$bench" allreduce --ranks 2 -b 4K -e 1M -f 16 -n 8 -w 2 -J "$work/r.json" -I 1 \
   >"$work/table" 2>"$work/err" || { cat "$work/err" >&2; fail "ciuic-bench exited $?"; }
 sizes="4096 65536 1048576"
 
