@@ -212,6 +212,9 @@ int RunOnComm(Communicator& comm, const Cli& cli, int local_ranks, Watchdog* wat
     if (lead) LogInfo("{}", OneLine(e));
     return 1;
   }
+  // After the sweep: --db holds the run (its reporter commits at the sweep's end), --out is still to
+  // be written by rank 0.
+  FaultPoint("report", comm.Rank());
   if (recorder) WriteBenchTrace(comm, cli, ctx, *recorder, watchdog);
   if (gpu_trace) trace::StopGpuCollection();
   if (!lead) return s.total_wrong > 0 ? 3 : 0;

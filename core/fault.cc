@@ -46,9 +46,10 @@ FaultSpec Parse(const char* env) {
   }
   if (n < 2) throw UsageError(fmt::format("CIUIC_FAULT={}: expected PHASE:RANK:ACTION[:AFTER]", env));
   f.phase = parts[0];
-  if (f.phase != "startup" && f.phase != "control" && f.phase != "collective" && f.phase != "nccl-startup")
-    throw UsageError(
-        fmt::format("CIUIC_FAULT={}: phase '{}' is not startup, control, collective or nccl-startup", env, f.phase));
+  if (f.phase != "startup" && f.phase != "control" && f.phase != "collective" && f.phase != "report" &&
+      f.phase != "nccl-startup")
+    throw UsageError(fmt::format(
+        "CIUIC_FAULT={}: phase '{}' is not startup, control, collective, report or nccl-startup", env, f.phase));
   f.rank = static_cast<int>(ParseCount(parts[1], env));
   f.action = parts[2];
   if (f.action != "stop" && f.action != "kill" && f.action != "exit" && f.action != "hang" && f.action != "throw")

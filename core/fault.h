@@ -5,8 +5,9 @@
 //
 //   CIUIC_FAULT=PHASE:RANK:ACTION[:AFTER]
 //     PHASE   startup (before the launcher's start-up exchanges), control (a control-plane
-//             exchange between rows), collective (a timed iteration), nccl-startup (after the
-//             ranks exchanged NCCL's id, before this rank joins NCCL's own start-up)
+//             exchange between rows), collective (a timed iteration), report (after the sweep:
+//             --db holds the run, rank 0 has yet to write --out), nccl-startup (after the ranks
+//             exchanged NCCL's id, before this rank joins NCCL's own start-up)
 //     RANK    the world rank that fails (OMPI_COMM_WORLD_RANK under a launcher, else the caller's)
 //     ACTION  stop (SIGSTOP to itself), kill (SIGKILL to itself), exit (exit(1) without clean-up
 //             of the run: what a library's abort looks like to its peers); for ranks as threads

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fault matrix for ciuic-bench's deadlines. One rank fails — SIGSTOP, SIGKILL or exit(1), injected
-# at a known point through $CIUIC_FAULT (core/fault.h) — in one of three phases: start-up (before
-# MPI_Init), the control plane (the agreement before a row) or the collective (a timed iteration);
+# at a known point through $CIUIC_FAULT (core/fault.h) — in one of four phases: start-up (before
+# MPI_Init), the control plane (the agreement before a row), the collective (a timed iteration) or
+# after the sweep (report: --db written, --out not yet);
 # the victim is the first rank, a middle one or the last; with 2, 3 or 4 ranks; launched by
 # ciuic-bench itself (--ranks N) or by a plain mpiexec; over the mpi and ciuic backends. Then the
 # launcher's own signals: SIGTERM to one rank from outside, and SIGINT, SIGTERM and SIGKILL to the
@@ -22,12 +23,14 @@
 #   - leave --out and --db as they were: both exist before the run (the JSON of an earlier run and a
 #     database holding one complete run); after the failure the JSON is byte-identical and the
 #     database passes integrity_check with the same run and rows (never a half file or a half run).
+#     A fault after the sweep (phase report) may leave either file holding the case's complete run
+#     instead ("new:out", "new:db"), never a part of it.
 # Prints one row per case; exits 1 if any case fails.
 # Usage: fault_matrix.sh CIUIC_BENCH [--full] [TIMEOUT_S]
 #   default: each action x phase x launcher x backend once, the rank count and the victim's place
 #   rotating so that every (action, phase, place) and (rank count, place) occurs (48 process cases,
-#   4 over gloo, 8 thread cases, 5 signal cases); --full: every rank count and place of the process
-#   cases (384).
+#   6 after the sweep, 4 over gloo, 8 thread cases, 5 signal cases); --full: every rank count and place
+#   of the process cases (384, and the same 6 after the sweep).
 #   TIMEOUT_S: whole seconds (default 2).
 set -u
 bench=$1
@@ -63,6 +66,26 @@ files_kept() {
   cmp -s "$seed_json" "$1.json" || what+="out,"
   [ "$(db_state "$1.db")" = "$seed_state" ] || what+="db,"
   echo "${what:-same}"
+}
+# TAG: for a fault after the sweep, each file as it was or holding the case's complete run: "same",
+# "new:out", "new:db" or "new:out+db" (a complete ciuic.bench JSON of the case's 2 rows, every element
+# right; the database whole with the seed's run and one more of 2 rows), else what is wrong.
+files_whole() {
+  local new="" bad=""
+  if ! cmp -s "$seed_json" "$1.json"; then
+    if /usr/bin/python3 - "$1.json" 2>/dev/null <<'PY'; then new+="out+"; else bad+="out,"; fi
+import json, sys
+j = json.load(open(sys.argv[1]))
+rows = j["results"]
+sys.exit(0 if len(rows) == 2 and all(r.get("wrong") == 0 and "error" not in r for r in rows) else 1)
+PY
+  fi
+  local state
+  state=$(db_state "$1.db")
+  if [ "$state" != "$seed_state" ]; then
+    if [ "$state" = "ok 2 4 " ]; then new+="db+"; else bad+="db,"; fi
+  fi
+  if [ -n "$bad" ]; then echo "$bad"; elif [ -n "$new" ]; then echo "new:${new%+}"; else echo same; fi
 }
 prepare_files() { cp "$seed_json" "$1.json"; cp "$seed_db" "$1.db"; }
 # TAG: how many processes of the case are still there 3 s after it ended.
@@ -164,7 +187,7 @@ run_case() {
   fi
   local left files
   left=$(leftovers "$tag")
-  files=$(files_kept "$tag")
+  if [ "$phase" = report ]; then files=$(files_whole "$tag"); else files=$(files_kept "$tag"); fi
   ok=yes
   [ "$code" -eq "$want" ] || ok=no
   [ -n "$fault_t" ] || ok=no
@@ -173,7 +196,7 @@ run_case() {
   [ "$want" -ne 137 ] || [ "$by_launcher" = mpiexec ] || [ "$by_launcher" = mpiexec:2 ] || ok=no
   [ "$by_launcher" != wrong ] || ok=no
   [ "$left" -eq 0 ] || ok=no
-  [ "$files" = same ] || ok=no
+  case $files in same | new:*) ;; *) ok=no ;; esac
   row "$action" "$phase" "$launcher" "$backend" "$ranks" "$victim" "$secs" "$code" "$survivors" \
     "$by_launcher" "$left" "$files" "$ok$mark"
   cases=$((cases + 1))
@@ -367,6 +390,14 @@ for action in stop kill exit throw; do
       done
     done
   done
+done
+# After the sweep (phase report: the run is in --db, rank 0 has yet to write --out): the victim first
+# or last, stopped, killed or exiting; the survivors, waiting in MPI_Finalize, name it; each file holds
+# the seed's content or the case's complete run (files_whole), never part of one.
+for c in "stop self mpi 2 0" "kill self ciuic 3 2" "exit self mpi 3 0" "stop mpiexec ciuic 3 2" \
+  "kill mpiexec mpi 2 0" "exit mpiexec ciuic 2 1"; do
+  read -r action launcher backend ranks victim <<<"$c"
+  run_case "$action" report "$launcher" "$backend" "$ranks" "$victim"
 done
 # gloo as the data plane: a survivor hears of the failure from gloo itself (a closed connection,
 # gloo's own timeout), an error of its own, and must still name the victim, not be named itself.
