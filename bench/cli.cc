@@ -186,6 +186,8 @@ int Run(int argc, char** argv) {
     CheckSizesFitMemory(cli, ranks);
     ValidateOutputs(cli);
     if (cli.dry_run) return DryRun(cli, ranks, 0, ranks, "threads of this process");
+    // Ctrl-C or SIGTERM ends the run as the self-launch's does: one line, 130 / 143, no output written.
+    ExitOnInterrupt("ciuic-bench", fmt::format("this run ({} ranks as threads)", ranks), true);
     SetParallelThreads(std::max(1u, std::thread::hardware_concurrency() / ranks));
     Watchdog watchdog(cli.timeout_s, OnTimeout);
     watchdog.SetPeerReport(DescribeLocalRanks);  // a timeout names the rank the others wait on

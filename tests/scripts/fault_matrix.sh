@@ -5,8 +5,8 @@
 # after the sweep (report: --db written, --out not yet);
 # the victim is the first rank, a middle one or the last; with 2, 3 or 4 ranks; launched by
 # ciuic-bench itself (--ranks N) or by a plain mpiexec; over the mpi and ciuic backends. Then the
-# launcher's own signals: SIGTERM to one rank from outside, and SIGINT, SIGTERM and SIGKILL to the
-# self-launching ciuic-bench.
+# launcher's own signals: SIGTERM to one rank from outside, SIGINT, SIGTERM and SIGKILL to the
+# self-launching ciuic-bench, and SIGINT and SIGTERM to a run of ranks as threads.
 #
 # Every rank-fault case must:
 #   - end within 2x the timeout of the fault (plus 1 s for the launcher to reap);
@@ -29,7 +29,7 @@
 # Usage: fault_matrix.sh CIUIC_BENCH [--full] [TIMEOUT_S]
 #   default: each action x phase x launcher x backend once, the rank count and the victim's place
 #   rotating so that every (action, phase, place) and (rank count, place) occurs (48 process cases,
-#   6 after the sweep, 4 over gloo, 8 thread cases, 5 signal cases); --full: every rank count and place
+#   6 after the sweep, 4 over gloo, 8 thread cases, 7 signal cases); --full: every rank count and place
 #   of the process cases (384, and the same 6 after the sweep).
 #   TIMEOUT_S: whole seconds (default 2).
 set -u
@@ -298,6 +298,52 @@ launcher_case() {
   fi
 }
 
+# SIGINT / SIGTERM to a run whose ranks are threads of this process (--backend local, and the runtime
+# over it): 130 / 143 with "interrupted (SIG...): this run (2 ranks as threads) ends", nobody blamed,
+# nothing left, the files as they were. A background job of a non-interactive shell starts with SIGINT
+# ignored, which the run keeps (as under nohup): it is started with the default, as from a terminal.
+thread_signal_case() {
+  local sig=$1 backend=$2 ranks=2
+  local tag="$work/case-threads-$sig-$backend"
+  prepare_files "$tag"
+  local transport=()
+  [ "$backend" = ciuic ] && transport=(--transport local)
+  /usr/bin/python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])' \
+    "$bench" allreduce --backend "$backend" "${transport[@]}" --ranks "$ranks" --sizes 256K --iters 10000000 --warmup 1 \
+    --timeout "$timeout_s" --inplace no --out "$tag.json" --format json --db "$tag.db" >/dev/null 2>"$tag.err" &
+  local pid=$!
+  sleep 1.5
+  local start
+  start=$(now)
+  kill -s "$sig" "$pid"
+  for _ in $(seq 1 $((timeout_s * 40))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; fi
+  { wait "$pid"; } 2>/dev/null
+  local code=$? secs ok=yes left files want said=-
+  secs=$(awk -v e="$(now)" -v s="$start" 'BEGIN { printf "%.1f", e - s }')
+  case $sig in
+    INT) want=130 ;;
+    TERM) want=143 ;;
+  esac
+  grep -q "interrupted (SIG$sig): this run ($ranks ranks as threads) ends; exit $want" "$tag.err" && said=self
+  local blamed=none
+  grep -qE 'is dead|is stopped|called exit\(\)|went silent first|did not end cleanly|failed' "$tag.err" && blamed=wrong
+  left=$(leftovers "$tag")
+  files=$(files_kept "$tag")
+  [ "$code" -eq "$want" ] || ok=no
+  [ "$said" != - ] || ok=no
+  [ "$blamed" = none ] || ok=no
+  [ "$left" -eq 0 ] || ok=no
+  [ "$files" = same ] || ok=no
+  awk -v s="$secs" -v t="$timeout_s" 'BEGIN { exit !(s <= 2 * t + 1) }' || ok=no
+  row "sig$sig" any threads "$backend" "$ranks" - "$secs" "$code" "$blamed" "$said" "$left" "$files" "$ok"
+  cases=$((cases + 1))
+  if [ "$ok" != yes ]; then
+    failures=$((failures + 1))
+    sed 's/^/    /' "$tag.err" | tail -n 6
+  fi
+}
+
 # Ranks as threads (--backend local, and the runtime over it): a rank's thread hangs (blocks for ever,
 # as in a stuck library call) or throws. A hang: the deadline expires and its line names the rank the
 # others wait on ("rank V is not waiting on any peer"), nobody else. A throw: the run ends at once with
@@ -421,5 +467,7 @@ term_case ciuic 2 1
 launcher_case INT mpi
 launcher_case TERM ciuic
 launcher_case KILL mpi
+thread_signal_case INT local
+thread_signal_case TERM ciuic
 echo "fault matrix: $cases case(s), $failures failing, $crashes with mpiexec crashing in its own teardown"
 [ "$failures" -eq 0 ]
