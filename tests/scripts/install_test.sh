@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The installed tree stands alone. cmake --install BUILD to a temporary prefix; then, in a private
 # mount namespace where the source tree (and the build tree inside it) is hidden behind an empty
-# tmpfs, from another directory: ciuic-bench (a run with a shipped baseline by name, a plot of it),
+# tmpfs, from another directory: ciuic-bench (a run with a shipped baseline by name, a moved copy of the
+# prefix self-launching 2 ranks under mpiexec, a plot),
 # ciuic-tune (a model-mode study on a shipped topology and workload, an export; a copy of it alone, finding
 # the data through $CIUIC_DATA_DIR) and the Python package
 # (the prefix's site-packages, and a venv made by `pip install --no-build-isolation`), each loading the
@@ -83,6 +84,13 @@ unshare -m env -i PATH=/usr/bin:/bin HOME="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_
   "$prefix/bin/ciuic-bench" allreduce --backend local --sizes 4K:64K --iters 2 --warmup 1 --baseline dgx_a100 \
     --format json --out run.json > bench.txt
   grep -q "dgx_a100" run.json
+  step "a moved copy of the prefix: ciuic-bench starting 2 ranks under mpiexec itself"
+  cp -a "$prefix" moved
+  moved/bin/ciuic-bench allreduce --sizes 4K:64K --iters 2 --warmup 1 --format json --out moved.json > moved.txt 2>&1 ||
+    { cat moved.txt; exit 1; }
+  grep -q "starting 2 ranks: .*mpiexec" moved.txt || { cat moved.txt; exit 1; }
+  /usr/bin/python3 -c "import json, sys; j = json.load(open(\"moved.json\")); sys.exit(0 if j[\"context\"][\"world_size\"] == 2 and all(r[\"wrong\"] == 0 for r in j[\"results\"]) else 1)"
+  rm -rf moved
   step "ciuic-bench plot"
   "$prefix/bin/ciuic-bench" plot busbw run.json --out busbw.png > plot.txt 2>&1 || { cat plot.txt; exit 1; }
   [ -s busbw.png ]
