@@ -251,6 +251,38 @@ term_case() {
   fi
 }
 
+# Waits for a run sent signal SIG at START to end (SIGKILL after 4x the timeout) and judges it: exit WANT,
+# its own line SAID_RE (empty: none expected, as after SIGKILL), no line matching BLAME_RE (nobody failed),
+# nothing left, the files as they were, the end within 2x the timeout. Prints the row.
+signal_verdict() {
+  local pid=$1 sig=$2 want=$3 said_re=$4 blame_re=$5 kind=$6 backend=$7 ranks=$8 tag=$9 start=${10}
+  for _ in $(seq 1 $((timeout_s * 40))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; fi
+  { wait "$pid"; } 2>/dev/null
+  local code=$? secs ok=yes left files said=- blamed=none
+  secs=$(awk -v e="$(now)" -v s="$start" 'BEGIN { printf "%.1f", e - s }')
+  if [ -z "$said_re" ]; then
+    said=n/a
+  else
+    grep -qE "$said_re" "$tag.err" && said=self
+  fi
+  grep -qE "$blame_re" "$tag.err" && blamed=wrong
+  left=$(leftovers "$tag")
+  files=$(files_kept "$tag")
+  [ "$code" -eq "$want" ] || ok=no
+  [ "$said" != - ] || ok=no
+  [ "$blamed" = none ] || ok=no
+  [ "$left" -eq 0 ] || ok=no
+  [ "$files" = same ] || ok=no
+  awk -v s="$secs" -v t="$timeout_s" 'BEGIN { exit !(s <= 2 * t + 1) }' || ok=no
+  row "sig$sig" any "$kind" "$backend" "$ranks" - "$secs" "$code" "$blamed" "$said" "$left" "$files" "$ok"
+  cases=$((cases + 1))
+  if [ "$ok" != yes ]; then
+    failures=$((failures + 1))
+    sed 's/^/    /' "$tag.err" | tail -n 6
+  fi
+}
+
 # SIGINT / SIGTERM / SIGKILL to the self-launching ciuic-bench while its ranks run (the user's ^C, a
 # scheduler): 130 / 143 with "interrupted (SIG...): every rank has ended", or the shell's 137 for
 # SIGKILL (mpiexec and the ranks end by the parent-death signal); no rank names a culprit (none
@@ -267,35 +299,16 @@ launcher_case() {
     sleep 0.1
   done
   sleep 1
-  local start
+  local start want said_re=""
   start=$(now)
   kill -s "$sig" "$launcher"
-  for _ in $(seq 1 $((timeout_s * 40))); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$launcher" 2>/dev/null; then kill -KILL "$launcher"; fi
-  { wait "$launcher"; } 2>/dev/null
-  local code=$? secs ok=yes left files want said=-
-  secs=$(awk -v e="$(now)" -v s="$start" 'BEGIN { printf "%.1f", e - s }')
   case $sig in
-    INT) want=130; grep -q "interrupted (SIGINT): every rank has ended" "$tag.err" && said=self ;;
-    TERM) want=143; grep -q "interrupted (SIGTERM): every rank has ended" "$tag.err" && said=self ;;
-    KILL) want=137; said=n/a ;;
+    INT) want=130 said_re="interrupted \\(SIGINT\\): every rank has ended" ;;
+    TERM) want=143 said_re="interrupted \\(SIGTERM\\): every rank has ended" ;;
+    KILL) want=137 ;;
   esac
-  local blamed=none
-  grep -qE 'is dead|is stopped|called exit\(\)|went silent first|did not end cleanly' "$tag.err" && blamed=wrong
-  left=$(leftovers "$tag")
-  files=$(files_kept "$tag")
-  [ "$code" -eq "$want" ] || ok=no
-  [ "$said" != - ] || ok=no
-  [ "$blamed" = none ] || ok=no
-  [ "$left" -eq 0 ] || ok=no
-  [ "$files" = same ] || ok=no
-  awk -v s="$secs" -v t="$timeout_s" 'BEGIN { exit !(s <= 2 * t + 1) }' || ok=no
-  row "sig$sig" any launcher "$backend" "$ranks" - "$secs" "$code" "$blamed" "$said" "$left" "$files" "$ok"
-  cases=$((cases + 1))
-  if [ "$ok" != yes ]; then
-    failures=$((failures + 1))
-    sed 's/^/    /' "$tag.err" | tail -n 6
-  fi
+  signal_verdict "$launcher" "$sig" "$want" "$said_re" 'is dead|is stopped|called exit\(\)|went silent first|did not end cleanly' \
+    launcher "$backend" "$ranks" "$tag" "$start"
 }
 
 # SIGINT / SIGTERM to a run whose ranks are threads of this process (--backend local, and the runtime
@@ -313,35 +326,15 @@ thread_signal_case() {
     --timeout "$timeout_s" --inplace no --out "$tag.json" --format json --db "$tag.db" >/dev/null 2>"$tag.err" &
   local pid=$!
   sleep 1.5
-  local start
+  local start want
   start=$(now)
   kill -s "$sig" "$pid"
-  for _ in $(seq 1 $((timeout_s * 40))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; fi
-  { wait "$pid"; } 2>/dev/null
-  local code=$? secs ok=yes left files want said=-
-  secs=$(awk -v e="$(now)" -v s="$start" 'BEGIN { printf "%.1f", e - s }')
   case $sig in
     INT) want=130 ;;
     TERM) want=143 ;;
   esac
-  grep -q "interrupted (SIG$sig): this run ($ranks ranks as threads) ends; exit $want" "$tag.err" && said=self
-  local blamed=none
-  grep -qE 'is dead|is stopped|called exit\(\)|went silent first|did not end cleanly|failed' "$tag.err" && blamed=wrong
-  left=$(leftovers "$tag")
-  files=$(files_kept "$tag")
-  [ "$code" -eq "$want" ] || ok=no
-  [ "$said" != - ] || ok=no
-  [ "$blamed" = none ] || ok=no
-  [ "$left" -eq 0 ] || ok=no
-  [ "$files" = same ] || ok=no
-  awk -v s="$secs" -v t="$timeout_s" 'BEGIN { exit !(s <= 2 * t + 1) }' || ok=no
-  row "sig$sig" any threads "$backend" "$ranks" - "$secs" "$code" "$blamed" "$said" "$left" "$files" "$ok"
-  cases=$((cases + 1))
-  if [ "$ok" != yes ]; then
-    failures=$((failures + 1))
-    sed 's/^/    /' "$tag.err" | tail -n 6
-  fi
+  signal_verdict "$pid" "$sig" "$want" "interrupted \\(SIG$sig\\): this run \\($ranks ranks as threads\\) ends; exit $want" \
+    'is dead|is stopped|called exit\(\)|went silent first|did not end cleanly|failed' threads "$backend" "$ranks" "$tag" "$start"
 }
 
 # Ranks as threads (--backend local, and the runtime over it): a rank's thread hangs (blocks for ever,
