@@ -124,6 +124,31 @@ int WrongSums(const std::vector<float>& data, int ranks) {
   return bad;
 }
 
+// One call of n floats on `ranks` local ranks, each engine with `table` and `staged_bytes`, whose
+// table names the ring for n: each rank's trace, how many of its sums are wrong, its staged calls.
+struct RingBandCall {
+  std::vector<std::string> events;
+  std::vector<int> wrong;
+  std::vector<uint64_t> staged;
+};
+RingBandCall RunRingBandCall(int ranks, const std::shared_ptr<Crossover>& table, size_t staged_bytes, size_t n) {
+  RingBandCall out{
+      {}, std::vector<int>(static_cast<size_t>(ranks), -1), std::vector<uint64_t>(static_cast<size_t>(ranks))};
+  out.events = testing_trace::TracedRanks(ranks, [&](Communicator& comm) {
+    AlgoConfig cfg;
+    cfg.crossover = table;
+    cfg.staged_bytes = staged_bytes;
+    AllReduceEngine engine(comm, cfg);
+    EXPECT_EQ(engine.AlgoFor(n), A::kRing);
+    std::vector<float> data(n);
+    for (size_t i = 0; i < n; ++i) data[i] = RankValue(i, comm.Rank());
+    engine.Run(data.data(), n, nullptr, false);
+    out.wrong[static_cast<size_t>(comm.Rank())] = WrongSums(data, ranks);
+    out.staged[static_cast<size_t>(comm.Rank())] = engine.counters().staged_calls;
+  });
+  return out;
+}
+
 // The one-host built-in table's ring is the staged ring: where the engine stages a call it runs
 // it (exact, staged_calls); where it cannot (staged_bytes 0, or above staged_bytes but below the
 // table's staged_below) every rank runs native instead of the ring over the transport, exactly.
@@ -132,27 +157,15 @@ TEST(Crossover, TheOneHostBuiltinRingIsStagedOrNative) {
   for (size_t staged_bytes : {size_t{1} << 20, size_t{64} << 10, size_t{0}}) {
     for (size_t n : {size_t{4096}, size_t{32768}}) {  // 16 KiB; 128 KiB (above a 64 KiB staged_bytes)
       const bool stages = staged_bytes > 0 && n * 4 <= staged_bytes;
-      std::vector<uint64_t> staged(3);
-      std::vector<int> wrong(3, -1);
-      const auto events = testing_trace::TracedRanks(3, [&](Communicator& comm) {
-        AlgoConfig cfg;
-        cfg.crossover = table;
-        cfg.staged_bytes = staged_bytes;
-        AllReduceEngine engine(comm, cfg);
-        EXPECT_EQ(engine.AlgoFor(n), A::kRing);
-        std::vector<float> data(n);
-        for (size_t i = 0; i < n; ++i) data[i] = RankValue(i, comm.Rank());
-        engine.Run(data.data(), n, nullptr, false);
-        wrong[static_cast<size_t>(comm.Rank())] = WrongSums(data, 3);
-        staged[static_cast<size_t>(comm.Rank())] = engine.counters().staged_calls;
-      });
+      const RingBandCall call = RunRingBandCall(3, table, staged_bytes, n);
       for (int r = 0; r < 3; ++r) {
         const std::string what = fmt::format("staged_bytes {} n {} rank {}", staged_bytes, n, r);
-        EXPECT_EQ(wrong[static_cast<size_t>(r)], 0) << what;
-        EXPECT_EQ(staged[static_cast<size_t>(r)], stages ? 1u : 0u) << what;
-        EXPECT_EQ(testing_trace::HasSpan(events[static_cast<size_t>(r)], "staged ring"), stages) << what;
-        EXPECT_EQ(testing_trace::HasSpan(events[static_cast<size_t>(r)], "native"), !stages) << what;
-        EXPECT_FALSE(testing_trace::HasSpan(events[static_cast<size_t>(r)], "recv")) << what;  // no ring hop
+        const auto rr = static_cast<size_t>(r);
+        EXPECT_EQ(call.wrong[rr], 0) << what;
+        EXPECT_EQ(call.staged[rr], stages ? 1u : 0u) << what;
+        EXPECT_EQ(testing_trace::HasSpan(call.events[rr], "staged ring"), stages) << what;
+        EXPECT_EQ(testing_trace::HasSpan(call.events[rr], "native"), !stages) << what;
+        EXPECT_FALSE(testing_trace::HasSpan(call.events[rr], "recv")) << what;  // no ring hop
       }
     }
   }
@@ -183,24 +196,14 @@ TEST(Crossover, AMeasuredOneHostTablesRingIsStagedOrNative) {
       for (size_t n : {size_t{16384}, staged_default / 4}) {
         const bool stages = staged_bytes > 0;
         const bool native = !stages && marked;
-        std::vector<int> wrong(2, -1);
-        const auto events = testing_trace::TracedRanks(2, [&](Communicator& comm) {
-          AlgoConfig cfg;
-          cfg.crossover = table;
-          cfg.staged_bytes = staged_bytes;
-          AllReduceEngine engine(comm, cfg);
-          EXPECT_EQ(engine.AlgoFor(n), A::kRing);
-          std::vector<float> data(n);
-          for (size_t i = 0; i < n; ++i) data[i] = RankValue(i, comm.Rank());
-          engine.Run(data.data(), n, nullptr, false);
-          wrong[static_cast<size_t>(comm.Rank())] = WrongSums(data, 2);
-        });
+        const RingBandCall call = RunRingBandCall(2, table, staged_bytes, n);
         for (size_t r = 0; r < 2; ++r) {
           const std::string what = fmt::format("marked {} staged_bytes {} n {} rank {}", marked, staged_bytes, n, r);
-          EXPECT_EQ(wrong[r], 0) << what;
-          EXPECT_EQ(testing_trace::HasSpan(events[r], "staged ring"), stages) << what;
-          EXPECT_EQ(testing_trace::HasSpan(events[r], "native"), native) << what;
-          EXPECT_EQ(testing_trace::HasSpan(events[r], "recv"), !stages && !native) << what;  // the ring's hops
+          EXPECT_EQ(call.wrong[r], 0) << what;
+          EXPECT_EQ(call.staged[r], stages ? 1u : 0u) << what;
+          EXPECT_EQ(testing_trace::HasSpan(call.events[r], "staged ring"), stages) << what;
+          EXPECT_EQ(testing_trace::HasSpan(call.events[r], "native"), native) << what;
+          EXPECT_EQ(testing_trace::HasSpan(call.events[r], "recv"), !stages && !native) << what;  // the ring's hops
         }
       }
     }
