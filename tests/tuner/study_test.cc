@@ -417,6 +417,29 @@ TEST_F(Study, AnOlderCalibrationDatabaseIsReadWithoutBeingMigrated) {
   EXPECT_EQ(reopened.SchemaVersion(), 2);
 }
 
+// The kernel sweep times its copies on threads at once (one per copy, a barrier before each call):
+// small enough (one codec, one size) for the thread sanitizer stage, which runs it (scripts/test.sh).
+TEST(KernelSweep, CopiesRunAtOnceAndEachSweepAddsOneSamplePerKernel) {
+  CalibrateOptions c;
+  c.sizes = {16384};
+  c.concurrency = 3;
+  KernelSamples samples;
+  for (int sweep = 1; sweep <= 2; ++sweep) {
+    SweepKernels(c, {"int8"}, &samples);
+    const std::tuple<uint64_t, std::string, std::string> keys[] = {
+        {16384, "none", "add"},    {16384, "int8", "encode"},     {16384, "int8", "encode_ef"},
+        {16384, "int8", "decode"}, {16384, "int8", "decode_acc"}, {16384, "int8", "hop"}};
+    EXPECT_EQ(samples.size(), std::size(keys));
+    for (const auto& key : keys) {
+      ASSERT_TRUE(samples.count(key)) << std::get<2>(key);
+      const std::vector<double>& us = samples.at(key);
+      ASSERT_EQ(us.size(), static_cast<size_t>(sweep)) << std::get<2>(key);
+      EXPECT_GT(us.back(), 0.0) << std::get<2>(key);
+      EXPECT_LT(us.back(), 1e6) << std::get<2>(key);  // a 16 KiB kernel, not a second
+    }
+  }
+}
+
 TEST_F(Study, CalibrateStoresKernelCurvesPerSizeAndAStudyWithoutALinkSaysSo) {
   const std::string db = (dir_ / "cal.db").string();
   std::ostringstream out;
