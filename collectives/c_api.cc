@@ -906,8 +906,11 @@ class Workspace {
   Workspace(bool needed, const void* where, size_t rows, size_t cols, void* stream)
       : device_(needed && ciuic::IsDevicePointer(where)), stream_(stream) {
     if (needed)
-      buffer_ = ciuic::Buffer(std::max<size_t>(ciuic::TrainWorkspaceBytes(rows, cols), 4),
-                              device_ ? ciuic::MemoryKind::kDevice : ciuic::MemoryKind::kHost);
+      buffer_ = ciuic::Buffer(
+          std::max<size_t>(
+              ciuic::TrainWorkspaceBytes(rows, cols, device_ ? ciuic::MemoryKind::kDevice : ciuic::MemoryKind::kHost),
+              4),
+          device_ ? ciuic::MemoryKind::kDevice : ciuic::MemoryKind::kHost);
   }
   ~Workspace() {
 #if CIUIC_HAVE_CUDA

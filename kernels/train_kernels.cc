@@ -9,14 +9,15 @@
 
 namespace ciuic {
 
-size_t TrainWorkspaceBytes(size_t rows, size_t cols) {
+size_t TrainWorkspaceBytes(size_t rows, size_t cols, MemoryKind where) {
   const size_t chunks = (rows + kGradRowChunk - 1) / kGradRowChunk;
-  // In floats: two partial rows per chunk, dz (rows × cols), two row means per row.
+  // In floats: two partial rows per chunk; on a device also dz (rows × cols) and two row means per row.
   const size_t limit = SIZE_MAX / sizeof(float) / 4;
   if (cols != 0 && (rows > limit / cols || chunks > limit / cols)) {
     throw UsageError("training kernel workspace: rows × cols overflows");
   }
-  return (2 * chunks * cols + rows * cols + 2 * rows) * sizeof(float);
+  const size_t partials = 2 * chunks * cols;
+  return (where == MemoryKind::kDevice ? partials + rows * cols + 2 * rows : partials) * sizeof(float);
 }
 
 Activation ParseActivation(const char* name) {

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/buffer.h"
 #include "core/dtype.h"
 #include "kernels/train_math.h"
 
@@ -33,11 +34,12 @@ using DropoutArgs = tm::DropoutArgs;
 
 // Rows per column-gradient chunk (see above).
 constexpr size_t kGradRowChunk = 32;
-// Bytes of the workspace the backward kernels take: two fp32 partial rows (cols each) per chunk, then
-// (used by the CUDA LayerNorm backward with an activation or dropout, which keeps dz in it instead of
-// computing it in each of its passes) rows × cols fp32 and two fp32 per row. The CPU kernels use the
-// partials only; a CUDA backward given no workspace (no dgamma/dbeta) recomputes dz per pass.
-size_t TrainWorkspaceBytes(size_t rows, size_t cols);
+// Bytes of the workspace the backward kernels take where the tensors live: two fp32 partial rows (cols
+// each) per chunk; on a device then rows × cols fp32 and two fp32 per row (the CUDA LayerNorm backward
+// with an activation or dropout keeps dz there instead of computing it in each of its passes; a CUDA
+// backward given no workspace, no dgamma/dbeta asked for, recomputes dz per pass). The CPU kernels use
+// the partials only. A device backward given a host-sized workspace writes past it: size for kDevice.
+size_t TrainWorkspaceBytes(size_t rows, size_t cols, MemoryKind where);
 
 // "none", "relu", "gelu" (erf form, PyTorch's default), "gelu-tanh". Throws UsageError.
 Activation ParseActivation(const char* name);

@@ -147,7 +147,7 @@ TrainSequence::TrainSequence(const TrainKernelName& k, size_t rows, size_t cols,
   rstd_ = Zeros(rows * 4, device);
   dgamma_ = Zeros(cols * 4, device);
   dbeta_ = Zeros(cols * 4, device);
-  ws_ = Zeros(TrainWorkspaceBytes(rows, cols), device);
+  ws_ = Zeros(TrainWorkspaceBytes(rows, cols, device ? MemoryKind::kDevice : MemoryKind::kHost), device);
 }
 
 void TrainSequence::FusedForward() {

@@ -126,7 +126,7 @@ TEST(TrainTwin, LayerNormForwardBackward) {
       const Inputs in(t, s, rng);
       std::vector<uint8_t> y(bytes), dx(bytes);
       std::vector<float> mean(s.rows), rstd(s.rows), dgamma(s.cols), dbeta(s.cols);
-      std::vector<float> ws(TrainWorkspaceBytes(s.rows, s.cols) / 4);
+      std::vector<float> ws(TrainWorkspaceBytes(s.rows, s.cols, MemoryKind::kHost) / 4);
       cpu::LayerNormForward(t, s.rows, s.cols, in.x.data(), in.gamma.data(), in.beta.data(), kEps, y.data(),
                             mean.data(), rstd.data(), nullptr);
       cpu::LayerNormBackward(t, s.rows, s.cols, in.dy.data(), in.x.data(), in.gamma.data(), mean.data(), rstd.data(),
@@ -143,7 +143,7 @@ TEST(TrainTwin, LayerNormForwardBackward) {
       // The backward from the oracle's statistics, so a forward difference does not repeat here.
       Buffer mean_in = Up(mean), rstd_in = Up(rstd);
       Buffer dev_dx = Nans(bytes), dev_dgamma = Nans(s.cols * 4), dev_dbeta = Nans(s.cols * 4);
-      Buffer dev_ws = Nans(TrainWorkspaceBytes(s.rows, s.cols));
+      Buffer dev_ws = Nans(TrainWorkspaceBytes(s.rows, s.cols, MemoryKind::kDevice));
       LayerNormBackward(t, s.rows, s.cols, dev_dy.data(), dev_x.data(), dev_gamma.as<float>(), mean_in.as<float>(),
                         rstd_in.as<float>(), dev_dx.data(), dev_dgamma.as<float>(), dev_dbeta.as<float>(),
                         dev_ws.as<float>(), nullptr);
@@ -173,13 +173,13 @@ TEST(TrainTwin, BiasActForwardBackward) {
           const float* bias = with_bias ? in.bias.data() : nullptr;
           const float* dev_b = with_bias ? dev_bias.as<float>() : nullptr;
           std::vector<uint8_t> y(bytes), dx(bytes);
-          std::vector<float> dbias(s.cols), ws(TrainWorkspaceBytes(s.rows, s.cols) / 4);
+          std::vector<float> dbias(s.cols), ws(TrainWorkspaceBytes(s.rows, s.cols, MemoryKind::kHost) / 4);
           cpu::BiasActForward(t, s.rows, s.cols, a, in.x.data(), bias, y.data(), nullptr);
           cpu::BiasActBackward(t, s.rows, s.cols, a, in.dy.data(), in.x.data(), bias, dx.data(), dbias.data(),
                                ws.data(), nullptr);
 
           Buffer dev_y = Nans(bytes), dev_dx = Nans(bytes), dev_dbias = Nans(s.cols * 4);
-          Buffer dev_ws = Nans(TrainWorkspaceBytes(s.rows, s.cols));
+          Buffer dev_ws = Nans(TrainWorkspaceBytes(s.rows, s.cols, MemoryKind::kDevice));
           BiasActForward(t, s.rows, s.cols, a, dev_x.data(), dev_b, dev_y.data(), nullptr);
           EXPECT_TRUE(SameBits(dev_y, y, t, "y"));
           BiasActBackward(t, s.rows, s.cols, a, dev_dy.data(), dev_x.data(), dev_b, dev_dx.data(),
@@ -244,7 +244,7 @@ TEST(TrainTwin, LnActDropoutForwardBackward) {
           const DropoutArgs d{p, rng(), rng() % 1000};
           std::vector<uint8_t> y(bytes), dx(bytes);
           std::vector<float> mean(s.rows), rstd(s.rows), dgamma(s.cols), dbeta(s.cols);
-          std::vector<float> ws(TrainWorkspaceBytes(s.rows, s.cols) / 4);
+          std::vector<float> ws(TrainWorkspaceBytes(s.rows, s.cols, MemoryKind::kHost) / 4);
           cpu::LnActDropoutForward(t, s.rows, s.cols, a, d, in.x.data(), in.gamma.data(), in.beta.data(), kEps,
                                    y.data(), mean.data(), rstd.data(), nullptr);
           cpu::LnActDropoutBackward(t, s.rows, s.cols, a, d, in.dy.data(), in.x.data(), in.gamma.data(), in.beta.data(),
@@ -269,7 +269,7 @@ TEST(TrainTwin, LnActDropoutForwardBackward) {
 
           Buffer mean_in = Up(mean), rstd_in = Up(rstd);
           Buffer dev_dx = Nans(bytes), dev_dgamma = Nans(s.cols * 4), dev_dbeta = Nans(s.cols * 4);
-          Buffer dev_ws = Nans(TrainWorkspaceBytes(s.rows, s.cols));
+          Buffer dev_ws = Nans(TrainWorkspaceBytes(s.rows, s.cols, MemoryKind::kDevice));
           LnActDropoutBackward(t, s.rows, s.cols, a, d, dev_dy.data(), dev_x.data(), dev_gamma.as<float>(),
                                dev_beta.as<float>(), mean_in.as<float>(), rstd_in.as<float>(), dev_dx.data(),
                                dev_dgamma.as<float>(), dev_dbeta.as<float>(), dev_ws.as<float>(), nullptr);
@@ -283,7 +283,7 @@ TEST(TrainTwin, LnActDropoutForwardBackward) {
                                dev_beta.as<float>(), mean_in.as<float>(), rstd_in.as<float>(), dev_dx2.data(), nullptr,
                                nullptr, nullptr, nullptr);
           EXPECT_TRUE(SameBits(dev_dx2, dx, t, "dx without a workspace"));
-          Buffer dev_inplace = Up(in.dy), dev_ws2 = Nans(TrainWorkspaceBytes(s.rows, s.cols));
+          Buffer dev_inplace = Up(in.dy), dev_ws2 = Nans(TrainWorkspaceBytes(s.rows, s.cols, MemoryKind::kDevice));
           LnActDropoutBackward(t, s.rows, s.cols, a, d, dev_inplace.data(), dev_x.data(), dev_gamma.as<float>(),
                                dev_beta.as<float>(), mean_in.as<float>(), rstd_in.as<float>(), dev_inplace.data(),
                                nullptr, nullptr, dev_ws2.as<float>(), nullptr);
@@ -305,7 +305,7 @@ TEST(TrainTwin, AddLayerNormForwardBackward) {
       const std::vector<uint8_t> dsum = Draw(t, n, 0.0f, 0.5f, rng);
       std::vector<uint8_t> sum(bytes), y(bytes), dx(bytes), dx_no_dsum(bytes);
       std::vector<float> mean(s.rows), rstd(s.rows), dgamma(s.cols), dbeta(s.cols);
-      std::vector<float> ws(TrainWorkspaceBytes(s.rows, s.cols) / 4);
+      std::vector<float> ws(TrainWorkspaceBytes(s.rows, s.cols, MemoryKind::kHost) / 4);
       cpu::AddLayerNormForward(t, s.rows, s.cols, in.x.data(), in.other.data(), in.gamma.data(), in.beta.data(), kEps,
                                sum.data(), y.data(), mean.data(), rstd.data(), nullptr);
       cpu::AddLayerNormBackward(t, s.rows, s.cols, in.dy.data(), dsum.data(), sum.data(), in.gamma.data(), mean.data(),
@@ -324,7 +324,7 @@ TEST(TrainTwin, AddLayerNormForwardBackward) {
 
       Buffer sum_in = Up(sum), mean_in = Up(mean), rstd_in = Up(rstd), dev_dy = Up(in.dy), dev_dsum = Up(dsum);
       Buffer dev_dx = Nans(bytes), dev_dgamma = Nans(s.cols * 4), dev_dbeta = Nans(s.cols * 4);
-      Buffer dev_ws = Nans(TrainWorkspaceBytes(s.rows, s.cols));
+      Buffer dev_ws = Nans(TrainWorkspaceBytes(s.rows, s.cols, MemoryKind::kDevice));
       AddLayerNormBackward(t, s.rows, s.cols, dev_dy.data(), dev_dsum.data(), sum_in.data(), dev_gamma.as<float>(),
                            mean_in.as<float>(), rstd_in.as<float>(), dev_dx.data(), dev_dgamma.as<float>(),
                            dev_dbeta.as<float>(), dev_ws.as<float>(), nullptr);

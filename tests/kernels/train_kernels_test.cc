@@ -194,7 +194,7 @@ TEST_P(LnActDropoutTest, MatchesFp64OracleAndUnfusedSequence) {
 
   Tensor y(c.t, n), dx(c.t, n);
   std::vector<float> mean(c.rows), rstd(c.rows), dgamma(c.cols), dbeta(c.cols);
-  std::vector<float> ws(TrainWorkspaceBytes(c.rows, c.cols) / sizeof(float));
+  std::vector<float> ws(TrainWorkspaceBytes(c.rows, c.cols, MemoryKind::kHost) / sizeof(float));
   cpu::LnActDropoutForward(c.t, c.rows, c.cols, c.act, d, x.bytes.data(), gamma.data(), beta.data(), eps, y.data(),
                            mean.data(), rstd.data(), nullptr);
   cpu::LnActDropoutBackward(c.t, c.rows, c.cols, c.act, d, dy.bytes.data(), x.bytes.data(), gamma.data(), beta.data(),
@@ -282,7 +282,7 @@ TEST(BiasAct, ForwardBackwardAgainstFp64AndSplitSequence) {
       const Tensor x = Random(t, n, rng, 2.0f), dy = Random(t, n, rng, 1.0f);
       const std::vector<float> bias = RandomF(cols, rng, 0.0f, 1.0f);
       Tensor y(t, n), dx(t, n);
-      std::vector<float> dbias(cols), ws(TrainWorkspaceBytes(rows, cols) / sizeof(float));
+      std::vector<float> dbias(cols), ws(TrainWorkspaceBytes(rows, cols, MemoryKind::kHost) / sizeof(float));
       cpu::BiasActForward(t, rows, cols, act, x.bytes.data(), bias.data(), y.data(), nullptr);
       cpu::BiasActBackward(t, rows, cols, act, dy.bytes.data(), x.bytes.data(), bias.data(), dx.data(), dbias.data(),
                            ws.data(), nullptr);
@@ -325,7 +325,7 @@ TEST(AddLayerNorm, FusedEqualsAddThenLayerNormInEveryDtype) {
     const std::vector<float> gamma = RandomF(cols, rng, 1.0f, 0.2f), beta = RandomF(cols, rng, 0.0f, 0.2f);
     Tensor sum(t, n), y(t, n), dx(t, n), sum_u(t, n), y_u(t, n), dx_u(t, n);
     std::vector<float> mean(rows), rstd(rows), dg(cols), db(cols), mean_u(rows), rstd_u(rows), dg_u(cols), db_u(cols);
-    std::vector<float> ws(TrainWorkspaceBytes(rows, cols) / sizeof(float));
+    std::vector<float> ws(TrainWorkspaceBytes(rows, cols, MemoryKind::kHost) / sizeof(float));
     cpu::AddLayerNormForward(t, rows, cols, x.bytes.data(), res.bytes.data(), gamma.data(), beta.data(), 1e-5f,
                              sum.data(), y.data(), mean.data(), rstd.data(), nullptr);
     cpu::AddLayerNormBackward(t, rows, cols, dy.bytes.data(), dsum.bytes.data(), sum.data(), gamma.data(), mean.data(),
@@ -367,7 +367,8 @@ TEST(TrainKernels, ResultsDoNotDependOnTheThreadCount) {
   for (int threads : {1, 2, 3}) {
     SetParallelThreads(threads);
     Tensor y(DType::kBFloat16, n), dx(DType::kBFloat16, n);
-    std::vector<float> mean(rows), rstd(rows), dg(cols), db(cols), ws(TrainWorkspaceBytes(rows, cols) / 4);
+    std::vector<float> mean(rows), rstd(rows), dg(cols), db(cols),
+        ws(TrainWorkspaceBytes(rows, cols, MemoryKind::kHost) / 4);
     cpu::LnActDropoutForward(DType::kBFloat16, rows, cols, Activation::kGeluErf, d, x.bytes.data(), gamma.data(),
                              beta.data(), 1e-5f, y.data(), mean.data(), rstd.data(), nullptr);
     cpu::LnActDropoutBackward(DType::kBFloat16, rows, cols, Activation::kGeluErf, d, dy.bytes.data(), x.bytes.data(),
@@ -399,7 +400,8 @@ TEST(Dropout, OneMaskFromSeedAndOffsetInForwardAndBackward) {
     EXPECT_LE(std::fabs(kept - expect), 5 * sigma) << "p " << p << " kept " << kept;
 
     Tensor y(DType::kFloat32, n), ones(DType::kFloat32, n), g(DType::kFloat32, n), dx(DType::kFloat32, n);
-    std::vector<float> mean(rows), rstd(rows), dg(cols), db(cols), ws(TrainWorkspaceBytes(rows, cols) / 4);
+    std::vector<float> mean(rows), rstd(rows), dg(cols), db(cols),
+        ws(TrainWorkspaceBytes(rows, cols, MemoryKind::kHost) / 4);
     for (size_t e = 0; e < n; ++e) ones.set(e, 1.0f);
     cpu::LnActDropoutForward(DType::kFloat32, rows, cols, Activation::kRelu, d, x.bytes.data(), gamma.data(),
                              beta.data(), 1e-5f, y.data(), mean.data(), rstd.data(), nullptr);
@@ -438,8 +440,10 @@ TEST(TrainKernels, RefusesOtherDtypesAndActivations) {
   EXPECT_THROW(ParseActivation("swish"), UsageError);
   EXPECT_EQ(ParseActivation("gelu"), Activation::kGeluErf);
   EXPECT_STREQ(ActivationName(ParseActivation("gelu-tanh")), "gelu-tanh");
-  EXPECT_EQ(TrainWorkspaceBytes(33, 10), (2 * 2 * 10 + 33 * 10 + 2 * 33) * sizeof(float));
-  EXPECT_THROW(TrainWorkspaceBytes(SIZE_MAX / 8, 8), UsageError);
+  // On the host the column partials alone; on a device dz and the row means too.
+  EXPECT_EQ(TrainWorkspaceBytes(33, 10, MemoryKind::kHost), 2 * 2 * 10 * sizeof(float));
+  EXPECT_EQ(TrainWorkspaceBytes(33, 10, MemoryKind::kDevice), (2 * 2 * 10 + 33 * 10 + 2 * 33) * sizeof(float));
+  EXPECT_THROW(TrainWorkspaceBytes(SIZE_MAX / 8, 8, MemoryKind::kHost), UsageError);
 }
 
 // kernels/cpu/train.cc converts fp16/bf16 rows with its own branch-free (vectorising) code: it must give
@@ -459,7 +463,7 @@ TEST(TrainMath, BranchFreeConversionsMatchQm) {
       const size_t cols = 65536;
       Tensor dy(t, cols), x(t, cols), dx(t, cols);
       for (size_t h = 0; h < cols; ++h) std::memcpy(dy.bytes.data() + 2 * h, &h, 2);
-      std::vector<float> dbias(cols), workspace(TrainWorkspaceBytes(1, cols) / sizeof(float));
+      std::vector<float> dbias(cols), workspace(TrainWorkspaceBytes(1, cols, MemoryKind::kHost) / sizeof(float));
       cpu::BiasActBackward(t, 1, cols, Activation::kNone, dy.data(), x.data(), nullptr, dx.data(), dbias.data(),
                            workspace.data(), nullptr);
       size_t bad = 0;
