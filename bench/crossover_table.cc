@@ -133,7 +133,7 @@ std::shared_ptr<const Crossover> ResolveCrossover(Communicator& transport, const
 
 std::vector<CrossoverPoint> RunCrossoverTable(Communicator& transport, std::shared_ptr<const Crossover> table,
                                               const std::vector<uint64_t>& sizes, const CrossoverCli& c,
-                                              std::ostream& out) {
+                                              std::ostream& out, Communicator* runtime) {
   const auto candidates = CrossoverCandidates(transport);
   std::vector<CrossoverPoint> first;
   for (const bool out_of_place : {false, true}) {
@@ -145,6 +145,7 @@ std::vector<CrossoverPoint> RunCrossoverTable(Communicator& transport, std::shar
     o.with_auto = table;
     o.registered = c.registered;
     o.out_of_place = out_of_place;
+    if (!c.registered) o.with_runtime = runtime;
     auto points = MeasureCrossover(transport, candidates, o);
     if (transport.Rank() == 0) {
       out << fmt::format(
@@ -156,9 +157,13 @@ std::vector<CrossoverPoint> RunCrossoverTable(Communicator& transport, std::shar
       out << "# library: the transport's own allreduce called directly; native: the same through the runtime's "
              "engine\n";
       out << "# auto/best = best time / auto's time; auto/lib = library time / auto's time (1 = as fast)\n";
+      if (o.with_runtime)
+        out << "# runtime: the allreduce --backend ciuic calls (auto in the runtime, its fixed costs included); "
+               "rt/lib = library time / its time\n";
       std::string head = fmt::format("# {:>10} {:>10}", "size", "library");
       for (AllReduceAlgo a : candidates) head += fmt::format(" {:>10}", AlgoName(a));
       head += fmt::format(" {:>10} {:<7} {:>9} {:>9}", "auto", "chose", "auto/best", "auto/lib");
+      if (o.with_runtime) head += fmt::format(" {:>10} {:>7}", "runtime", "rt/lib");
       out << head << "\n";
       for (const auto& p : points) {
         std::string line = fmt::format("  {:>10} {:>10.2f}", p.bytes, p.library_us);
@@ -169,6 +174,7 @@ std::vector<CrossoverPoint> RunCrossoverTable(Communicator& transport, std::shar
         }
         line += fmt::format(" {:>10.2f} {:<7} {:>9.2f} {:>9.2f}", p.auto_us, AlgoName(p.auto_algo), best / p.auto_us,
                             p.library_us / p.auto_us);
+        if (o.with_runtime) line += fmt::format(" {:>10.2f} {:>7.2f}", p.runtime_us, p.library_us / p.runtime_us);
         out << line << "\n";
       }
       out.flush();

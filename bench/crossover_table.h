@@ -39,10 +39,12 @@ void CheckCrossoverOptions(const CrossoverCli& c);
 std::shared_ptr<const Crossover> ResolveCrossover(Communicator& transport, const CrossoverCli& c);
 
 // The crossover table over `sizes` with auto choosing from `table` (collective; c's rounds, slot and
-// placements): one table per placement, rank 0 printing each on `out`. Returns the points of the
-// first (in place where c asks for it).
+// placements): one table per placement, rank 0 printing each on `out`. With `runtime` (the runtime
+// communicator over `transport`, as `--backend ciuic` calls it) unregistered tables also time its
+// AllReduce: the columns runtime and rt/lib. Returns the points of the first (in place where c asks
+// for it).
 std::vector<CrossoverPoint> RunCrossoverTable(Communicator& transport, std::shared_ptr<const Crossover> table,
                                               const std::vector<uint64_t>& sizes, const CrossoverCli& c,
-                                              std::ostream& out);
+                                              std::ostream& out, Communicator* runtime = nullptr);
 
 }  // namespace ciuic

@@ -123,7 +123,9 @@ std::unique_ptr<Communicator> WrapRuntime(std::unique_ptr<Communicator> transpor
       rc.algo.crossover = ResolveCrossover(*transport, cli.crossover);
       if (watchdog) watchdog->Disarm();
       if (cli.crossover.table) {
-        RunCrossoverTable(*transport, rc.algo.crossover, cli.bench.sizes, cli.crossover, std::cout);
+        // The runtime as this run's --backend ciuic would call it, over the same transport: its column.
+        const std::unique_ptr<Communicator> runtime = MakeRuntimeCommunicatorOver(*transport, rc);
+        RunCrossoverTable(*transport, rc.algo.crossover, cli.bench.sizes, cli.crossover, std::cout, runtime.get());
         *table_done = true;
         return transport;
       }

@@ -165,13 +165,15 @@ std::vector<CrossoverPoint> MeasureCrossover(Communicator& comm, const std::vect
   for (AllReduceAlgo a : candidates)
     if (!Allowed(a)) throw UsageError(fmt::format("auto chooses among native, rd, ring, hier (not {})", AlgoName(a)));
   if (o.rounds < 1) throw UsageError("crossover rounds: at least 1");
+  if (o.with_runtime && o.registered)
+    throw UsageError("crossover: a runtime column is not timed on registered buffers");
   std::map<AllReduceAlgo, std::unique_ptr<AllReduceEngine>> engines;
   for (AllReduceAlgo a : candidates) {
     AlgoConfig cfg;
     cfg.algo = a;
     engines[a] = std::make_unique<AllReduceEngine>(comm, cfg);
   }
-  constexpr int kAutoKey = -2;
+  constexpr int kAutoKey = -2, kRuntimeKey = -3;
   if (o.with_auto) {
     AlgoConfig cfg;
     cfg.crossover = o.with_auto;
@@ -195,12 +197,14 @@ std::vector<CrossoverPoint> MeasureCrossover(Communicator& comm, const std::vect
   }
   const float* src =
       o.out_of_place ? reinterpret_cast<const float*>(reinterpret_cast<const char*>(data) + src_at) : data;
-  // Key -1: the transport's own call; otherwise the candidate.
+  // Key -1: the transport's own call; kAutoKey: auto; kRuntimeKey: the runtime communicator; otherwise the candidate.
   auto call = [&](int key, size_t n) {
     if (key == -1) {
       comm.AllReduce(src, data, n, DType::kFloat32, ReduceOp::kSum);
     } else if (key == kAutoKey) {
       engines.at(AllReduceAlgo::kAuto)->Run(src, data, n, nullptr, false);
+    } else if (key == kRuntimeKey) {
+      o.with_runtime->AllReduce(src, data, n, DType::kFloat32, ReduceOp::kSum);
     } else {
       engines.at(static_cast<AllReduceAlgo>(key))->Run(src, data, n, nullptr, false);
     }
@@ -219,6 +223,7 @@ std::vector<CrossoverPoint> MeasureCrossover(Communicator& comm, const std::vect
   std::vector<int> keys = {-1};
   for (AllReduceAlgo a : candidates) keys.push_back(static_cast<int>(a));
   if (o.with_auto) keys.push_back(kAutoKey);
+  if (o.with_runtime) keys.push_back(kRuntimeKey);
   std::map<std::pair<uint64_t, int>, int> calls;
   std::map<std::pair<uint64_t, int>, std::vector<double>> samples;
   for (int round = 0; round < o.rounds; ++round) {
@@ -251,6 +256,7 @@ std::vector<CrossoverPoint> MeasureCrossover(Communicator& comm, const std::vect
       p.auto_us = Median(samples.at({s, kAutoKey}));
       p.auto_algo = o.with_auto->Choose(s, o.out_of_place);
     }
+    if (o.with_runtime) p.runtime_us = Median(samples.at({s, kRuntimeKey}));
     points.push_back(p);
   }
   return points;

@@ -59,6 +59,7 @@ struct CrossoverPoint {
   std::map<AllReduceAlgo, double> us;
   double auto_us = 0;                              // with CrossoverOptions::with_auto: auto over that table
   AllReduceAlgo auto_algo = AllReduceAlgo::kAuto;  // what it chose at this size
+  double runtime_us = 0;                           // with CrossoverOptions::with_runtime: its AllReduce
 };
 
 // The table from measured points (pure: the same points give the same table on every rank). At each
@@ -75,6 +76,10 @@ struct CrossoverOptions {
   int rounds = 3;                              // candidates alternate within each round; each point keeps the median
   double target_s = 0.004;                     // timed seconds per candidate, size and round (at least 3 calls)
   std::shared_ptr<const Crossover> with_auto;  // also time auto choosing from this table
+  // Also time this communicator's AllReduce (fp32 sum) on the same buffers: the runtime as `--backend
+  // ciuic` calls it (MakeRuntimeCommunicatorOver the same transport), its fixed costs included. Not
+  // with `registered` (its engine does not know the table's window).
+  Communicator* with_runtime = nullptr;
   // Time every call on buffers in a shared window every rank maps (SharedWindow; one host, CPU),
   // registered with every engine: the ring's column is then the ring over the window (MappedRing).
   bool registered = false;

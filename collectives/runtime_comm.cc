@@ -14,8 +14,9 @@ namespace {
 
 class RuntimeCommunicator : public Communicator {
  public:
-  RuntimeCommunicator(std::unique_ptr<Communicator> t, const RuntimeCommConfig& c)
-      : t_(std::move(t)), cfg_(c), engine_(*t_, c.algo) {}
+  // Over `t`, owning it when `owned` holds it.
+  RuntimeCommunicator(std::unique_ptr<Communicator> owned, Communicator& t, const RuntimeCommConfig& c)
+      : owned_(std::move(owned)), t_(&t), cfg_(c), engine_(*t_, c.algo) {}
 
   int Rank() const override { return t_->Rank(); }
   int Size() const override { return t_->Size(); }
@@ -118,7 +119,8 @@ class RuntimeCommunicator : public Communicator {
   }
 
  private:
-  std::unique_ptr<Communicator> t_;
+  std::unique_ptr<Communicator> owned_;
+  Communicator* t_;
   RuntimeCommConfig cfg_;
   AllReduceEngine engine_;
   std::map<std::tuple<int, size_t, size_t>, CodecState> states_;
@@ -131,7 +133,12 @@ class RuntimeCommunicator : public Communicator {
 
 std::unique_ptr<Communicator> MakeRuntimeCommunicator(std::unique_ptr<Communicator> transport,
                                                       const RuntimeCommConfig& config) {
-  return std::make_unique<RuntimeCommunicator>(std::move(transport), config);
+  Communicator& t = *transport;
+  return std::make_unique<RuntimeCommunicator>(std::move(transport), t, config);
+}
+
+std::unique_ptr<Communicator> MakeRuntimeCommunicatorOver(Communicator& transport, const RuntimeCommConfig& config) {
+  return std::make_unique<RuntimeCommunicator>(nullptr, transport, config);
 }
 
 }  // namespace ciuic

@@ -20,5 +20,8 @@ struct RuntimeCommConfig {
 
 std::unique_ptr<Communicator> MakeRuntimeCommunicator(std::unique_ptr<Communicator> transport,
                                                       const RuntimeCommConfig& config);
+// The same over a transport the caller keeps (it must outlive the result): what `ciuic-bench
+// --crossover-table` times beside the transport's own call and the bare engines.
+std::unique_ptr<Communicator> MakeRuntimeCommunicatorOver(Communicator& transport, const RuntimeCommConfig& config);
 
 }  // namespace ciuic

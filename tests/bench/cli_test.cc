@@ -15,6 +15,7 @@
 #include "bench/coll_spec.h"
 #include "bench/crossover_table.h"
 #include "collectives/profile.h"
+#include "collectives/runtime_comm.h"
 #include "core/buffer.h"
 #include "core/trace.h"
 #include "tests/trace_check.h"
@@ -683,6 +684,7 @@ TEST(Cli, ARegisteredCrossoverMeasuresTheRingOverTheWindow) {
 // --crossover-table prints one table per placement --inplace asks for, in place first; out of place
 // every candidate is handed a source apart from its result (rd, which works in place, then copies
 // the source first: its "copy" span), registered too (both lie in the window: the "mapped ring").
+// Unregistered, the runtime --backend ciuic calls is timed too (its "ciuic allreduce" span, its columns).
 TEST(Cli, TheCrossoverTableHasATablePerPlacement) {
   for (const auto& placement : {std::pair{true, false}, {false, true}, {true, true}}) {
     // Plain locals: the ranks' lambda captures them (clang 14 refuses a structured binding there).
@@ -697,7 +699,11 @@ TEST(Cli, TheCrossoverTableHasATablePerPlacement) {
         c.in_place = in_place;
         c.out_of_place = out_of_place;
         std::ostringstream out;
-        RunCrossoverTable(comm, std::make_shared<const Crossover>(BuiltinCrossover("local")), {4096, 65536}, c, out);
+        const auto table = std::make_shared<const Crossover>(BuiltinCrossover("local"));
+        RuntimeCommConfig rc;
+        rc.algo.crossover = table;
+        const std::unique_ptr<Communicator> runtime = MakeRuntimeCommunicatorOver(comm, rc);
+        RunCrossoverTable(comm, table, {4096, 65536}, c, out, runtime.get());
         if (comm.Rank() == 0) printed = out.str();
       });
       const std::string what =
@@ -714,9 +720,11 @@ TEST(Cli, TheCrossoverTableHasATablePerPlacement) {
            at = printed.find("\n        4096 ", at + 1))
         ++rows;
       EXPECT_EQ(rows, static_cast<size_t>(in_place) + static_cast<size_t>(out_of_place)) << what << "\n" << printed;
+      EXPECT_EQ(printed.find(" rt/lib") != std::string::npos, !registered) << what << "\n" << printed;
       for (int r = 0; r < 2; ++r) {
         EXPECT_EQ(testing_trace::HasSpan(events[r], "copy"), out_of_place) << what << ", rank " << r;
         EXPECT_EQ(testing_trace::HasSpan(events[r], "mapped ring"), registered) << what << ", rank " << r;
+        EXPECT_EQ(testing_trace::HasSpan(events[r], "ciuic allreduce"), !registered) << what << ", rank " << r;
       }
     }
   }
