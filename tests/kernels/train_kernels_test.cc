@@ -144,6 +144,13 @@ double WorstRatio(const std::vector<float>& got, const std::vector<double>& want
   return worst;
 }
 
+// Over the reals: |act'| and |act''|. GELU, either form: act' = Φ(x) + xφ(x) peaks at 1.1289 (x = √2),
+// act'' = φ(x)(2 − x²) at 2φ(0) = 0.7979 (the tanh form within 1e-4 of both). ReLU: act' is 0 or 1 and
+// act'' 0 away from 0 (rounding keeps a sign, so act' of a rounded input is act' of the exact one); none:
+// 1 and 0.
+double ActGradMax(Activation a) { return a == Activation::kGeluErf || a == Activation::kGeluTanh ? 1.13 : 1.0; }
+double ActCurveMax(Activation a) { return a == Activation::kGeluErf || a == Activation::kGeluTanh ? 0.8 : 0.0; }
+
 bool SameBits(const Tensor& a, const Tensor& b) { return a.bytes == b.bytes; }
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
@@ -237,6 +244,44 @@ TEST_P(LnActDropoutTest, MatchesFp64OracleAndUnfusedSequence) {
     // z by a half-ulp of |z| (<= ~6 here), which act' (<= 1.13) and the dropout scale (<= 1.34) carry
     // to y: 8 half-ulps absolute, plus the last rounding's.
     EXPECT_LE(WorstRatio(y3, o.y, 8 * StorageUnit(c.t), 2e-5 + 2 * StorageUnit(c.t)), 1.0);
+    // Backward, to first order in u (a half-ulp, relative): g1 = dropout(dy) rounded (|Δ| <= u·|g1|),
+    // g2 = act'(z rounded) · g1 rounded, then rounded: |Δg2| <= e = u·|g1|·(2·|act'|max + |act''|max·|z|).
+    // LayerNorm's backward, dx_i = rstd·(γ_i·g2_i − mean_j γ_j·g2_j − x̂_i·mean_j γ_j·g2_j·x̂_j), carries
+    // e to dx as rstd·(|γ_i|·e_i + mean_j |γ_j|·e_j + |x̂_i|·mean_j |γ_j|·e_j·|x̂_j|); dβ_j and dγ_j, sums
+    // of g2 and g2·x̂ over rows, as Σ_i e_ij and Σ_i e_ij·|x̂_ij|. The fp32 work's own error as above.
+    const double u = StorageUnit(c.t), scale = c.p > 0 ? 1.0 / (1.0 - c.p) : 1.0;
+    const double a1 = ActGradMax(c.act), a2 = ActCurveMax(c.act);
+    double worst_dx = 0, worst_dg = 0, worst_db = 0;
+    std::vector<double> sum_dg(c.cols, 0.0), sum_db(c.cols, 0.0);
+    for (size_t r = 0; r < c.rows; ++r) {
+      std::vector<double> e(c.cols), xh(c.cols);
+      double mean_e = 0, mean_ex = 0;
+      for (size_t j = 0; j < c.cols; ++j) {
+        const size_t at = r * c.cols + j;
+        xh[j] = std::fabs((x.at(at) - mean[r]) * static_cast<double>(rstd[r]));
+        const double z = std::fabs(xh[j] * gamma[j]) + std::fabs(beta[j]);
+        e[j] = u * std::fabs(dy.at(at)) * scale * (2 * a1 + a2 * z) * 1.01;  // 1.01: the second-order terms
+        mean_e += std::fabs(gamma[j]) * e[j] / static_cast<double>(c.cols);
+        mean_ex += std::fabs(gamma[j]) * e[j] * xh[j] / static_cast<double>(c.cols);
+        sum_db[j] += e[j];
+        sum_dg[j] += e[j] * xh[j];
+      }
+      for (size_t j = 0; j < c.cols; ++j) {
+        const size_t at = r * c.cols + j;
+        const double bound = rstd[r] * (std::fabs(gamma[j]) * e[j] + mean_e + xh[j] * mean_ex);
+        const double tol = 2e-5 * dx_scale + (2e-5 + u) * std::fabs(o.dx[at]) + bound;
+        worst_dx = std::max(worst_dx, std::fabs(dx_u.at(at) - o.dx[at]) / tol);
+      }
+    }
+    for (size_t j = 0; j < c.cols; ++j) {
+      worst_dg = std::max(worst_dg, std::fabs(dgamma_u[j] - o.dgamma[j]) /
+                                        (1e-4 * dg_scale + 1e-4 * std::fabs(o.dgamma[j]) + sum_dg[j]));
+      worst_db = std::max(
+          worst_db, std::fabs(dbeta_u[j] - o.dbeta[j]) / (1e-4 * dg_scale + 1e-4 * std::fabs(o.dbeta[j]) + sum_db[j]));
+    }
+    EXPECT_LE(worst_dx, 1.0);
+    EXPECT_LE(worst_dg, 1.0);
+    EXPECT_LE(worst_db, 1.0);
   }
 }
 
@@ -311,6 +356,27 @@ TEST(BiasAct, ForwardBackwardAgainstFp64AndSplitSequence) {
         EXPECT_TRUE(SameBits(y, y_u));
         EXPECT_TRUE(SameBits(dx, dx_u));
         EXPECT_TRUE(SameBits(dbias, dbias_u));
+      } else {
+        // h = x + bias rounded (|Δh| <= u·|h|): y = act(h) rounded is off by |act'|max·u·|h| + u·|y|;
+        // g = dy·act'(h) rounded by |dy|·|act''|max·u·|h| + u·|g| (dx is g, stored as is); dbias sums g
+        // over rows, those errors with it. The fp32 work's own error as above; 1.01 for second order.
+        const double u = StorageUnit(t), a1 = ActGradMax(act), a2 = ActCurveMax(act);
+        double worst_y = 0, worst_dx = 0, worst_db = 0;
+        std::vector<double> sum_e(cols, 0.0);
+        for (size_t e = 0; e < n; ++e) {
+          const double h = std::fabs(x.at(e) + bias[e % cols]);
+          const double ey = 1.01 * u * (a1 * h + std::fabs(y_d[e]));
+          const double eg = 1.01 * u * (std::fabs(dy.at(e)) * a2 * h + std::fabs(dx_d[e]));
+          sum_e[e % cols] += eg;
+          worst_y = std::max(worst_y, std::fabs(y_u.at(e) - y_d[e]) / (2e-6 + 2e-5 * std::fabs(y_d[e]) + ey));
+          worst_dx = std::max(worst_dx, std::fabs(dx_u.at(e) - dx_d[e]) / (2e-6 + 2e-5 * std::fabs(dx_d[e]) + eg));
+        }
+        for (size_t j = 0; j < cols; ++j)
+          worst_db = std::max(
+              worst_db, std::fabs(dbias_u[j] - db_d[j]) / (1e-4 * db_scale + 1e-4 * std::fabs(db_d[j]) + sum_e[j]));
+        EXPECT_LE(worst_y, 1.0);
+        EXPECT_LE(worst_dx, 1.0);
+        EXPECT_LE(worst_db, 1.0);
       }
     }
   }
