@@ -460,7 +460,8 @@ int TrainKernelBenchMain(int argc, char** argv) {
   const KernelBenchOptions o = ParseKernelBench(argc, argv);
   std::vector<Row> rows;
   std::vector<std::string> notes;
-  const std::string device = o.device ? "cuda" : fmt::format("cpu, {} threads", ParallelThreads());
+  const std::string device = o.device ? fmt::format("cuda ({})", CudaDeviceName())
+                                      : fmt::format("cpu ({}), {} threads", CpuModelName(), ParallelThreads());
   std::cout << fmt::format("# ciuic-bench kernel: training kernels on {}; dropout p {}; time = median us\n", device,
                            o.p);
   std::cout << "# GB/s: bytes the pass must move once / time; %copy: of the same run's copy (read + write bytes/s); "
