@@ -165,7 +165,7 @@ san_job() {
           mpiexec -n 2 --oversubscribe ./test_mpi --gtest_brief=1 && mpiexec -n 2 --oversubscribe ./test_c_mpi &&
           ./test_cli --gtest_brief=1 '--gtest_filter=CliMpi*') ;;
       asan-bad-inputs)
-        # The 1067 cases through the instrumented tools.
+        # The 1069 cases through the instrumented tools.
         BAD_INPUTS_GATE_DB="$SAN_GATE_DB" BAD_INPUTS_CONTROL_TIMEOUT=600 tests/scripts/bad_inputs.sh build-fuzz/bin/ciuic-bench \
           build-fuzz/bin/ciuic-tune build-fuzz/tests/state_load_driver tests/data/bad ;;
       tsan-*)

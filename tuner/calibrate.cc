@@ -67,6 +67,11 @@ double Calibration::KernelUs(const std::string& kernel, const std::string& codec
   return it == kernels.end() ? 0.0 : it->second.Us(bytes);
 }
 
+double Calibration::TrainUs(const std::string& kernel, const std::string& variant, double bytes) const {
+  auto it = train.find({kernel, variant});
+  return it == train.end() || bytes <= 0 ? 0.0 : it->second.Us(bytes);
+}
+
 double Calibration::SendRecvUs(int ranks, double bytes) const {
   auto it = sendrecv.find(ranks);
   return it == sendrecv.end() || bytes <= 0 ? 0.0 : it->second.Us(bytes);
@@ -386,8 +391,8 @@ void CalibrateCrossovers(const std::string& db_path, const std::string& device, 
 
 void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::ostream& out) {
   if (o.cuda && CudaDeviceCount() == 0) throw RuntimeError("calibrate --device cuda: no CUDA device is visible");
-  if (o.sizes.empty() && o.link_ranks.empty())
-    throw UsageError("calibrate: nothing to measure (no --sizes, no --ranks)");
+  if (o.sizes.empty() && o.link_ranks.empty() && o.train.empty())
+    throw UsageError("calibrate: nothing to measure (no --sizes, no --ranks, no training kernels)");
   for (uint64_t s : o.sizes)
     if (s < 4096) throw UsageError(fmt::format("calibrate: size {} must be at least 4K", s));
   for (int p : o.link_ranks)
@@ -470,7 +475,49 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
     Store(db, device, rows);
     CalibrateCrossovers(db_path, device, o, out);
   }
+  if (!o.train.empty()) {
+    out << fmt::format(
+        "# calibrate {}: training kernels, one copy, fp32, forward + backward (median of 5 runs per pass), us\n",
+        device);
+    out << fmt::format("# {:<10} {:>6} {:>6} {:>12} {:>12} {:>8}\n", "kernel", "rows", "cols", "fused", "unfused",
+                       "saved");
+    std::vector<KernelRow> rows;
+    Progress progress("training kernels", static_cast<double>(o.train.size()), static_cast<int>(o.train.size()));
+    for (const FusionShape& s : o.train) {
+      progress.Begin(fmt::format("{} at {} x {}", s.kernel, s.rows, s.cols));
+      FusionTimes t;
+      try {
+        t = TimeFusion(s, o.cuda);
+      } catch (const std::exception& e) {  // out of memory at a large shape: the others are still worth having
+        progress.Done();
+        out << fmt::format("  {:<10} {:>6} {:>6} not timed: {}\n", s.kernel, s.rows, s.cols, PrintableLine(e.what()));
+        continue;
+      }
+      progress.Done();
+      const double bytes = static_cast<double>(s.rows) * static_cast<double>(s.cols) * 4;
+      rows.push_back({"train:" + s.kernel, "fused", bytes, t.fused_us, 1});
+      rows.push_back({"train:" + s.kernel, "unfused", bytes, t.unfused_us, 1});
+      out << fmt::format("  {:<10} {:>6} {:>6} {:>12.1f} {:>12.1f} {:>7.2f}x\n", s.kernel, s.rows, s.cols, t.fused_us,
+                         t.unfused_us, t.unfused_us / t.fused_us);
+    }
+    Database db(db_path);
+    Store(db, device, rows);
+  }
   out << fmt::format("# stored in {} (table calibrations, device '{}')\n", db_path, device);
+}
+
+std::vector<FusionShape> TransformerFusionShapes() {
+  std::vector<FusionShape> all;
+  for (const std::string& name : BuiltinWorkloads()) {
+    const Workload w = LoadWorkload(name);
+    for (const FusionShape& s : FusionShapes(w, w.default_batch)) {
+      const bool seen = std::any_of(all.begin(), all.end(), [&](const FusionShape& a) {
+        return a.kernel == s.kernel && a.rows == s.rows && a.cols == s.cols;
+      });
+      if (!seen) all.push_back(s);
+    }
+  }
+  return all;
 }
 
 Calibration LoadCalibration(const std::string& db_path, const std::string& device) {
@@ -496,7 +543,9 @@ Calibration LoadCalibration(const std::string& db_path, const std::string& devic
     if (!(gbps > 0)) continue;
     const double us = bytes / (gbps * 1e3);
     if (kernel.rfind("crossover:", 0) == 0) continue;  // auto's crossover (LoadCrossoverPoints), not a model input
-    if (kernel == "sendrecv") {
+    if (kernel.rfind("train:", 0) == 0) {
+      c.train[{kernel, codec}].Add(bytes, us);  // one copy: not the codec kernels' concurrency
+    } else if (kernel == "sendrecv") {
       c.sendrecv[ranks].Add(bytes, us);
     } else if (kernel == "allreduce") {
       c.native_allreduce[{ranks, codec == "native" ? std::string("fp32") : codec.substr(codec.find(':') + 1)}].Add(

@@ -7,7 +7,9 @@
 //     kernel alone on an idle machine is faster than it is inside a collective);
 //   - the link: one ring step (`ciuic-bench sendrecv`, MPI) per rank count and message size, and the
 //     transport's own allreduce (what `algo nccl` means on a CPU machine) at the same sizes, in fp32 and
-//     in the 16-bit reduction precisions (bf16, fp16: cast + 16-bit sum + cast back, the runtime's native).
+//     in the 16-bit reduction precisions (bf16, fp16: cast + 16-bit sum + cast back, the runtime's native);
+//   - the training kernels the study's fusion line sums (residual add + LayerNorm, bias + GELU; fused and
+//     unfused, forward + backward, fp32) at the shipped transformer workloads' shapes, one copy.
 // The model interpolates between measured sizes (log-log), so cache effects are in the numbers.
 #include <cstdint>
 #include <map>
@@ -17,6 +19,8 @@
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include "tuner/fusion.h"
 
 namespace ciuic {
 
@@ -42,11 +46,16 @@ struct Calibration {
   // (ranks, precision) -> the transport's own allreduce (MPI), in-place: fp32 as MPI does it; bf16/fp16
   // through the runtime's native algorithm (cast, 16-bit sum, cast back)
   std::map<std::pair<int, std::string>, TimeCurve> native_allreduce;
+  // ("train:<kernel>", "fused" | "unfused") -> fp32 tensor bytes (rows x cols x 4) -> µs of forward +
+  // backward: the training kernels at the shipped transformer shapes (tuner/fusion.h), one copy.
+  std::map<std::pair<std::string, std::string>, TimeCurve> train;
 
   bool empty() const { return kernels.empty() && sendrecv.empty(); }
   bool Has(const std::string& codec) const;  // encode, decode measured for it
   // Time of a kernel over `bytes` of fp32 gradient (µs); 0 when not calibrated.
   double KernelUs(const std::string& kernel, const std::string& codec, double bytes) const;
+  // A training kernel's forward + backward over a tensor of `bytes` (µs); 0 when not calibrated.
+  double TrainUs(const std::string& kernel, const std::string& variant, double bytes) const;
   bool HasLink(int ranks) const { return sendrecv.count(ranks) > 0; }
   double SendRecvUs(int ranks, double bytes) const;
   size_t values() const;
@@ -59,7 +68,13 @@ struct CalibrateOptions {
   int rounds = 3;               // kernel sweeps; each point stores the median over them
   std::vector<int> link_ranks;  // rank counts whose ring step is measured (empty: none)
   std::string link_sizes = "4K:64M:x2";
+  // Training kernels (fused and unfused, forward + backward, fp32) at these shapes, stored as rows
+  // "train:<kernel>" for the study's fusion line (empty: none; calibrate's CLI: the shipped transformer
+  // workloads' shapes, TransformerFusionShapes).
+  std::vector<FusionShape> train;
 };
+// Every shape the fusion line of a shipped transformer workload (at its default batch) times, once each.
+std::vector<FusionShape> TransformerFusionShapes();
 
 // "cpu:<model>" or "cuda:<name>".
 std::string CalibrationDevice(bool cuda);

@@ -390,6 +390,9 @@ int Calibrate(const cxxopts::ParseResult& r) {
   o.concurrency = OptionInRange("concurrency", r["concurrency"].as<int>(), 0, 4096);  // 0: this machine's cores
   o.rounds = OptionInRange("rounds", r["rounds"].as<int>(), 1, 99);
   if (r.count("ranks")) o.link_ranks = ParseRanks(r["ranks"].as<std::string>());
+  const std::string train = r["train-kernels"].as<std::string>();
+  OneOfOption("train-kernels", train, {"yes", "no"});
+  if (train == "yes") o.train = TransformerFusionShapes();
   if (r.count("link-sizes")) {
     if (o.link_ranks.empty()) throw UsageError("--link-sizes: the link is measured with --ranks");
     o.link_sizes = r["link-sizes"].as<std::string>();
@@ -602,7 +605,7 @@ const Subcommand kSubcommands[] = {
     {"show", "stored studies and best configurations", {"db"}, Show},
     {"calibrate",
      "measure the model's primitives here: kernels (cpu or cuda) and the link (--ranks) -> --db",
-     {"device", "sizes", "concurrency", "rounds", "ranks", "link-sizes", "db"},
+     {"device", "sizes", "concurrency", "rounds", "ranks", "link-sizes", "train-kernels", "db"},
      Calibrate},
     {"validate",
      "the local model vs ciuic-bench on this machine",
@@ -721,6 +724,10 @@ int Run(int argc, char** argv) {
       "ranks", "calibrate/validate: local rank counts, e.g. 2,3,4", cxxopts::value<std::string>())(
       "concurrency", "calibrate: kernel copies timed at once (0: cores)", cxxopts::value<int>()->default_value("0"))(
       "rounds", "calibrate: kernel sweeps, median per point", cxxopts::value<int>()->default_value("3"))(
+      "train-kernels",
+      "calibrate: yes | no: the training kernels a study's fusion line sums, at the shipped transformer "
+      "workloads' shapes",
+      cxxopts::value<std::string>()->default_value("yes"))(
       "codecs", "validate/gate: codecs (gate: codec or none@bf16/none@fp16)",
       cxxopts::value<std::string>()->default_value("none,fp16,int8,int4,sign1,topk:0.01"))(
       "link-sizes", "calibrate --ranks: message sizes of the ring step and the transport's allreduce",

@@ -729,7 +729,7 @@ TuneResult RunStudy(const TuneOptions& options, std::ostream& log) {
   s.DescribeProfile(sr);
   s.PickRules(best);
   s.AdviseAccumulation(db, best);
-  s.log << FusionAdvice(s.work, s.batch, !s.CpuTopology(), s.topo.device.name) << "\n";
+  s.log << FusionAdvice(s.work, s.batch, !s.CpuTopology(), s.topo.device.name, &s.cal) << "\n";
   // The bands kept on NCCL's allreduce: NCCL's algorithm there as the model sees it, advice only
   // (the tuner plugin applies measured choices alone: ciuic-tune nccl-axis on the GPUs).
   if (!s.CpuTopology()) AdviseNcclAxis(s.res.profile, s.topo);

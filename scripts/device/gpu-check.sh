@@ -202,7 +202,13 @@ step_i() {
 # the workloads' hidden sizes, and ciuic-tune's fusion line calibrated on this GPU.
 step_j() {
   local rc=0
-  # The fusion line first: ciuic-tune times add-ln and bias-gelu on this GPU for a gpt2_xl step.
+  # This GPU's calibration, its training kernels at the shipped transformer shapes included (rows
+  # train:add-ln / train:bias-gelu; brought back in fusion.db: a study here of a topology with this GPU
+  # reads them with --calibration).
+  timeout -k 5 $((60 * scale)) "$bundle/bin/ciuic-tune" calibrate --device cuda --sizes 1M --rounds 1 \
+    --db "$logs/fusion.db" > "$logs/fusion-calibrate.log" 2>&1 || rc=1
+  grep -A8 "training kernels" "$logs/fusion-calibrate.log" || rc=1
+  # The fusion line: from that calibration where the topology's GPU is this one, else timed now.
   timeout -k 5 $((90 * scale)) "$bundle/bin/ciuic-tune" run --topology dgx_h100 --workload gpt2_xl --budget 4 \
     --db "$logs/fusion.db" --out "$logs/fusion.profile.json" > "$logs/fusion.log" 2>&1 || rc=1
   grep -E "^fusion" "$logs/fusion.log" || rc=1

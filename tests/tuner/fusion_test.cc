@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "kernels/codec_kernels.h"
+#include "tuner/calibrate.h"
 #include "tuner/fusion.h"
 #include "tuner/workload.h"
 
@@ -48,6 +49,48 @@ TEST(Fusion, ScalesFromTheTimedTokensToTheMicroBatch) {
   const std::string line = FusionAdvice(w, 4, false, "");
   EXPECT_NE(line.find("add-ln x4 + bias-gelu x2 per step (8192 tokens x 32/64"), std::string::npos) << line;
   EXPECT_NE(line.find("at 4096 tokens, scaled x2)"), std::string::npos) << line;
+}
+
+// A calibration of the study's device (ciuic-tune calibrate there, rows "train:<kernel>") gives the
+// line without timing anything: the planted times, summed per layer and scaled to the micro-batch.
+TEST(Fusion, ACalibrationOfTheStudysDeviceGivesTheLine) {
+  // 2048 x 4 = 8192 tokens: read at 4096 rows, x2.
+  const Workload w = ParseWorkload(
+      TinyTransformer(R"("transformer": {"hidden": 256, "sequence": 2048, "layers": 3, "ffn": 1024},)"), "t.json");
+  const std::vector<FusionShape> shapes = FusionShapes(w, 4);
+  ASSERT_EQ(shapes.size(), 2u);
+  EXPECT_EQ(shapes[0].kernel, "add-ln");
+  EXPECT_EQ(shapes[0].rows, 4096u);
+  EXPECT_EQ(shapes[0].cols, 256u);
+  EXPECT_EQ(shapes[1].kernel, "bias-gelu");
+  EXPECT_EQ(shapes[1].cols, 1024u);
+  Calibration cal;
+  cal.device = "cuda:NVIDIA H100 80GB HBM3";
+  // Points at the line's own shapes (and one other size each, so that the curve is a curve).
+  const double ln_bytes = 4096.0 * 256 * 4, gelu_bytes = 4096.0 * 1024 * 4;
+  cal.train[{"train:add-ln", "fused"}].Add(ln_bytes, 100);
+  cal.train[{"train:add-ln", "fused"}].Add(4 * ln_bytes, 400);
+  cal.train[{"train:add-ln", "unfused"}].Add(ln_bytes, 250);
+  cal.train[{"train:add-ln", "unfused"}].Add(4 * ln_bytes, 1000);
+  cal.train[{"train:bias-gelu", "fused"}].Add(gelu_bytes, 300);
+  cal.train[{"train:bias-gelu", "fused"}].Add(ln_bytes, 75);
+  // One variant missing: neither kernel is read from the calibration.
+  const std::string partial = FusionAdvice(w, 4, true, "NVIDIA H100 80GB HBM3 (SXM5)", &cal);
+  EXPECT_EQ(partial.find("calibrated"), std::string::npos) << partial;
+  if (!cuda::Available()) {
+    EXPECT_NE(partial.find("not estimated for NVIDIA H100 80GB HBM3 (SXM5) (no calibration"), std::string::npos)
+        << partial;
+  }
+  cal.train[{"train:bias-gelu", "unfused"}].Add(gelu_bytes, 330);
+  const std::string line = FusionAdvice(w, 4, true, "NVIDIA H100 80GB HBM3 (SXM5)", &cal);
+  // Per layer 2 x add-ln + bias-gelu: fused 2 x 100 + 300 = 500 us, unfused 2 x 250 + 330 = 830; x 3 layers
+  // x 2 (8192 tokens read at 4096): 3.0 ms against 4.98 ms.
+  EXPECT_NE(line.find("add-ln x6 + bias-gelu x3 per step (8192 tokens x 256/1024, fp32, forward + backward, "
+                      "calibrated on cuda:NVIDIA H100 80GB HBM3; at 4096 tokens, scaled x2): 3.0 ms vs 5.0 ms "
+                      "unfused: saves 2.0 ms per step (1.66x)"),
+            std::string::npos)
+      << line;
+  EXPECT_EQ(line.find("timed now"), std::string::npos) << line;
 }
 
 TEST(Fusion, DeclinesWithoutAShapeOrTheStudysDevice) {

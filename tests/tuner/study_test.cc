@@ -496,6 +496,46 @@ TEST_F(Study, CalibrateStoresKernelCurvesPerSizeAndAStudyWithoutALinkSaysSo) {
   EXPECT_THROW(RunCalibration(db, c, out), UsageError);
 }
 
+// The training kernels' rows ("train:<kernel>", fused and unfused, one copy): read into their own
+// curves, never as codec kernels (a calibration of them alone leaves the codec model unset) and never
+// as the codec kernels' concurrency; what calibrate's CLI times is every shipped transformer's shapes.
+TEST_F(Study, CalibrateStoresTheTrainingKernelsApart) {
+  const std::string db = (dir_ / "train.db").string();
+  std::ostringstream out;
+  CalibrateOptions c;
+  c.train = {{"add-ln", 16, 96}, {"bias-gelu", 16, 384}, {"add-ln", 64, 96}};
+  RunCalibration(db, c, out);
+  EXPECT_NE(out.str().find("training kernels, one copy"), std::string::npos) << out.str();
+  Calibration cal = LoadCalibration(db, CalibrationDevice(false));
+  EXPECT_TRUE(cal.empty());  // no codec kernel, no link
+  EXPECT_TRUE(cal.kernels.empty());
+  ASSERT_EQ(cal.train.size(), 4u);
+  EXPECT_EQ(cal.train.at({"train:add-ln", "fused"}).points().size(), 2u);
+  EXPECT_EQ(cal.train.at({"train:bias-gelu", "unfused"}).points().size(), 1u);
+  EXPECT_GT(cal.TrainUs("train:add-ln", "fused", 16 * 96 * 4), 0.0);
+  EXPECT_EQ(cal.TrainUs("train:add-ln", "fused", 0), 0.0);
+  EXPECT_EQ(cal.TrainUs("train:layernorm", "fused", 4096), 0.0);
+  // Codec kernels at two copies, then the training kernels (one copy) stored after them.
+  c.sizes = {64 * 1024};
+  c.concurrency = 2;
+  c.rounds = 1;
+  RunCalibration(db, c, out);
+  cal = LoadCalibration(db, CalibrationDevice(false));
+  EXPECT_FALSE(cal.empty());
+  EXPECT_EQ(cal.concurrency, 2);
+  for (const auto& [key, curve] : cal.kernels) EXPECT_EQ(key.first.rfind("train:", 0), std::string::npos);
+  // The shipped workloads with a transformer shape give each of their two shapes once.
+  const std::vector<FusionShape> shipped = TransformerFusionShapes();
+  size_t transformers = 0;
+  for (const std::string& name : BuiltinWorkloads()) transformers += LoadWorkload(name).transformer.hidden > 0;
+  EXPECT_GE(transformers, 3u);
+  EXPECT_EQ(shipped.size(), 2 * transformers);
+  for (const FusionShape& s : shipped) {
+    EXPECT_TRUE(s.kernel == "add-ln" || s.kernel == "bias-gelu") << s.kernel;
+    EXPECT_GT(s.rows * s.cols, 0u);
+  }
+}
+
 // A calibration made on a GPU (calibrate --device cuda, rows copied here under that GPU's device
 // name) is what a study of a topology with that GPU uses for its codec kernels, read from --db or
 // from --calibration; a topology with another GPU keeps the bandwidth estimate.

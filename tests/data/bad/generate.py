@@ -455,6 +455,9 @@ tc("extra", "{tune} export extra --profile " + GOOD_PROFILE)
 for v in ["gpu", "", "CPU"]:
     tc("--device", f"{{tune}} calibrate --device {sq(v)} --sizes 64K --db {{work}}/c.db",
        reason={"": "use cpu or cuda"}.get(v))
+for v in ["maybe", ""]:
+    tc("--train-kernels", f"{{tune}} calibrate --train-kernels {sq(v)} --sizes 64K --db {{work}}/c.db",
+       reason={"": "use yes or no"}.get(v))
 for v in ["-1", "4097", "abc"]:
     tc("--concurrency", f"{{tune}} calibrate --concurrency {v} --sizes 64K --db {{work}}/c.db")
 for v in ["0", "100", "abc"]:
