@@ -212,12 +212,19 @@ void Runtime::Reduce(float* data, size_t n, uint64_t key_id, uint64_t key_bucket
     {
       trace::Span check("finite check", trace::Category::kCompute);
       check.With("bytes", static_cast<int64_t>(n * 4));
-      UnscaleCheckNorm(data, n, 1.0f, flag_.as<uint32_t>(), nullptr, comm_.Stream());
-      uint32_t flag = 0;
-      CopyBytes(&flag, MemoryKind::kHost, flag_.data(), flag_.kind(), 4, comm_.Stream());  // after the check kernel
-      if (flag) {
-        bad |= kNonFinite;
-        SetBytes(flag_.data(), flag_.kind(), 0, 4, comm_.Stream());
+      if (n <= kInlineFloats && comm_.BufferKind() == MemoryKind::kHost) {
+        // A few host floats (the agreement carries them): checked here; the kernel's dispatch and its
+        // flag's round trip cost about ten times this loop (bench/results/2026-11-30-runtime-call-profile).
+        for (size_t i = 0; i < n; ++i)
+          if (!std::isfinite(data[i])) bad |= kNonFinite;
+      } else {
+        UnscaleCheckNorm(data, n, 1.0f, flag_.as<uint32_t>(), nullptr, comm_.Stream());
+        uint32_t flag = 0;
+        CopyBytes(&flag, MemoryKind::kHost, flag_.data(), flag_.kind(), 4, comm_.Stream());  // after the check kernel
+        if (flag) {
+          bad |= kNonFinite;
+          SetBytes(flag_.data(), flag_.kind(), 0, 4, comm_.Stream());
+        }
       }
     }
     // One host allreduce (AgreeWords doubles, summed): how many ranks saw a NaN/Inf or hold a state
