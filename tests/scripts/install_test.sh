@@ -2,7 +2,7 @@
 # The installed tree stands alone. cmake --install BUILD to a temporary prefix; then, in a private
 # mount namespace where the source tree (and the build tree inside it) is hidden behind an empty
 # tmpfs, from another directory: ciuic-bench (a run with a shipped baseline by name, a moved copy of the
-# prefix self-launching 2 ranks under mpiexec, a plot),
+# prefix self-launching 2 ranks under mpiexec, a plot), ciuic-micro (2 ranks under mpiexec),
 # ciuic-tune (a model-mode study on a shipped topology and workload, an export; a copy of it alone, finding
 # the data through $CIUIC_DATA_DIR) and the Python package
 # (the prefix's site-packages, and a venv made by `pip install --no-build-isolation`), each loading the
@@ -31,7 +31,10 @@ site=$(ls -d "$prefix"/lib/python3*/site-packages)
 # Every installed ELF file runs from a copied tree: its run path starts at $ORIGIN/../lib and holds the
 # folder of each library it needs from outside the loader's default folders (CUDA, NCCL, Open MPI),
 # so ld.so.conf is not what makes it load.
-for elf in "$prefix"/bin/ciuic-bench "$prefix"/bin/ciuic-tune "$prefix"/lib/lib*.so; do
+# ciuic-micro where the build has it (Google Benchmark found; scripts/setup.sh installs it).
+micro=()
+[ ! -x "$build/bin/ciuic-micro" ] || micro=("$prefix/bin/ciuic-micro")
+for elf in "$prefix"/bin/ciuic-bench "$prefix"/bin/ciuic-tune "${micro[@]}" "$prefix"/lib/lib*.so; do
   runpath=$(readelf -d "$elf" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
   case ":$runpath:" in *':$ORIGIN/../lib:'*) ;; *) echo "install_test: $elf: run path '$runpath' lacks \$ORIGIN/../lib"; exit 1 ;; esac
   ldd "$elf" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p' | while read -r lib; do
@@ -75,7 +78,7 @@ done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unshare -m env -i PATH=/usr/bin:/bin HOME="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
   bash -eu -c '
-  src=$1 work=$2 prefix=$3 site=$4
+  src=$1 work=$2 prefix=$3 site=$4 has_micro=$5
   mount -t tmpfs none "$src"
   [ -z "$(ls -A "$src")" ] || { echo "the source tree is still visible"; exit 1; }
   cd "$work"
@@ -91,6 +94,12 @@ unshare -m env -i PATH=/usr/bin:/bin HOME="$work" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_
   grep -q "starting 2 ranks: .*mpiexec" moved.txt || { cat moved.txt; exit 1; }
   /usr/bin/python3 -c "import json, sys; j = json.load(open(\"moved.json\")); sys.exit(0 if j[\"context\"][\"world_size\"] == 2 and all(r[\"wrong\"] == 0 for r in j[\"results\"]) else 1)"
   rm -rf moved
+  if [ "$has_micro" = 1 ]; then
+    step "ciuic-micro: the runtime'"'"'s cost per call under mpiexec"
+    mpiexec -n 2 "$prefix/bin/ciuic-micro" --benchmark_filter="Overhead/(Transport|Runtime)/8/" > micro.txt 2>&1 ||
+      { cat micro.txt; exit 1; }
+    grep -qE "^Overhead/Transport/8/" micro.txt && grep -qE "^Overhead/Runtime/8/" micro.txt || { cat micro.txt; exit 1; }
+  fi
   step "ciuic-bench plot"
   "$prefix/bin/ciuic-bench" plot busbw run.json --out busbw.png > plot.txt 2>&1 || { cat plot.txt; exit 1; }
   [ -s busbw.png ]
@@ -124,4 +133,4 @@ if not p.startswith(sys.argv[1]):
 print(\"loaded\", p)
 " "$prefix"
   step "every check passed"
-' install_test "$src" "$work" "$prefix" "$site"
+' install_test "$src" "$work" "$prefix" "$site" "${#micro[@]}"
