@@ -156,7 +156,8 @@ std::vector<CrossoverPoint> RunCrossoverTable(Communicator& transport, std::shar
       out << fmt::format("# auto: {} ({})\n", table->Describe(), table->source);
       out << "# library: the transport's own allreduce called directly; native: the same through the runtime's "
              "engine\n";
-      out << "# auto/best = best time / auto's time; auto/lib = library time / auto's time (1 = as fast)\n";
+      out << "# auto/best = best time / auto's time; auto/lib = library time / auto's time (1 = as fast); chose: "
+             "the algorithm that ran (native*: the table's ring, which this run cannot stage, ran native)\n";
       if (o.with_runtime)
         out << "# runtime: the allreduce --backend ciuic calls (auto in the runtime, its fixed costs included); "
                "rt/lib = library time / its time\n";
@@ -172,7 +173,11 @@ std::vector<CrossoverPoint> RunCrossoverTable(Communicator& transport, std::shar
           line += fmt::format(" {:>10.2f}", p.us.at(a));
           best = std::min(best, p.us.at(a));
         }
-        line += fmt::format(" {:>10.2f} {:<7} {:>9.2f} {:>9.2f}", p.auto_us, AlgoName(p.auto_algo), best / p.auto_us,
+        // A band the table names another algorithm for that ran native here (a ring band this run cannot
+        // stage): what ran, marked.
+        const bool fell_back = p.auto_ran_native && p.auto_algo != AllReduceAlgo::kNative;
+        const std::string chose = fell_back ? "native*" : AlgoName(p.auto_algo);
+        line += fmt::format(" {:>10.2f} {:<7} {:>9.2f} {:>9.2f}", p.auto_us, chose, best / p.auto_us,
                             p.library_us / p.auto_us);
         if (o.with_runtime) line += fmt::format(" {:>10.2f} {:>7.2f}", p.runtime_us, p.library_us / p.runtime_us);
         out << line << "\n";

@@ -226,6 +226,7 @@ std::vector<CrossoverPoint> MeasureCrossover(Communicator& comm, const std::vect
   if (o.with_runtime) keys.push_back(kRuntimeKey);
   std::map<std::pair<uint64_t, int>, int> calls;
   std::map<std::pair<uint64_t, int>, std::vector<double>> samples;
+  std::map<uint64_t, bool> auto_native;  // per size: every timed auto call ran native
   for (int round = 0; round < o.rounds; ++round) {
     for (uint64_t s : sizes) {
       const size_t n = s / 4;
@@ -242,7 +243,14 @@ std::vector<CrossoverPoint> MeasureCrossover(Communicator& comm, const std::vect
           // candidate timed right after the ring ran 8-30% slower without it.
           call(key, n);
         }
+        const Counters before = o.with_auto ? engines.at(AllReduceAlgo::kAuto)->counters() : Counters{};
         samples[{s, key}].push_back(timed(key, n, c) * 1e6);
+        if (key == kAutoKey) {
+          const Counters& after = engines.at(AllReduceAlgo::kAuto)->counters();
+          const bool all_native = after.native_calls - before.native_calls == after.calls - before.calls;
+          auto [it, fresh] = auto_native.emplace(s, all_native);
+          if (!fresh) it->second = it->second && all_native;
+        }
       }
     }
   }
@@ -255,6 +263,7 @@ std::vector<CrossoverPoint> MeasureCrossover(Communicator& comm, const std::vect
     if (o.with_auto) {
       p.auto_us = Median(samples.at({s, kAutoKey}));
       p.auto_algo = o.with_auto->Choose(s, o.out_of_place);
+      p.auto_ran_native = auto_native.at(s);
     }
     if (o.with_runtime) p.runtime_us = Median(samples.at({s, kRuntimeKey}));
     points.push_back(p);

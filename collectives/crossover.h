@@ -58,7 +58,8 @@ struct CrossoverPoint {
   double library_us = 0;
   std::map<AllReduceAlgo, double> us;
   double auto_us = 0;                              // with CrossoverOptions::with_auto: auto over that table
-  AllReduceAlgo auto_algo = AllReduceAlgo::kAuto;  // what it chose at this size
+  AllReduceAlgo auto_algo = AllReduceAlgo::kAuto;  // what its table names at this size
+  bool auto_ran_native = false;                    // every timed auto call ran native (a ring band unstaged)
   double runtime_us = 0;                           // with CrossoverOptions::with_runtime: its AllReduce
 };
 

@@ -158,6 +158,7 @@ bool AllReduceEngine::RunsNativeFp32(size_t n) const {
 void AllReduceEngine::CountNative(size_t n, double seconds) {
   const int p = comm_.Size();
   counters_.calls++;
+  counters_.native_calls++;
   counters_.raw_bytes += static_cast<double>(n) * 4;
   counters_.wire_bytes += 2.0 * (p - 1) / p * static_cast<double>(n) * 4;
   counters_.total_s += seconds;
@@ -238,6 +239,7 @@ void AllReduceEngine::Run(const float* src, float* data, size_t n, CodecState* s
   counters_.calls++;
   counters_.raw_bytes += static_cast<double>(n) * 4;
   counters_.total_s += dt;
+  if (ran_native) counters_.native_calls++;
   if (ran_native && config_.precision == DType::kFloat32) counters_.comm_s += dt;
 }
 

@@ -91,6 +91,7 @@ struct Counters {
   double encode_s = 0, comm_s = 0, reduce_s = 0, total_s = 0;
   uint64_t mapped_calls = 0;  // calls whose ring read and wrote the peers' buffers in shared windows
   uint64_t staged_calls = 0;  // calls whose ring went through the engine's own window
+  uint64_t native_calls = 0;  // calls that ran the transport's own allreduce (native, or a ring band run unstaged)
 };
 
 class AllReduceEngine {

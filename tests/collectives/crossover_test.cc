@@ -634,6 +634,35 @@ TEST(Crossover, AMeasurementAgreesOnEveryRankAndNamesOnlyCandidates) {
   EXPECT_THROW(MeasureCrossover(*MakeLocalWorld(1)[0], {A::kSparse}), UsageError);
 }
 
+// The measurement says what auto ran, not only what its table names: a ring band the table meant staged
+// (staged_below) at a size the engine cannot stage (above its staged_bytes, 1 MiB) ran native; at a size
+// it stages, the ring ran. The runtime's inline small calls count as native too.
+TEST(Crossover, AMeasurementSaysWhenAutosRingRanNative) {
+  auto ring = std::make_shared<Crossover>();
+  ring->bands = {{std::numeric_limits<uint64_t>::max(), A::kRing}};
+  ring->staged_below = 8u << 20;
+  std::vector<std::vector<CrossoverPoint>> got(2);
+  RunLocalRanks(2, [&](Communicator& comm) {
+    CrossoverOptions o;
+    o.sizes = {65536, 2u << 20};
+    o.rounds = 2;
+    o.target_s = 0.0005;
+    o.with_auto = ring;
+    got[comm.Rank()] = MeasureCrossover(comm, {A::kNative}, o);
+  });
+  for (const auto& points : got) {
+    ASSERT_EQ(points.size(), 2u);
+    EXPECT_EQ(points[0].auto_algo, A::kRing);
+    EXPECT_FALSE(points[0].auto_ran_native);  // 64 KiB: staged
+    EXPECT_EQ(points[1].auto_algo, A::kRing);
+    EXPECT_TRUE(points[1].auto_ran_native);  // 2 MiB: cannot be staged, native ran
+  }
+  auto world = MakeLocalWorld(1);
+  AllReduceEngine engine(*world[0], AlgoConfig{});
+  engine.CountNative(4, 1e-6);
+  EXPECT_EQ(engine.counters().native_calls, 1u);
+}
+
 // Registered, every call is timed on buffers in one shared window: the ring candidate's calls run over
 // it (their "mapped ring" span), and so do auto's where its table names the ring (the second case has
 // no ring candidate: any such span is auto's). Unregistered, nothing runs over a window.
