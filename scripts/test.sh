@@ -98,7 +98,7 @@ sanitizer_builds() {
   "$root/scripts/fuzz_tree.sh" || return 1
   cmake --build build-fuzz -j "$(nproc)" --target test_core test_progress test_kernels test_collectives test_bench test_c_api \
     test_gloo test_tuner test_cli test_db_writers test_nccl_tuner test_compare test_nccl_flags test_c_codec_api \
-    test_c_store_api test_mpi test_c_mpi ciuic-bench ciuic-tune state_load_driver sizes_fuzz profile_fuzz topology_fuzz workload_fuzz state_load_fuzz \
+    test_c_store_api test_mpi test_c_mpi ciuic-bench ciuic-tune state_load_driver save_order_driver io_order_shim sizes_fuzz profile_fuzz topology_fuzz workload_fuzz state_load_fuzz \
     codec_wire_fuzz codec_spec_fuzz run_json_fuzz baseline_fuzz published_fuzz sqlite_fuzz crossover_fuzz >/dev/null || return 1
   echo "test: asan build: $((SECONDS - t0)) s of its own"
   t0=$SECONDS
@@ -131,6 +131,16 @@ san_job() {
   # (72,704 bytes per load) is never freed, and the harness unloads it 13 times; Open MPI frees
   # neither its own nor its dlclosed components' start-up allocations. Memory errors and UB stay checked.
   local no_leaks=detect_leaks=0:abort_on_error=1
+  # unit.save_order's driver under its LD_PRELOAD shim, which records write/fsync/rename per replaced
+  # file (clang links ASan's runtime into the executable, so the shim may be loaded first).
+  save_order() {
+    local d rc=0
+    d=$(mktemp -d /tmp/ciuic_save_order.XXXXXX)
+    ASAN_OPTIONS=verify_asan_link_order=0:$ASAN_OPTIONS CIUIC_IO_TRACE="$d.log" CIUIC_IO_TRACE_MATCH="$d" \
+      LD_PRELOAD="$PWD/libio_order_shim.so" ./save_order_driver "$d" "$d.log" || rc=$?
+    rm -rf "$d" "$d.log"
+    return "$rc"
+  }
   # What is cut for time. ASan: gloo's rank-parameterised tests run at 2 ranks; test_tuner runs 66 of
   # its 79 tests, not the 13 that train the accuracy gate or run whole studies or searches at length
   # (20 minutes instrumented, a resumed study alone 8); the database writers store 100 runs each; the
@@ -159,7 +169,7 @@ san_job() {
       asan-db-writers) (cd build-fuzz/tests && CIUIC_DB_WRITERS_RUNS=100 ./test_db_writers --gtest_brief=1) ;;
       asan-small)
         (cd build-fuzz/tests && ./test_c_api && ./test_progress --gtest_brief=1 && ./test_compare && ./test_nccl_flags && ./test_c_codec_api &&
-          ./test_c_store_api && ASAN_OPTIONS=$no_leaks ./test_nccl_tuner --gtest_brief=1) ;;
+          ./test_c_store_api && ASAN_OPTIONS=$no_leaks ./test_nccl_tuner --gtest_brief=1 && save_order) ;;
       asan-mpi)
         (cd build-fuzz/tests && export ASAN_OPTIONS=$no_leaks &&
           mpiexec -n 2 --oversubscribe ./test_mpi --gtest_brief=1 && mpiexec -n 2 --oversubscribe ./test_c_mpi &&
@@ -299,7 +309,7 @@ if [ "$mode" != quick ]; then
   rm -rf "$gate_dir"
   trap - EXIT
   grep -h '^fuzz ' build-fuzz/jobs/fuzz-*.log | sed 's/^fuzz /test: fuzz /'
-  summary+=("asan+ubsan: every gtest binary (test_gloo at 2 ranks, test_tuner without its 13 longest studies and gate trainings; not unit.save_order's driver, whose LD_PRELOAD shim records the order of its system calls), test_mpi and test_c_mpi under mpiexec, the bad-input corpus clean")
+  summary+=("asan+ubsan: every gtest binary (test_gloo at 2 ranks, test_tuner without its 13 longest studies and gate trainings; unit.save_order's driver under its LD_PRELOAD shim), test_mpi and test_c_mpi under mpiexec, the bad-input corpus clean")
   summary+=("tsan: $(san_jobs | sed -n 's/^tsan-/test_/p' | tr '\n' ' ')clean")
   summary+=("fuzz: $(san_jobs | grep -c '^fuzz-') harnesses x ${SAN_FUZZ_SECONDS} s, no finding")
   stage "sanitizer tests and fuzzing (${CIUIC_SAN_JOBS:-3} jobs at a time)"
