@@ -159,8 +159,8 @@ std::vector<CrossoverPoint> RunCrossoverTable(Communicator& transport, std::shar
       out << "# auto/best = best time / auto's time; auto/lib = library time / auto's time (1 = as fast); chose: "
              "the algorithm that ran (native*: the table's ring, which this run cannot stage, ran native)\n";
       if (o.with_runtime)
-        out << "# runtime: the allreduce --backend ciuic calls (auto in the runtime, its fixed costs included); "
-               "rt/lib = library time / its time\n";
+        out << "# runtime: the allreduce --backend ciuic calls with this command's options (auto in the runtime, "
+               "its fixed costs included); rt/lib = library time / its time\n";
       std::string head = fmt::format("# {:>10} {:>10}", "size", "library");
       for (AllReduceAlgo a : candidates) head += fmt::format(" {:>10}", AlgoName(a));
       head += fmt::format(" {:>10} {:<7} {:>9} {:>9}", "auto", "chose", "auto/best", "auto/lib");

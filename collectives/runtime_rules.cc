@@ -352,6 +352,7 @@ Counters RuleRuntime::counters() const {
     sum.total_s += c.total_s;
     sum.mapped_calls += c.mapped_calls;
     sum.staged_calls += c.staged_calls;
+    sum.native_calls += c.native_calls;
   }
   return sum;
 }

@@ -141,8 +141,8 @@ san_job() {
     rm -rf "$d" "$d.log"
     return "$rc"
   }
-  # What is cut for time. ASan: gloo's rank-parameterised tests run at 2 ranks; test_tuner runs 66 of
-  # its 79 tests, not the 13 that train the accuracy gate or run whole studies or searches at length
+  # What is cut for time. ASan: gloo's rank-parameterised tests run at 2 ranks; test_tuner runs 69 of
+  # its 82 tests, not the 13 that train the accuracy gate or run whole studies or searches at length
   # (20 minutes instrumented, a resumed study alone 8); the database writers store 100 runs each; the
   # runner's every-collective sweep runs at 2 and 3 rank-threads (its 1 and 8 run in the unit label:
   # under ASan the 8-thread sweep alone took 2.5 minutes). TSan: gloo's rank-parameterised tests at 2

@@ -402,6 +402,38 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
   if (o.rounds < 1) throw UsageError("calibrate: --rounds must be at least 1");
   const std::string device = CalibrationDevice(o.cuda);
 
+  // The training kernels first: their rows (one copy) then precede the codec kernels' in the table, so
+  // that a ciuic-tune from before 2026-11-30, which reads every row as a codec kernel and takes the
+  // concurrency from the last, still takes the codec kernels'.
+  if (!o.train.empty()) {
+    out << fmt::format(
+        "# calibrate {}: training kernels, one copy, fp32, forward + backward (median of 5 runs per pass), us\n",
+        device);
+    out << fmt::format("# {:<10} {:>6} {:>6} {:>12} {:>12} {:>8}\n", "kernel", "rows", "cols", "fused", "unfused",
+                       "saved");
+    std::vector<KernelRow> rows;
+    Progress progress("training kernels", static_cast<double>(o.train.size()), static_cast<int>(o.train.size()));
+    for (const FusionShape& s : o.train) {
+      progress.Begin(fmt::format("{} at {} x {}", s.kernel, s.rows, s.cols));
+      FusionTimes t;
+      try {
+        t = TimeFusion(s, o.cuda);
+      } catch (const std::exception& e) {  // out of memory at a large shape: the others are still worth having
+        progress.Done();
+        out << fmt::format("  {:<10} {:>6} {:>6} not timed: {}\n", s.kernel, s.rows, s.cols, PrintableLine(e.what()));
+        continue;
+      }
+      progress.Done();
+      const double bytes = static_cast<double>(s.rows) * static_cast<double>(s.cols) * 4;
+      const std::string kernel = fmt::format("train:{}:{}", s.kernel, s.cols);  // a curve per width, over rows
+      rows.push_back({kernel, "fused", bytes, t.fused_us, 1});
+      rows.push_back({kernel, "unfused", bytes, t.unfused_us, 1});
+      out << fmt::format("  {:<10} {:>6} {:>6} {:>12.1f} {:>12.1f} {:>7.2f}x\n", s.kernel, s.rows, s.cols, t.fused_us,
+                         t.unfused_us, t.unfused_us / t.fused_us);
+    }
+    Database db(db_path);
+    Store(db, device, rows);
+  }
   if (!o.sizes.empty()) {
     out << fmt::format(
         "# calibrate {}: codec kernels, {} cop{} at once, median of {} round{} over the whole sweep "
@@ -474,34 +506,6 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
     Database db(db_path);
     Store(db, device, rows);
     CalibrateCrossovers(db_path, device, o, out);
-  }
-  if (!o.train.empty()) {
-    out << fmt::format(
-        "# calibrate {}: training kernels, one copy, fp32, forward + backward (median of 5 runs per pass), us\n",
-        device);
-    out << fmt::format("# {:<10} {:>6} {:>6} {:>12} {:>12} {:>8}\n", "kernel", "rows", "cols", "fused", "unfused",
-                       "saved");
-    std::vector<KernelRow> rows;
-    Progress progress("training kernels", static_cast<double>(o.train.size()), static_cast<int>(o.train.size()));
-    for (const FusionShape& s : o.train) {
-      progress.Begin(fmt::format("{} at {} x {}", s.kernel, s.rows, s.cols));
-      FusionTimes t;
-      try {
-        t = TimeFusion(s, o.cuda);
-      } catch (const std::exception& e) {  // out of memory at a large shape: the others are still worth having
-        progress.Done();
-        out << fmt::format("  {:<10} {:>6} {:>6} not timed: {}\n", s.kernel, s.rows, s.cols, PrintableLine(e.what()));
-        continue;
-      }
-      progress.Done();
-      const double bytes = static_cast<double>(s.rows) * static_cast<double>(s.cols) * 4;
-      rows.push_back({"train:" + s.kernel, "fused", bytes, t.fused_us, 1});
-      rows.push_back({"train:" + s.kernel, "unfused", bytes, t.unfused_us, 1});
-      out << fmt::format("  {:<10} {:>6} {:>6} {:>12.1f} {:>12.1f} {:>7.2f}x\n", s.kernel, s.rows, s.cols, t.fused_us,
-                         t.unfused_us, t.unfused_us / t.fused_us);
-    }
-    Database db(db_path);
-    Store(db, device, rows);
   }
   out << fmt::format("# stored in {} (table calibrations, device '{}')\n", db_path, device);
 }

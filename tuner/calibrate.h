@@ -46,8 +46,9 @@ struct Calibration {
   // (ranks, precision) -> the transport's own allreduce (MPI), in-place: fp32 as MPI does it; bf16/fp16
   // through the runtime's native algorithm (cast, 16-bit sum, cast back)
   std::map<std::pair<int, std::string>, TimeCurve> native_allreduce;
-  // ("train:<kernel>", "fused" | "unfused") -> fp32 tensor bytes (rows x cols x 4) -> µs of forward +
-  // backward: the training kernels at the shipped transformer shapes (tuner/fusion.h), one copy.
+  // ("train:<kernel>:<cols>", "fused" | "unfused") -> fp32 tensor bytes (rows x cols x 4) -> µs of
+  // forward + backward: the training kernels at the shipped transformer shapes (tuner/fusion.h), one
+  // copy; a curve per width, so a study of another width is not read from it.
   std::map<std::pair<std::string, std::string>, TimeCurve> train;
 
   bool empty() const { return kernels.empty() && sendrecv.empty(); }
@@ -69,7 +70,7 @@ struct CalibrateOptions {
   std::vector<int> link_ranks;  // rank counts whose ring step is measured (empty: none)
   std::string link_sizes = "4K:64M:x2";
   // Training kernels (fused and unfused, forward + backward, fp32) at these shapes, stored as rows
-  // "train:<kernel>" for the study's fusion line (empty: none; calibrate's CLI: the shipped transformer
+  // "train:<kernel>:<cols>" for the study's fusion line (empty: none; calibrate's CLI: the shipped transformer
   // workloads' shapes, TransformerFusionShapes).
   std::vector<FusionShape> train;
 };

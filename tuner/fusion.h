@@ -2,7 +2,7 @@
 // What fusing a transformer's LayerNorm/activation epilogues would save per training step: the fused
 // training kernels (kernels/train_kernels.h) against their unfused sequences at the workload's
 // transformer shape, from a calibration of the study's device (ciuic-tune calibrate, rows
-// "train:<kernel>") or, without one, timed now where the study's device is this host. Compute, not
+// "train:<kernel>:<cols>") or, without one, timed now where the study's device is this host. Compute, not
 // communication: the tuner does not search it, it reports it beside the communication plan.
 #include <string>
 #include <vector>
@@ -30,7 +30,8 @@ std::vector<FusionShape> FusionShapes(const Workload& w, int batch);
 FusionTimes TimeFusion(const FusionShape& s, bool device);
 
 // One line (no newline). `gpu_study`: the topology's devices are GPUs. With `cal` holding both kernels'
-// curves ("train:add-ln", "train:bias-gelu", fused and unfused) the line uses them and names the
+// curves at the workload's widths ("train:add-ln:<hidden>", "train:bias-gelu:<ffn>", fused and unfused,
+// read at the timed rows' bytes) the line uses them and names the
 // calibrated device; otherwise the kernels are timed now, only where the study's device is here (else
 // the line says the estimate needs that device or its calibration). Workloads without a "transformer"
 // shape get a line saying so.

@@ -300,7 +300,7 @@ step f 40 "CUPTI trace of --backend ciuic --device cuda" -- bash -c step_f
 step g 45 "NCCL start-up with rank 1 missing: abort, culprit" -- bash -c step_g
 step k 90 "torchrun and Slurm's variables starting --backend nccl" -- bash -c step_k
 step h 200 "roofline kernels, top-k vs torch, nccl-tests side by side" -- bash -c step_h
-step j 170 "training kernels fused/unfused/torch on CUDA, fusion line" -- bash -c step_j
+step j 230 "training kernels fused/unfused/torch on CUDA, fusion line" -- bash -c step_j
 step i 150 "Nsight Compute over the codec, top-k and flatten kernels" -- bash -c step_i
 echo
 cat "$summary"

@@ -51,7 +51,7 @@ TEST(Fusion, ScalesFromTheTimedTokensToTheMicroBatch) {
   EXPECT_NE(line.find("at 4096 tokens, scaled x2)"), std::string::npos) << line;
 }
 
-// A calibration of the study's device (ciuic-tune calibrate there, rows "train:<kernel>") gives the
+// A calibration of the study's device (ciuic-tune calibrate there, rows "train:<kernel>:<cols>") gives the
 // line without timing anything: the planted times, summed per layer and scaled to the micro-batch.
 TEST(Fusion, ACalibrationOfTheStudysDeviceGivesTheLine) {
   // 2048 x 4 = 8192 tokens: read at 4096 rows, x2.
@@ -68,12 +68,12 @@ TEST(Fusion, ACalibrationOfTheStudysDeviceGivesTheLine) {
   cal.device = "cuda:NVIDIA H100 80GB HBM3";
   // Points at the line's own shapes (and one other size each, so that the curve is a curve).
   const double ln_bytes = 4096.0 * 256 * 4, gelu_bytes = 4096.0 * 1024 * 4;
-  cal.train[{"train:add-ln", "fused"}].Add(ln_bytes, 100);
-  cal.train[{"train:add-ln", "fused"}].Add(4 * ln_bytes, 400);
-  cal.train[{"train:add-ln", "unfused"}].Add(ln_bytes, 250);
-  cal.train[{"train:add-ln", "unfused"}].Add(4 * ln_bytes, 1000);
-  cal.train[{"train:bias-gelu", "fused"}].Add(gelu_bytes, 300);
-  cal.train[{"train:bias-gelu", "fused"}].Add(ln_bytes, 75);
+  cal.train[{"train:add-ln:256", "fused"}].Add(ln_bytes, 100);
+  cal.train[{"train:add-ln:256", "fused"}].Add(4 * ln_bytes, 400);
+  cal.train[{"train:add-ln:256", "unfused"}].Add(ln_bytes, 250);
+  cal.train[{"train:add-ln:256", "unfused"}].Add(4 * ln_bytes, 1000);
+  cal.train[{"train:bias-gelu:1024", "fused"}].Add(gelu_bytes, 300);
+  cal.train[{"train:bias-gelu:1024", "fused"}].Add(ln_bytes, 75);
   // One variant missing: neither kernel is read from the calibration.
   const std::string partial = FusionAdvice(w, 4, true, "NVIDIA H100 80GB HBM3 (SXM5)", &cal);
   EXPECT_EQ(partial.find("calibrated"), std::string::npos) << partial;
@@ -81,7 +81,7 @@ TEST(Fusion, ACalibrationOfTheStudysDeviceGivesTheLine) {
     EXPECT_NE(partial.find("not estimated for NVIDIA H100 80GB HBM3 (SXM5) (no calibration"), std::string::npos)
         << partial;
   }
-  cal.train[{"train:bias-gelu", "unfused"}].Add(gelu_bytes, 330);
+  cal.train[{"train:bias-gelu:1024", "unfused"}].Add(gelu_bytes, 330);
   const std::string line = FusionAdvice(w, 4, true, "NVIDIA H100 80GB HBM3 (SXM5)", &cal);
   // Per layer 2 x add-ln + bias-gelu: fused 2 x 100 + 300 = 500 us, unfused 2 x 250 + 330 = 830; x 3 layers
   // x 2 (8192 tokens read at 4096): 3.0 ms against 4.98 ms.
@@ -91,6 +91,11 @@ TEST(Fusion, ACalibrationOfTheStudysDeviceGivesTheLine) {
             std::string::npos)
       << line;
   EXPECT_EQ(line.find("timed now"), std::string::npos) << line;
+  // A curve of another width is not this workload's: not read.
+  Calibration wider = cal;
+  wider.train.erase({"train:bias-gelu:1024", "unfused"});
+  wider.train[{"train:bias-gelu:2048", "unfused"}].Add(gelu_bytes, 330);
+  EXPECT_EQ(FusionAdvice(w, 4, true, "NVIDIA H100 80GB HBM3 (SXM5)", &wider).find("calibrated"), std::string::npos);
 }
 
 TEST(Fusion, DeclinesWithoutAShapeOrTheStudysDevice) {

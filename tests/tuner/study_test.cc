@@ -496,7 +496,7 @@ TEST_F(Study, CalibrateStoresKernelCurvesPerSizeAndAStudyWithoutALinkSaysSo) {
   EXPECT_THROW(RunCalibration(db, c, out), UsageError);
 }
 
-// The training kernels' rows ("train:<kernel>", fused and unfused, one copy): read into their own
+// The training kernels' rows ("train:<kernel>:<cols>", fused and unfused, one copy): read into their own
 // curves, never as codec kernels (a calibration of them alone leaves the codec model unset) and never
 // as the codec kernels' concurrency; what calibrate's CLI times is every shipped transformer's shapes.
 TEST_F(Study, CalibrateStoresTheTrainingKernelsApart) {
@@ -510,11 +510,11 @@ TEST_F(Study, CalibrateStoresTheTrainingKernelsApart) {
   EXPECT_TRUE(cal.empty());  // no codec kernel, no link
   EXPECT_TRUE(cal.kernels.empty());
   ASSERT_EQ(cal.train.size(), 4u);
-  EXPECT_EQ(cal.train.at({"train:add-ln", "fused"}).points().size(), 2u);
-  EXPECT_EQ(cal.train.at({"train:bias-gelu", "unfused"}).points().size(), 1u);
-  EXPECT_GT(cal.TrainUs("train:add-ln", "fused", 16 * 96 * 4), 0.0);
-  EXPECT_EQ(cal.TrainUs("train:add-ln", "fused", 0), 0.0);
-  EXPECT_EQ(cal.TrainUs("train:layernorm", "fused", 4096), 0.0);
+  EXPECT_EQ(cal.train.at({"train:add-ln:96", "fused"}).points().size(), 2u);
+  EXPECT_EQ(cal.train.at({"train:bias-gelu:384", "unfused"}).points().size(), 1u);
+  EXPECT_GT(cal.TrainUs("train:add-ln:96", "fused", 16 * 96 * 4), 0.0);
+  EXPECT_EQ(cal.TrainUs("train:add-ln:96", "fused", 0), 0.0);
+  EXPECT_EQ(cal.TrainUs("train:add-ln:97", "fused", 4096), 0.0);
   // Codec kernels at two copies, then the training kernels (one copy) stored after them.
   c.sizes = {64 * 1024};
   c.concurrency = 2;
