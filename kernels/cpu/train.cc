@@ -236,13 +236,15 @@ void SumChunks(const float* partials, size_t chunks, size_t cols, float* out) {
 
 size_t Chunks(size_t rows) { return (rows + kGradRowChunk - 1) / kGradRowChunk; }
 
-// The row loops below are compiled for AVX2 and for baseline x86-64, picked at load time (GCC
-// target_clones, as kernels/cpu/codecs.cc). -ffp-contract=off keeps both clones' results identical.
+// The row loops below are compiled for AVX-512 (x86-64-v4), AVX2 (v3) and baseline x86-64, picked at load
+// time (GCC target_clones, as kernels/cpu/codecs.cc): the GELU/exp polynomials are compute-bound, and 16
+// lanes halve their instructions where the CPU has them. -ffp-contract=off and the explicit 32-lane sums
+// keep every clone's results identical (elementwise IEEE operations in the same order at any width).
 // Not under a sanitizer: the ifunc resolvers run while the dynamic loader relocates, before the
 // sanitizer's runtime starts, and GCC instruments them (a TSan build died there).
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && \
     !defined(__SANITIZE_ADDRESS__)
-#define CIUIC_TRAIN_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define CIUIC_TRAIN_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define CIUIC_TRAIN_CLONES  // clang (no template clones) and sanitizer builds: baseline only
 #endif
