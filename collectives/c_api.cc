@@ -905,12 +905,8 @@ class Workspace {
  public:
   Workspace(bool needed, const void* where, size_t rows, size_t cols, void* stream)
       : device_(needed && ciuic::IsDevicePointer(where)), stream_(stream) {
-    if (needed)
-      buffer_ = ciuic::Buffer(
-          std::max<size_t>(
-              ciuic::TrainWorkspaceBytes(rows, cols, device_ ? ciuic::MemoryKind::kDevice : ciuic::MemoryKind::kHost),
-              4),
-          device_ ? ciuic::MemoryKind::kDevice : ciuic::MemoryKind::kHost);
+    const ciuic::MemoryKind kind = device_ ? ciuic::MemoryKind::kDevice : ciuic::MemoryKind::kHost;
+    if (needed) buffer_ = ciuic::Buffer(std::max<size_t>(ciuic::TrainWorkspaceBytes(rows, cols, kind), 4), kind);
   }
   ~Workspace() {
 #if CIUIC_HAVE_CUDA

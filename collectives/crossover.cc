@@ -243,7 +243,7 @@ std::vector<CrossoverPoint> MeasureCrossover(Communicator& comm, const std::vect
           // candidate timed right after the ring ran 8-30% slower without it.
           call(key, n);
         }
-        const Counters before = o.with_auto ? engines.at(AllReduceAlgo::kAuto)->counters() : Counters{};
+        const Counters before = key == kAutoKey ? engines.at(AllReduceAlgo::kAuto)->counters() : Counters{};
         samples[{s, key}].push_back(timed(key, n, c) * 1e6);
         if (key == kAutoKey) {
           const Counters& after = engines.at(AllReduceAlgo::kAuto)->counters();

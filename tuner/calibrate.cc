@@ -425,9 +425,8 @@ void RunCalibration(const std::string& db_path, const CalibrateOptions& o, std::
       }
       progress.Done();
       const double bytes = static_cast<double>(s.rows) * static_cast<double>(s.cols) * 4;
-      const std::string kernel = fmt::format("train:{}:{}", s.kernel, s.cols);  // a curve per width, over rows
-      rows.push_back({kernel, "fused", bytes, t.fused_us, 1});
-      rows.push_back({kernel, "unfused", bytes, t.unfused_us, 1});
+      rows.push_back({FusionCurveName(s), "fused", bytes, t.fused_us, 1});
+      rows.push_back({FusionCurveName(s), "unfused", bytes, t.unfused_us, 1});
       out << fmt::format("  {:<10} {:>6} {:>6} {:>12.1f} {:>12.1f} {:>7.2f}x\n", s.kernel, s.rows, s.cols, t.fused_us,
                          t.unfused_us, t.unfused_us / t.fused_us);
     }

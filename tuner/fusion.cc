@@ -42,13 +42,14 @@ size_t TimedRows(const Workload& w, int batch) {
 // Both kernels' fused and unfused curves in the calibration: the shape's times from them.
 bool FromCalibration(const Calibration& cal, const FusionShape& s, FusionTimes* out) {
   const double bytes = static_cast<double>(s.rows) * static_cast<double>(s.cols) * 4;
-  const std::string kernel = fmt::format("train:{}:{}", s.kernel, s.cols);
-  out->fused_us = cal.TrainUs(kernel, "fused", bytes);
-  out->unfused_us = cal.TrainUs(kernel, "unfused", bytes);
+  out->fused_us = cal.TrainUs(FusionCurveName(s), "fused", bytes);
+  out->unfused_us = cal.TrainUs(FusionCurveName(s), "unfused", bytes);
   return out->fused_us > 0 && out->unfused_us > 0;
 }
 
 }  // namespace
+
+std::string FusionCurveName(const FusionShape& s) { return fmt::format("train:{}:{}", s.kernel, s.cols); }
 
 std::vector<FusionShape> FusionShapes(const Workload& w, int batch) {
   const TransformerShape& t = w.transformer;

@@ -26,6 +26,8 @@ struct FusionTimes {
 // The shapes the line times for `w` at its micro-batch's tokens, at most kMaxTokens rows (and a
 // bounded tensor): empty without a transformer shape.
 std::vector<FusionShape> FusionShapes(const Workload& w, int batch);
+// The calibration rows' kernel name of a shape: "train:<kernel>:<cols>" (a curve per width, over rows).
+std::string FusionCurveName(const FusionShape& s);
 // Times one shape on this host's CPU or (device) its GPU. Throws on failure (out of memory, a fault).
 FusionTimes TimeFusion(const FusionShape& s, bool device);
 
