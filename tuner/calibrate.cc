@@ -85,10 +85,6 @@ size_t Calibration::values() const {
   return n;
 }
 
-namespace {
-
-// Runs fn(thread) on `threads` threads at once: one warm-up round, then timed rounds covering ~30 ms
-// (3 to 31). Returns the median over rounds of the slowest thread's time (µs).
 double ConcurrentMedianUs(int threads, const std::function<void(int)>& fn) {
   std::barrier sync(threads);
   auto round = [&](int reps, std::vector<double>* out) {
@@ -117,6 +113,8 @@ double ConcurrentMedianUs(int threads, const std::function<void(int)>& fn) {
   round(std::clamp(static_cast<int>(3e4 / std::max(warm[0], 1.0)), 3, 31), &timed);
   return Percentile(timed, 50);
 }
+
+namespace {
 
 // GPU kernels: CUDA events on the default stream around each call (host clocks would time the launch
 // and a synchronising copy), 3 warm-up calls, median of 15.

@@ -12,6 +12,7 @@
 //     unfused, forward + backward, fp32) at the shipped transformer workloads' shapes, one copy.
 // The model interpolates between measured sizes (log-log), so cache effects are in the numbers.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <ostream>
 #include <string>
@@ -79,6 +80,9 @@ std::vector<FusionShape> TransformerFusionShapes();
 
 // "cpu:<model>" or "cuda:<name>".
 std::string CalibrationDevice(bool cuda);
+// Runs fn(copy) on `threads` threads at once (a barrier before each call): one warm-up round, then timed
+// rounds covering ~30 ms (3 to 31). Returns the median over rounds of the slowest copy's time (µs).
+double ConcurrentMedianUs(int threads, const std::function<void(int)>& fn);
 // Kernel timings: (size, codec, kernel) -> one µs value per sweep.
 using KernelSamples = std::map<std::tuple<uint64_t, std::string, std::string>, std::vector<double>>;
 // One sweep of every kernel of `codecs` (empty: every codec of the tuner's space) and the add, at

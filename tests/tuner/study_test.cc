@@ -7,11 +7,16 @@
 #include "tests/tuner/replace_once.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
+#include <mutex>
+#include <set>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -438,6 +443,32 @@ TEST(KernelSweep, CopiesRunAtOnceAndEachSweepAddsOneSamplePerKernel) {
       EXPECT_LT(us.back(), 1e6) << std::get<2>(key);  // a 16 KiB kernel, not a second
     }
   }
+}
+
+// The copies of a CPU kernel are timed at once, not one after another: every copy's index is called and
+// all of them are inside their call together (each call holds 2 ms, so copies run in turn would never
+// overlap); the time returned is a call's, not the round's sum.
+TEST(KernelSweep, ConcurrentTimingRunsEveryCopyAtOnce) {
+  constexpr int kCopies = 3;
+  std::mutex m;
+  std::set<int> seen;
+  std::atomic<int> inside{0}, most{0};
+  const double us = ConcurrentMedianUs(kCopies, [&](int copy) {
+    {
+      const std::lock_guard<std::mutex> lock(m);
+      seen.insert(copy);
+    }
+    const int now = ++inside;
+    int prev = most.load();
+    while (now > prev && !most.compare_exchange_weak(prev, now)) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    --inside;
+  });
+  EXPECT_EQ(seen, (std::set<int>{0, 1, 2}));
+  EXPECT_EQ(most.load(), kCopies);
+  EXPECT_GE(us, 2000.0);
+  EXPECT_LT(us, 3 * 2000.0);  // not three calls in turn
 }
 
 TEST_F(Study, CalibrateStoresKernelCurvesPerSizeAndAStudyWithoutALinkSaysSo) {
