@@ -70,9 +70,13 @@ void ForBlocks(size_t blocks, size_t per_block, Fn&& fn) {
   });
 }
 
+// The row helpers below are forced inline: called from a target_clones function, an out-of-line helper
+// would run its baseline (SSE2) code in every clone.
+#define CIUIC_ROW_INLINE inline __attribute__((always_inline))
+
 // Σ f(j) for j in [0, n) in the fixed 32-lane order.
 template <class F>
-float LaneSum(size_t n, F f) {
+CIUIC_ROW_INLINE float LaneSum(size_t n, F f) {
   float lanes[qm::kLanes] = {};
   size_t j = 0;
   for (; j + qm::kLanes <= n; j += qm::kLanes)
@@ -85,7 +89,7 @@ float LaneSum(size_t n, F f) {
 // A word mask, not a bool, so the apply loops are a multiply and an AND (a dropped element gives +0,
 // as the CUDA twin's select) and vectorise.
 inline uint32_t KeepWord(uint32_t r, uint32_t threshold) { return r >= threshold ? 0xffffffffu : 0u; }
-void FillKeep(const DropoutArgs& d, uint32_t threshold, uint64_t e0, size_t n, uint32_t* keep) {
+CIUIC_ROW_INLINE void FillKeep(const DropoutArgs& d, uint32_t threshold, uint64_t e0, size_t n, uint32_t* keep) {
   if (threshold == 0u || threshold == 0xffffffffu) {
     std::fill(keep, keep + n, threshold == 0u ? 0xffffffffu : 0u);
     return;
@@ -186,7 +190,7 @@ inline float ApplyKeep(float v, float scale, uint32_t keep) { return qm::Float(q
 struct RowStats {
   float mean, rstd;
 };
-RowStats Stats(const float* v, size_t cols, float eps) {
+CIUIC_ROW_INLINE RowStats Stats(const float* v, size_t cols, float eps) {
   const float n = static_cast<float>(cols);
   const float mean = LaneSum(cols, [&](size_t j) { return v[j]; }) / n;
   const float var = LaneSum(cols,
@@ -199,28 +203,52 @@ RowStats Stats(const float* v, size_t cols, float eps) {
 }
 
 template <class T>
-void LoadRow(const T* in, size_t cols, float* out) {
+CIUIC_ROW_INLINE void LoadRow(const T* in, size_t cols, float* out) {
   for (size_t j = 0; j < cols; ++j) out[j] = Ld(in, j);
 }
 
-// The shared tail of every LayerNorm backward, for one row: dz (the gradient reaching LayerNorm's
-// output) and xh (x̂) in, dx out (plus dsum when given); the chunk's column partials accumulated.
-template <class T>
-void LnBackwardRow(size_t cols, const float* dz, const float* xh, const float* gamma, float rstd, const T* dsum, T* dx,
-                   float* part_gamma, float* part_beta, float* g) {
-  for (size_t j = 0; j < cols; ++j) g[j] = dz[j] * gamma[j];
+// The two sums every LayerNorm backward row needs, from dz (the gradient reaching LayerNorm's output) and
+// xh (x̂): ma = Σ g / n and mb = Σ g·x̂ / n with g = dz·γ, each in the fixed 32-lane order. `row(j)`
+// computes and stores dz[j] and xh[j] (the first pass over the row's inputs): one pass, two lane sets.
+template <class Row>
+CIUIC_ROW_INLINE void LnBackwardSums(size_t cols, const float* gamma, float* dz, float* xh, Row row, float* ma,
+                                     float* mb) {
+  float la[qm::kLanes] = {}, lb[qm::kLanes] = {};
+  auto add = [&](size_t j, int l) {
+    row(j);
+    const float g = dz[j] * gamma[j];
+    la[l] += g;
+    lb[l] += g * xh[j];
+  };
+  size_t j = 0;
+  for (; j + qm::kLanes <= cols; j += qm::kLanes)
+    for (int l = 0; l < qm::kLanes; ++l) add(j + l, l);
+  for (int l = 0; j + l < cols; ++l) add(j + l, l);
   const float n = static_cast<float>(cols);
-  const float ma = LaneSum(cols, [&](size_t j) { return g[j]; }) / n;
-  const float mb = LaneSum(cols, [&](size_t j) { return g[j] * xh[j]; }) / n;
-  if (dsum) {
-    for (size_t j = 0; j < cols; ++j) St(dx, j, ((g[j] - ma) - xh[j] * mb) * rstd + Ld(dsum, j));
-  } else {
-    for (size_t j = 0; j < cols; ++j) St(dx, j, ((g[j] - ma) - xh[j] * mb) * rstd);
+  *ma = qm::CombineLanes(la) / n;
+  *mb = qm::CombineLanes(lb) / n;
+}
+
+// The shared tail of every LayerNorm backward, for one row: dz and xh in (LnBackwardSums' ma, mb), dx out
+// (plus dsum when given); the chunk's column partials accumulated. One pass.
+template <class T, bool kDsum, bool kParts>
+CIUIC_ROW_INLINE void LnBackwardTail(size_t cols, const float* dz, const float* xh, const float* gamma, float ma,
+                                     float mb, float rstd, const T* dsum, T* dx, float* part_gamma, float* part_beta) {
+  for (size_t j = 0; j < cols; ++j) {
+    const float g = dz[j] * gamma[j];
+    const float v = ((g - ma) - xh[j] * mb) * rstd;
+    St(dx, j, kDsum ? v + Ld(dsum, j) : v);
   }
-  if (part_gamma) {
+  if constexpr (kParts) {
+    // The scratch rows and this chunk's partials never overlap anything: said, so the loop vectorises
+    // without run-time overlap checks.
+    float* __restrict pg = part_gamma;
+    float* __restrict pb = part_beta;
+    const float* __restrict z = dz;
+    const float* __restrict h = xh;
     for (size_t j = 0; j < cols; ++j) {
-      part_gamma[j] += dz[j] * xh[j];
-      part_beta[j] += dz[j];
+      pg[j] += z[j] * h[j];
+      pb[j] += z[j];
     }
   }
 }
@@ -335,7 +363,7 @@ struct LnBackwardArgs {
 template <class T, Act A>
 CIUIC_TRAIN_CLONES void LnBackwardRange(const LnBackwardArgs<T>& a, size_t k0, size_t k1) {
   const size_t cols = a.cols;
-  std::vector<float> xh(cols), dz(cols), g(cols);
+  std::vector<float> xh(cols), dz(cols);
   std::vector<uint32_t> keep(a.threshold ? cols : 0);
   for (size_t k = k0; k < k1; ++k) {
     float* pg = a.workspace ? a.workspace + k * cols : nullptr;
@@ -350,22 +378,37 @@ CIUIC_TRAIN_CLONES void LnBackwardRange(const LnBackwardArgs<T>& a, size_t k0, s
       const float mu = a.mean[r], rs = a.rstd[r];
       const T* dy = a.dy + base;
       const T* x = a.x + base;
-      for (size_t j = 0; j < cols; ++j) xh[j] = (Ld(x, j) - mu) * rs;
-      if (a.threshold) FillKeep(a.d, a.threshold, base, cols, keep.data());
-      if constexpr (A == Act::kNone) {
-        if (a.threshold) {
-          for (size_t j = 0; j < cols; ++j) dz[j] = ApplyKeep(Ld(dy, j), a.scale, keep[j]);
-        } else {
-          LoadRow(dy, cols, dz.data());
-        }
-      } else if (a.threshold) {
-        for (size_t j = 0; j < cols; ++j)
-          dz[j] = ApplyKeep(Ld(dy, j), a.scale, keep[j]) * tm::ActivateGrad(A, xh[j] * a.gamma[j] + a.beta[j]);
+      float ma, mb;
+      // Dropout or not as a template parameter: a test inside the loop would keep it from vectorising.
+      auto sums = [&]<bool kDrop>() {
+        LnBackwardSums(
+            cols, a.gamma, dz.data(), xh.data(),
+            [&](size_t j) {
+              const float h = (Ld(x, j) - mu) * rs;
+              xh[j] = h;
+              float v = Ld(dy, j);
+              if constexpr (kDrop) v = ApplyKeep(v, a.scale, keep[j]);
+              if constexpr (A != Act::kNone) v = v * tm::ActivateGrad(A, h * a.gamma[j] + a.beta[j]);
+              dz[j] = v;
+            },
+            &ma, &mb);
+      };
+      if (a.threshold) {
+        FillKeep(a.d, a.threshold, base, cols, keep.data());
+        sums.template operator()<true>();
       } else {
-        for (size_t j = 0; j < cols; ++j) dz[j] = Ld(dy, j) * tm::ActivateGrad(A, xh[j] * a.gamma[j] + a.beta[j]);
+        sums.template operator()<false>();
       }
-      LnBackwardRow<T>(cols, dz.data(), xh.data(), a.gamma, rs, a.dsum ? a.dsum + base : nullptr, a.dx + base, pg, pb,
-                       g.data());
+      const T* dsum = a.dsum ? a.dsum + base : nullptr;
+      if (dsum && pg) {
+        LnBackwardTail<T, true, true>(cols, dz.data(), xh.data(), a.gamma, ma, mb, rs, dsum, a.dx + base, pg, pb);
+      } else if (dsum) {
+        LnBackwardTail<T, true, false>(cols, dz.data(), xh.data(), a.gamma, ma, mb, rs, dsum, a.dx + base, pg, pb);
+      } else if (pg) {
+        LnBackwardTail<T, false, true>(cols, dz.data(), xh.data(), a.gamma, ma, mb, rs, dsum, a.dx + base, pg, pb);
+      } else {
+        LnBackwardTail<T, false, false>(cols, dz.data(), xh.data(), a.gamma, ma, mb, rs, dsum, a.dx + base, pg, pb);
+      }
     }
   }
 }

@@ -11,6 +11,8 @@
 #include <random>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "core/parallel.h"
 #include "kernels/train_kernels.h"
@@ -449,6 +451,94 @@ TEST(TrainKernels, ResultsDoNotDependOnTheThreadCount) {
   SetParallelThreads(before);
   EXPECT_EQ(outs[0], outs[1]);
   EXPECT_EQ(outs[0], outs[2]);
+}
+
+// The oracle's bits, pinned: every fused and single-op kernel's outputs (forward, backward with and without
+// column gradients) over every dtype, activation and dropout setting, at widths below, at and above a
+// 32-lane block, hashed (FNV-1a) into one digest recorded here. The CUDA twin must give these same bits
+// (tests/gpu/train_kernels_test.cc), but only a lent GPU runs that: here a change to the CPU kernels that
+// moves any bit (a sum reordered, a product contracted, a clone that computes differently) fails. When a
+// change means to move them, the GPU comparison has to pass again before the digest is re-recorded.
+TEST(TrainKernels, OutputBitsAreTheRecordedOnes) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      h ^= static_cast<const uint8_t*>(p)[i];
+      h *= 1099511628211ull;
+    }
+  };
+  // Inputs from integer hashes (no <random> distribution: those differ between standard libraries).
+  auto value = [](size_t i, uint64_t salt) {
+    const uint64_t k = (i + 1) * 0x9e3779b97f4a7c15ull ^ salt;
+    return static_cast<float>(static_cast<int>((k >> 40) % 4001) - 2000) / 1000.0f;
+  };
+  const size_t rows = 70;  // 3 gradient chunks, the last partial
+  for (size_t cols : {7u, 96u, 1030u}) {
+    for (DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+      const size_t n = rows * cols;
+      Tensor x(t, n), dy(t, n), res(t, n);
+      for (size_t i = 0; i < n; ++i) {
+        x.set(i, value(i, 1));
+        dy.set(i, value(i, 2));
+        res.set(i, value(i, 3));
+      }
+      std::vector<float> gamma(cols), beta(cols);
+      for (size_t j = 0; j < cols; ++j) {
+        gamma[j] = 1.0f + value(j, 4) / 4;
+        beta[j] = value(j, 5) / 4;
+      }
+      for (Activation act : {Activation::kNone, Activation::kRelu, Activation::kGeluTanh, Activation::kGeluErf}) {
+        for (float p : {0.0f, 0.1f}) {
+          const DropoutArgs d{p, 1234, 77};
+          Tensor y(t, n), sum(t, n), dx(t, n);
+          std::vector<float> mean(rows), rstd(rows), dg(cols), db(cols),
+              ws(TrainWorkspaceBytes(rows, cols, MemoryKind::kHost) / 4);
+          auto mix_grads = [&] {
+            mix(dx.data(), dx.bytes.size());
+            mix(dg.data(), cols * 4);
+            mix(db.data(), cols * 4);
+          };
+          cpu::LnActDropoutForward(t, rows, cols, act, d, x.data(), gamma.data(), beta.data(), 1e-5f, y.data(),
+                                   mean.data(), rstd.data(), nullptr);
+          mix(y.data(), y.bytes.size());
+          mix(mean.data(), rows * 4);
+          mix(rstd.data(), rows * 4);
+          cpu::LnActDropoutBackward(t, rows, cols, act, d, dy.data(), x.data(), gamma.data(), beta.data(), mean.data(),
+                                    rstd.data(), dx.data(), dg.data(), db.data(), ws.data(), nullptr);
+          mix_grads();
+          cpu::LnActDropoutBackward(t, rows, cols, act, d, dy.data(), x.data(), gamma.data(), beta.data(), mean.data(),
+                                    rstd.data(), dx.data(), nullptr, nullptr, nullptr, nullptr);
+          mix(dx.data(), dx.bytes.size());
+          cpu::BiasActForward(t, rows, cols, act, x.data(), beta.data(), y.data(), nullptr);
+          mix(y.data(), y.bytes.size());
+          cpu::BiasActBackward(t, rows, cols, act, dy.data(), x.data(), beta.data(), dx.data(), db.data(), ws.data(),
+                               nullptr);
+          mix(dx.data(), dx.bytes.size());
+          mix(db.data(), cols * 4);
+          if (act != Activation::kNone) continue;
+          cpu::Dropout(t, n, d, x.data(), y.data(), nullptr);
+          mix(y.data(), y.bytes.size());
+          if (p != 0.0f) continue;
+          cpu::AddLayerNormForward(t, rows, cols, x.data(), res.data(), gamma.data(), beta.data(), 1e-5f, sum.data(),
+                                   y.data(), mean.data(), rstd.data(), nullptr);
+          mix(sum.data(), sum.bytes.size());
+          mix(y.data(), y.bytes.size());
+          cpu::AddLayerNormBackward(t, rows, cols, dy.data(), res.data(), sum.data(), gamma.data(), mean.data(),
+                                    rstd.data(), dx.data(), dg.data(), db.data(), ws.data(), nullptr);
+          mix_grads();
+          cpu::LayerNormForward(t, rows, cols, x.data(), gamma.data(), beta.data(), 1e-5f, y.data(), mean.data(),
+                                rstd.data(), nullptr);
+          mix(y.data(), y.bytes.size());
+          cpu::LayerNormBackward(t, rows, cols, dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), dx.data(),
+                                 dg.data(), db.data(), ws.data(), nullptr);
+          mix_grads();
+          cpu::AddTensors(t, n, x.data(), res.data(), y.data(), nullptr);
+          mix(y.data(), y.bytes.size());
+        }
+      }
+    }
+  }
+  EXPECT_EQ(fmt::format("{:016x}", h), "aa9de239a9ed1358");
 }
 
 TEST(Dropout, OneMaskFromSeedAndOffsetInForwardAndBackward) {
