@@ -1,6 +1,8 @@
 #pragma once
-// ParallelFor over [0, n) in contiguous ranges on short-lived threads: used for host-side fills and
-// verification of large buffers, never inside a timed region.
+// ParallelFor over [0, n) in contiguous ranges, one per thread: host-side fills and verification of large
+// buffers, and the CPU training kernels (kernels/cpu/train.cc), which run it in timed loops. Its threads
+// are a pool kept for the process; a call made while another holds the pool (another thread's, or one
+// nested in a part) runs on threads started for it.
 #include <cstddef>
 #include <functional>
 
