@@ -2,11 +2,11 @@
 
 #include <pthread.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -59,20 +59,28 @@ class Pool {
 
  private:
   void Grow(size_t workers) {
+    if (workers_ >= workers) return;
+    // A kept thread takes no process signals (a user's SIGINT, a child's SIGCHLD): the threads that wait
+    // for them get them. Blocked here, around the start, so the thread has the mask from its first
+    // instruction; the caller's own mask is put back.
+    sigset_t async, old;
+    sigemptyset(&async);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM, SIGCHLD, SIGUSR1, SIGUSR2}) sigaddset(&async, sig);
+    pthread_sigmask(SIG_BLOCK, &async, &old);
+    struct Restore {
+      const sigset_t* old;
+      ~Restore() { pthread_sigmask(SIG_SETMASK, old, nullptr); }
+    } restore{&old};
     while (workers_ < workers) {
-      const size_t index = ++workers_;  // part index this worker runs
-      std::thread([this, index] { Work(index); }).detach();
+      const size_t index = workers_ + 1;                   // the part this worker runs
+      std::thread worker([this, index] { Work(index); });  // may throw: then no worker is counted
+      worker.detach();
+      workers_ = index;
     }
   }
 
   void Work(size_t index) {
     t_in_pool = true;
-    // A kept thread takes no process signals (a user's SIGINT, a child's SIGCHLD): the threads that
-    // wait for them get them.
-    sigset_t async;
-    sigemptyset(&async);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM, SIGCHLD, SIGUSR1, SIGUSR2}) sigaddset(&async, sig);
-    pthread_sigmask(SIG_BLOCK, &async, nullptr);
     uint64_t seen = 0;
     {
       const std::lock_guard<std::mutex> lock(m_);
@@ -101,30 +109,49 @@ class Pool {
   size_t parts_ = 0, left_ = 0;
   uint64_t generation_ = 0;
   size_t workers_ = 0;  // only the busy_ holder grows it
+
+ public:
+  Pool* dropped_before = nullptr;  // ForkChild's list
 };
 
-// Never destroyed (its workers wait for the next call until the process ends). A child of fork() has
-// none of its parent's workers: it makes a pool of its own.
+// The pool, never destroyed (its workers wait for the next call until the process ends). A child of
+// fork() has none of its parent's workers: the child handler drops the parent's pool (kept reachable in a
+// list, so a leak checker sees no leak) and the child's first call makes its own.
+std::atomic<Pool*> g_pool{nullptr};
+Pool* g_dropped = nullptr;  // the dropped pools, each pointing at the one dropped before
+
+void ForkChild() {
+  Pool* const parent = g_pool.exchange(nullptr);
+  if (!parent) return;
+  parent->dropped_before = g_dropped;
+  g_dropped = parent;
+}
+
 Pool& ThePool() {
-  static std::mutex m;
-  static Pool* pool = nullptr;
-  static pid_t owner = 0;
-  const std::lock_guard<std::mutex> lock(m);
-  if (!pool || owner != getpid()) {
-    pool = new Pool();
-    owner = getpid();
-  }
+  static const bool registered = pthread_atfork(nullptr, nullptr, ForkChild) == 0;
+  (void)registered;
+  Pool* pool = g_pool.load(std::memory_order_acquire);
+  if (pool) return *pool;
+  // No lock (a lock held by another thread at fork() would stay held in the child): the first of racing
+  // callers installs its pool, the others drop theirs (no thread started yet).
+  auto fresh = std::make_unique<Pool>();
+  if (g_pool.compare_exchange_strong(pool, fresh.get(), std::memory_order_acq_rel)) return *fresh.release();
   return *pool;
 }
 
 void SpawnFor(size_t threads, size_t n, size_t per, const std::function<void(size_t, size_t)>& fn) {
   std::vector<std::thread> pool;
+  struct Join {  // also when a start or part 0 throws: no joinable thread is destroyed
+    std::vector<std::thread>* pool;
+    ~Join() {
+      for (auto& th : *pool) th.join();
+    }
+  } join{&pool};
   for (size_t t = 1; t < threads; ++t) {
     const size_t b = std::min(n, t * per), e = std::min(n, b + per);
     pool.emplace_back([&fn, b, e] { fn(b, e); });
   }
   fn(0, std::min(n, per));
-  for (auto& th : pool) th.join();
 }
 }  // namespace
 

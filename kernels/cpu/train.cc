@@ -73,6 +73,7 @@ void ForBlocks(size_t blocks, size_t per_block, Fn&& fn) {
 // The row helpers below are forced inline: called from a target_clones function, an out-of-line helper
 // would run its baseline (SSE2) code in every clone.
 #define CIUIC_ROW_INLINE inline __attribute__((always_inline))
+#define CIUIC_LAMBDA_INLINE __attribute__((always_inline))  // the same for a lambda
 
 // Σ f(j) for j in [0, n) in the fixed 32-lane order.
 template <class F>
@@ -214,7 +215,7 @@ template <class Row>
 CIUIC_ROW_INLINE void LnBackwardSums(size_t cols, const float* gamma, float* dz, float* xh, Row row, float* ma,
                                      float* mb) {
   float la[qm::kLanes] = {}, lb[qm::kLanes] = {};
-  auto add = [&](size_t j, int l) {
+  auto add = [&](size_t j, int l) CIUIC_LAMBDA_INLINE {
     row(j);
     const float g = dz[j] * gamma[j];
     la[l] += g;
@@ -382,10 +383,10 @@ CIUIC_TRAIN_CLONES void LnBackwardRange(const LnBackwardArgs<T>& a, size_t k0, s
       if constexpr (A == Act::kNone) {
         // x̂, dz and the sums in one pass. Dropout or not as a template parameter: a test inside the loop
         // would keep it from vectorising.
-        auto sums = [&]<bool kDrop>() {
+        auto sums = [&]<bool kDrop>() CIUIC_LAMBDA_INLINE {
           LnBackwardSums(
               cols, a.gamma, dz.data(), xh.data(),
-              [&](size_t j) {
+              [&](size_t j) CIUIC_LAMBDA_INLINE {
                 xh[j] = (Ld(x, j) - mu) * rs;
                 dz[j] = kDrop ? ApplyKeep(Ld(dy, j), a.scale, keep[j]) : Ld(dy, j);
               },

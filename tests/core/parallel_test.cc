@@ -77,7 +77,8 @@ TEST(ParallelFor, KeepsItsThreadsFromCallToCall) {
 }
 
 // A ParallelFor inside a part (the caller's own part included) and calls from several threads at once:
-// all complete, each index once.
+// all complete, each index once. (Whether the caller's nested call skips the pool it holds is not
+// observable here: glibc's try_lock on a mutex the thread holds fails too; TSan watches that.)
 TEST(ParallelFor, NestedAndConcurrentCallsComplete) {
   const Threads t(2);
   std::atomic<int> nested_ok{0};
