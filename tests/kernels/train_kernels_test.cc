@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -460,8 +462,11 @@ TEST(TrainKernels, ResultsDoNotDependOnTheThreadCount) {
 // moves any bit (a sum reordered, a product contracted, a clone that computes differently) fails. When a
 // change means to move them, the GPU comparison has to pass again before the digest is re-recorded.
 TEST(TrainKernels, OutputBitsAreTheRecordedOnes) {
-  uint64_t h = 1469598103934665603ull;
+  // One digest per kernel and pass (a failure shows which moved), each over every dtype and setting.
+  std::map<std::string, uint64_t> digests;
+  std::string at;  // the kernel the next mix() belongs to
   auto mix = [&](const void* p, size_t n) {
+    uint64_t& h = digests.try_emplace(at, 1469598103934665603ull).first->second;
     for (size_t i = 0; i < n; ++i) {
       h ^= static_cast<const uint8_t*>(p)[i];
       h *= 1099511628211ull;
@@ -498,50 +503,76 @@ TEST(TrainKernels, OutputBitsAreTheRecordedOnes) {
             mix(dg.data(), cols * 4);
             mix(db.data(), cols * 4);
           };
+          at = "ln-act-dropout forward";
           cpu::LnActDropoutForward(t, rows, cols, act, d, x.data(), gamma.data(), beta.data(), 1e-5f, y.data(),
                                    mean.data(), rstd.data(), nullptr);
           mix(y.data(), y.bytes.size());
           mix(mean.data(), rows * 4);
           mix(rstd.data(), rows * 4);
+          at = "ln-act-dropout backward";
           cpu::LnActDropoutBackward(t, rows, cols, act, d, dy.data(), x.data(), gamma.data(), beta.data(), mean.data(),
                                     rstd.data(), dx.data(), dg.data(), db.data(), ws.data(), nullptr);
           mix_grads();
+          at = "ln-act-dropout backward, no column gradients";
           cpu::LnActDropoutBackward(t, rows, cols, act, d, dy.data(), x.data(), gamma.data(), beta.data(), mean.data(),
                                     rstd.data(), dx.data(), nullptr, nullptr, nullptr, nullptr);
           mix(dx.data(), dx.bytes.size());
+          at = "bias-act forward";
           cpu::BiasActForward(t, rows, cols, act, x.data(), beta.data(), y.data(), nullptr);
           mix(y.data(), y.bytes.size());
+          at = "bias-act backward";
           cpu::BiasActBackward(t, rows, cols, act, dy.data(), x.data(), beta.data(), dx.data(), db.data(), ws.data(),
                                nullptr);
           mix(dx.data(), dx.bytes.size());
           mix(db.data(), cols * 4);
           if (act != Activation::kNone) continue;
+          at = "dropout";
           cpu::Dropout(t, n, d, x.data(), y.data(), nullptr);
           mix(y.data(), y.bytes.size());
           if (p != 0.0f) continue;
+          at = "add-ln forward";
           cpu::AddLayerNormForward(t, rows, cols, x.data(), res.data(), gamma.data(), beta.data(), 1e-5f, sum.data(),
                                    y.data(), mean.data(), rstd.data(), nullptr);
           mix(sum.data(), sum.bytes.size());
           mix(y.data(), y.bytes.size());
+          at = "add-ln backward";
           cpu::AddLayerNormBackward(t, rows, cols, dy.data(), res.data(), sum.data(), gamma.data(), mean.data(),
                                     rstd.data(), dx.data(), dg.data(), db.data(), ws.data(), nullptr);
           mix_grads();
+          at = "add-ln backward, no column gradients";
           cpu::AddLayerNormBackward(t, rows, cols, dy.data(), res.data(), sum.data(), gamma.data(), mean.data(),
                                     rstd.data(), dx.data(), nullptr, nullptr, nullptr, nullptr);
           mix(dx.data(), dx.bytes.size());
+          at = "layernorm forward";
           cpu::LayerNormForward(t, rows, cols, x.data(), gamma.data(), beta.data(), 1e-5f, y.data(), mean.data(),
                                 rstd.data(), nullptr);
           mix(y.data(), y.bytes.size());
+          at = "layernorm backward";
           cpu::LayerNormBackward(t, rows, cols, dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), dx.data(),
                                  dg.data(), db.data(), ws.data(), nullptr);
           mix_grads();
+          at = "add";
           cpu::AddTensors(t, n, x.data(), res.data(), y.data(), nullptr);
           mix(y.data(), y.bytes.size());
         }
       }
     }
   }
-  EXPECT_EQ(fmt::format("{:016x}", h), "67a87c6c9a7542c6");
+  std::string got;
+  for (const auto& [kernel, h] : digests) got += fmt::format("{}: {:016x}\n", kernel, h);
+  EXPECT_EQ(got,
+            "add: fd0c39e77fb1569c\n"
+            "add-ln backward: 853f9435a1026ac3\n"
+            "add-ln backward, no column gradients: 07f17e1c0fb2f1c1\n"
+            "add-ln forward: 9f1b6574c5ec22e6\n"
+            "bias-act backward: 49b6b3403244e1b7\n"
+            "bias-act forward: ebdc5534fe06b3db\n"
+            "dropout: 9894c81436ae504e\n"
+            "layernorm backward: 026089046cc36266\n"
+            "layernorm forward: 91dde3b971fdbe3e\n"
+            "ln-act-dropout backward: 8856da964b52a48b\n"
+            "ln-act-dropout backward, no column gradients: 9476952716ba8c95\n"
+            "ln-act-dropout forward: 032f39843c4761c5\n");
 }
 
 TEST(Dropout, OneMaskFromSeedAndOffsetInForwardAndBackward) {
