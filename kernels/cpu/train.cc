@@ -75,14 +75,20 @@ void ForBlocks(size_t blocks, size_t per_block, Fn&& fn) {
 #define CIUIC_ROW_INLINE inline __attribute__((always_inline))
 #define CIUIC_LAMBDA_INLINE __attribute__((always_inline))  // the same for a lambda
 
+// fn(j, lane) for j in [0, n) in the fixed 32-lane order: element j belongs to lane j % 32, in index order.
+template <class F>
+CIUIC_ROW_INLINE void ForLanes(size_t n, F fn) {
+  size_t j = 0;
+  for (; j + qm::kLanes <= n; j += qm::kLanes)
+    for (int l = 0; l < qm::kLanes; ++l) fn(j + l, l);
+  for (int l = 0; j + l < n; ++l) fn(j + l, l);
+}
+
 // Σ f(j) for j in [0, n) in the fixed 32-lane order.
 template <class F>
 CIUIC_ROW_INLINE float LaneSum(size_t n, F f) {
   float lanes[qm::kLanes] = {};
-  size_t j = 0;
-  for (; j + qm::kLanes <= n; j += qm::kLanes)
-    for (int l = 0; l < qm::kLanes; ++l) lanes[l] += f(j + l);
-  for (int l = 0; j + l < n; ++l) lanes[l] += f(j + l);
+  ForLanes(n, [&](size_t j, int l) CIUIC_LAMBDA_INLINE { lanes[l] += f(j); });
   return qm::CombineLanes(lanes);
 }
 
@@ -215,16 +221,12 @@ template <class Row>
 CIUIC_ROW_INLINE void LnBackwardSums(size_t cols, const float* gamma, float* dz, float* xh, Row row, float* ma,
                                      float* mb) {
   float la[qm::kLanes] = {}, lb[qm::kLanes] = {};
-  auto add = [&](size_t j, int l) CIUIC_LAMBDA_INLINE {
+  ForLanes(cols, [&](size_t j, int l) CIUIC_LAMBDA_INLINE {
     row(j);
     const float g = dz[j] * gamma[j];
     la[l] += g;
     lb[l] += g * xh[j];
-  };
-  size_t j = 0;
-  for (; j + qm::kLanes <= cols; j += qm::kLanes)
-    for (int l = 0; l < qm::kLanes; ++l) add(j + l, l);
-  for (int l = 0; j + l < cols; ++l) add(j + l, l);
+  });
   const float n = static_cast<float>(cols);
   *ma = qm::CombineLanes(la) / n;
   *mb = qm::CombineLanes(lb) / n;
